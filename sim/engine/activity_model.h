@@ -1,0 +1,53 @@
+// The contract between the engine and the resource models (design.md section 7, lesson 1).
+//
+// The engine computes no durations and the models schedule no events: the engine starts tasks on
+// the model that handles them, asks every model for its next completion, advances all models to
+// the earliest one and collects what finished. Models whose speed depends on what else runs on a
+// rank (interference) are told when a rank's set of busy stream classes changes.
+#pragma once
+
+#include <array>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/units.h"
+#include "sim/graph/task.h"
+
+namespace moesim {
+
+class TaskGraph;
+
+// Which stream classes are busy on each simulated rank right now.
+class Concurrency {
+ public:
+  explicit Concurrency(int world_size) : busy_(static_cast<std::size_t>(world_size)) {}
+  int busy(int rank, StreamClass s) const { return busy_[rank][static_cast<int>(s)]; }
+  bool any_busy(int rank, StreamClass s) const { return busy(rank, s) > 0; }
+  void add(int rank, StreamClass s, int delta) { busy_[rank][static_cast<int>(s)] += delta; }
+
+ private:
+  std::vector<std::array<int, kNumStreamClasses>> busy_;
+};
+
+class ActivityModel {
+ public:
+  virtual ~ActivityModel() = default;
+
+  // A short name, used in traces and error messages.
+  virtual std::string_view name() const = 0;
+  // Whether this model executes the task (each task has exactly one model).
+  virtual bool handles(const Task& task) const = 0;
+  // Begins executing `task` at `now`. The concurrency passed already counts the task itself.
+  virtual void start(TaskIndex task, TimeNs now, const Concurrency& concurrency) = 0;
+  // The busy stream classes of `ranks` changed at `now`: update the speeds of affected activities.
+  virtual void on_concurrency_change(std::span<const int> ranks, TimeNs now,
+                                     const Concurrency& concurrency) = 0;
+  // Time of the earliest completion among running activities, or kNever.
+  virtual TimeNs next_completion() const = 0;
+  // Advances progress to `now` (never past next_completion()) and appends the tasks that finished
+  // at `now`, in ascending task index.
+  virtual void advance_to(TimeNs now, std::vector<TaskIndex>& finished) = 0;
+};
+
+}  // namespace moesim

@@ -1,0 +1,60 @@
+// Builder of the MoE layer task graph: forward and backward, split into n chunks along tokens.
+//
+// Forward per layer (MPipeMoE, reference section 1): gate GEMM -> softmax/top-k -> encode into
+// [E, C, M] -> per chunk: dispatch all-to-all -> FC1 -> activation -> FC2 -> combine all-to-all
+// -> decode. Backward per chunk in the order of the MPipeMoE code: all-to-all of dGrad(T_DO)
+// (bwd.combine) -> dM = dDO*W2^T (fc2.dgrad) -> activation backward -> wgrad W2 -> wgrad W1 ->
+// dDI = dM*W1^T (fc1.dgrad) -> all-to-all back (bwd.dispatch); then encode backward and the router
+// gradient (softmax/top-k backward, gate dgrad and wgrad).
+//
+// Chunking follows MPipeMoE: capacity C = floor(k*f*B/E) rounded down to a multiple of n, each
+// chunk carries C/n rows per (expert, source rank). The ordering policy decides which stream each
+// all-to-all runs on and the issue order (see order_policy in the .cc and docs/concepts.md).
+#pragma once
+
+#include <cstdint>
+
+#include "sim/graph/task_graph.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/run_spec.h"
+
+namespace moesim {
+
+// Sizes of one MoE layer on one rank, derived and validated from the specs.
+struct LayerDims {
+  std::int64_t tokens = 0;        // B, per rank
+  std::int64_t d_model = 0;       // M
+  std::int64_t d_ffn = 0;         // H
+  std::int64_t fc1_out = 0;       // H, or 2H for swiglu
+  int num_experts = 0;            // E
+  int top_k = 1;                  // k
+  int ep_size = 1;                // N
+  int local_experts = 1;          // E_l = E / N
+  int num_chunks = 1;             // n
+  std::int64_t capacity = 0;      // C per expert per source rank, a multiple of n
+  std::int64_t rows_per_expert_chunk = 0;  // N * C / n rows each local expert computes per chunk
+  int element_bytes = 4;
+  DType gemm_dtype = DType::kFp32;
+
+  // Rows a rank sends (and receives) per chunk: E * C / n.
+  std::int64_t rows_per_chunk() const;
+  // Bytes one rank sends to one peer in one chunk's all-to-all: E_l * (C/n) * M * bytes.
+  std::int64_t a2a_bytes_per_peer() const;
+};
+
+// Validates the combination (experts divisible by the EP size, top-k <= experts, capacity >= n,
+// EP size dividing the cluster, sizes that fit in 64 bits) and derives the dims. Throws InputError
+// naming the values and the rule.
+LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
+
+struct BuildOptions {
+  // Simulate one representative rank (balanced routing: every EP rank is symmetric) instead of all.
+  bool representative_rank = true;
+};
+
+// Builds the forward and backward graph of run.num_moe_layers MoE layers.
+TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                          const BuildOptions& options = {});
+
+}  // namespace moesim

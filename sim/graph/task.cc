@@ -1,0 +1,80 @@
+#include "sim/graph/task.h"
+
+#include <array>
+#include <utility>
+
+#include "sim/core/checked_math.h"
+
+namespace moesim {
+namespace {
+
+template <typename E, std::size_t N>
+using NameTable = std::array<std::pair<E, std::string_view>, N>;
+
+template <typename E, std::size_t N>
+std::string_view name_in(const NameTable<E, N>& table, E e) {
+  for (const auto& [value, name] : table)
+    if (value == e) return name;
+  return "?";
+}
+
+template <typename E, std::size_t N>
+std::optional<E> parse_in(const NameTable<E, N>& table, std::string_view s) {
+  for (const auto& [value, name] : table)
+    if (name == s) return value;
+  return std::nullopt;
+}
+
+constexpr NameTable<TaskKind, 5> kKinds{{{TaskKind::kGemm, "gemm"},
+                                         {TaskKind::kElementwise, "elementwise"},
+                                         {TaskKind::kCollective, "collective"},
+                                         {TaskKind::kCopy, "copy"},
+                                         {TaskKind::kHost, "host"}}};
+constexpr NameTable<StreamClass, kNumStreamClasses> kStreams{{{StreamClass::kCompute, "compute"},
+                                                              {StreamClass::kCommDispatch, "comm.dispatch"},
+                                                              {StreamClass::kCommCombine, "comm.combine"},
+                                                              {StreamClass::kCopyD2H, "copy.d2h"},
+                                                              {StreamClass::kCopyH2D, "copy.h2d"}}};
+constexpr NameTable<Pass, 2> kPasses{{{Pass::kForward, "fwd"}, {Pass::kBackward, "bwd"}}};
+constexpr NameTable<CollectiveOp, 4> kOps{{{CollectiveOp::kAllToAll, "all-to-all"},
+                                           {CollectiveOp::kAllReduce, "all-reduce"},
+                                           {CollectiveOp::kAllGather, "all-gather"},
+                                           {CollectiveOp::kReduceScatter, "reduce-scatter"}}};
+constexpr NameTable<CopyDirection, 3> kDirections{{{CopyDirection::kDeviceToHost, "d2h"},
+                                                   {CopyDirection::kHostToDevice, "h2d"},
+                                                   {CopyDirection::kDeviceToDevice, "d2d"}}};
+
+}  // namespace
+
+std::string_view to_string(TaskKind k) { return name_in(kKinds, k); }
+std::string_view to_string(StreamClass s) { return name_in(kStreams, s); }
+std::optional<StreamClass> parse_stream_class(std::string_view s) { return parse_in(kStreams, s); }
+std::string_view to_string(Pass p) { return name_in(kPasses, p); }
+std::optional<Pass> parse_pass(std::string_view s) { return parse_in(kPasses, s); }
+std::string_view to_string(CollectiveOp op) { return name_in(kOps, op); }
+std::optional<CollectiveOp> parse_collective_op(std::string_view s) { return parse_in(kOps, s); }
+std::string_view to_string(CopyDirection d) { return name_in(kDirections, d); }
+std::optional<CopyDirection> parse_copy_direction(std::string_view s) {
+  return parse_in(kDirections, s);
+}
+
+std::int64_t GemmWork::flops() const { return checked_mul({2, batch, m, n, k}); }
+
+std::int64_t GemmWork::bytes_moved() const {
+  const std::int64_t elems =
+      checked_add(checked_add(checked_mul(m, k), checked_mul(k, n)), checked_mul(m, n));
+  return checked_mul({batch, elems, element_bytes});
+}
+
+TaskKind Task::kind() const {
+  struct Visitor {
+    TaskKind operator()(const GemmWork&) const { return TaskKind::kGemm; }
+    TaskKind operator()(const ElementwiseWork&) const { return TaskKind::kElementwise; }
+    TaskKind operator()(const CollectiveWork&) const { return TaskKind::kCollective; }
+    TaskKind operator()(const CopyWork&) const { return TaskKind::kCopy; }
+    TaskKind operator()(const HostWork&) const { return TaskKind::kHost; }
+  };
+  return std::visit(Visitor{}, work);
+}
+
+}  // namespace moesim

@@ -1,0 +1,102 @@
+// Task: one node of moesim's IR (design.md section 3).
+//
+// A task has a stable id saying what it is (`L0.fwd.fc1.c2`: layer, pass, stage, chunk), a kind
+// derived from its work, where it runs (one rank's stream, or a collective's group on every
+// member's stream) and its work: a GEMM shape, bytes of an elementwise kernel, a collective's
+// per-peer bytes, a copy's bytes and direction, or a fixed host delay.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sim/core/units.h"
+#include "sim/spec/types.h"
+
+namespace moesim {
+
+using TaskIndex = std::uint32_t;
+using GroupId = std::uint32_t;
+
+enum class TaskKind { kGemm, kElementwise, kCollective, kCopy, kHost };
+std::string_view to_string(TaskKind k);
+
+// In-order streams of one rank, as on a GPU.
+enum class StreamClass { kCompute = 0, kCommDispatch = 1, kCommCombine = 2, kCopyD2H = 3, kCopyH2D = 4 };
+inline constexpr int kNumStreamClasses = 5;
+std::string_view to_string(StreamClass s);
+std::optional<StreamClass> parse_stream_class(std::string_view s);
+
+enum class Pass { kForward, kBackward };
+std::string_view to_string(Pass p);  // "fwd" / "bwd"
+std::optional<Pass> parse_pass(std::string_view s);
+
+// Batched GEMM: `batch` independent (m x k) * (k x n) products (one per local expert).
+struct GemmWork {
+  std::int64_t batch = 1;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  DType dtype = DType::kFp32;  // math dtype; operands are stored in the model's dtype
+  int element_bytes = 4;       // bytes per stored element
+
+  std::int64_t flops() const;           // 2 * batch * m * n * k
+  std::int64_t bytes_moved() const;     // batch * (m*k + k*n + m*n) * element_bytes
+};
+
+// A memory-bound kernel (activation, softmax/top-k, encode, decode).
+struct ElementwiseWork {
+  std::int64_t bytes_read = 0;
+  std::int64_t bytes_written = 0;
+  std::int64_t flops = 0;
+};
+
+enum class CollectiveOp { kAllToAll, kAllReduce, kAllGather, kReduceScatter };
+std::string_view to_string(CollectiveOp op);
+std::optional<CollectiveOp> parse_collective_op(std::string_view s);
+
+// A collective over a rank group. For all-to-all, every member sends bytes_per_peer to every
+// member (itself included: that part is a local copy). For all-reduce, all-gather and
+// reduce-scatter, bytes_per_peer is the size of each rank's contribution (nccl-tests "size" / n
+// for all-gather, the whole buffer for all-reduce is bytes_per_peer * group size).
+struct CollectiveWork {
+  CollectiveOp op = CollectiveOp::kAllToAll;
+  GroupId group = 0;
+  std::int64_t bytes_per_peer = 0;
+};
+
+enum class CopyDirection { kDeviceToHost, kHostToDevice, kDeviceToDevice };
+std::string_view to_string(CopyDirection d);
+std::optional<CopyDirection> parse_copy_direction(std::string_view s);
+
+struct CopyWork {
+  std::int64_t bytes = 0;
+  CopyDirection direction = CopyDirection::kDeviceToHost;
+};
+
+// Host-side work with a known duration (a synchronisation, a host callback).
+struct HostWork {
+  TimeNs duration_ns = 0;
+};
+
+using Work = std::variant<GemmWork, ElementwiseWork, CollectiveWork, CopyWork, HostWork>;
+
+struct Task {
+  std::string id;          // stable, e.g. "L0.bwd.fc1.wgrad.c2"; unique per rank
+  int rank = 0;            // the rank that runs it; for a collective, the group's issuing rank is
+                           // irrelevant: the task runs on every simulated member (rank = -1)
+  StreamClass stream = StreamClass::kCompute;
+  Work work;
+  int layer = 0;
+  Pass pass = Pass::kForward;
+  std::string stage;       // "gate", "dispatch", "fc1", ... (the stage column of reports)
+  int chunk = -1;          // -1 for tasks of the whole layer
+
+  TaskKind kind() const;
+  bool is_collective() const { return std::holds_alternative<CollectiveWork>(work); }
+};
+
+}  // namespace moesim

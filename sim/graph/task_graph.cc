@@ -1,0 +1,150 @@
+#include "sim/graph/task_graph.h"
+
+#include <algorithm>
+#include <array>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+constexpr std::array<std::pair<DepKind, std::string_view>, 3> kDepKinds{
+    {{DepKind::kData, "data"}, {DepKind::kStream, "stream"}, {DepKind::kReuse, "reuse"}}};
+
+const std::vector<TaskIndex> kNoTasks;
+
+}  // namespace
+
+std::string_view to_string(DepKind k) {
+  for (const auto& [value, name] : kDepKinds)
+    if (value == k) return name;
+  return "?";
+}
+
+std::optional<DepKind> parse_dep_kind(std::string_view s) {
+  for (const auto& [value, name] : kDepKinds)
+    if (name == s) return value;
+  return std::nullopt;
+}
+
+TaskGraph::TaskGraph(int world_size, std::vector<int> simulated_ranks)
+    : world_size_(world_size), simulated_ranks_(std::move(simulated_ranks)) {
+  if (world_size_ < 1) throw InputError("world size must be at least 1, got " + std::to_string(world_size_));
+  std::sort(simulated_ranks_.begin(), simulated_ranks_.end());
+  simulated_ranks_.erase(std::unique(simulated_ranks_.begin(), simulated_ranks_.end()),
+                         simulated_ranks_.end());
+  if (simulated_ranks_.empty()) throw InputError("a task graph must simulate at least one rank");
+  for (int r : simulated_ranks_) {
+    if (r < 0 || r >= world_size_)
+      throw InputError("simulated rank " + std::to_string(r) + " is outside the world [0, " +
+                       std::to_string(world_size_) + ")");
+  }
+}
+
+bool TaskGraph::is_simulated(int rank) const {
+  return std::binary_search(simulated_ranks_.begin(), simulated_ranks_.end(), rank);
+}
+
+GroupId TaskGraph::add_group(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.empty()) throw InputError("a rank group must not be empty");
+  for (int r : ranks) {
+    if (r < 0 || r >= world_size_)
+      throw InputError("group member " + std::to_string(r) + " is outside the world [0, " +
+                       std::to_string(world_size_) + ")");
+  }
+  auto it = group_ids_.find(ranks);
+  if (it != group_ids_.end()) return it->second;
+  const auto id = static_cast<GroupId>(groups_.size());
+  group_ids_.emplace(ranks, id);
+  groups_.push_back(std::move(ranks));
+  return id;
+}
+
+std::vector<int> TaskGraph::ranks_of(TaskIndex i) const {
+  const Task& t = graph_[i];
+  if (const auto* c = std::get_if<CollectiveWork>(&t.work)) {
+    std::vector<int> out;
+    for (int r : groups_.at(c->group))
+      if (is_simulated(r)) out.push_back(r);
+    return out;
+  }
+  return {t.rank};
+}
+
+TaskIndex TaskGraph::add_task(Task task) {
+  int key_rank = task.rank;
+  if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
+    if (c->group >= groups_.size())
+      throw InputError("task '" + task.id + "' refers to unknown group " + std::to_string(c->group));
+    task.rank = -1;
+    key_rank = -1;
+  } else if (!is_simulated(task.rank)) {
+    throw InputError("task '" + task.id + "' is on rank " + std::to_string(task.rank) +
+                     ", which this graph does not simulate");
+  }
+  if (by_id_.count({key_rank, task.id}) != 0) {
+    throw InputError("duplicate task id '" + task.id + "'" +
+                     (key_rank >= 0 ? " on rank " + std::to_string(key_rank) : std::string()));
+  }
+  const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(task, graph_));
+  by_id_.emplace(std::make_pair(key_rank, task.id), index);
+
+  const std::vector<int> ranks = ranks_of(index);
+  if (ranks.empty()) {
+    throw InputError("collective '" + task.id + "' has no member among the simulated ranks");
+  }
+  for (int r : ranks) {
+    auto& seq = streams_[{r, static_cast<int>(task.stream)}];
+    if (!seq.empty()) add_dependency(seq.back(), index, DepKind::kStream);
+    seq.push_back(index);
+  }
+  return index;
+}
+
+void TaskGraph::add_dependency(TaskIndex from, TaskIndex to, DepKind kind) {
+  const auto n = num_tasks();
+  if (from >= n || to >= n)
+    throw InputError("dependency refers to a missing task index (" + std::to_string(from) + " -> " +
+                     std::to_string(to) + ", graph has " + std::to_string(n) + " tasks)");
+  if (from == to) throw InputError("task '" + graph_[from].id + "' cannot depend on itself");
+  if (boost::edge(from, to, graph_).second) return;
+  boost::add_edge(from, to, kind, graph_);
+}
+
+std::vector<TaskIndex> TaskGraph::predecessors(TaskIndex i) const {
+  std::vector<TaskIndex> out;
+  for (auto [it, end] = boost::in_edges(i, graph_); it != end; ++it)
+    out.push_back(static_cast<TaskIndex>(boost::source(*it, graph_)));
+  return out;
+}
+
+std::vector<TaskIndex> TaskGraph::successors(TaskIndex i) const {
+  std::vector<TaskIndex> out;
+  for (auto [it, end] = boost::out_edges(i, graph_); it != end; ++it)
+    out.push_back(static_cast<TaskIndex>(boost::target(*it, graph_)));
+  return out;
+}
+
+std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> TaskGraph::edges() const {
+  std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> out;
+  for (TaskIndex v = 0; v < num_tasks(); ++v) {
+    for (auto [it, end] = boost::out_edges(v, graph_); it != end; ++it)
+      out.emplace_back(v, static_cast<TaskIndex>(boost::target(*it, graph_)), graph_[*it]);
+  }
+  return out;
+}
+
+std::optional<TaskIndex> TaskGraph::find(std::string_view id, int rank) const {
+  auto it = by_id_.find(std::make_pair(rank, std::string(id)));
+  if (it == by_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::vector<TaskIndex>& TaskGraph::stream_tasks(int rank, StreamClass stream) const {
+  auto it = streams_.find({rank, static_cast<int>(stream)});
+  return it == streams_.end() ? kNoTasks : it->second;
+}
+
+}  // namespace moesim

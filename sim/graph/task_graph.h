@@ -1,0 +1,86 @@
+// TaskGraph: the IR both engines execute (design.md section 3), on Boost.Graph.
+//
+// Tasks are vertices in insertion order, which is also the issue order: on each (rank, stream)
+// tasks run in the order they were added. add_task makes that explicit with a `stream` edge from
+// the previous task on the same stream, so "all predecessors done" implies "stream free", and a
+// collective, which is on every simulated member's stream, also waits for all of them
+// (rendezvous). Other edges are `data` (a consumer needs a producer's output) and `reuse` (chunk g
+// waits for chunk g - slots to release a buffer slot).
+//
+// The graph may describe every rank of the world or only a subset (one representative rank when
+// routing is balanced): `simulated_ranks` lists the ranks whose tasks are present; collective
+// groups always list all members.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/graph/task.h"
+
+namespace moesim {
+
+enum class DepKind { kData, kStream, kReuse };
+std::string_view to_string(DepKind k);
+std::optional<DepKind> parse_dep_kind(std::string_view s);
+
+class TaskGraph {
+ public:
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Task, DepKind>;
+
+  // world_size: ranks in the whole job; simulated_ranks: ranks whose tasks this graph holds
+  // (sorted, unique, each in [0, world_size)).
+  TaskGraph(int world_size, std::vector<int> simulated_ranks);
+
+  int world_size() const { return world_size_; }
+  const std::vector<int>& simulated_ranks() const { return simulated_ranks_; }
+  bool is_simulated(int rank) const;
+
+  // Registers a rank group (sorted, unique ranks) and returns its id; equal groups share an id.
+  GroupId add_group(std::vector<int> ranks);
+  const std::vector<int>& group(GroupId id) const { return groups_.at(id); }
+  std::size_t num_groups() const { return groups_.size(); }
+
+  // Appends a task, adding stream edges from the previous task on its stream(s). Throws
+  // InputError on a duplicate (rank, id), an unknown group, a rank outside the simulated set, or
+  // a collective whose group contains no simulated rank.
+  TaskIndex add_task(Task task);
+
+  // Adds a dependency edge `from -> to`. Duplicate edges are ignored (the first kind wins).
+  void add_dependency(TaskIndex from, TaskIndex to, DepKind kind = DepKind::kData);
+
+  std::size_t num_tasks() const { return boost::num_vertices(graph_); }
+  const Task& task(TaskIndex i) const { return graph_[i]; }
+  const Graph& boost_graph() const { return graph_; }
+
+  // Ranks a task occupies: {rank} for local tasks, the simulated members of the group for
+  // collectives.
+  std::vector<int> ranks_of(TaskIndex i) const;
+
+  std::vector<TaskIndex> predecessors(TaskIndex i) const;
+  std::vector<TaskIndex> successors(TaskIndex i) const;
+  // All edges in a deterministic order (by source, then insertion).
+  std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> edges() const;
+
+  // Lookup by id: for local tasks the rank must be given; collectives are found with rank -1.
+  std::optional<TaskIndex> find(std::string_view id, int rank) const;
+
+  // Tasks on one (rank, stream), in issue order.
+  const std::vector<TaskIndex>& stream_tasks(int rank, StreamClass stream) const;
+
+ private:
+  int world_size_;
+  std::vector<int> simulated_ranks_;
+  std::vector<std::vector<int>> groups_;
+  std::map<std::vector<int>, GroupId> group_ids_;
+  std::map<std::pair<int, std::string>, TaskIndex, std::less<>> by_id_;
+  std::map<std::pair<int, int>, std::vector<TaskIndex>> streams_;  // (rank, stream) -> tasks
+  Graph graph_;
+};
+
+}  // namespace moesim

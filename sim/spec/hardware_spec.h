@@ -1,0 +1,84 @@
+// HardwareSpec: GPU, node and cluster (hardware/{gpus,nodes,clusters}/*.yaml).
+//
+// The alpha-beta description here (one bandwidth and latency per link class: intra-node, inter-node,
+// PCIe) feeds the alpha-beta collective model and the copy-cost model. Bandwidths are effective
+// per-GPU, per-direction values: line rate x efficiency. Interference factors are MPipeMoE (IPDPS'23)
+// Fig. 3: the speed of an op while another stream class runs, as a fraction of its isolated speed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/spec/types.h"
+
+namespace moesim {
+
+// GEMM efficiency default curve: eff(m, n, k) = peak_fraction * s(m) * s(n) * s(k) with
+// s(d) = d / (d + half_saturation_dim). Small dimensions starve the tensor cores; large ones
+// approach peak_fraction. A calibration table replaces it when one is given (calibration issue).
+struct GemmEfficiency {
+  double peak_fraction = 0.8;
+  double half_saturation_dim = 48.0;
+};
+
+struct GpuSpec {
+  std::string name;
+  SourceLocation origin;
+  std::map<DType, double> peak_flops;   // FLOP/s per math dtype; a missing dtype is unsupported
+  double hbm_bandwidth = 0;             // bytes/s (datasheet)
+  double hbm_efficiency = 0.85;         // achievable fraction for streaming kernels
+  std::int64_t hbm_capacity_bytes = 0;
+  TimeNs kernel_launch_ns = 0;
+  GemmEfficiency gemm_efficiency;
+};
+
+struct LinkSpec {
+  double bandwidth = 0;     // bytes/s, line rate per GPU per direction
+  double efficiency = 1.0;  // achieved fraction of the line rate
+  TimeNs latency_ns = 0;    // per message
+
+  double effective_bandwidth() const { return bandwidth * efficiency; }
+};
+
+// Interference classes: what a stream does, for the factor table.
+enum class InterferenceClass { kCommunication = 0, kComputation = 1, kMemcpy = 2 };
+inline constexpr int kNumInterferenceClasses = 3;
+
+// factors[op][col]: col 0..2 = concurrent with that class alone, col 3 = concurrent with all others.
+struct InterferenceTable {
+  std::array<std::array<double, 4>, kNumInterferenceClasses> factors{{
+      {1.0, 0.72, 0.78, 0.71},   // communication  (MPipeMoE Fig. 3, A100)
+      {0.96, 1.0, 1.0, 0.94},    // computation
+      {0.8, 0.98, 1.0, 0.71},    // memory copy (PCIe)
+  }};
+};
+
+struct NodeSpec {
+  std::string name;
+  SourceLocation origin;
+  GpuSpec gpu;
+  int gpus_per_node = 1;
+  LinkSpec intra_node;      // NVLink / NVSwitch / PCIe peer-to-peer, per GPU
+  LinkSpec pcie_h2d;        // host to device, per GPU
+  LinkSpec pcie_d2h;        // device to host, per GPU
+  InterferenceTable interference;
+};
+
+struct ClusterSpec {
+  std::string name;
+  SourceLocation origin;
+  NodeSpec node;
+  int num_nodes = 1;
+  LinkSpec inter_node;      // per GPU (a NIC shared by g GPUs gives each 1/g of it)
+
+  int num_gpus() const { return node.gpus_per_node * num_nodes; }
+  int node_of(int rank) const { return rank / node.gpus_per_node; }
+};
+
+using HardwareSpec = ClusterSpec;
+
+}  // namespace moesim

@@ -1,0 +1,19 @@
+// RunSpec: what to simulate for a model on a cluster (command-line flags or a run file).
+#pragma once
+
+#include <cstdint>
+
+#include "sim/spec/types.h"
+
+namespace moesim {
+
+struct RunSpec {
+  std::int64_t tokens_per_gpu = 0;  // B
+  int ep_size = 0;                  // N, expert-parallel group size; 0 = every GPU of the cluster
+  int num_chunks = 1;               // n, pipeline partitions of each layer
+  OrderPolicy order = OrderPolicy::kMPipeMoE;
+  int num_moe_layers = 1;           // MoE layers simulated back to back
+  std::uint64_t seed = 1;
+};
+
+}  // namespace moesim

@@ -1,0 +1,72 @@
+#include "sim/spec/types.h"
+
+#include <array>
+#include <utility>
+
+namespace moesim {
+namespace {
+
+template <typename E, std::size_t N>
+std::optional<E> parse_from(const std::array<std::pair<E, std::string_view>, N>& table,
+                            std::string_view s) {
+  for (const auto& [value, name] : table) {
+    if (name == s) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename E, std::size_t N>
+std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
+  for (const auto& [value, name] : table) {
+    if (value == e) return name;
+  }
+  return "?";
+}
+
+template <typename E, std::size_t N>
+std::vector<std::string> names_of(const std::array<std::pair<E, std::string_view>, N>& table) {
+  std::vector<std::string> out;
+  for (const auto& entry : table) out.emplace_back(entry.second);
+  return out;
+}
+
+constexpr std::array<std::pair<DType, std::string_view>, 4> kDTypes{{
+    {DType::kFp32, "fp32"}, {DType::kTf32, "tf32"}, {DType::kBf16, "bf16"}, {DType::kFp16, "fp16"}}};
+constexpr std::array<std::pair<Activation, std::string_view>, 3> kActivations{{
+    {Activation::kRelu, "relu"}, {Activation::kGelu, "gelu"}, {Activation::kSwiglu, "swiglu"}}};
+constexpr std::array<std::pair<OrderPolicy, std::string_view>, 4> kPolicies{{
+    {OrderPolicy::kSequential, "sequential"},
+    {OrderPolicy::kMPipeMoE, "mpipemoe"},
+    {OrderPolicy::kFasterMoE, "fastermoe"},
+    {OrderPolicy::kTutel, "tutel"}}};
+
+}  // namespace
+
+std::string_view to_string(DType d) { return name_of(kDTypes, d); }
+std::optional<DType> parse_dtype(std::string_view s) { return parse_from(kDTypes, s); }
+std::vector<std::string> dtype_names() { return names_of(kDTypes); }
+int dtype_bytes(DType d) {
+  switch (d) {
+    case DType::kFp32:
+    case DType::kTf32:
+      return 4;
+    case DType::kBf16:
+    case DType::kFp16:
+      return 2;
+  }
+  return 4;
+}
+
+std::string_view to_string(Activation a) { return name_of(kActivations, a); }
+std::optional<Activation> parse_activation(std::string_view s) {
+  return parse_from(kActivations, s);
+}
+std::vector<std::string> activation_names() { return names_of(kActivations); }
+
+std::string_view to_string(OrderPolicy p) { return name_of(kPolicies, p); }
+std::optional<OrderPolicy> parse_order_policy(std::string_view s) {
+  return parse_from(kPolicies, s);
+}
+std::vector<std::string> order_policy_names() { return names_of(kPolicies); }
+
+}  // namespace moesim

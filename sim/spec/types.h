@@ -1,0 +1,33 @@
+// Small enumerations shared by the specs, the graph and the cost models, with their names.
+//
+// Every enumeration has to_string and a parse_* function; parse_* returns std::nullopt for an
+// unknown name so that callers can report it with their own file position and the valid names.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moesim {
+
+// Element type of tensors, and the math mode of GEMMs (tf32 is a math mode on fp32 storage).
+enum class DType { kFp32, kTf32, kBf16, kFp16 };
+std::string_view to_string(DType d);
+std::optional<DType> parse_dtype(std::string_view s);
+std::vector<std::string> dtype_names();
+// Bytes per element; tf32 is stored as fp32.
+int dtype_bytes(DType d);
+
+enum class Activation { kRelu, kGelu, kSwiglu };
+std::string_view to_string(Activation a);
+std::optional<Activation> parse_activation(std::string_view s);
+std::vector<std::string> activation_names();
+
+// How the pipelined chunks of a layer are issued onto streams (reference section 2).
+enum class OrderPolicy { kSequential, kMPipeMoE, kFasterMoE, kTutel };
+std::string_view to_string(OrderPolicy p);
+std::optional<OrderPolicy> parse_order_policy(std::string_view s);
+std::vector<std::string> order_policy_names();
+
+}  // namespace moesim
