@@ -1,0 +1,246 @@
+// The `moesim` program.
+//
+// Exit codes: 0 success; 2 bad usage or bad input (an `error: ...` line on stderr names the file,
+// line and rule); 1 internal error (a bug in moesim). Results go to stdout, diagnostics to stderr.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/driver/simulation.h"
+#include "sim/graph/graph_algorithms.h"
+#include "sim/graph/graph_json.h"
+#include "sim/report/report.h"
+#include "sim/spec/loader.h"
+
+namespace moesim::cli {
+namespace {
+
+constexpr const char* kVersion = MOESIM_VERSION;
+
+// Wall-clock phases for --timing (stderr).
+class PhaseTimer {
+ public:
+  void mark(const std::string& phase) {
+    const auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(phase, std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+  void print(std::ostream& out) const {
+    double total = 0;
+    for (const auto& [name, ms] : phases_) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "timing: %-10s %9.3f ms\n", name.c_str(), ms);
+      out << buf;
+      total += ms;
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "timing: %-10s %9.3f ms\n", "total", total);
+    out << buf;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, double>> phases_;
+};
+
+struct StepArgs {
+  std::string model_path;
+  std::string hardware_path;
+  long long tokens = 0;
+  int chunks = 1;
+  std::string order = "mpipemoe";
+  int ep_size = 0;
+  int layers = 1;
+  bool all_ranks = false;
+  unsigned long long seed = 1;
+};
+
+void add_step_options(CLI::App* app, StepArgs& a) {
+  app->add_option("--model", a.model_path, "model preset YAML (models/*.yaml)")->required();
+  app->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML (hardware/**.yaml)")
+      ->required();
+  app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)")->required();
+  app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")->capture_default_str();
+  app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
+      ->capture_default_str();
+  app->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU of the cluster)")
+      ->capture_default_str();
+  app->add_option("--layers", a.layers, "MoE layers simulated back to back")->capture_default_str();
+  app->add_flag("--all-ranks", a.all_ranks,
+                "simulate every rank instead of one representative rank");
+  app->add_option("--seed", a.seed, "random seed (recorded in the report)")->capture_default_str();
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+RunSpec to_run_spec(const StepArgs& a) {
+  if (a.tokens <= 0) throw InputError("--tokens must be a positive token count, got " + std::to_string(a.tokens));
+  if (a.chunks < 1) throw InputError("--chunks must be at least 1, got " + std::to_string(a.chunks));
+  if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
+  if (a.ep_size < 0) throw InputError("--ep must be 0 (all GPUs) or positive, got " + std::to_string(a.ep_size));
+  RunSpec run;
+  run.tokens_per_gpu = a.tokens;
+  run.num_chunks = a.chunks;
+  run.ep_size = a.ep_size;
+  run.num_moe_layers = a.layers;
+  run.seed = a.seed;
+  const auto order = parse_order_policy(a.order);
+  if (!order)
+    throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " + join(order_policy_names()));
+  run.order = *order;
+  return run;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw InputError("cannot open '" + path + "' for writing");
+  out << text;
+  if (!out) throw InputError("failed writing '" + path + "'");
+}
+
+int run_simulate(const StepArgs& a, const std::string& json_path, const std::string& trace_path,
+                 bool timing) {
+  PhaseTimer timer;
+  const ModelSpec model = load_model_spec(a.model_path);
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const RunSpec run = to_run_spec(a);
+  timer.mark("load");
+  BuildOptions options;
+  options.representative_rank = !a.all_ranks;
+  const LayerDims dims = derive_layer_dims(model, cluster, run);
+  const TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  timer.mark("build");
+  const Trace trace = simulate_graph(graph, cluster);
+  timer.mark("simulate");
+  const StepMetrics metrics = compute_step_metrics(graph, trace);
+  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, kVersion};
+  std::ostringstream summary;
+  write_summary(summary, in);
+  std::cout << summary.str();
+  if (!json_path.empty()) write_file(json_path, report_json(in));
+  if (!trace_path.empty()) write_file(trace_path, perfetto_trace_json(graph, trace));
+  timer.mark("report");
+  if (timing) {
+    std::cout.flush();  // keep the summary ahead of the timing lines on a shared terminal
+    std::cerr << "timing: " << graph.num_tasks() << " tasks on " << graph.simulated_ranks().size()
+              << " simulated rank(s)\n";
+    timer.print(std::cerr);
+  }
+  return 0;
+}
+
+int run_graph_export(const StepArgs& a, const std::string& out_path) {
+  const ModelSpec model = load_model_spec(a.model_path);
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const RunSpec run = to_run_spec(a);
+  BuildOptions options;
+  options.representative_rank = !a.all_ranks;
+  const TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  write_file(out_path, export_graph_json(graph));
+  return 0;
+}
+
+int run_graph_check(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the graph file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const TaskGraph graph = import_graph_json(text.str(), path);
+  check_acyclic(graph);
+  std::cout << path << ": " << graph.num_tasks() << " tasks, " << graph.edges().size()
+            << " edges, " << graph.simulated_ranks().size() << " simulated rank(s) of "
+            << graph.world_size() << ", acyclic\n";
+  return 0;
+}
+
+int main_impl(int argc, char** argv) {
+  CLI::App app{"moesim: predict and measure the time and memory of Mixture-of-Experts training steps"};
+  app.require_subcommand(1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "print the version and exit");
+
+  StepArgs sim_args;
+  std::string json_path, trace_path;
+  bool timing = false;
+  CLI::App* simulate = app.add_subcommand("simulate", "simulate one training step of MoE layers");
+  add_step_options(simulate, sim_args);
+  simulate->add_option("--json", json_path, "write the full report as JSON ('-' for stdout)");
+  simulate->add_option("--trace", trace_path, "write a Chrome/Perfetto trace JSON");
+  simulate->add_flag("--timing", timing, "print wall-clock time per phase on stderr");
+
+  CLI::App* graph_cmd = app.add_subcommand("graph", "task graph tools");
+  graph_cmd->require_subcommand(1);
+  StepArgs export_args;
+  std::string export_path = "-";
+  CLI::App* graph_export = graph_cmd->add_subcommand("export", "write the task graph as JSON");
+  add_step_options(graph_export, export_args);
+  graph_export->add_option("--output,-o", export_path, "output file ('-' for stdout)")->capture_default_str();
+  std::string check_path;
+  CLI::App* graph_check = graph_cmd->add_subcommand("check", "validate a task graph JSON file");
+  graph_check->add_option("file", check_path, "graph JSON written by `moesim graph export`")->required();
+
+  // --version must work without a subcommand.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--version") {
+      std::cout << "moesim " << kVersion << "\n";
+      return 0;
+    }
+  }
+  // CLI11 would only say "a subcommand is required"; name the unknown command instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string first = argv[1];
+    bool known = false;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == first;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) throw InputError("unknown command '" + first + "'; commands: " + names);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
+  }
+
+  if (simulate->parsed()) return run_simulate(sim_args, json_path, trace_path, timing);
+  if (graph_export->parsed()) return run_graph_export(export_args, export_path);
+  if (graph_check->parsed()) return run_graph_check(check_path);
+  return 2;
+}
+
+}  // namespace
+}  // namespace moesim::cli
+
+int main(int argc, char** argv) {
+  try {
+    return moesim::cli::main_impl(argc, argv);
+  } catch (const moesim::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const moesim::InternalError& e) {
+    std::cerr << "moesim: " << e.what() << "\n(this is a bug in moesim; please report it)\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "moesim: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,126 @@
+#include "sim/cost/compute_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "sim/core/checked_math.h"
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+double saturation(std::int64_t d, double half_saturation_dim) {
+  const auto x = static_cast<double>(d);
+  return x / (x + half_saturation_dim);
+}
+
+}  // namespace
+
+TimeNs round_duration_ns(double ns, bool nonzero_work) {
+  MOESIM_CHECK(std::isfinite(ns) && ns >= 0.0, "invalid duration " + std::to_string(ns));
+  const TimeNs t = std::llround(ns);
+  return nonzero_work ? std::max<TimeNs>(t, 1) : t;
+}
+
+ComputeCostModel::ComputeCostModel(const ClusterSpec& cluster) : cluster_(cluster) {
+  const GpuSpec& gpu = cluster_.node.gpu;
+  if (!(gpu.hbm_bandwidth > 0.0) || !(gpu.hbm_efficiency > 0.0)) {
+    throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth and hbm_efficiency");
+  }
+}
+
+double ComputeCostModel::hbm_bytes_per_ns() const {
+  const GpuSpec& gpu = cluster_.node.gpu;
+  return gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
+}
+
+double ComputeCostModel::peak_flops(DType dtype) const {
+  const GpuSpec& gpu = cluster_.node.gpu;
+  auto it = gpu.peak_flops.find(dtype);
+  if (it == gpu.peak_flops.end() || !(it->second > 0.0)) {
+    std::string supported;
+    for (const auto& [d, flops] : gpu.peak_flops) {
+      if (!(flops > 0.0)) continue;
+      if (!supported.empty()) supported += ", ";
+      supported += std::string(to_string(d));
+    }
+    if (supported.empty()) supported = "none";
+    throw InputError(gpu.origin, "GPU " + gpu.name + " has no " + std::string(to_string(dtype)) +
+                                     " peak; supported: " + supported);
+  }
+  return it->second;
+}
+
+double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const {
+  const GemmEfficiency& e = cluster_.node.gpu.gemm_efficiency;
+  return e.peak_fraction * saturation(m, e.half_saturation_dim) * saturation(n, e.half_saturation_dim) *
+         saturation(k, e.half_saturation_dim);
+}
+
+TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
+  const double peak = peak_flops(work.dtype);
+  const std::int64_t flops = work.flops();
+  const std::int64_t bytes = work.bytes_moved();
+  const double eff = gemm_efficiency(work.m, work.n, work.k);
+  const double compute_ns =
+      flops == 0 ? 0.0 : static_cast<double>(flops) / (peak * eff) * kNsPerS;
+  const double memory_ns = static_cast<double>(bytes) / hbm_bytes_per_ns();
+  const double ns =
+      static_cast<double>(cluster_.node.gpu.kernel_launch_ns) + std::max(compute_ns, memory_ns);
+  return round_duration_ns(ns, flops > 0 || bytes > 0);
+}
+
+TimeNs ComputeCostModel::elementwise_duration(const ElementwiseWork& work) const {
+  if (work.flops < 0 || work.bytes_read < 0 || work.bytes_written < 0)
+    throw InputError("elementwise work must not be negative");
+  const double compute_ns =
+      work.flops == 0 ? 0.0 : static_cast<double>(work.flops) / peak_flops(DType::kFp32) * kNsPerS;
+  const std::int64_t bytes = checked_add(work.bytes_read, work.bytes_written);
+  const double memory_ns = static_cast<double>(bytes) / hbm_bytes_per_ns();
+  const double ns =
+      static_cast<double>(cluster_.node.gpu.kernel_launch_ns) + std::max(compute_ns, memory_ns);
+  return round_duration_ns(ns, work.flops > 0 || bytes > 0);
+}
+
+TimeNs ComputeCostModel::copy_duration(const CopyWork& work) const {
+  if (work.bytes < 0) throw InputError("copy size must not be negative");
+  const auto bytes = static_cast<double>(work.bytes);
+  double ns = 0.0;
+  if (work.direction == CopyDirection::kDeviceToDevice) {
+    ns = static_cast<double>(cluster_.node.gpu.kernel_launch_ns) + 2.0 * bytes / hbm_bytes_per_ns();
+  } else {
+    const bool d2h = work.direction == CopyDirection::kDeviceToHost;
+    const LinkSpec& link = d2h ? cluster_.node.pcie_d2h : cluster_.node.pcie_h2d;
+    const double bw = link.effective_bandwidth();
+    if (!(bw > 0.0)) {
+      throw InputError(cluster_.node.origin, "node " + cluster_.node.name + " has no " +
+                                                 (d2h ? "pcie_d2h" : "pcie_h2d") +
+                                                 " bandwidth, needed by a " +
+                                                 std::string(to_string(work.direction)) + " copy");
+    }
+    ns = static_cast<double>(link.latency_ns) + bytes / bw * kNsPerS;
+  }
+  return round_duration_ns(ns, work.bytes > 0);
+}
+
+TimeNs ComputeCostModel::host_duration(const HostWork& work) const {
+  if (work.duration_ns < 0) throw InputError("host work duration must not be negative");
+  return work.duration_ns;
+}
+
+TimeNs ComputeCostModel::isolated_duration(const Task& task) const {
+  struct Visitor {
+    const ComputeCostModel& m;
+    TimeNs operator()(const GemmWork& w) const { return m.gemm_duration(w); }
+    TimeNs operator()(const ElementwiseWork& w) const { return m.elementwise_duration(w); }
+    TimeNs operator()(const CopyWork& w) const { return m.copy_duration(w); }
+    TimeNs operator()(const HostWork& w) const { return m.host_duration(w); }
+    TimeNs operator()(const CollectiveWork&) const {
+      throw InternalError("ComputeCostModel asked for the duration of a collective");
+    }
+  };
+  return std::visit(Visitor{*this}, task.work);
+}
+
+}  // namespace moesim

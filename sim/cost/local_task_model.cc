@@ -1,0 +1,34 @@
+#include "sim/cost/local_task_model.h"
+
+#include <algorithm>
+
+#include "sim/cost/interference.h"
+
+namespace moesim {
+
+LocalTaskModel::LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluster)
+    : graph_(graph), cluster_(cluster), cost_(cluster) {}
+
+double LocalTaskModel::factor(const Task& task, const Concurrency& concurrency) const {
+  return interference_factor(cluster_.node.interference, task.stream, task.rank, concurrency);
+}
+
+void LocalTaskModel::start(TaskIndex task, TimeNs now, const Concurrency& concurrency) {
+  const Task& t = graph_.task(task);
+  activities_.add(task, cost_.isolated_duration(t), now, factor(t, concurrency));
+}
+
+void LocalTaskModel::on_concurrency_change(std::span<const int> ranks, TimeNs now,
+                                           const Concurrency& concurrency) {
+  for (TaskIndex i : activities_.running()) {
+    const Task& t = graph_.task(i);
+    if (std::find(ranks.begin(), ranks.end(), t.rank) == ranks.end()) continue;
+    activities_.set_rate(i, factor(t, concurrency), now);
+  }
+}
+
+void LocalTaskModel::advance_to(TimeNs now, std::vector<TaskIndex>& finished) {
+  activities_.advance_to(now, finished);
+}
+
+}  // namespace moesim

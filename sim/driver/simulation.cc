@@ -1,0 +1,46 @@
+#include "sim/driver/simulation.h"
+
+#include <memory>
+
+#include "sim/cost/compute_cost.h"
+#include "sim/cost/local_task_model.h"
+#include "sim/engine/engine.h"
+#include "sim/net/alpha_beta.h"
+
+namespace moesim {
+
+std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster) {
+  const ComputeCostModel compute(cluster);
+  const AlphaBetaNetwork network(graph, cluster);
+  std::vector<TimeNs> out(graph.num_tasks());
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    const Task& t = graph.task(i);
+    if (const auto* c = std::get_if<CollectiveWork>(&t.work)) {
+      out[i] = network.isolated_duration(*c, graph.group(c->group));
+    } else {
+      out[i] = compute.isolated_duration(t);
+    }
+  }
+  return out;
+}
+
+Trace simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
+  Engine engine(graph);
+  engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
+  engine.add_model(std::make_unique<AlphaBetaNetwork>(graph, cluster));
+  TraceRecorder recorder(graph.num_tasks());
+  engine.add_observer(&recorder);
+  engine.run();
+  return recorder.take();
+}
+
+SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                               const BuildOptions& options) {
+  LayerDims dims = derive_layer_dims(model, cluster, run);
+  TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  Trace trace = simulate_graph(graph, cluster);
+  StepMetrics metrics = compute_step_metrics(graph, trace);
+  return SimulationResult{std::move(dims), std::move(graph), std::move(trace), std::move(metrics)};
+}
+
+}  // namespace moesim

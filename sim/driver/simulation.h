@@ -1,0 +1,38 @@
+// The simulator's one entry point: specs in, graph + trace + metrics out.
+//
+// Assembles the engine with the resource models chosen for the hardware (today: LocalTaskModel for
+// kernels and copies, AlphaBetaNetwork for collectives) so that the CLI, the tests and the
+// benchmarks run exactly the same thing.
+#pragma once
+
+#include <vector>
+
+#include "sim/engine/trace.h"
+#include "sim/graph/moe_layer_builder.h"
+#include "sim/graph/task_graph.h"
+#include "sim/report/metrics.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/run_spec.h"
+
+namespace moesim {
+
+struct SimulationResult {
+  LayerDims dims;
+  TaskGraph graph;
+  Trace trace;
+  StepMetrics metrics;
+};
+
+// Duration of every task run alone (no interference), from the same cost and network models the
+// engine uses; the input of critical-path analysis.
+std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster);
+
+// Runs the engine over an existing graph on `cluster`.
+Trace simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster);
+
+// Builds the MoE graph for the specs and simulates it.
+SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                               const BuildOptions& options = {});
+
+}  // namespace moesim

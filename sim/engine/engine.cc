@@ -1,0 +1,157 @@
+#include "sim/engine/engine.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+// The set of busy stream classes of one rank, as a bit mask (bit s = stream class s busy).
+std::uint32_t busy_mask(const Concurrency& concurrency, int rank) {
+  std::uint32_t mask = 0;
+  for (int s = 0; s < kNumStreamClasses; ++s) {
+    if (concurrency.any_busy(rank, static_cast<StreamClass>(s))) mask |= 1U << s;
+  }
+  return mask;
+}
+
+}  // namespace
+
+Engine::Engine(const TaskGraph& graph) : graph_(graph) {}
+
+void Engine::add_model(std::unique_ptr<ActivityModel> model) {
+  MOESIM_CHECK(model != nullptr, "a null activity model was registered");
+  models_.push_back(std::move(model));
+}
+
+void Engine::add_observer(EngineObserver* observer) {
+  MOESIM_CHECK(observer != nullptr, "a null observer was registered");
+  observers_.push_back(observer);
+}
+
+TimeNs Engine::run() {
+  const std::size_t num_tasks = graph_.num_tasks();
+
+  // Each task belongs to exactly one model; resolve it once up front so errors surface before
+  // anything runs.
+  std::vector<std::size_t> model_of(num_tasks);
+  std::vector<std::vector<int>> ranks(num_tasks);
+  std::vector<std::size_t> pending(num_tasks);
+  for (TaskIndex i = 0; i < num_tasks; ++i) {
+    const Task& task = graph_.task(i);
+    std::size_t count = 0;
+    for (std::size_t m = 0; m < models_.size(); ++m) {
+      if (models_[m]->handles(task)) {
+        if (count == 0) model_of[i] = m;
+        ++count;
+      }
+    }
+    if (count != 1) {
+      std::string msg = "task '" + task.id + "' (index " + std::to_string(i) + ", " +
+                        std::string(to_string(task.kind())) + ") is handled by ";
+      if (count == 0) {
+        msg += "no activity model";
+      } else {
+        msg += std::to_string(count) + " activity models:";
+        for (const auto& model : models_)
+          if (model->handles(task)) msg += " " + std::string(model->name());
+      }
+      throw InternalError(msg);
+    }
+    ranks[i] = graph_.ranks_of(i);
+    pending[i] = graph_.predecessors(i).size();
+  }
+
+  Concurrency concurrency(graph_.world_size());
+  std::vector<bool> running(num_tasks, false);
+  std::vector<TaskIndex> ready;
+  for (TaskIndex i = 0; i < num_tasks; ++i) {
+    if (pending[i] == 0) {
+      ready.push_back(i);
+      for (EngineObserver* o : observers_) o->on_task_ready(i, 0);
+    }
+  }
+
+  // Busy sets of the ranks touched during the current time step, as they were before it.
+  std::map<int, std::uint32_t> touched;
+  auto touch = [&](int rank) { touched.emplace(rank, busy_mask(concurrency, rank)); };
+
+  TimeNs now = 0;
+  std::size_t num_done = 0;
+  std::vector<TaskIndex> finished;
+  while (true) {
+    // Start everything that became ready at `now`, in ascending task index. Concurrency is
+    // updated for all of them first so each model sees the full set of tasks running at `now`.
+    std::sort(ready.begin(), ready.end());
+    for (TaskIndex i : ready) {
+      const Task& task = graph_.task(i);
+      for (int r : ranks[i]) {
+        touch(r);
+        concurrency.add(r, task.stream, 1);
+      }
+    }
+    for (TaskIndex i : ready) {
+      for (EngineObserver* o : observers_) o->on_task_start(i, now);
+      running[i] = true;
+      models_[model_of[i]]->start(i, now, concurrency);
+    }
+    ready.clear();
+
+    // One concurrency notification per time step, for the ranks whose busy set changed.
+    std::vector<int> changed;
+    for (const auto& [rank, before] : touched) {
+      if (busy_mask(concurrency, rank) != before) changed.push_back(rank);
+    }
+    touched.clear();
+    if (!changed.empty()) {
+      for (const auto& model : models_) model->on_concurrency_change(changed, now, concurrency);
+    }
+
+    if (num_done == num_tasks) break;
+
+    TimeNs next = kNever;
+    for (const auto& model : models_) next = std::min(next, model->next_completion());
+    if (next == kNever) {
+      throw InternalError("simulation stalled at " + std::to_string(now) + " ns: " +
+                          std::to_string(num_tasks - num_done) +
+                          " tasks remain but no activity model has a next completion");
+    }
+    MOESIM_CHECK(next >= now, "an activity model reported a completion in the past (" +
+                                  std::to_string(next) + " < " + std::to_string(now) + ")");
+    now = next;
+
+    for (const auto& model : models_) {
+      finished.clear();
+      model->advance_to(now, finished);
+      for (TaskIndex i : finished) {
+        MOESIM_CHECK(i < num_tasks && running[i],
+                     "model '" + std::string(model->name()) + "' finished task " +
+                         std::to_string(i) + ", which is not running");
+        MOESIM_CHECK(models_[model_of[i]] == model,
+                     "model '" + std::string(model->name()) + "' finished a task it does not own");
+        running[i] = false;
+        ++num_done;
+        const Task& task = graph_.task(i);
+        for (int r : ranks[i]) {
+          touch(r);
+          concurrency.add(r, task.stream, -1);
+        }
+        for (EngineObserver* o : observers_) o->on_task_end(i, now);
+        for (TaskIndex s : graph_.successors(i)) {
+          MOESIM_CHECK(pending[s] > 0, "successor counted twice");
+          if (--pending[s] == 0) {
+            ready.push_back(s);
+            for (EngineObserver* o : observers_) o->on_task_ready(s, now);
+          }
+        }
+      }
+    }
+  }
+  return now;
+}
+
+}  // namespace moesim

@@ -1,0 +1,336 @@
+#include "sim/graph/graph_json.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/graph/graph_algorithms.h"
+
+namespace moesim {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+using Json = nlohmann::json;
+
+constexpr std::string_view kCommonTaskKeys[] = {"id", "layer", "pass", "stage", "chunk",
+                                                 "rank", "stream", "kind"};
+
+OrderedJson work_json(const Work& work) {
+  struct Visitor {
+    OrderedJson operator()(const GemmWork& w) const {
+      OrderedJson j = OrderedJson::object();
+      j["batch"] = w.batch;
+      j["m"] = w.m;
+      j["n"] = w.n;
+      j["k"] = w.k;
+      j["dtype"] = std::string(to_string(w.dtype));
+      j["element_bytes"] = w.element_bytes;
+      return j;
+    }
+    OrderedJson operator()(const ElementwiseWork& w) const {
+      OrderedJson j = OrderedJson::object();
+      j["bytes_read"] = w.bytes_read;
+      j["bytes_written"] = w.bytes_written;
+      j["flops"] = w.flops;
+      return j;
+    }
+    OrderedJson operator()(const CollectiveWork& w) const {
+      OrderedJson j = OrderedJson::object();
+      j["op"] = std::string(to_string(w.op));
+      j["group"] = w.group;
+      j["bytes_per_peer"] = w.bytes_per_peer;
+      return j;
+    }
+    OrderedJson operator()(const CopyWork& w) const {
+      OrderedJson j = OrderedJson::object();
+      j["bytes"] = w.bytes;
+      j["direction"] = std::string(to_string(w.direction));
+      return j;
+    }
+    OrderedJson operator()(const HostWork& w) const {
+      OrderedJson j = OrderedJson::object();
+      j["duration_ns"] = w.duration_ns;
+      return j;
+    }
+  };
+  return std::visit(Visitor{}, work);
+}
+
+// Reads fields of one JSON object, naming `context` (e.g. "task #3 'L0.fwd.gate'") in errors.
+class Reader {
+ public:
+  Reader(const Json& obj, std::string context, const std::string& source)
+      : obj_(obj), context_(std::move(context)), source_(source) {
+    if (!obj_.is_object()) fail("must be a JSON object, got " + std::string(obj_.type_name()));
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(SourceLocation{source_, 0, 0}, context_ + ": " + what);
+  }
+
+  const Json& field(std::string_view key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) fail("missing field '" + std::string(key) + "'");
+    return *it;
+  }
+
+  std::int64_t integer(std::string_view key, std::int64_t min,
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
+    const Json& v = field(key);
+    if (!v.is_number_integer())
+      fail("field '" + std::string(key) + "' must be an integer, got " + v.dump());
+    std::int64_t x = 0;
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        fail("field '" + std::string(key) + "' = " + v.dump() + " does not fit in 64 bits");
+      x = static_cast<std::int64_t>(u);
+    } else {
+      x = v.get<std::int64_t>();
+    }
+    if (x < min || x > max)
+      fail("field '" + std::string(key) + "' = " + std::to_string(x) + " must be in [" +
+           std::to_string(min) + ", " + std::to_string(max) + "]");
+    return x;
+  }
+
+  int small_integer(std::string_view key, int min) const {
+    return static_cast<int>(integer(key, min, std::numeric_limits<int>::max()));
+  }
+
+  std::string string(std::string_view key) const {
+    const Json& v = field(key);
+    if (!v.is_string()) fail("field '" + std::string(key) + "' must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+
+  template <typename E>
+  E name(std::string_view key, std::optional<E> (*parse)(std::string_view),
+         const std::vector<std::string>& valid) const {
+    const std::string s = string(key);
+    if (auto e = parse(s)) return *e;
+    std::string list;
+    for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
+    fail("unknown " + std::string(key) + " '" + s + "' (valid: " + list + ")");
+  }
+
+  void allow_only(const std::vector<std::string_view>& allowed) const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
+      std::string list;
+      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail("unknown field '" + it.key() + "' (allowed: " + list + ")");
+    }
+  }
+
+ private:
+  const Json& obj_;
+  std::string context_;
+  const std::string& source_;
+};
+
+std::vector<std::string> names_of_kinds() {
+  return {"gemm", "elementwise", "collective", "copy", "host"};
+}
+std::vector<std::string> names_of_streams() {
+  std::vector<std::string> out;
+  for (int s = 0; s < kNumStreamClasses; ++s)
+    out.emplace_back(to_string(static_cast<StreamClass>(s)));
+  return out;
+}
+std::optional<TaskKind> parse_task_kind(std::string_view s) {
+  for (auto k : {TaskKind::kGemm, TaskKind::kElementwise, TaskKind::kCollective, TaskKind::kCopy,
+                 TaskKind::kHost})
+    if (to_string(k) == s) return k;
+  return std::nullopt;
+}
+
+std::vector<int> int_list(const Json& v, const std::string& what, const Reader& at) {
+  if (!v.is_array()) at.fail(what + " must be an array of integers, got " + v.dump());
+  std::vector<int> out;
+  for (const Json& x : v) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() < std::numeric_limits<int>::min() ||
+        x.get<std::int64_t>() > std::numeric_limits<int>::max())
+      at.fail(what + " must hold integers, got " + x.dump());
+    out.push_back(x.get<int>());
+  }
+  return out;
+}
+
+Task read_task(const Json& j, std::size_t index, const std::string& source) {
+  const std::string where = "task #" + std::to_string(index);
+  Reader pre(j, where, source);
+  const std::string id = pre.string("id");
+  const Reader r(j, where + " '" + id + "'", source);
+  Task t;
+  t.id = id;
+  t.stream = r.name<StreamClass>("stream", &parse_stream_class, names_of_streams());
+  t.layer = r.small_integer("layer", 0);
+  t.pass = r.name<Pass>("pass", &parse_pass, {"fwd", "bwd"});
+  t.stage = r.string("stage");
+  t.chunk = r.small_integer("chunk", -1);
+  const TaskKind kind = r.name<TaskKind>("kind", &parse_task_kind, names_of_kinds());
+  std::vector<std::string_view> allowed(std::begin(kCommonTaskKeys), std::end(kCommonTaskKeys));
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  switch (kind) {
+    case TaskKind::kGemm: {
+      GemmWork w;
+      w.batch = r.integer("batch", 1);
+      w.m = r.integer("m", 1);
+      w.n = r.integer("n", 1);
+      w.k = r.integer("k", 1);
+      w.dtype = r.name<DType>("dtype", &parse_dtype, dtype_names());
+      w.element_bytes = static_cast<int>(r.integer("element_bytes", 1, 16));
+      t.work = w;
+      allowed.insert(allowed.end(), {"batch", "m", "n", "k", "dtype", "element_bytes"});
+      break;
+    }
+    case TaskKind::kElementwise:
+      t.work = ElementwiseWork{r.integer("bytes_read", 0), r.integer("bytes_written", 0),
+                               r.integer("flops", 0)};
+      allowed.insert(allowed.end(), {"bytes_read", "bytes_written", "flops"});
+      break;
+    case TaskKind::kCollective: {
+      CollectiveWork w;
+      w.op = r.name<CollectiveOp>("op", &parse_collective_op,
+                                  {"all-to-all", "all-reduce", "all-gather", "reduce-scatter"});
+      w.group = static_cast<GroupId>(r.integer("group", 0, std::numeric_limits<GroupId>::max()));
+      w.bytes_per_peer = r.integer("bytes_per_peer", 0);
+      t.work = w;
+      allowed.insert(allowed.end(), {"op", "group", "bytes_per_peer"});
+      break;
+    }
+    case TaskKind::kCopy:
+      t.work = CopyWork{r.integer("bytes", 0),
+                        r.name<CopyDirection>("direction", &parse_copy_direction, {"d2h", "h2d", "d2d"})};
+      allowed.insert(allowed.end(), {"bytes", "direction"});
+      break;
+    case TaskKind::kHost:
+      t.work = HostWork{r.integer("duration_ns", 0, kMax)};
+      allowed.insert(allowed.end(), {"duration_ns"});
+      break;
+  }
+  if (kind == TaskKind::kCollective) {
+    t.rank = static_cast<int>(r.integer("rank", -1, -1));
+  } else {
+    t.rank = r.small_integer("rank", 0);
+  }
+  r.allow_only(allowed);
+  return t;
+}
+
+// Builds the graph from a parsed document; import_graph_json adds the file name to its errors.
+TaskGraph build_graph(const Json& root, const Reader& top, const std::string& source_name) {
+  const SourceLocation at{source_name, 0, 0};
+  const int world = top.small_integer("world_size", 1);
+  const std::vector<int> ranks = int_list(top.field("simulated_ranks"), "simulated_ranks", top);
+  const Json& groups = top.field("groups");
+  if (!groups.is_array()) top.fail("groups must be an array of rank lists");
+  const Json& tasks = top.field("tasks");
+  if (!tasks.is_array()) top.fail("tasks must be an array");
+  const Json& edges = root.at("edges");
+
+  TaskGraph graph(world, ranks);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::string what = "group #" + std::to_string(g);
+    const GroupId id = graph.add_group(int_list(groups[g], what, top));
+    if (id != g) top.fail(what + " repeats group #" + std::to_string(id));
+  }
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    Task t = read_task(tasks[i], i, source_name);
+    if (const auto* c = std::get_if<CollectiveWork>(&t.work); c && c->group >= graph.num_groups())
+      throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': unknown group " +
+                               std::to_string(c->group) + " (the file defines " +
+                               std::to_string(graph.num_groups()) + ")");
+    graph.add_task(std::move(t));
+  }
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    const Json& edge = edges[e];
+    const std::string what = "edge #" + std::to_string(e);
+    if (!edge.is_array() || edge.size() != 3 || !edge[0].is_number_integer() ||
+        !edge[1].is_number_integer() || !edge[2].is_string())
+      top.fail(what + " must be [from, to, \"data\" | \"reuse\"], got " + edge.dump());
+    const auto n = static_cast<std::int64_t>(graph.num_tasks());
+    const auto from = edge[0].get<std::int64_t>();
+    const auto to = edge[1].get<std::int64_t>();
+    for (std::int64_t end : {from, to}) {
+      if (end < 0 || end >= n)
+        top.fail(what + " " + edge.dump() + " refers to task index " + std::to_string(end) +
+                 ", but the graph has tasks 0.." + std::to_string(n - 1));
+    }
+    const auto kind = parse_dep_kind(edge[2].get<std::string>());
+    if (!kind || *kind == DepKind::kStream)
+      top.fail(what + " " + edge.dump() + ": kind must be \"data\" or \"reuse\" (stream edges " +
+               "follow from the task order)");
+    graph.add_dependency(static_cast<TaskIndex>(from), static_cast<TaskIndex>(to), *kind);
+  }
+  check_acyclic(graph);
+  return graph;
+}
+
+}  // namespace
+
+std::string export_graph_json(const TaskGraph& graph) {
+  OrderedJson root = OrderedJson::object();
+  root["schema_version"] = kGraphJsonSchemaVersion;
+  root["world_size"] = graph.world_size();
+  root["simulated_ranks"] = graph.simulated_ranks();
+  OrderedJson groups = OrderedJson::array();
+  for (std::size_t g = 0; g < graph.num_groups(); ++g)
+    groups.push_back(graph.group(static_cast<GroupId>(g)));
+  root["groups"] = std::move(groups);
+  OrderedJson tasks = OrderedJson::array();
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    const Task& t = graph.task(i);
+    OrderedJson j = OrderedJson::object();
+    j["id"] = t.id;
+    j["rank"] = t.rank;
+    j["stream"] = std::string(to_string(t.stream));
+    j["kind"] = std::string(to_string(t.kind()));
+    j["layer"] = t.layer;
+    j["pass"] = std::string(to_string(t.pass));
+    j["stage"] = t.stage;
+    j["chunk"] = t.chunk;
+    const OrderedJson work = work_json(t.work);
+    for (const auto& [key, value] : work.items()) j[key] = value;
+    tasks.push_back(std::move(j));
+  }
+  root["tasks"] = std::move(tasks);
+  OrderedJson edges = OrderedJson::array();
+  for (const auto& [from, to, kind] : graph.edges()) {
+    if (kind == DepKind::kStream) continue;
+    edges.push_back(OrderedJson::array({from, to, std::string(to_string(kind))}));
+  }
+  root["edges"] = std::move(edges);
+  return root.dump(2) + "\n";
+}
+
+TaskGraph import_graph_json(std::string_view text, const std::string& source_name) {
+  const SourceLocation at{source_name, 0, 0};
+  Json root;
+  try {
+    root = Json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(at, std::string("invalid JSON: ") + e.what());
+  }
+  const Reader top(root, "task graph", source_name);
+  top.allow_only({"schema_version", "world_size", "simulated_ranks", "groups", "tasks", "edges"});
+  const Json& version = top.field("schema_version");
+  if (!version.is_number_integer() || version.get<std::int64_t>() != kGraphJsonSchemaVersion)
+    top.fail("unsupported schema_version " + version.dump() + " (supported: " +
+             std::to_string(kGraphJsonSchemaVersion) + ")");
+  const Json& edges = top.field("edges");
+  if (!edges.is_array()) top.fail("edges must be an array");
+  try {
+    return build_graph(root, top, source_name);
+  } catch (const InputError& e) {
+    if (!e.where().file.empty()) throw;
+    throw InputError(at, e.rule());
+  }
+}
+
+}  // namespace moesim

@@ -1,0 +1,31 @@
+// JSON form of the task graph, to inspect a built graph or to feed a hand-written one to the engine.
+//
+// Schema (schema_version 1):
+//   {"schema_version": 1, "world_size": N, "simulated_ranks": [...], "groups": [[ranks], ...],
+//    "tasks": [{"id", "rank", "stream", "kind", "layer", "pass", "stage", "chunk", <work fields>}],
+//    "edges": [[from, to, "data" | "reuse"], ...]}
+// Work fields per kind: gemm {batch, m, n, k, dtype, element_bytes}; elementwise {bytes_read,
+// bytes_written, flops}; collective {op, group, bytes_per_peer}; copy {bytes, direction};
+// host {duration_ns}. Tasks are listed in index (= issue) order and edges refer to those indices;
+// stream edges are not listed because importing re-derives them from that order. Collectives
+// carry rank -1. Export uses 2-space indentation; export(import(export(g))) == export(g).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "sim/graph/task_graph.h"
+
+namespace moesim {
+
+inline constexpr int kGraphJsonSchemaVersion = 1;
+
+std::string export_graph_json(const TaskGraph& graph);
+
+// Parses and validates a graph; every problem is an InputError whose location is source_name and
+// whose rule names the task (id or index) and the field: bad JSON, a missing or mistyped field, an
+// unknown key, kind, stream, dtype, op or direction, an edge to a missing task, an unknown group, a
+// task on a rank the graph does not simulate, and a dependency cycle (with its whole path).
+TaskGraph import_graph_json(std::string_view text, const std::string& source_name);
+
+}  // namespace moesim

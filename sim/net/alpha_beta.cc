@@ -1,0 +1,146 @@
+#include "sim/net/alpha_beta.h"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/core/checked_math.h"
+#include "sim/core/error.h"
+#include "sim/cost/interference.h"
+
+namespace moesim {
+namespace {
+
+double link_bytes_per_ns(const LinkSpec& link, std::string_view what, const ClusterSpec& cluster) {
+  const double bw = link.effective_bandwidth();
+  if (!(bw > 0.0)) {
+    throw InputError(cluster.origin, "cluster " + cluster.name + " has no " + std::string(what) +
+                                         " bandwidth, needed by a collective");
+  }
+  return bw / kNsPerS;
+}
+
+TimeNs round_ns(double ns, bool nonzero_work) {
+  MOESIM_CHECK(ns >= 0.0, "negative collective duration");
+  const TimeNs t = std::llround(ns);
+  return nonzero_work ? std::max<TimeNs>(t, 1) : t;
+}
+
+}  // namespace
+
+AlphaBetaNetwork::AlphaBetaNetwork(const TaskGraph& graph, const ClusterSpec& cluster)
+    : graph_(graph), cluster_(cluster) {
+  if (cluster_.node.gpus_per_node < 1 || cluster_.num_nodes < 1) {
+    throw InputError(cluster_.origin, "cluster " + cluster_.name +
+                                          " needs at least one node and one GPU per node");
+  }
+  if (graph_.world_size() > cluster_.num_gpus()) {
+    throw InputError(cluster_.origin, "the job has " + std::to_string(graph_.world_size()) +
+                                          " ranks but cluster " + cluster_.name + " has only " +
+                                          std::to_string(cluster_.num_gpus()) + " GPUs");
+  }
+}
+
+double AlphaBetaNetwork::all_to_all_ns(std::int64_t bytes, const std::vector<int>& group) const {
+  const auto b = static_cast<double>(bytes);
+  if (group.size() == 1) {
+    const GpuSpec& gpu = cluster_.node.gpu;
+    const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
+    if (!(hbm > 0.0))
+      throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
+    return static_cast<double>(gpu.kernel_launch_ns) + 2.0 * b / hbm;
+  }
+  std::vector<int> members;
+  for (int r : group)
+    if (graph_.is_simulated(r)) members.push_back(r);
+  if (members.empty()) members = group;
+
+  double worst = 0.0;
+  for (int r : members) {
+    int intra_peers = 0;
+    int inter_peers = 0;
+    for (int peer : group) {
+      if (peer == r) continue;
+      if (cluster_.node_of(peer) == cluster_.node_of(r)) {
+        ++intra_peers;
+      } else {
+        ++inter_peers;
+      }
+    }
+    double t_intra = 0.0;
+    double t_inter = 0.0;
+    if (intra_peers > 0) {
+      t_intra = static_cast<double>(cluster_.node.intra_node.latency_ns) +
+                intra_peers * b / link_bytes_per_ns(cluster_.node.intra_node, "intra-node", cluster_);
+    }
+    if (inter_peers > 0) {
+      t_inter = static_cast<double>(cluster_.inter_node.latency_ns) +
+                inter_peers * b / link_bytes_per_ns(cluster_.inter_node, "inter-node", cluster_);
+    }
+    worst = std::max(worst, std::max(t_intra, t_inter));
+  }
+  return worst;
+}
+
+double AlphaBetaNetwork::ring_ns(CollectiveOp op, std::int64_t bytes,
+                                 const std::vector<int>& group) const {
+  const int p = static_cast<int>(group.size());
+  if (p == 1) return 0.0;
+  const bool spans_nodes = cluster_.node_of(group.front()) != cluster_.node_of(group.back());
+  const LinkSpec& link = spans_nodes ? cluster_.inter_node : cluster_.node.intra_node;
+  const double bw = link_bytes_per_ns(link, spans_nodes ? "inter-node" : "intra-node", cluster_);
+  const auto total = static_cast<double>(checked_mul(bytes, p));
+  const double steps = op == CollectiveOp::kAllReduce ? 2.0 * (p - 1) : static_cast<double>(p - 1);
+  return steps * static_cast<double>(link.latency_ns) + steps / p * total / bw;
+}
+
+TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
+                                           const std::vector<int>& group) const {
+  if (work.bytes_per_peer < 0) throw InputError("collective size must not be negative");
+  MOESIM_CHECK(!group.empty(), "collective over an empty group");
+  for (int r : group) {
+    if (r < 0 || r >= cluster_.num_gpus()) {
+      throw InputError(cluster_.origin, "group member " + std::to_string(r) + " is outside cluster " +
+                                            cluster_.name + " (" + std::to_string(cluster_.num_gpus()) +
+                                            " GPUs)");
+    }
+  }
+  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work.bytes_per_peer, group)
+                                                       : ring_ns(work.op, work.bytes_per_peer, group);
+  const TimeNs t = round_ns(ns, work.bytes_per_peer > 0 && group.size() > 1);
+  cache_.emplace(key, t);
+  return t;
+}
+
+double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) const {
+  return interference_factor(cluster_.node.interference, graph_.task(task).stream, ranks_.at(task),
+                             concurrency);
+}
+
+void AlphaBetaNetwork::start(TaskIndex task, TimeNs now, const Concurrency& concurrency) {
+  const Task& t = graph_.task(task);
+  const auto* work = std::get_if<CollectiveWork>(&t.work);
+  MOESIM_CHECK(work != nullptr, "AlphaBetaNetwork started a non-collective task '" + t.id + "'");
+  ranks_[task] = graph_.ranks_of(task);
+  activities_.add(task, isolated_duration(*work, graph_.group(work->group)), now,
+                  factor(task, concurrency));
+}
+
+void AlphaBetaNetwork::on_concurrency_change(std::span<const int> ranks, TimeNs now,
+                                             const Concurrency& concurrency) {
+  for (const auto& [task, members] : ranks_) {
+    const bool affected = std::any_of(members.begin(), members.end(), [&](int r) {
+      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+    });
+    if (affected) activities_.set_rate(task, factor(task, concurrency), now);
+  }
+}
+
+void AlphaBetaNetwork::advance_to(TimeNs now, std::vector<TaskIndex>& finished) {
+  const std::size_t first = finished.size();
+  activities_.advance_to(now, finished);
+  for (std::size_t i = first; i < finished.size(); ++i) ranks_.erase(finished[i]);
+}
+
+}  // namespace moesim

@@ -1,0 +1,148 @@
+#include "sim/report/metrics.h"
+
+#include <algorithm>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+bool is_comm(StreamClass s) { return s == StreamClass::kCommDispatch || s == StreamClass::kCommCombine; }
+bool is_copy(StreamClass s) { return s == StreamClass::kCopyD2H || s == StreamClass::kCopyH2D; }
+
+std::string stage_key(const Task& t) { return std::string(to_string(t.pass)) + "." + t.stage; }
+
+bool on_rank(const TaskGraph& graph, TaskIndex i, int rank) {
+  const Task& t = graph.task(i);
+  if (!t.is_collective()) return t.rank == rank;
+  const auto ranks = graph.ranks_of(i);
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+}  // namespace
+
+TimeNs union_length(std::vector<std::pair<TimeNs, TimeNs>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  TimeNs total = 0;
+  TimeNs cur_start = 0;
+  TimeNs cur_end = -1;
+  bool open = false;
+  for (const auto& [s, e] : intervals) {
+    if (e <= s) continue;
+    if (!open || s > cur_end) {
+      if (open) total += cur_end - cur_start;
+      cur_start = s;
+      cur_end = e;
+      open = true;
+    } else {
+      cur_end = std::max(cur_end, e);
+    }
+  }
+  if (open) total += cur_end - cur_start;
+  return total;
+}
+
+StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int rank) {
+  MOESIM_CHECK(trace.records.size() == graph.num_tasks(), "trace and graph sizes differ");
+  StepMetrics m;
+  m.rank = rank;
+
+  std::map<std::string, int> stage_ids;
+  std::vector<std::vector<std::pair<TimeNs, TimeNs>>> stage_intervals;
+  std::vector<std::pair<TimeNs, TimeNs>> compute, comm, copy, all;
+  // Sweep events for exposed time: (time, +1 start / -1 end, stage id).
+  std::vector<std::tuple<TimeNs, int, int>> events;
+  TimeNs bwd_start = kNever;
+  TimeNs bwd_end = 0;
+
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    if (!on_rank(graph, i, rank)) continue;
+    const Task& t = graph.task(i);
+    const TaskRecord& r = trace.records[i];
+    MOESIM_CHECK(r.start_ns >= 0 && r.end_ns >= r.start_ns, "task '" + t.id + "' has no valid record");
+    const std::string key = stage_key(t);
+    auto [it, inserted] = stage_ids.emplace(key, static_cast<int>(stage_intervals.size()));
+    if (inserted) {
+      stage_intervals.emplace_back();
+      m.stage_order.push_back(key);
+    }
+    const int sid = it->second;
+    stage_intervals[sid].emplace_back(r.start_ns, r.end_ns);
+    m.stages[key].num_tasks += 1;
+    const auto iv = std::make_pair(r.start_ns, r.end_ns);
+    all.push_back(iv);
+    if (t.stream == StreamClass::kCompute) compute.push_back(iv);
+    if (is_comm(t.stream)) comm.push_back(iv);
+    if (is_copy(t.stream)) copy.push_back(iv);
+    m.sum_task_ns += r.end_ns - r.start_ns;
+    m.step_ns = std::max(m.step_ns, r.end_ns);
+    if (t.pass == Pass::kForward) {
+      m.forward_ns = std::max(m.forward_ns, r.end_ns);
+    } else {
+      bwd_start = std::min(bwd_start, r.start_ns);
+      bwd_end = std::max(bwd_end, r.end_ns);
+    }
+    if (r.end_ns > r.start_ns) {
+      events.emplace_back(r.start_ns, +1, sid);
+      events.emplace_back(r.end_ns, -1, sid);
+    }
+  }
+  if (bwd_start != kNever) m.backward_ns = bwd_end - bwd_start;
+
+  for (const auto& [key, sid] : stage_ids) m.stages[key].busy_ns = union_length(stage_intervals[sid]);
+
+  // Exposed: between consecutive event times, if exactly one stage is active, it is exposed.
+  std::sort(events.begin(), events.end());
+  std::vector<int> active(stage_intervals.size(), 0);
+  int num_active_stages = 0;
+  std::vector<TimeNs> exposed(stage_intervals.size(), 0);
+  TimeNs prev = 0;
+  for (std::size_t e = 0; e < events.size();) {
+    const TimeNs now = std::get<0>(events[e]);
+    if (num_active_stages == 1 && now > prev) {
+      for (std::size_t s = 0; s < active.size(); ++s)
+        if (active[s] > 0) exposed[s] += now - prev;
+    }
+    for (; e < events.size() && std::get<0>(events[e]) == now; ++e) {
+      const int sid = std::get<2>(events[e]);
+      const int before = active[sid];
+      active[sid] += std::get<1>(events[e]);
+      if (before == 0 && active[sid] > 0) ++num_active_stages;
+      if (before > 0 && active[sid] == 0) --num_active_stages;
+    }
+    prev = now;
+  }
+  for (const auto& [key, sid] : stage_ids) m.stages[key].exposed_ns = exposed[sid];
+
+  m.compute_busy_ns = union_length(compute);
+  m.comm_busy_ns = union_length(comm);
+  m.copy_busy_ns = union_length(copy);
+  const TimeNs union_all = union_length(all);
+  m.overlap_ns = m.compute_busy_ns + m.comm_busy_ns + m.copy_busy_ns - union_all;
+  // The fraction looks at compute and communication only, so it lies in [0, 1] by construction.
+  std::vector<std::pair<TimeNs, TimeNs>> compute_or_comm = compute;
+  compute_or_comm.insert(compute_or_comm.end(), comm.begin(), comm.end());
+  const TimeNs hidden = m.compute_busy_ns + m.comm_busy_ns - union_length(std::move(compute_or_comm));
+  const TimeNs hideable = std::min(m.compute_busy_ns, m.comm_busy_ns);
+  m.overlap_fraction = hideable > 0 ? static_cast<double>(hidden) / static_cast<double>(hideable) : 0.0;
+  return m;
+}
+
+StepMetrics compute_step_metrics(const TaskGraph& graph, const Trace& trace) {
+  int critical = graph.simulated_ranks().front();
+  TimeNs latest = -1;
+  std::vector<TimeNs> end_of_rank(static_cast<std::size_t>(graph.world_size()), 0);
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    for (int r : graph.ranks_of(i))
+      end_of_rank[r] = std::max(end_of_rank[r], trace.records[i].end_ns);
+  }
+  for (int r : graph.simulated_ranks()) {
+    if (end_of_rank[r] > latest) {
+      latest = end_of_rank[r];
+      critical = r;
+    }
+  }
+  return compute_rank_metrics(graph, trace, critical);
+}
+
+}  // namespace moesim

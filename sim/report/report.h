@@ -1,0 +1,43 @@
+// Outputs of a simulated step: the summary table a user reads, the JSON report (everything,
+// machine-readable) and the Chrome/Perfetto trace (one track per rank and stream).
+//
+// Reports describe themselves (design.md lesson 8): the text starts with a `#` preamble naming the
+// configuration, columns are fixed-width with units, and the JSON carries the resolved config.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "sim/engine/trace.h"
+#include "sim/graph/moe_layer_builder.h"
+#include "sim/graph/task_graph.h"
+#include "sim/report/metrics.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/run_spec.h"
+
+namespace moesim {
+
+struct ReportInputs {
+  const ModelSpec& model;
+  const ClusterSpec& cluster;
+  const RunSpec& run;
+  const LayerDims& dims;
+  const TaskGraph& graph;
+  const Trace& trace;
+  const StepMetrics& metrics;
+  std::string tool_version;
+};
+
+// The human-readable summary (stdout of `moesim simulate`).
+void write_summary(std::ostream& out, const ReportInputs& in);
+
+// The JSON report with at least step_time_us, forward_us, backward_us, stages{busy_us, exposed_us},
+// config and tasks[{id, rank, stream, start_us, end_us}]. Deterministic: same inputs, same bytes.
+std::string report_json(const ReportInputs& in);
+
+// Chrome trace event format (loads in Perfetto and chrome://tracing): process per rank, thread per
+// stream class, complete events with ts/dur in microseconds.
+std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace);
+
+}  // namespace moesim

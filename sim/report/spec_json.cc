@@ -1,0 +1,90 @@
+#include "sim/report/spec_json.h"
+
+namespace moesim {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json link_json(const LinkSpec& l) {
+  return {{"bandwidth_bytes_per_s", l.bandwidth},
+          {"efficiency", l.efficiency},
+          {"effective_bandwidth_bytes_per_s", l.effective_bandwidth()},
+          {"latency_ns", l.latency_ns}};
+}
+
+ordered_json gpu_json(const GpuSpec& g) {
+  ordered_json peaks = ordered_json::object();
+  for (const auto& [dtype, flops] : g.peak_flops) peaks[std::string(to_string(dtype))] = flops;
+  return {{"name", g.name},
+          {"file", g.origin.file},
+          {"peak_flops", peaks},
+          {"hbm_bandwidth_bytes_per_s", g.hbm_bandwidth},
+          {"hbm_efficiency", g.hbm_efficiency},
+          {"hbm_capacity_bytes", g.hbm_capacity_bytes},
+          {"kernel_launch_ns", g.kernel_launch_ns},
+          {"gemm_efficiency",
+           {{"peak_fraction", g.gemm_efficiency.peak_fraction},
+            {"half_saturation_dim", g.gemm_efficiency.half_saturation_dim}}}};
+}
+
+ordered_json interference_json(const InterferenceTable& t) {
+  static constexpr const char* kRows[] = {"communication", "computation", "memcpy"};
+  ordered_json j = ordered_json::object();
+  for (int r = 0; r < kNumInterferenceClasses; ++r) {
+    j[kRows[r]] = {{"with_communication", t.factors[r][0]},
+                   {"with_computation", t.factors[r][1]},
+                   {"with_memcpy", t.factors[r][2]},
+                   {"with_all", t.factors[r][3]}};
+  }
+  return j;
+}
+
+}  // namespace
+
+ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                         const LayerDims& dims) {
+  ordered_json j;
+  j["model"] = {{"name", model.name},
+                {"file", model.origin.file},
+                {"d_model", model.d_model},
+                {"d_ffn", model.d_ffn},
+                {"num_experts", model.num_experts},
+                {"top_k", model.top_k},
+                {"capacity_factor", model.capacity_factor},
+                {"dtype", std::string(to_string(model.dtype))},
+                {"gemm_precision", std::string(to_string(model.gemm_dtype))},
+                {"activation", std::string(to_string(model.activation))},
+                {"num_layers", model.num_layers},
+                {"shared_experts",
+                 {{"count", model.shared_experts.count}, {"d_ffn", model.shared_experts.d_ffn}}}};
+  const NodeSpec& node = cluster.node;
+  j["hardware"] = {{"name", cluster.name},
+                   {"file", cluster.origin.file},
+                   {"num_nodes", cluster.num_nodes},
+                   {"num_gpus", cluster.num_gpus()},
+                   {"inter_node", link_json(cluster.inter_node)},
+                   {"node",
+                    {{"name", node.name},
+                     {"gpus_per_node", node.gpus_per_node},
+                     {"intra_node", link_json(node.intra_node)},
+                     {"pcie_h2d", link_json(node.pcie_h2d)},
+                     {"pcie_d2h", link_json(node.pcie_d2h)},
+                     {"interference", interference_json(node.interference)},
+                     {"gpu", gpu_json(node.gpu)}}}};
+  j["run"] = {{"tokens_per_gpu", run.tokens_per_gpu},
+              {"ep_size", dims.ep_size},
+              {"num_chunks", run.num_chunks},
+              {"order", std::string(to_string(run.order))},
+              {"num_moe_layers", run.num_moe_layers},
+              {"seed", run.seed}};
+  j["derived"] = {{"local_experts", dims.local_experts},
+                  {"capacity_per_expert", dims.capacity},
+                  {"rows_per_chunk", dims.rows_per_chunk()},
+                  {"rows_per_expert_chunk", dims.rows_per_expert_chunk},
+                  {"a2a_bytes_per_peer", dims.a2a_bytes_per_peer()},
+                  {"element_bytes", dims.element_bytes},
+                  {"gemm_dtype", std::string(to_string(dims.gemm_dtype))}};
+  return j;
+}
+
+}  // namespace moesim

@@ -1,0 +1,16 @@
+// JSON views of the resolved inputs, for the `config` section of reports (private to sim/report).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "sim/graph/moe_layer_builder.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/run_spec.h"
+
+namespace moesim {
+
+nlohmann::ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster,
+                                   const RunSpec& run, const LayerDims& dims);
+
+}  // namespace moesim

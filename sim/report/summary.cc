@@ -1,0 +1,80 @@
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "sim/report/report.h"
+
+namespace moesim {
+namespace {
+
+std::string fixed(double v, int precision) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+  return buf;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string pad_right(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string bandwidth_text(double bytes_per_s) { return fixed(bytes_per_s / 1e9, 1) + " GB/s"; }
+
+}  // namespace
+
+void write_summary(std::ostream& out, const ReportInputs& in) {
+  const ModelSpec& model = in.model;
+  const ClusterSpec& cl = in.cluster;
+  const LayerDims& d = in.dims;
+  const StepMetrics& m = in.metrics;
+
+  out << "# moesim " << in.tool_version << " simulate\n";
+  out << "# model     " << model.name << " (" << model.origin.file << "): M=" << model.d_model
+      << " H=" << model.d_ffn << " E=" << model.num_experts << " top-" << model.top_k
+      << " f=" << fixed(model.capacity_factor, 2) << " " << to_string(model.dtype) << " (GEMMs "
+      << to_string(model.gemm_dtype) << ")";
+  if (model.shared_experts.count > 0)
+    out << " +" << model.shared_experts.count << " shared expert(s) H=" << model.shared_experts.d_ffn;
+  out << "\n";
+  out << "# hardware  " << cl.name << " (" << cl.origin.file << "): " << cl.num_nodes << " node(s) x "
+      << cl.node.gpus_per_node << " " << cl.node.gpu.name << "; intra-node "
+      << bandwidth_text(cl.node.intra_node.effective_bandwidth());
+  if (cl.num_nodes > 1) out << ", inter-node " << bandwidth_text(cl.inter_node.effective_bandwidth()) << " per GPU";
+  out << "\n";
+  out << "# run       B=" << in.run.tokens_per_gpu << " tokens/GPU, EP=" << d.ep_size << " ("
+      << d.local_experts << " local expert(s)), n=" << d.num_chunks << " chunks, order="
+      << to_string(in.run.order) << ", MoE layers=" << in.run.num_moe_layers << "\n";
+  out << "# derived   capacity C=" << d.capacity << " rows/expert/rank, " << d.rows_per_chunk()
+      << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk\n";
+  out << "# figures   rank " << m.rank
+      << (in.graph.simulated_ranks().size() == 1 ? " (representative: routing is balanced)"
+                                                  : " (the slowest of the simulated ranks)")
+      << "\n";
+
+  const auto line = [&](const std::string& label, TimeNs ns) {
+    out << pad_right(label, 20) << pad_left(fixed(ns_to_us(ns), 3), 14) << " us\n";
+  };
+  line("step time", m.step_ns);
+  line("  forward", m.forward_ns);
+  line("  backward", m.backward_ns);
+  line("compute busy", m.compute_busy_ns);
+  line("comm busy", m.comm_busy_ns);
+  if (m.copy_busy_ns > 0) line("copy busy", m.copy_busy_ns);
+  out << pad_right("overlap achieved", 20)
+      << pad_left(fixed(100.0 * m.overlap_fraction, 1), 14)
+      << " %  of min(compute, comm) hidden\n\n";
+
+  out << pad_right("stage", 20) << pad_left("busy_us", 14) << pad_left("exposed_us", 14)
+      << pad_left("tasks", 8) << "\n";
+  for (const std::string& key : m.stage_order) {
+    const StageMetrics& s = m.stages.at(key);
+    out << pad_right(key, 20) << pad_left(fixed(ns_to_us(s.busy_ns), 3), 14)
+        << pad_left(fixed(ns_to_us(s.exposed_ns), 3), 14) << pad_left(std::to_string(s.num_tasks), 8)
+        << "\n";
+  }
+}
+
+}  // namespace moesim

@@ -1,0 +1,346 @@
+// Model and hardware preset loading: the schema of models/*.yaml and hardware/**/*.yaml
+// (docs/config-reference.md documents every key).
+#include "sim/spec/loader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include "sim/spec/yaml_reader.h"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Ranges a value must lie in. They are wide (any GPU of the last decade and the next) but catch
+// unit slips by 10^3 and bits/bytes confusion by 8.
+constexpr PlausibleRange kHbmRange{50e9, 50e12};
+constexpr PlausibleRange kIntraNodeRange{1e9, 5e12};
+constexpr PlausibleRange kPcieRange{0.5e9, 256e9};
+constexpr PlausibleRange kNetworkRange{0.1e9, 150e9};
+constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
+constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
+constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
+
+const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster"};
+
+std::vector<std::string> with_header(std::vector<std::string> keys) {
+  keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
+  return keys;
+}
+
+const std::vector<std::string> kModelKeys =
+    with_header({"d_model", "d_ffn", "num_experts", "top_k", "capacity_factor", "dtype",
+                 "gemm_precision", "activation", "num_layers", "shared_experts"});
+const std::vector<std::string> kGpuKeys =
+    with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
+                 "kernel_launch_overhead", "gemm_efficiency"});
+const std::vector<std::string> kNodeKeys =
+    with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference"});
+const std::vector<std::string> kClusterKeys = with_header({"node", "num_nodes", "inter_node"});
+
+std::vector<std::string> all_hardware_keys() {
+  std::vector<std::string> keys = kGpuKeys;
+  for (const auto* extra : {&kNodeKeys, &kClusterKeys, &kModelKeys}) {
+    for (const std::string& k : *extra) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+  }
+  return keys;
+}
+
+// Checks schema_version and kind. A top-level file must say its schema_version; an inline map
+// inside another file inherits it. Returns the kind found (or expected_kind when omitted).
+std::string check_header(const YamlMap& m, std::string_view expected_kind, bool version_required,
+                         bool kind_required) {
+  const std::string supported = "supported schema_version: " + std::to_string(kSchemaVersion);
+  if (auto v = m.get("schema_version")) {
+    const std::int64_t found = v->as_int(std::numeric_limits<std::int64_t>::min(),
+                                         std::numeric_limits<std::int64_t>::max());
+    if (found != kSchemaVersion) {
+      v->fail("unsupported schema_version " + std::to_string(found) + "; " + supported);
+    }
+  } else if (version_required) {
+    m.fail("missing required key 'schema_version' (found none; " + supported + ")");
+  }
+  auto k = m.get("kind");
+  if (!k) {
+    if (kind_required) {
+      m.fail("missing required key 'kind'; valid kinds: " + YamlValue::join_names(kKinds));
+    }
+    return std::string(expected_kind);
+  }
+  const std::string kind = k->as_string();
+  if (std::find(kKinds.begin(), kKinds.end(), kind) == kKinds.end()) {
+    k->fail("unknown kind '" + kind + "'; valid kinds: " + YamlValue::join_names(kKinds));
+  }
+  if (!expected_kind.empty() && kind != expected_kind) {
+    k->fail("expected kind '" + std::string(expected_kind) + "', found '" + kind + "'");
+  }
+  return kind;
+}
+
+// source: is free text (a citation), but it must be a string, not a map or a list.
+void check_source(const YamlMap& m) {
+  if (auto src = m.get("source")) src->as_string();
+}
+
+SourceLocation origin_of(const YamlMap& m) {
+  check_source(m);
+  SourceLocation loc = m.value().location();
+  loc.line = std::max(loc.line, 1);
+  loc.column = std::max(loc.column, 1);
+  return loc;
+}
+
+LinkSpec read_link(const YamlValue& v, PlausibleRange range) {
+  const YamlMap m = v.as_map({"bandwidth", "efficiency", "latency"});
+  LinkSpec link;
+  link.bandwidth = m.require("bandwidth").as_bandwidth(range);
+  if (auto e = m.get("efficiency")) link.efficiency = e->as_double(0, 1, true);
+  link.latency_ns = m.require("latency").as_time(kMaxLatencyNs);
+  return link;
+}
+
+InterferenceTable read_interference(const YamlValue& v) {
+  static const std::vector<std::string> kOps = {"communication", "computation", "memcpy"};
+  static const std::vector<std::string> kCols = {"with_communication", "with_computation",
+                                                 "with_memcpy", "with_all"};
+  InterferenceTable table;
+  const YamlMap m = v.as_map(kOps);
+  for (std::size_t op = 0; op < kOps.size(); ++op) {
+    auto row = m.get(kOps[op]);
+    if (!row) continue;
+    const YamlMap r = row->as_map(kCols);
+    for (std::size_t col = 0; col < kCols.size(); ++col) {
+      if (auto f = r.get(kCols[col])) table.factors[op][col] = f->as_double(0, 1, true);
+    }
+  }
+  return table;
+}
+
+// Files being loaded, outermost first, to name a reference cycle.
+using LoadStack = std::vector<std::string>;
+
+GpuSpec read_gpu(const YamlMap& m);
+NodeSpec read_node(const YamlMap& m, LoadStack& stack);
+
+// Resolves a reference (a path relative to the referencing file) and reads it with `read`.
+template <typename Read>
+auto read_reference(const YamlValue& ref, std::string_view kind,
+                    const std::vector<std::string>& keys, LoadStack& stack, Read read) {
+  const std::string rel = ref.as_name();
+  const fs::path base = fs::path(ref.file()).parent_path();
+  const fs::path target = fs::path(rel).is_absolute() ? fs::path(rel) : base / rel;
+  std::error_code ec;
+  if (!fs::exists(target, ec)) {
+    ref.fail("cannot open referenced " + std::string(kind) + " file '" + target.string() +
+             "': no such file");
+  }
+  const std::string canonical = fs::weakly_canonical(target, ec).string();
+  if (std::find(stack.begin(), stack.end(), canonical) != stack.end()) {
+    std::string chain;
+    for (const std::string& s : stack) chain += s + " -> ";
+    ref.fail("reference cycle: " + chain + canonical);
+  }
+  stack.push_back(canonical);
+  const YamlValue root = parse_yaml_file(target.string());
+  const YamlMap m = root.as_map(keys);
+  check_header(m, kind, true, true);
+  auto spec = read(m);
+  stack.pop_back();
+  return spec;
+}
+
+GpuSpec read_gpu(const YamlMap& m) {
+  GpuSpec gpu;
+  gpu.name = m.require("name").as_name();
+  gpu.origin = origin_of(m);
+  const YamlMap flops =
+      m.require("peak_flops").as_map({"fp32", "tf32", "bf16", "fp16"});
+  flops.require("fp32");  // every GPU computes fp32; the others are optional
+  for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
+    if (auto f = flops.get(to_string(d))) gpu.peak_flops[d] = f->as_flop_rate(kFlopRange);
+  }
+  gpu.hbm_bandwidth = m.require("hbm_bandwidth").as_bandwidth(kHbmRange);
+  if (auto e = m.get("hbm_efficiency")) gpu.hbm_efficiency = e->as_double(0, 1, true);
+  gpu.hbm_capacity_bytes = m.require("hbm_capacity").as_size_bytes(1);
+  gpu.kernel_launch_ns = m.require("kernel_launch_overhead").as_time(kMaxLaunchNs);
+  if (auto g = m.get("gemm_efficiency")) {
+    const YamlMap ge = g->as_map({"peak_fraction", "half_saturation_dim"});
+    if (auto p = ge.get("peak_fraction")) gpu.gemm_efficiency.peak_fraction = p->as_double(0, 1, true);
+    if (auto h = ge.get("half_saturation_dim")) {
+      gpu.gemm_efficiency.half_saturation_dim = h->as_double(0, 1e6, true);
+    }
+  }
+  return gpu;
+}
+
+NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
+  NodeSpec node;
+  node.name = m.require("name").as_name();
+  node.origin = origin_of(m);
+  const YamlValue gpu = m.require("gpu");
+  if (gpu.is_map()) {
+    const YamlMap inline_gpu = gpu.as_map(kGpuKeys);
+    check_header(inline_gpu, "gpu", false, false);
+    node.gpu = read_gpu(inline_gpu);
+  } else if (gpu.is_scalar()) {
+    node.gpu = read_reference(gpu, "gpu", kGpuKeys, stack, [](const YamlMap& g) { return read_gpu(g); });
+  } else {
+    gpu.fail("expected a path to a GPU file or an inline GPU map");
+  }
+  node.gpus_per_node = static_cast<int>(m.require("gpus_per_node").as_int(1, 1024));
+  if (auto intra = m.get("intra_node")) {
+    node.intra_node = read_link(*intra, kIntraNodeRange);
+  } else if (node.gpus_per_node > 1) {
+    m.fail("missing required key 'intra_node' (needed when gpus_per_node = " +
+           std::to_string(node.gpus_per_node) + " > 1)");
+  }
+  const YamlMap pcie =
+      m.require("pcie").as_map({"h2d_bandwidth", "d2h_bandwidth", "efficiency", "latency"});
+  node.pcie_h2d.bandwidth = pcie.require("h2d_bandwidth").as_bandwidth(kPcieRange);
+  node.pcie_d2h.bandwidth = pcie.require("d2h_bandwidth").as_bandwidth(kPcieRange);
+  if (auto e = pcie.get("efficiency")) {
+    node.pcie_h2d.efficiency = node.pcie_d2h.efficiency = e->as_double(0, 1, true);
+  }
+  node.pcie_h2d.latency_ns = node.pcie_d2h.latency_ns =
+      pcie.require("latency").as_time(kMaxLatencyNs);
+  if (auto i = m.get("interference")) node.interference = read_interference(*i);
+  return node;
+}
+
+LinkSpec read_inter_node(const YamlValue& v, int gpus_per_node) {
+  const YamlMap m =
+      v.as_map({"bandwidth_per_gpu", "nic_bandwidth", "nics_per_node", "efficiency", "latency"});
+  LinkSpec link;
+  const auto per_gpu = m.get("bandwidth_per_gpu");
+  const auto nic = m.get("nic_bandwidth");
+  const auto nics = m.get("nics_per_node");
+  if (per_gpu && (nic || nics)) {
+    (nic ? *nic : *nics)
+        .fail("give either bandwidth_per_gpu or nic_bandwidth + nics_per_node, not both");
+  }
+  if (per_gpu) {
+    link.bandwidth = per_gpu->as_bandwidth(kNetworkRange);
+  } else if (nic && nics) {
+    const double nic_bw = nic->as_bandwidth(kNetworkRange);
+    const auto count = nics->as_int(1, 1024);
+    // g GPUs sharing the node's NICs each get 1/g of their aggregate.
+    link.bandwidth = nic_bw * static_cast<double>(count) / gpus_per_node;
+  } else if (nic || nics) {
+    m.fail(std::string("missing required key '") + (nic ? "nics_per_node" : "nic_bandwidth") +
+           "' (nic_bandwidth and nics_per_node go together)");
+  } else {
+    m.fail("missing bandwidth: give bandwidth_per_gpu or nic_bandwidth + nics_per_node");
+  }
+  if (auto e = m.get("efficiency")) link.efficiency = e->as_double(0, 1, true);
+  link.latency_ns = m.require("latency").as_time(kMaxLatencyNs);
+  return link;
+}
+
+ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
+  ClusterSpec cluster;
+  cluster.name = m.require("name").as_name();
+  cluster.origin = origin_of(m);
+  const YamlValue node = m.require("node");
+  if (node.is_map()) {
+    const YamlMap inline_node = node.as_map(kNodeKeys);
+    check_header(inline_node, "node", false, false);
+    cluster.node = read_node(inline_node, stack);
+  } else if (node.is_scalar()) {
+    cluster.node = read_reference(node, "node", kNodeKeys, stack,
+                                  [&stack](const YamlMap& n) { return read_node(n, stack); });
+  } else {
+    node.fail("expected a path to a node file or an inline node map");
+  }
+  cluster.num_nodes = static_cast<int>(m.require("num_nodes").as_int(1, 1 << 20));
+  if (auto inter = m.get("inter_node")) {
+    cluster.inter_node = read_inter_node(*inter, cluster.node.gpus_per_node);
+  } else if (cluster.num_nodes > 1) {
+    m.fail("missing required key 'inter_node' (needed when num_nodes = " +
+           std::to_string(cluster.num_nodes) + " > 1)");
+  }
+  return cluster;
+}
+
+}  // namespace
+
+ModelSpec load_model_spec(const std::string& path) {
+  const YamlValue root = parse_yaml_file(path);
+  const YamlMap m = root.as_map(kModelKeys);
+  check_header(m, "model", true, false);
+  ModelSpec model;
+  model.name = m.require("name").as_name();
+  model.origin = origin_of(m);
+  model.d_model = m.require("d_model").as_int(1, 1 << 20);
+  model.d_ffn = m.require("d_ffn").as_int(1, 1 << 22);
+  model.num_experts = static_cast<int>(m.require("num_experts").as_int(1, 1 << 20));
+  const YamlValue top_k = m.require("top_k");
+  model.top_k = static_cast<int>(top_k.as_int(1, 1 << 20));
+  if (model.top_k > model.num_experts) {
+    top_k.fail("top_k = " + std::to_string(model.top_k) + " must be in [1, num_experts = " +
+               std::to_string(model.num_experts) + "]");
+  }
+  model.capacity_factor = m.require("capacity_factor").as_double(0, 1024, true);
+  const YamlValue dtype = m.require("dtype");
+  model.dtype = dtype.as_enum(parse_dtype, {"fp32", "bf16", "fp16"});
+  if (model.dtype == DType::kTf32) {
+    dtype.fail("tf32 is a GEMM math mode, not a storage type; use dtype: fp32 with "
+               "gemm_precision: tf32 (valid dtypes: fp32, bf16, fp16)");
+  }
+  model.gemm_dtype = model.dtype;
+  if (auto g = m.get("gemm_precision")) {
+    model.gemm_dtype = g->as_enum(parse_dtype, dtype_names());
+    const bool ok = model.gemm_dtype == model.dtype ||
+                    (model.dtype == DType::kFp32 && model.gemm_dtype == DType::kTf32);
+    if (!ok) {
+      g->fail("gemm_precision " + std::string(to_string(model.gemm_dtype)) +
+              " does not fit dtype " + std::string(to_string(model.dtype)) +
+              " (tf32 needs dtype fp32; otherwise it must equal dtype)");
+    }
+  }
+  model.activation = m.require("activation").as_enum(parse_activation, activation_names());
+  model.num_layers = static_cast<int>(m.require("num_layers").as_int(1, 100000));
+  if (auto s = m.get("shared_experts")) {
+    const YamlMap se = s->as_map({"count", "d_ffn"});
+    model.shared_experts.count = static_cast<int>(se.require("count").as_int(0, 1024));
+    if (auto d = se.get("d_ffn")) {
+      model.shared_experts.d_ffn = d->as_int(1, 1 << 22);
+    } else if (model.shared_experts.count > 0) {
+      se.fail("missing required key 'd_ffn' (needed when count > 0)");
+    }
+  }
+  return model;
+}
+
+ClusterSpec load_hardware_spec(const std::string& path) {
+  const YamlValue root = parse_yaml_file(path);
+  // Which keys are allowed depends on the kind, so the header is read first.
+  const std::string kind = check_header(root.as_map(all_hardware_keys()), "", true, true);
+  if (kind == "model") {
+    root.as_map(kModelKeys).require("kind").fail(
+        "this is a model file; a hardware file has kind gpu, node or cluster");
+  }
+  std::error_code ec;
+  LoadStack stack{fs::weakly_canonical(path, ec).string()};
+  if (kind == "cluster") return read_cluster(root.as_map(kClusterKeys), stack);
+  ClusterSpec cluster;
+  if (kind == "node") {
+    cluster.node = read_node(root.as_map(kNodeKeys), stack);
+  } else {
+    // A GPU alone: one GPU, no interconnect and no host link described.
+    cluster.node.gpu = read_gpu(root.as_map(kGpuKeys));
+    cluster.node.name = cluster.node.gpu.name;
+    cluster.node.origin = cluster.node.gpu.origin;
+    cluster.node.gpus_per_node = 1;
+  }
+  cluster.name = cluster.node.name;
+  cluster.origin = cluster.node.origin;
+  cluster.num_nodes = 1;
+  return cluster;
+}
+
+}  // namespace moesim

@@ -1,0 +1,199 @@
+// End-to-end tests of the `moesim` binary: exit codes, outputs, and bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("moesim_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+            "_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    const fs::path out = dir_ / "stdout.txt";
+    const fs::path err = dir_ / "stderr.txt";
+    const std::string cmd = std::string("cd ") + MOESIM_SOURCE_DIR + " && " + MOESIM_BINARY + " " + args +
+                            " >" + out.string() + " 2>" + err.string();
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+  fs::path dir_;
+};
+
+const std::string kExample =
+    "simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+    "--tokens 4096 --chunks 4";
+
+std::string small_model(const std::string& experts, const std::string& top_k) {
+  return "schema_version: 1\nkind: model\nname: tiny\nd_model: 64\nd_ffn: 256\nnum_experts: " + experts +
+         "\ntop_k: " + top_k + "\ncapacity_factor: 1.0\ndtype: fp32\nactivation: gelu\nnum_layers: 1\n";
+}
+
+TEST_F(Cli, HelpAndVersionExitZero) {
+  Result h = run("--help");
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_NE(h.out.find("simulate"), std::string::npos);
+  Result sh = run("simulate --help");
+  EXPECT_EQ(sh.exit_code, 0);
+  EXPECT_NE(sh.out.find("--chunks"), std::string::npos);
+  Result v = run("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.out.rfind("moesim ", 0), 0u);
+}
+
+TEST_F(Cli, SimulatePrintsSummary) {
+  Result r = run(kExample);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("# moesim"), std::string::npos);
+  EXPECT_NE(r.out.find("step time"), std::string::npos);
+  EXPECT_NE(r.out.find("fwd.dispatch"), std::string::npos);
+  EXPECT_NE(r.out.find("overlap achieved"), std::string::npos);
+}
+
+TEST_F(Cli, JsonReportHasTheRequiredKeysAndIsDeterministic) {
+  const fs::path a = dir_ / "a.json";
+  const fs::path b = dir_ / "b.json";
+  ASSERT_EQ(run(kExample + " --json " + a.string()).exit_code, 0);
+  ASSERT_EQ(run(kExample + " --json " + b.string()).exit_code, 0);
+  const std::string text = read_file(a);
+  EXPECT_EQ(text, read_file(b));
+  const auto j = nlohmann::json::parse(text);
+  for (const char* key : {"step_time_us", "forward_us", "backward_us", "stages", "config", "tasks"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_GT(j["step_time_us"].get<double>(), 0.0);
+  EXPECT_LE(j["forward_us"].get<double>(), j["step_time_us"].get<double>());
+  ASSERT_TRUE(j["stages"].contains("fwd.dispatch"));
+  EXPECT_TRUE(j["stages"]["fwd.dispatch"].contains("busy_us"));
+  EXPECT_TRUE(j["stages"]["fwd.dispatch"].contains("exposed_us"));
+  EXPECT_EQ(j["config"]["run"]["num_chunks"], 4);
+  EXPECT_EQ(j["config"]["model"]["d_model"], 768);
+  ASSERT_FALSE(j["tasks"].empty());
+  for (const auto& t : j["tasks"]) {
+    for (const char* key : {"id", "rank", "stream", "start_us", "end_us"}) EXPECT_TRUE(t.contains(key));
+    EXPECT_LE(t["start_us"].get<double>(), t["end_us"].get<double>());
+  }
+}
+
+TEST_F(Cli, TraceHasNamedTracksPerRankAndStream) {
+  const fs::path t = dir_ / "trace.json";
+  ASSERT_EQ(run(kExample + " --trace " + t.string()).exit_code, 0);
+  const auto j = nlohmann::json::parse(read_file(t));
+  bool process_named = false, compute_named = false, has_slice = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") process_named = true;
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "compute") compute_named = true;
+    if (e["ph"] == "X") {
+      has_slice = true;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_TRUE(process_named);
+  EXPECT_TRUE(compute_named);
+  EXPECT_TRUE(has_slice);
+}
+
+TEST_F(Cli, TimingFlagReportsPhases) {
+  Result r = run(kExample + " --timing");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("timing: simulate"), std::string::npos);
+  EXPECT_NE(r.err.find("timing: total"), std::string::npos);
+}
+
+TEST_F(Cli, GraphExportThenCheck) {
+  const fs::path g = dir_ / "g.json";
+  ASSERT_EQ(run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                "--tokens 4096 --chunks 2 -o " + g.string())
+                .exit_code,
+            0);
+  Result c = run("graph check " + g.string());
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("acyclic"), std::string::npos);
+}
+
+TEST_F(Cli, GraphWithACycleIsRejectedWithThePath) {
+  const fs::path g = dir_ / "g.json";
+  ASSERT_EQ(run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                "--tokens 4096 --chunks 1 -o " + g.string())
+                .exit_code,
+            0);
+  auto j = nlohmann::json::parse(read_file(g));
+  const int last = static_cast<int>(j["tasks"].size()) - 1;
+  j["edges"].push_back({last, 0, "data"});
+  const fs::path bad = write("cycle.json", j.dump());
+  Result c = run("graph check " + bad.string());
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("cycle"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find(" -> "), std::string::npos) << c.err;
+}
+
+TEST_F(Cli, BadInputExitsTwoWithAClearMessage) {
+  const std::string hw = " --hardware hardware/clusters/adira-8x-dgx-a100.yaml";
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const fs::path typo = write("typo.yaml", small_model("64", "1") + "d_modle: 3\n");
+  const fs::path indivisible = write("indiv.yaml", small_model("6", "1"));
+  const fs::path topk = write("topk.yaml", small_model("8", "9"));
+  const std::vector<Case> cases = {
+      {kExample + " --order nonsense", "mpipemoe"},
+      {kExample + " --chunks 0", "--chunks"},
+      {"simulate --model models/moe-gpt-s-64e.yaml" + hw + " --tokens -5", "--tokens"},
+      {"simulate --model models/does-not-exist.yaml" + hw + " --tokens 4096", "does-not-exist"},
+      {"simulate --model " + typo.string() + hw + " --tokens 4096", "d_modle"},
+      {"simulate --model " + indivisible.string() + hw + " --tokens 4096", "divisible"},
+      {"simulate --model " + topk.string() + hw + " --tokens 4096", "top_k"},
+      {"simulate --model models/moe-gpt-s-64e.yaml" + hw + " --tokens 4096 --chunks 128", "128"},
+      {"simulate --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096", "--model"},
+      {"frobnicate", "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
+  // A key typo names the file, line and column (the typo is on line 12 of the file).
+  Result r = run("simulate --model " + typo.string() + hw + " --tokens 4096");
+  EXPECT_NE(r.err.find(typo.string() + ":12:1:"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,178 @@
+// Invariants of whole simulations, for every model preset, ordering policy and chunk count:
+// dependencies respected, no stream runs two tasks at once, step time bounded below by the busiest
+// stream and the critical path and above by the sum of all task times, n = 1 equal to the critical
+// path when nothing can overlap, and determinism.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/driver/simulation.h"
+#include "sim/graph/graph_algorithms.h"
+#include "sim/report/report.h"
+#include "sim/spec/loader.h"
+
+namespace moesim {
+namespace {
+
+const std::string kRoot = MOESIM_SOURCE_DIR;
+
+std::vector<std::string> model_presets() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(kRoot + "/models"))
+    if (e.path().extension() == ".yaml") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The largest EP size <= 64 that divides the experts (64 GPUs in the cluster).
+int ep_for(const ModelSpec& m) {
+  for (int ep = 64; ep > 1; ep /= 2)
+    if (m.num_experts % ep == 0) return ep;
+  return 1;
+}
+
+void check_invariants(const TaskGraph& g, const Trace& tr, const ClusterSpec& cluster,
+                      const std::string& label) {
+  // Every dependency respected.
+  for (const auto& [from, to, kind] : g.edges()) {
+    ASSERT_LE(tr.records[from].end_ns, tr.records[to].start_ns)
+        << label << ": " << g.task(from).id << " -> " << g.task(to).id << " (" << to_string(kind) << ")";
+  }
+  // No stream runs two tasks at once; tasks on a stream run in issue order.
+  std::map<std::pair<int, int>, std::vector<TaskIndex>> by_stream;
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i)
+    for (int r : g.ranks_of(i)) by_stream[{r, static_cast<int>(g.task(i).stream)}].push_back(i);
+  TimeNs max_stream_busy = 0;
+  for (const auto& [key, tasks] : by_stream) {
+    TimeNs busy = 0;
+    for (std::size_t k = 0; k < tasks.size(); ++k) {
+      busy += tr.records[tasks[k]].end_ns - tr.records[tasks[k]].start_ns;
+      if (k > 0) {
+        ASSERT_LE(tr.records[tasks[k - 1]].end_ns, tr.records[tasks[k]].start_ns) << label;
+      }
+    }
+    max_stream_busy = std::max(max_stream_busy, busy);
+  }
+  const TimeNs step = tr.makespan_ns();
+  const StepMetrics m = compute_step_metrics(g, tr);
+  EXPECT_EQ(m.step_ns, step) << label;
+  // max(total comm, total compute) <= step <= sum of all task times.
+  EXPECT_LE(std::max(m.comm_busy_ns, m.compute_busy_ns), step) << label;
+  EXPECT_LE(max_stream_busy, step) << label;
+  EXPECT_LE(step, m.sum_task_ns) << label;
+  // The critical path of isolated durations is a lower bound (interference only slows tasks).
+  const CriticalPath cp = critical_path(g, isolated_durations(g, cluster));
+  EXPECT_LE(cp.length_ns, step) << label;
+  // Exposed times never exceed busy times, and sum to at most the step.
+  TimeNs exposed_sum = 0;
+  for (const auto& [key, s] : m.stages) {
+    EXPECT_LE(s.exposed_ns, s.busy_ns) << label << " " << key;
+    exposed_sum += s.exposed_ns;
+  }
+  EXPECT_LE(exposed_sum, step) << label;
+  EXPECT_GE(m.overlap_fraction, 0.0);
+  EXPECT_LE(m.overlap_fraction, 1.0);
+}
+
+TEST(SimulationInvariants, EveryPresetPolicyAndChunkCount) {
+  const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
+  int checked = 0;
+  for (const std::string& path : model_presets()) {
+    const ModelSpec model = load_model_spec(path);
+    for (OrderPolicy order : {OrderPolicy::kSequential, OrderPolicy::kMPipeMoE, OrderPolicy::kFasterMoE,
+                              OrderPolicy::kTutel}) {
+      for (int n : {1, 2, 4, 8}) {
+        RunSpec run;
+        run.tokens_per_gpu = 4096;
+        run.num_chunks = n;
+        run.order = order;
+        run.ep_size = ep_for(model);
+        const std::string label = model.name + " " + std::string(to_string(order)) + " n=" + std::to_string(n);
+        const SimulationResult r = simulate_step(model, cluster, run);
+        check_invariants(r.graph, r.trace, cluster, label);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int>(model_presets().size()) * 16);
+}
+
+TEST(SimulationInvariants, AllRanksMatchTheRepresentativeRankWhenBalanced) {
+  const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/dgx-a100-2node.yaml");
+  const ModelSpec model = load_model_spec(kRoot + "/models/moe-gpt-s-16e.yaml");
+  RunSpec run;
+  run.tokens_per_gpu = 2048;
+  run.num_chunks = 4;
+  BuildOptions all;
+  all.representative_rank = false;
+  const SimulationResult rep = simulate_step(model, cluster, run);
+  const SimulationResult full = simulate_step(model, cluster, run, all);
+  EXPECT_EQ(full.graph.simulated_ranks().size(), 16u);
+  EXPECT_EQ(rep.metrics.step_ns, full.metrics.step_ns);
+  EXPECT_EQ(rep.metrics.forward_ns, full.metrics.forward_ns);
+  check_invariants(full.graph, full.trace, cluster, "all ranks");
+}
+
+// With n = 1, no shared expert and one MoE layer, every task waits for the previous one, so the
+// step is exactly the critical path of isolated durations (no interference can occur).
+TEST(SimulationInvariants, SingleChunkStepEqualsCriticalPath) {
+  const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
+  for (const char* name : {"moe-gpt-s-64e", "moe-bert-l-64e", "moe-gpt-xl-64e"}) {
+    const ModelSpec model = load_model_spec(kRoot + "/models/" + name + ".yaml");
+    for (OrderPolicy order : {OrderPolicy::kSequential, OrderPolicy::kMPipeMoE, OrderPolicy::kFasterMoE,
+                              OrderPolicy::kTutel}) {
+      RunSpec run;
+      run.tokens_per_gpu = 8192;
+      run.num_chunks = 1;
+      run.order = order;
+      const SimulationResult r = simulate_step(model, cluster, run);
+      const std::vector<TimeNs> iso = isolated_durations(r.graph, cluster);
+      const CriticalPath cp = critical_path(r.graph, iso);
+      EXPECT_EQ(r.metrics.step_ns, cp.length_ns) << name << " " << to_string(order);
+      TimeNs sum = 0;
+      for (TimeNs d : iso) sum += d;
+      EXPECT_EQ(r.metrics.step_ns, sum) << name << ": everything is serial at n = 1";
+    }
+  }
+}
+
+TEST(SimulationInvariants, PipeliningHidesCommunication) {
+  const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
+  const ModelSpec model = load_model_spec(kRoot + "/models/moe-gpt-xl-64e.yaml");
+  RunSpec run;
+  run.tokens_per_gpu = 8192;
+  run.num_chunks = 1;
+  const TimeNs t1 = simulate_step(model, cluster, run).metrics.step_ns;
+  run.num_chunks = 4;
+  const SimulationResult r4 = simulate_step(model, cluster, run);
+  EXPECT_LT(r4.metrics.step_ns, t1);
+  EXPECT_GT(r4.metrics.overlap_fraction, 0.3);
+  run.order = OrderPolicy::kSequential;
+  EXPECT_GT(simulate_step(model, cluster, run).metrics.step_ns, r4.metrics.step_ns);
+}
+
+TEST(SimulationInvariants, IdenticalInputsGiveByteIdenticalReports) {
+  const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
+  const ModelSpec model = load_model_spec(kRoot + "/models/deepseek-v3.yaml");
+  RunSpec run;
+  run.tokens_per_gpu = 4096;
+  run.num_chunks = 4;
+  std::string first;
+  for (int i = 0; i < 2; ++i) {
+    const SimulationResult r = simulate_step(model, cluster, run);
+    const ReportInputs in{model, cluster, run, r.dims, r.graph, r.trace, r.metrics, "test"};
+    const std::string text = report_json(in) + perfetto_trace_json(r.graph, r.trace);
+    if (i == 0) {
+      first = text;
+    } else {
+      EXPECT_EQ(first, text);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moesim

@@ -1,0 +1,191 @@
+#include "sim/graph/graph_json.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/graph/graph_algorithms.h"
+#include "sim/graph/moe_layer_builder.h"
+#include "tests/sim/graph/test_specs.h"
+
+namespace moesim {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string built_json(OrderPolicy p, bool representative = true) {
+  ModelSpec m = testing::small_model();
+  m.shared_experts = {1, 32};
+  RunSpec r = testing::small_run(3, p, 4);
+  r.num_moe_layers = 2;
+  return export_graph_json(build_moe_graph(m, testing::small_cluster(), r, BuildOptions{representative}));
+}
+
+void expect_import_error(const std::string& text, const std::string& fragment) {
+  try {
+    import_graph_json(text, "g.json");
+    ADD_FAILURE() << "accepted; expected an error containing: " << fragment;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().file, "g.json");
+    EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+}
+
+TEST(GraphJson, RoundTripIsByteIdenticalForEveryPolicy) {
+  for (OrderPolicy p : testing::kAllPolicies) {
+    for (bool rep : {true, false}) {
+      const std::string once = built_json(p, rep);
+      const TaskGraph g = import_graph_json(once, "g.json");
+      EXPECT_EQ(export_graph_json(g), once) << to_string(p);
+    }
+  }
+}
+
+TEST(GraphJson, ImportRestoresTasksAndEdges) {
+  ModelSpec m = testing::small_model();
+  const TaskGraph g = build_moe_graph(m, testing::small_cluster(), testing::small_run(2));
+  const TaskGraph h = import_graph_json(export_graph_json(g), "g.json");
+  ASSERT_EQ(h.num_tasks(), g.num_tasks());
+  // Stream edges are re-derived and data edges restored; only the order per source may differ.
+  auto sorted = [](std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> e) {
+    std::sort(e.begin(), e.end());
+    return e;
+  };
+  EXPECT_EQ(sorted(h.edges()), sorted(g.edges()));
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    EXPECT_EQ(h.task(i).id, g.task(i).id);
+    EXPECT_EQ(h.task(i).kind(), g.task(i).kind());
+    EXPECT_EQ(h.task(i).stream, g.task(i).stream);
+  }
+}
+
+TEST(GraphJson, SchemaShape) {
+  const auto j = nlohmann::json::parse(built_json(OrderPolicy::kMPipeMoE));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_EQ(j["simulated_ranks"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["groups"], nlohmann::json::parse("[[0,1,2,3]]"));
+  const auto& gate = j["tasks"][0];
+  EXPECT_EQ(gate["id"], "L0.fwd.gate");
+  EXPECT_EQ(gate["kind"], "gemm");
+  EXPECT_EQ(gate["stream"], "compute");
+  EXPECT_EQ(gate["pass"], "fwd");
+  EXPECT_EQ(gate["dtype"], "bf16");
+  EXPECT_EQ(gate["m"], 96);
+  for (const auto& e : j["edges"]) EXPECT_NE(e[2], "stream");
+  EXPECT_NE(built_json(OrderPolicy::kMPipeMoE).find("\n  \"world_size\""), std::string::npos);
+}
+
+TEST(GraphJson, AllWorkKindsRoundTrip) {
+  TaskGraph g(2, {0, 1});
+  const GroupId grp = g.add_group({0, 1});
+  Task t;
+  t.id = "copy";
+  t.stream = StreamClass::kCopyD2H;
+  t.work = CopyWork{4096, CopyDirection::kDeviceToHost};
+  g.add_task(t);
+  t.id = "sync";
+  t.rank = 1;
+  t.stream = StreamClass::kCompute;
+  t.work = HostWork{250};
+  g.add_task(t);
+  t.id = "ar";
+  t.stream = StreamClass::kCommCombine;
+  t.work = CollectiveWork{CollectiveOp::kAllReduce, grp, 1 << 20};
+  g.add_task(t);
+  g.add_dependency(0, 2, DepKind::kReuse);
+  const std::string once = export_graph_json(g);
+  EXPECT_EQ(export_graph_json(import_graph_json(once, "g.json")), once);
+  EXPECT_THAT(once, HasSubstr("\"direction\": \"d2h\""));
+  EXPECT_THAT(once, HasSubstr("\"duration_ns\": 250"));
+  EXPECT_THAT(once, HasSubstr("\"op\": \"all-reduce\""));
+  EXPECT_THAT(once, HasSubstr("\"reuse\""));
+}
+
+nlohmann::json base_doc() { return nlohmann::json::parse(built_json(OrderPolicy::kFasterMoE)); }
+
+TEST(GraphJson, RejectsBadJson) {
+  expect_import_error("{\"schema_version\": 1,", "invalid JSON");
+  expect_import_error("[]", "must be a JSON object");
+}
+
+TEST(GraphJson, RejectsSchemaProblems) {
+  auto j = base_doc();
+  j["schema_version"] = 2;
+  expect_import_error(j.dump(), "unsupported schema_version 2 (supported: 1)");
+  j = base_doc();
+  j.erase("world_size");
+  expect_import_error(j.dump(), "missing field 'world_size'");
+  j = base_doc();
+  j["extra"] = 1;
+  expect_import_error(j.dump(), "unknown field 'extra'");
+}
+
+TEST(GraphJson, RejectsBadTasks) {
+  auto j = base_doc();
+  j["tasks"][0].erase("m");
+  expect_import_error(j.dump(), "task #0 'L0.fwd.gate': missing field 'm'");
+  j = base_doc();
+  j["tasks"][0]["m"] = "96";
+  expect_import_error(j.dump(), "task #0 'L0.fwd.gate': field 'm' must be an integer");
+  j = base_doc();
+  j["tasks"][0]["m"] = 0;
+  expect_import_error(j.dump(), "field 'm' = 0 must be in [1,");
+  j = base_doc();
+  j["tasks"][1]["kind"] = "kernel";
+  expect_import_error(j.dump(), "task #1 'L0.fwd.route': unknown kind 'kernel' (valid: gemm,");
+  j = base_doc();
+  j["tasks"][0]["stream"] = "comm.other";
+  expect_import_error(j.dump(), "unknown stream 'comm.other'");
+  j = base_doc();
+  j["tasks"][0]["dtype"] = "fp8";
+  expect_import_error(j.dump(), "unknown dtype 'fp8'");
+  j = base_doc();
+  j["tasks"][0]["rank"] = 2;
+  expect_import_error(j.dump(), "task 'L0.fwd.gate' is on rank 2, which this graph does not simulate");
+  j = base_doc();
+  j["tasks"][0]["flops"] = 1;
+  expect_import_error(j.dump(), "task #0 'L0.fwd.gate': unknown field 'flops'");
+  j = base_doc();
+  j["tasks"][1]["id"] = "L0.fwd.gate";
+  expect_import_error(j.dump(), "duplicate task id 'L0.fwd.gate'");
+}
+
+TEST(GraphJson, RejectsBadCollectives) {
+  auto j = base_doc();
+  std::size_t i = 0;
+  while (j["tasks"][i]["kind"] != "collective") ++i;
+  const std::string id = j["tasks"][i]["id"];
+  j["tasks"][i]["group"] = 5;
+  expect_import_error(j.dump(), "'" + id + "': unknown group 5");
+  j = base_doc();
+  j["tasks"][i]["op"] = "broadcast";
+  expect_import_error(j.dump(), "unknown op 'broadcast'");
+}
+
+TEST(GraphJson, RejectsBadEdges) {
+  auto j = base_doc();
+  const auto n = j["tasks"].size();
+  j["edges"].push_back({0, n, "data"});
+  expect_import_error(j.dump(), "refers to task index " + std::to_string(n));
+  j = base_doc();
+  j["edges"].push_back({0, 1, "stream"});
+  expect_import_error(j.dump(), "kind must be \"data\" or \"reuse\"");
+  j = base_doc();
+  j["edges"].push_back({0, "1"});
+  expect_import_error(j.dump(), "must be [from, to,");
+}
+
+TEST(GraphJson, RejectsCycleWithWholePath) {
+  auto j = base_doc();
+  // gate -> route -> encode on the compute stream; encode -> gate closes a cycle.
+  j["edges"].push_back({2, 0, "data"});
+  expect_import_error(j.dump(), "dependency cycle: L0.fwd.gate -> L0.fwd.route -> L0.fwd.encode -> L0.fwd.gate");
+}
+
+}  // namespace
+}  // namespace moesim

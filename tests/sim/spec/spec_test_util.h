@@ -1,0 +1,68 @@
+// Helpers for the spec tests: a private temporary directory for bad inputs, and capturing the
+// message of the InputError a loader raises.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <unistd.h>
+
+#include "sim/core/error.h"
+
+namespace moesim::testing {
+
+class TempFiles {
+ public:
+  TempFiles() {
+    static std::atomic<int> counter{0};
+    dir_ = std::filesystem::temp_directory_path() /
+           ("moesim_spec_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~TempFiles() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
+
+  // Writes `text` to dir/name (creating subdirectories) and returns the path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::filesystem::path p = dir_ / name;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream out(p, std::ios::binary);
+    out << text;
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// The message of the InputError `f` raises; a test failure when it raises none.
+inline std::string input_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return {};
+}
+
+// Replaces the first occurrence of `from` (which must occur) in `text`.
+inline std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) text.replace(pos, from.size(), to);
+  return text;
+}
+
+}  // namespace moesim::testing
