@@ -52,6 +52,8 @@ class PhaseTimer {
 };
 
 struct StepArgs {
+  CLI::App* app = nullptr;  // to tell flags given on the command line from defaults
+  std::string run_path;
   std::string model_path;
   std::string hardware_path;
   long long tokens = 0;
@@ -64,10 +66,12 @@ struct StepArgs {
 };
 
 void add_step_options(CLI::App* app, StepArgs& a) {
-  app->add_option("--model", a.model_path, "model preset YAML (models/*.yaml)")->required();
-  app->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML (hardware/**.yaml)")
-      ->required();
-  app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)")->required();
+  a.app = app;
+  app->add_option("--run", a.run_path,
+                  "run file (kind: run) with the model, hardware and run options; flags override it");
+  app->add_option("--model", a.model_path, "model preset YAML (models/*.yaml)");
+  app->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML (hardware/**.yaml)");
+  app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)");
   app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")->capture_default_str();
   app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
       ->capture_default_str();
@@ -83,6 +87,28 @@ std::string join(const std::vector<std::string>& names) {
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
   return s;
+}
+
+bool given(const StepArgs& a, const char* flag) { return a.app->count(flag) > 0; }
+
+// Merges the run file (if any) with the flags; flags given on the command line win.
+void resolve_step_args(StepArgs& a) {
+  RunFile file;
+  if (!a.run_path.empty()) {
+    file = load_run_spec(a.run_path);
+    if (!given(a, "--model") && file.model_path) a.model_path = *file.model_path;
+    if (!given(a, "--hardware") && file.hardware_path) a.hardware_path = *file.hardware_path;
+    if (!given(a, "--tokens")) a.tokens = file.run.tokens_per_gpu;
+    if (!given(a, "--chunks")) a.chunks = file.run.num_chunks;
+    if (!given(a, "--order")) a.order = std::string(to_string(file.run.order));
+    if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
+    if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
+    if (!given(a, "--seed")) a.seed = file.run.seed;
+  }
+  if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
+  if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
+  if (a.run_path.empty() && !given(a, "--tokens"))
+    throw InputError("--tokens is required (or tokens_per_gpu: in a --run file)");
 }
 
 RunSpec to_run_spec(const StepArgs& a) {
@@ -114,9 +140,12 @@ void write_file(const std::string& path, const std::string& text) {
   if (!out) throw InputError("failed writing '" + path + "'");
 }
 
-int run_simulate(const StepArgs& a, const std::string& json_path, const std::string& trace_path,
+int run_simulate(StepArgs& a, const std::string& json_path, const std::string& trace_path,
                  bool timing) {
+  if (json_path == "-" && trace_path == "-")
+    throw InputError("--json - and --trace - cannot both write to stdout; give one a file name");
   PhaseTimer timer;
+  resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
   const RunSpec run = to_run_spec(a);
@@ -132,7 +161,9 @@ int run_simulate(const StepArgs& a, const std::string& json_path, const std::str
   const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, kVersion};
   std::ostringstream summary;
   write_summary(summary, in);
-  std::cout << summary.str();
+  // When a machine-readable output goes to stdout, the summary moves to stderr.
+  const bool stdout_taken = json_path == "-" || trace_path == "-";
+  (stdout_taken ? std::cerr : std::cout) << summary.str();
   if (!json_path.empty()) write_file(json_path, report_json(in));
   if (!trace_path.empty()) write_file(trace_path, perfetto_trace_json(graph, trace));
   timer.mark("report");
@@ -145,7 +176,8 @@ int run_simulate(const StepArgs& a, const std::string& json_path, const std::str
   return 0;
 }
 
-int run_graph_export(const StepArgs& a, const std::string& out_path) {
+int run_graph_export(StepArgs& a, const std::string& out_path) {
+  resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
   const RunSpec run = to_run_spec(a);

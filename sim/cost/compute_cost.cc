@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/core/checked_math.h"
+#include "sim/core/duration.h"
 #include "sim/core/error.h"
 
 namespace moesim {
@@ -18,9 +19,7 @@ double saturation(std::int64_t d, double half_saturation_dim) {
 }  // namespace
 
 TimeNs round_duration_ns(double ns, bool nonzero_work) {
-  MOESIM_CHECK(std::isfinite(ns) && ns >= 0.0, "invalid duration " + std::to_string(ns));
-  const TimeNs t = std::llround(ns);
-  return nonzero_work ? std::max<TimeNs>(t, 1) : t;
+  return to_duration_ns(ns, nonzero_work, "a kernel or copy");
 }
 
 ComputeCostModel::ComputeCostModel(const ClusterSpec& cluster) : cluster_(cluster) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "sim/core/duration.h"
 #include "sim/core/error.h"
 
 namespace moesim {
@@ -24,7 +25,12 @@ TimeNs RatedActivities::completion_of(const Activity& a) {
   const double span = a.remaining_ns / a.rate;
   const double slack = std::max(kAbsoluteSlackNs, span * kRelativeSlack);
   if (span <= slack) return a.last_update;
-  return a.last_update + static_cast<TimeNs>(std::ceil(span - slack));
+  const double end = static_cast<double>(a.last_update) + std::ceil(span - slack);
+  if (!(end <= kMaxDurationNs)) {
+    throw InputError("simulated time would exceed 2^62 ns (an activity slowed to rate " +
+                     std::to_string(a.rate) + "): check the interference factors and sizes");
+  }
+  return static_cast<TimeNs>(end);
 }
 
 void RatedActivities::add(TaskIndex task, TimeNs work_ns, TimeNs now, double rate) {

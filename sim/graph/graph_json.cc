@@ -118,6 +118,29 @@ class Reader {
     fail("unknown " + std::string(key) + " '" + s + "' (valid: " + list + ")");
   }
 
+  bool has(std::string_view key) const { return obj_.contains(key); }
+
+  bool boolean(std::string_view key) const {
+    const Json& v = field(key);
+    if (!v.is_boolean()) fail("field '" + std::string(key) + "' must be true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+
+  // An optional list of buffer ids (absent = empty).
+  std::vector<BufferId> buffer_ids(std::string_view key) const {
+    std::vector<BufferId> out;
+    if (!has(key)) return out;
+    const Json& v = field(key);
+    if (!v.is_array()) fail("field '" + std::string(key) + "' must be an array of buffer ids");
+    for (const Json& e : v) {
+      if (!e.is_number_integer() || e.get<std::int64_t>() < 0 ||
+          e.get<std::int64_t>() > std::numeric_limits<BufferId>::max())
+        fail("field '" + std::string(key) + "' holds " + e.dump() + ", not a buffer id");
+      out.push_back(static_cast<BufferId>(e.get<std::int64_t>()));
+    }
+    return out;
+  }
+
   void allow_only(const std::vector<std::string_view>& allowed) const {
     for (auto it = obj_.begin(); it != obj_.end(); ++it) {
       if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
@@ -214,6 +237,9 @@ Task read_task(const Json& j, std::size_t index, const std::string& source) {
       allowed.insert(allowed.end(), {"duration_ns"});
       break;
   }
+  t.allocates = r.buffer_ids("allocates");
+  t.frees = r.buffer_ids("frees");
+  allowed.insert(allowed.end(), {"allocates", "frees"});
   if (kind == TaskKind::kCollective) {
     t.rank = static_cast<int>(r.integer("rank", -1, -1));
   } else {
@@ -235,6 +261,22 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
   const Json& edges = root.at("edges");
 
   TaskGraph graph(world, ranks);
+  if (top.has("buffers")) {
+    const Json& buffers = top.field("buffers");
+    if (!buffers.is_array()) top.fail("buffers must be an array");
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+      const Reader r(buffers[b], "buffer #" + std::to_string(b), source_name);
+      r.allow_only({"name", "rank", "bytes", "category", "resident"});
+      Buffer buf;
+      buf.name = r.string("name");
+      buf.rank = r.small_integer("rank", 0);
+      buf.bytes = r.integer("bytes", 1);
+      buf.category = r.name<MemoryCategory>("category", &parse_memory_category,
+                                            {"model_states", "activations", "temporary", "host_pinned"});
+      buf.resident = r.boolean("resident");
+      graph.add_buffer(std::move(buf));
+    }
+  }
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const std::string what = "group #" + std::to_string(g);
     const GroupId id = graph.add_group(int_list(groups[g], what, top));
@@ -283,6 +325,18 @@ std::string export_graph_json(const TaskGraph& graph) {
   for (std::size_t g = 0; g < graph.num_groups(); ++g)
     groups.push_back(graph.group(static_cast<GroupId>(g)));
   root["groups"] = std::move(groups);
+  if (graph.num_buffers() > 0) {
+    OrderedJson buffers = OrderedJson::array();
+    for (BufferId b = 0; b < graph.num_buffers(); ++b) {
+      const Buffer& buf = graph.buffer(b);
+      buffers.push_back({{"name", buf.name},
+                         {"rank", buf.rank},
+                         {"bytes", buf.bytes},
+                         {"category", std::string(to_string(buf.category))},
+                         {"resident", buf.resident}});
+    }
+    root["buffers"] = std::move(buffers);
+  }
   OrderedJson tasks = OrderedJson::array();
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Task& t = graph.task(i);
@@ -297,6 +351,8 @@ std::string export_graph_json(const TaskGraph& graph) {
     j["chunk"] = t.chunk;
     const OrderedJson work = work_json(t.work);
     for (const auto& [key, value] : work.items()) j[key] = value;
+    if (!t.allocates.empty()) j["allocates"] = t.allocates;
+    if (!t.frees.empty()) j["frees"] = t.frees;
     tasks.push_back(std::move(j));
   }
   root["tasks"] = std::move(tasks);
@@ -318,7 +374,7 @@ TaskGraph import_graph_json(std::string_view text, const std::string& source_nam
     throw InputError(at, std::string("invalid JSON: ") + e.what());
   }
   const Reader top(root, "task graph", source_name);
-  top.allow_only({"schema_version", "world_size", "simulated_ranks", "groups", "tasks", "edges"});
+  top.allow_only({"schema_version", "world_size", "simulated_ranks", "groups", "buffers", "tasks", "edges"});
   const Json& version = top.field("schema_version");
   if (!version.is_number_integer() || version.get<std::int64_t>() != kGraphJsonSchemaVersion)
     top.fail("unsupported schema_version " + version.dump() + " (supported: " +

@@ -338,8 +338,10 @@ class Builder {
       edge(act, fc2[c]);
       edge(fc2[c], combine[c]);
     }
+    // Decode reads the combined rows and the scores, plus the shared experts' output it adds.
+    const std::int64_t shared_read = shared_h_ > 0 ? checked_mul(B, M) : 0;
     const Node decode = compute(l, p, "decode", "decode", -1,
-                                elementwise(ec_m_ + checked_mul(B, k), checked_mul(B, M),
+                                elementwise(ec_m_ + checked_mul(B, k) + shared_read, checked_mul(B, M),
                                             checked_mul({2, B, k, M})));
     for (int c = 0; c < n; ++c) edge(combine[c], decode);
     edge(route, decode);
@@ -435,6 +437,20 @@ class Builder {
 TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                           const BuildOptions& options) {
   const LayerDims dims = derive_layer_dims(model, cluster, run);
+  // Refuse graphs too large to hold, before allocating them: per layer and simulated rank about
+  // 12 whole-layer tasks and 10 per chunk, plus 4 collectives per chunk.
+  const std::int64_t simulated = options.representative_rank ? 1 : dims.ep_size;
+  const std::int64_t estimate = checked_mul(
+      run.num_moe_layers,
+      checked_add(checked_mul(simulated, checked_add(12, checked_mul(10, dims.num_chunks))),
+                  checked_mul(4, dims.num_chunks)));
+  if (estimate > kMaxGraphTasks) {
+    throw InputError("the task graph would have about " + std::to_string(estimate) + " tasks (" +
+                     std::to_string(run.num_moe_layers) + " layers x " + std::to_string(simulated) +
+                     " simulated ranks x " + std::to_string(dims.num_chunks) +
+                     " chunks), more than the limit of " + std::to_string(kMaxGraphTasks) +
+                     "; simulate fewer layers, chunks or ranks");
+  }
   std::vector<int> ranks;
   if (options.representative_rank) {
     ranks.push_back(0);

@@ -53,7 +53,11 @@ struct BuildOptions {
   bool representative_rank = true;
 };
 
-// Builds the forward and backward graph of run.num_moe_layers MoE layers.
+// Largest graph build_moe_graph accepts (a graph this size takes a few GiB).
+inline constexpr std::int64_t kMaxGraphTasks = 20'000'000;
+
+// Builds the forward and backward graph of run.num_moe_layers MoE layers. Throws InputError when
+// the graph would exceed kMaxGraphTasks.
 TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                           const BuildOptions& options = {});
 

@@ -78,3 +78,19 @@ TaskKind Task::kind() const {
 }
 
 }  // namespace moesim
+
+namespace moesim {
+namespace {
+constexpr NameTable<MemoryCategory, kNumMemoryCategories> kCategories{
+    {{MemoryCategory::kModelStates, "model_states"},
+     {MemoryCategory::kActivations, "activations"},
+     {MemoryCategory::kTemporary, "temporary"},
+     {MemoryCategory::kHostPinned, "host_pinned"}}};
+}  // namespace
+
+std::string_view to_string(MemoryCategory c) { return name_in(kCategories, c); }
+std::optional<MemoryCategory> parse_memory_category(std::string_view s) {
+  return parse_in(kCategories, s);
+}
+
+}  // namespace moesim

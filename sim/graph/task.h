@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/core/units.h"
+#include "sim/graph/buffer.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -94,6 +95,8 @@ struct Task {
   Pass pass = Pass::kForward;
   std::string stage;       // "gate", "dispatch", "fc1", ... (the stage column of reports)
   int chunk = -1;          // -1 for tasks of the whole layer
+  std::vector<BufferId> allocates;  // allocated when the task starts
+  std::vector<BufferId> frees;      // released when the task ends
 
   TaskKind kind() const;
   bool is_collective() const { return std::holds_alternative<CollectiveWork>(work); }

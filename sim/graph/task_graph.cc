@@ -73,6 +73,49 @@ std::vector<int> TaskGraph::ranks_of(TaskIndex i) const {
   return {t.rank};
 }
 
+BufferId TaskGraph::add_buffer(Buffer buffer) {
+  if (buffer.bytes <= 0)
+    throw InputError("buffer '" + buffer.name + "' must have a positive size, got " +
+                     std::to_string(buffer.bytes) + " bytes");
+  if (!is_simulated(buffer.rank))
+    throw InputError("buffer '" + buffer.name + "' is on rank " + std::to_string(buffer.rank) +
+                     ", which this graph does not simulate");
+  if (buffer_ids_.count({buffer.rank, buffer.name}) != 0)
+    throw InputError("duplicate buffer '" + buffer.name + "' on rank " + std::to_string(buffer.rank));
+  const auto id = static_cast<BufferId>(buffers_.size());
+  buffer_ids_.emplace(std::make_pair(buffer.rank, buffer.name), id);
+  buffers_.push_back(std::move(buffer));
+  buffer_alloc_count_.push_back(0);
+  buffer_free_count_.push_back(0);
+  return id;
+}
+
+// A buffer is allocated by at most one task and freed by at most one, never if resident, and only
+// by a task that runs on the buffer's rank.
+void TaskGraph::check_buffer_uses(const Task& task) const {
+  const auto check = [&](BufferId id, const char* verb, const std::vector<int>& counts) {
+    if (id >= buffers_.size())
+      throw InputError("task '" + task.id + "' " + verb + " unknown buffer " + std::to_string(id));
+    const Buffer& b = buffers_[id];
+    if (b.resident)
+      throw InputError("task '" + task.id + "' " + verb + " resident buffer '" + b.name +
+                       "' (resident buffers live for the whole step)");
+    if (counts[id] != 0)
+      throw InputError("buffer '" + b.name + "' on rank " + std::to_string(b.rank) + " is " + verb +
+                       " by more than one task (again by '" + task.id + "')");
+    bool on_rank = task.rank == b.rank;
+    if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
+      const std::vector<int>& members = groups_.at(c->group);
+      on_rank = std::binary_search(members.begin(), members.end(), b.rank);
+    }
+    if (!on_rank)
+      throw InputError("task '" + task.id + "' " + verb + " buffer '" + b.name + "' of rank " +
+                       std::to_string(b.rank) + ", where it does not run");
+  };
+  for (BufferId id : task.allocates) check(id, "allocates", buffer_alloc_count_);
+  for (BufferId id : task.frees) check(id, "frees", buffer_free_count_);
+}
+
 TaskIndex TaskGraph::add_task(Task task) {
   int key_rank = task.rank;
   if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
@@ -88,6 +131,9 @@ TaskIndex TaskGraph::add_task(Task task) {
     throw InputError("duplicate task id '" + task.id + "'" +
                      (key_rank >= 0 ? " on rank " + std::to_string(key_rank) : std::string()));
   }
+  check_buffer_uses(task);
+  for (BufferId id : task.allocates) ++buffer_alloc_count_[id];
+  for (BufferId id : task.frees) ++buffer_free_count_[id];
   const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(task, graph_));
   by_id_.emplace(std::make_pair(key_rank, task.id), index);
 
@@ -109,7 +155,12 @@ void TaskGraph::add_dependency(TaskIndex from, TaskIndex to, DepKind kind) {
     throw InputError("dependency refers to a missing task index (" + std::to_string(from) + " -> " +
                      std::to_string(to) + ", graph has " + std::to_string(n) + " tasks)");
   if (from == to) throw InputError("task '" + graph_[from].id + "' cannot depend on itself");
-  if (boost::edge(from, to, graph_).second) return;
+  // One edge per pair. A stream edge that is also a data or reuse dependency keeps the stronger
+  // meaning, so the IR (and its JSON) still says the consumer needs the producer's output.
+  if (const auto [e, exists] = boost::edge(from, to, graph_); exists) {
+    if (graph_[e] == DepKind::kStream && kind != DepKind::kStream) graph_[e] = kind;
+    return;
+  }
   boost::add_edge(from, to, kind, graph_);
 }
 

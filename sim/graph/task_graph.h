@@ -51,7 +51,8 @@ class TaskGraph {
   // a collective whose group contains no simulated rank.
   TaskIndex add_task(Task task);
 
-  // Adds a dependency edge `from -> to`. Duplicate edges are ignored (the first kind wins).
+  // Adds a dependency edge `from -> to`. Duplicate edges are merged; a data or reuse edge added
+  // over an existing stream edge takes its kind.
   void add_dependency(TaskIndex from, TaskIndex to, DepKind kind = DepKind::kData);
 
   std::size_t num_tasks() const { return boost::num_vertices(graph_); }
@@ -67,6 +68,13 @@ class TaskGraph {
   // All edges in a deterministic order (by source, then insertion).
   std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> edges() const;
 
+  // Registers a buffer; tasks refer to it by id in Task::allocates / Task::frees. Throws
+  // InputError for a non-positive size, a rank the graph does not simulate, or a duplicate
+  // (rank, name).
+  BufferId add_buffer(Buffer buffer);
+  const Buffer& buffer(BufferId id) const { return buffers_.at(id); }
+  std::size_t num_buffers() const { return buffers_.size(); }
+
   // Lookup by id: for local tasks the rank must be given; collectives are found with rank -1.
   std::optional<TaskIndex> find(std::string_view id, int rank) const;
 
@@ -76,7 +84,13 @@ class TaskGraph {
  private:
   int world_size_;
   std::vector<int> simulated_ranks_;
+  void check_buffer_uses(const Task& task) const;
+
   std::vector<std::vector<int>> groups_;
+  std::vector<Buffer> buffers_;
+  std::map<std::pair<int, std::string>, BufferId, std::less<>> buffer_ids_;
+  std::vector<int> buffer_alloc_count_;  // tasks allocating each buffer (at most one)
+  std::vector<int> buffer_free_count_;   // tasks freeing each buffer (at most one)
   std::map<std::vector<int>, GroupId> group_ids_;
   std::map<std::pair<int, std::string>, TaskIndex, std::less<>> by_id_;
   std::map<std::pair<int, int>, std::vector<TaskIndex>> streams_;  // (rank, stream) -> tasks

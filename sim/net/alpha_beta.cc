@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/core/checked_math.h"
+#include "sim/core/duration.h"
 #include "sim/core/error.h"
 #include "sim/cost/interference.h"
 
@@ -19,11 +20,6 @@ double link_bytes_per_ns(const LinkSpec& link, std::string_view what, const Clus
   return bw / kNsPerS;
 }
 
-TimeNs round_ns(double ns, bool nonzero_work) {
-  MOESIM_CHECK(ns >= 0.0, "negative collective duration");
-  const TimeNs t = std::llround(ns);
-  return nonzero_work ? std::max<TimeNs>(t, 1) : t;
-}
 
 }  // namespace
 
@@ -49,13 +45,10 @@ double AlphaBetaNetwork::all_to_all_ns(std::int64_t bytes, const std::vector<int
       throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
     return static_cast<double>(gpu.kernel_launch_ns) + 2.0 * b / hbm;
   }
-  std::vector<int> members;
-  for (int r : group)
-    if (graph_.is_simulated(r)) members.push_back(r);
-  if (members.empty()) members = group;
-
+  // The collective ends when its slowest member does: every member counts, simulated or not (with
+  // one representative rank, an unevenly placed group still has slower members elsewhere).
   double worst = 0.0;
-  for (int r : members) {
+  for (int r : group) {
     int intra_peers = 0;
     int inter_peers = 0;
     for (int peer : group) {
@@ -108,14 +101,26 @@ TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work.bytes_per_peer, group)
                                                        : ring_ns(work.op, work.bytes_per_peer, group);
-  const TimeNs t = round_ns(ns, work.bytes_per_peer > 0 && group.size() > 1);
+  const TimeNs t = to_duration_ns(ns, work.bytes_per_peer > 0 && group.size() > 1,
+                                  "a " + std::string(to_string(work.op)) + " of " +
+                                      std::to_string(work.bytes_per_peer) + " bytes per peer");
   cache_.emplace(key, t);
   return t;
 }
 
 double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) const {
+  // Collectives running at once on a rank (dispatch and combine on their own streams) share its
+  // links: each gets 1/k of the bandwidth on top of the interference factor. The flow model
+  // resolves this per link; here it is per rank.
+  int sharing = 1;
+  for (int r : ranks_.at(task)) {
+    const int comm = concurrency.busy(r, StreamClass::kCommDispatch) +
+                     concurrency.busy(r, StreamClass::kCommCombine);
+    sharing = std::max(sharing, comm);
+  }
   return interference_factor(cluster_.node.interference, graph_.task(task).stream, ranks_.at(task),
-                             concurrency);
+                             concurrency) /
+         static_cast<double>(sharing);
 }
 
 void AlphaBetaNetwork::start(TaskIndex task, TimeNs now, const Concurrency& concurrency) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -24,7 +25,7 @@ constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
 constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
 constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
 
-const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster"};
+const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run"};
 
 std::vector<std::string> with_header(std::vector<std::string> keys) {
   keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
@@ -341,6 +342,32 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   cluster.origin = cluster.node.origin;
   cluster.num_nodes = 1;
   return cluster;
+}
+
+RunFile load_run_spec(const std::string& path) {
+  const YamlValue root = parse_yaml_file(path);
+  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
+                                 "tokens_per_gpu", "ep_size", "num_chunks", "order",
+                                 "num_moe_layers", "seed"});
+  check_header(m, "run", true, true);
+  check_source(m);
+  if (auto n = m.get("name")) n->as_name();
+  RunFile out;
+  const fs::path base = fs::path(path).parent_path();
+  const auto resolve = [&](const YamlValue& v) {
+    const std::string rel = v.as_string();
+    if (rel.empty()) v.fail("expected a file path, got an empty string");
+    return (fs::path(rel).is_absolute() ? fs::path(rel) : base / rel).lexically_normal().string();
+  };
+  if (auto v = m.get("model")) out.model_path = resolve(*v);
+  if (auto v = m.get("hardware")) out.hardware_path = resolve(*v);
+  out.run.tokens_per_gpu = m.require("tokens_per_gpu").as_int(1, std::int64_t{1} << 40);
+  if (auto v = m.get("ep_size")) out.run.ep_size = static_cast<int>(v->as_int(0, 1 << 24));
+  if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, 1 << 20));
+  if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
+  if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, 100000));
+  if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
+  return out;
 }
 
 }  // namespace moesim

@@ -6,10 +6,12 @@
 // nesting deeper than the schema needs.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
+#include "sim/spec/run_spec.h"
 
 namespace moesim {
 
@@ -21,5 +23,15 @@ ModelSpec load_model_spec(const std::string& path);
 // GPU alone is a one-GPU node without interconnect. References to other files (a node's `gpu:`, a
 // cluster's `node:`) are resolved relative to the referencing file.
 ClusterSpec load_hardware_spec(const std::string& path);
+
+// A run file (kind: run): the run options, and optionally the model and hardware files to use
+// (paths relative to the run file). Keys: tokens_per_gpu (required), ep_size, num_chunks, order,
+// num_moe_layers, seed, model, hardware; defaults as in RunSpec.
+struct RunFile {
+  RunSpec run;
+  std::optional<std::string> model_path;
+  std::optional<std::string> hardware_path;
+};
+RunFile load_run_spec(const std::string& path);
 
 }  // namespace moesim

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <yaml-cpp/eventhandler.h>
+
 namespace moesim {
 namespace {
 
@@ -184,6 +186,30 @@ void check_tree(const YamlValue& v, const YAML::Node& node, int depth, std::int6
     for (auto it = node.begin(); it != node.end(); ++it) check_tree(v, *it, depth + 1, count);
   }
 }
+
+// Counts documents, remembering where the second one starts.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++starts_ == 2) second_start = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark second_start = YAML::Mark::null_mark();
+
+ private:
+  int starts_ = 0;
+};
 
 }  // namespace
 
@@ -471,22 +497,35 @@ YamlValue parse_yaml_text(const std::string& text, const std::string& file) {
                      "file larger than " + std::to_string(kMaxYamlFileBytes) + " bytes");
   }
   check_flow_nesting(text, file);
-  std::vector<YAML::Node> docs;
+  YAML::Node doc;
+  int documents = 0;
+  YAML::Mark second_document = YAML::Mark::null_mark();
   try {
-    docs = YAML::LoadAll(text);
+    doc = YAML::Load(text);
+    // Count documents with a bounded loop: yaml-cpp's LoadAll never terminates on a stray
+    // top-level ',' (its document loop makes no progress), so it is not used.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    while (documents < 2 && parser.HandleNextDocument(counter)) ++documents;
+    second_document = counter.second_start;
   } catch (const YAML::Exception& e) {
     SourceLocation where{file, 0, 0};
     if (!e.mark.is_null()) where = SourceLocation{file, e.mark.line + 1, e.mark.column + 1};
     throw InputError(where, "YAML syntax error: " + e.msg);
   }
-  if (docs.empty()) throw InputError(SourceLocation{file, 0, 0}, "empty file: expected a map");
-  if (docs.size() > 1) {
-    YamlValue(docs[1], file, "").fail("a file holds one YAML document; found " +
-                                      std::to_string(docs.size()));
+  if (documents == 0) throw InputError(SourceLocation{file, 0, 0}, "empty file: expected a map");
+  if (documents > 1) {
+    SourceLocation where{file, 0, 0};
+    if (!second_document.is_null()) {
+      where = SourceLocation{file, second_document.line + 1, second_document.column + 1};
+    }
+    throw InputError(where, "a file holds one YAML document; found a second one (or stray "
+                            "tokens after the first)");
   }
-  YamlValue root(docs[0], file, "");
+  YamlValue root(doc, file, "");
   std::int64_t count = 0;
-  check_tree(root, docs[0], 0, count);
+  check_tree(root, doc, 0, count);
   return root;
 }
 

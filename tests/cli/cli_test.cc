@@ -164,6 +164,47 @@ TEST_F(Cli, GraphWithACycleIsRejectedWithThePath) {
   EXPECT_NE(c.err.find(" -> "), std::string::npos) << c.err;
 }
 
+TEST_F(Cli, RunFileSuppliesOptionsAndFlagsOverrideIt) {
+  const fs::path a = dir_ / "a.json";
+  ASSERT_EQ(run("simulate --run examples/quickstart.yaml --chunks 2 --json " + a.string()).exit_code, 0);
+  const auto j = nlohmann::json::parse(read_file(a));
+  EXPECT_EQ(j["config"]["run"]["num_chunks"], 2);        // the flag wins
+  EXPECT_EQ(j["config"]["run"]["tokens_per_gpu"], 4096);  // from the file
+  EXPECT_EQ(j["config"]["model"]["name"], "MoE-GPT-S-64E");
+  const fs::path bad = write("run.yaml", "schema_version: 1\nkind: run\ntokens_per_gpu: 4096\nnum_chunkz: 2\n");
+  Result r = run("simulate --run " + bad.string() + " --model models/moe-gpt-s-64e.yaml "
+                 "--hardware hardware/clusters/adira-8x-dgx-a100.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(bad.string() + ":4:1:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("num_chunks"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, JsonToStdoutMovesTheSummaryToStderr) {
+  Result r = run(kExample + " --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out.substr(0, 200);
+  EXPECT_NE(r.err.find("step time"), std::string::npos);
+  EXPECT_EQ(run(kExample + " --json - --trace -").exit_code, 2);
+}
+
+TEST_F(Cli, ExtremeValuesAreInputErrorsNotCrashes) {
+  // An efficiency so small that durations leave 64-bit time.
+  const std::string gpu = read_file(fs::path(MOESIM_SOURCE_DIR) / "hardware/gpus/a100-sxm4-40gb.yaml");
+  std::string slow = gpu;
+  const auto pos = slow.find("hbm_efficiency:");
+  ASSERT_NE(pos, std::string::npos);
+  slow.replace(pos, slow.find('\n', pos) - pos, "hbm_efficiency: 1e-300");
+  const fs::path g = write("slow-gpu.yaml", slow);
+  Result r = run("simulate --model models/moe-gpt-s-64e.yaml --hardware " + g.string() + " --ep 1 --tokens 4096");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not a usable time"), std::string::npos) << r.err;
+  // A graph too large to build is refused before it is built.
+  Result big = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                   "--tokens 4096 --layers 100000 --chunks 64 --all-ranks");
+  EXPECT_EQ(big.exit_code, 2) << big.err;
+  EXPECT_NE(big.err.find("limit"), std::string::npos) << big.err;
+}
+
 TEST_F(Cli, BadInputExitsTwoWithAClearMessage) {
   const std::string hw = " --hardware hardware/clusters/adira-8x-dgx-a100.yaml";
   struct Case {

@@ -501,3 +501,47 @@ TEST(HardwareLoaderTest, DeepNestingInReferencedFile) {
 
 }  // namespace
 }  // namespace moesim
+
+namespace moesim {
+namespace {
+
+TEST(RunFile, LoadsTheBundledExample) {
+  const RunFile f = load_run_spec(std::string(MOESIM_SOURCE_DIR) + "/examples/quickstart.yaml");
+  EXPECT_EQ(f.run.tokens_per_gpu, 4096);
+  EXPECT_EQ(f.run.num_chunks, 4);
+  EXPECT_EQ(f.run.order, OrderPolicy::kMPipeMoE);
+  ASSERT_TRUE(f.model_path.has_value());
+  EXPECT_NE(f.model_path->find("models/moe-gpt-s-64e.yaml"), std::string::npos);
+  // The referenced files load.
+  EXPECT_EQ(load_model_spec(*f.model_path).d_model, 768);
+  EXPECT_EQ(load_hardware_spec(*f.hardware_path).num_gpus(), 64);
+}
+
+TEST(RunFile, RejectsBadValuesWithTheirPosition) {
+  const auto dir = std::filesystem::temp_directory_path() / ("moesim_run_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    const auto p = (dir / name).string();
+    std::ofstream(p) << text;
+    return p;
+  };
+  const std::string head = "schema_version: 1\nkind: run\n";
+  const auto expect_error = [&](const std::string& path, const std::string& where, const std::string& what) {
+    try {
+      load_run_spec(path);
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + where), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error(write("order.yaml", head + "tokens_per_gpu: 8\norder: zigzag\n"), ":4:8:", "mpipemoe");
+  expect_error(write("chunks.yaml", head + "tokens_per_gpu: 8\nnum_chunks: 0\n"), ":4:13:", "num_chunks");
+  expect_error(write("tokens.yaml", head + "tokens_per_gpu: -1\n"), ":3:17:", "tokens_per_gpu");
+  expect_error(write("missing.yaml", head + "num_chunks: 2\n"), ":", "tokens_per_gpu");
+  expect_error(write("kind.yaml", "schema_version: 1\nkind: model\ntokens_per_gpu: 8\n"), ":2:7:", "run");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moesim

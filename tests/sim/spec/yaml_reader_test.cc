@@ -221,7 +221,15 @@ TEST(YamlReaderTest, DeepBlockNestingRejectedAfterParsing) {
 
 TEST(YamlReaderTest, OneDocumentPerFile) {
   EXPECT_THAT(input_error_of([] { parse_yaml_text("a: 1\n---\nb: 2\n", "t.yaml"); }),
-              HasSubstr("one YAML document"));
+              HasSubstr("t.yaml:2:1: a file holds one YAML document"));
+  EXPECT_THAT(input_error_of([] { parse_yaml_text("", "t.yaml"); }), HasSubstr("empty file"));
+}
+
+TEST(YamlReaderTest, StrayTopLevelCommaTerminates) {
+  // yaml-cpp's LoadAll loops forever on this input (found by fuzzing the loader).
+  EXPECT_THAT(input_error_of([] { parse_yaml_text(",# x\na: 1\n", "t.yaml"); }),
+              HasSubstr("t.yaml:"));
+  EXPECT_THAT(input_error_of([] { parse_yaml_text("]\n", "t.yaml"); }), HasSubstr("t.yaml"));
 }
 
 TEST(YamlReaderTest, MissingFileNamesPath) {
