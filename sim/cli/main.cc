@@ -63,6 +63,10 @@ struct StepArgs {
   int layers = 1;
   bool all_ranks = false;
   unsigned long long seed = 1;
+  std::string strategy = "none";
+  int slots = 2;
+  std::string optimizer = "adam";
+  bool no_routing_data = false;
 };
 
 void add_step_options(CLI::App* app, StepArgs& a) {
@@ -81,6 +85,14 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_flag("--all-ranks", a.all_ranks,
                 "simulate every rank instead of one representative rank");
   app->add_option("--seed", a.seed, "random seed (recorded in the report)")->capture_default_str();
+  app->add_option("--strategy", a.strategy, "memory-reuse strategy: none|s1|s2|s3|s4 (MPipeMoE)")
+      ->capture_default_str();
+  app->add_option("--slots", a.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")
+      ->capture_default_str();
+  app->add_option("--optimizer", a.optimizer, "optimizer for model-state memory: adam|momentum|sgd")
+      ->capture_default_str();
+  app->add_flag("--no-routing-data", a.no_routing_data,
+                "do not count gate scores and indices kept for backward (the papers' accounting)");
 }
 
 std::string join(const std::vector<std::string>& names) {
@@ -104,6 +116,10 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
     if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
     if (!given(a, "--seed")) a.seed = file.run.seed;
+    if (!given(a, "--strategy")) a.strategy = std::string(to_string(file.run.strategy));
+    if (!given(a, "--slots")) a.slots = file.run.slots;
+    if (!given(a, "--optimizer")) a.optimizer = std::string(to_string(file.run.optimizer));
+    if (!given(a, "--no-routing-data")) a.no_routing_data = !file.run.count_routing_data;
   }
   if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
   if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
@@ -126,6 +142,19 @@ RunSpec to_run_spec(const StepArgs& a) {
   if (!order)
     throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " + join(order_policy_names()));
   run.order = *order;
+  const auto strategy = parse_memory_strategy(a.strategy);
+  if (!strategy)
+    throw InputError("--strategy '" + a.strategy + "' is not a memory strategy; valid: " +
+                     join(memory_strategy_names()));
+  run.strategy = *strategy;
+  if (a.slots != 1 && a.slots != 2)
+    throw InputError("--slots must be 1 (single buffering) or 2 (double buffering), got " + std::to_string(a.slots));
+  run.slots = a.slots;
+  const auto optimizer = parse_optimizer(a.optimizer);
+  if (!optimizer)
+    throw InputError("--optimizer '" + a.optimizer + "' is not an optimizer; valid: " + join(optimizer_names()));
+  run.optimizer = *optimizer;
+  run.count_routing_data = !a.no_routing_data;
   return run;
 }
 
@@ -155,17 +184,18 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   const LayerDims dims = derive_layer_dims(model, cluster, run);
   const TaskGraph graph = build_moe_graph(model, cluster, run, options);
   timer.mark("build");
-  const Trace trace = simulate_graph(graph, cluster);
+  const EngineRun result = simulate_graph(graph, cluster);
+  const Trace& trace = result.trace;
   timer.mark("simulate");
   const StepMetrics metrics = compute_step_metrics(graph, trace);
-  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, kVersion};
+  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, kVersion};
   std::ostringstream summary;
   write_summary(summary, in);
   // When a machine-readable output goes to stdout, the summary moves to stderr.
   const bool stdout_taken = json_path == "-" || trace_path == "-";
   (stdout_taken ? std::cerr : std::cout) << summary.str();
   if (!json_path.empty()) write_file(json_path, report_json(in));
-  if (!trace_path.empty()) write_file(trace_path, perfetto_trace_json(graph, trace));
+  if (!trace_path.empty()) write_file(trace_path, perfetto_trace_json(graph, trace, result.memory));
   timer.mark("report");
   if (timing) {
     std::cout.flush();  // keep the summary ahead of the timing lines on a shared terminal

@@ -24,23 +24,26 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
   return out;
 }
 
-Trace simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
+EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
   Engine engine(graph);
   engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
   engine.add_model(std::make_unique<AlphaBetaNetwork>(graph, cluster));
   TraceRecorder recorder(graph.num_tasks());
+  MemoryTracker memory(graph);
   engine.add_observer(&recorder);
+  engine.add_observer(&memory);
   engine.run();
-  return recorder.take();
+  return EngineRun{recorder.take(), memory.ranks()};
 }
 
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options) {
   LayerDims dims = derive_layer_dims(model, cluster, run);
   TaskGraph graph = build_moe_graph(model, cluster, run, options);
-  Trace trace = simulate_graph(graph, cluster);
-  StepMetrics metrics = compute_step_metrics(graph, trace);
-  return SimulationResult{std::move(dims), std::move(graph), std::move(trace), std::move(metrics)};
+  EngineRun run_result = simulate_graph(graph, cluster);
+  StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
+  return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),
+                          std::move(run_result.memory)};
 }
 
 }  // namespace moesim

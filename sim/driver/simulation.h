@@ -10,6 +10,7 @@
 #include "sim/engine/trace.h"
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/graph/task_graph.h"
+#include "sim/memory/memory_tracker.h"
 #include "sim/report/metrics.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -22,14 +23,21 @@ struct SimulationResult {
   TaskGraph graph;
   Trace trace;
   StepMetrics metrics;
+  std::vector<RankMemory> memory;  // per simulated rank, in rank order
+};
+
+// The outcome of one engine run: when every task ran, and the memory it used.
+struct EngineRun {
+  Trace trace;
+  std::vector<RankMemory> memory;
 };
 
 // Duration of every task run alone (no interference), from the same cost and network models the
 // engine uses; the input of critical-path analysis.
 std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster);
 
-// Runs the engine over an existing graph on `cluster`.
-Trace simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster);
+// Runs the engine over an existing graph on `cluster`, tracking memory.
+EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster);
 
 // Builds the MoE graph for the specs and simulates it.
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,

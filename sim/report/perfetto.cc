@@ -4,7 +4,8 @@
 
 namespace moesim {
 
-std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace) {
+std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace,
+                                const std::vector<RankMemory>& memory) {
   using nlohmann::ordered_json;
   ordered_json events = ordered_json::array();
   for (int rank : graph.simulated_ranks()) {
@@ -49,6 +50,17 @@ std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace) {
                         {"ts", ns_to_us(r.start_ns)},
                         {"dur", ns_to_us(r.end_ns - r.start_ns)},
                         {"args", args}});
+    }
+  }
+  constexpr double kMiB = 1024.0 * 1024.0;
+  for (const RankMemory& m : memory) {
+    for (const MemorySample& sample : m.timeline) {
+      events.push_back({{"ph", "C"}, {"name", "device memory (MiB)"}, {"pid", m.rank},
+                        {"ts", ns_to_us(sample.time_ns)},
+                        {"args", {{"MiB", static_cast<double>(sample.device_bytes) / kMiB}}}});
+      events.push_back({{"ph", "C"}, {"name", "host pinned memory (MiB)"}, {"pid", m.rank},
+                        {"ts", ns_to_us(sample.time_ns)},
+                        {"args", {{"MiB", static_cast<double>(sample.host_pinned_bytes) / kMiB}}}});
     }
   }
   ordered_json j;

@@ -7,10 +7,12 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "sim/engine/trace.h"
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/graph/task_graph.h"
+#include "sim/memory/memory_tracker.h"
 #include "sim/report/metrics.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -26,8 +28,12 @@ struct ReportInputs {
   const TaskGraph& graph;
   const Trace& trace;
   const StepMetrics& metrics;
+  const std::vector<RankMemory>& memory;  // per simulated rank
   std::string tool_version;
 };
+
+// The rank with the highest device peak (the one that decides whether the step fits).
+const RankMemory* peak_memory_rank(const std::vector<RankMemory>& memory);
 
 // The human-readable summary (stdout of `moesim simulate`).
 void write_summary(std::ostream& out, const ReportInputs& in);
@@ -38,6 +44,8 @@ std::string report_json(const ReportInputs& in);
 
 // Chrome trace event format (loads in Perfetto and chrome://tracing): process per rank, thread per
 // stream class, complete events with ts/dur in microseconds.
-std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace);
+// Memory appears as counter tracks ("device memory", "host pinned memory", MiB) per rank.
+std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace,
+                                const std::vector<RankMemory>& memory = {});
 
 }  // namespace moesim

@@ -5,6 +5,13 @@
 
 namespace moesim {
 
+const RankMemory* peak_memory_rank(const std::vector<RankMemory>& memory) {
+  const RankMemory* best = nullptr;
+  for (const RankMemory& m : memory)
+    if (best == nullptr || m.peak_device_bytes > best->peak_device_bytes) best = &m;
+  return best;
+}
+
 std::string report_json(const ReportInputs& in) {
   using nlohmann::ordered_json;
   ordered_json j;
@@ -30,6 +37,34 @@ std::string report_json(const ReportInputs& in) {
                    {"tasks", s.num_tasks}};
   }
   j["stages"] = std::move(stages);
+
+  const RankMemory* mem = in.graph.num_buffers() > 0 ? peak_memory_rank(in.memory) : nullptr;
+  if (mem == nullptr) {
+    j["memory"] = {{"modelled", false}};  // the graph declares no buffers
+  } else {
+    const std::int64_t capacity = in.cluster.node.gpu.hbm_capacity_bytes;
+    const auto cat = [&](MemoryCategory c) { return mem->at_peak_bytes[static_cast<int>(c)]; };
+    ordered_json max_by = ordered_json::object();
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      max_by[std::string(to_string(static_cast<MemoryCategory>(c)))] = mem->max_bytes[c];
+    ordered_json live = ordered_json::array();
+    for (BufferId id : mem->live_at_peak) {
+      const Buffer& b = in.graph.buffer(id);
+      live.push_back({{"name", b.name}, {"bytes", b.bytes}, {"category", std::string(to_string(b.category))}});
+    }
+    j["memory"] = {{"modelled", true},
+                   {"rank", mem->rank},
+                   {"peak_bytes", mem->peak_device_bytes},
+                   {"peak_time_us", ns_to_us(mem->peak_time_ns)},
+                   {"model_states_bytes", cat(MemoryCategory::kModelStates)},
+                   {"activations_bytes", cat(MemoryCategory::kActivations)},
+                   {"temporary_bytes", cat(MemoryCategory::kTemporary)},
+                   {"host_pinned_bytes", mem->peak_host_pinned_bytes},
+                   {"capacity_bytes", capacity},
+                   {"fits", mem->peak_device_bytes <= capacity},
+                   {"max_bytes_by_category", max_by},
+                   {"live_at_peak", live}};
+  }
 
   ordered_json tasks = ordered_json::array();
   for (TaskIndex i = 0; i < in.graph.num_tasks(); ++i) {

@@ -76,7 +76,11 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
               {"num_chunks", run.num_chunks},
               {"order", std::string(to_string(run.order))},
               {"num_moe_layers", run.num_moe_layers},
-              {"seed", run.seed}};
+              {"seed", run.seed},
+              {"strategy", std::string(to_string(run.strategy))},
+              {"slots", run.slots},
+              {"optimizer", std::string(to_string(run.optimizer))},
+              {"count_routing_data", run.count_routing_data}};
   j["derived"] = {{"local_experts", dims.local_experts},
                   {"capacity_per_expert", dims.capacity},
                   {"rows_per_chunk", dims.rows_per_chunk()},

@@ -57,6 +57,10 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   const auto line = [&](const std::string& label, TimeNs ns) {
     out << pad_right(label, 20) << pad_left(fixed(ns_to_us(ns), 3), 14) << " us\n";
   };
+  out << "# memory    strategy=" << to_string(in.run.strategy);
+  if (in.run.strategy != MemoryStrategy::kNone) out << " slots=" << in.run.slots;
+  out << " optimizer=" << to_string(in.run.optimizer)
+      << " routing data " << (in.run.count_routing_data ? "counted" : "not counted") << "\n";
   line("step time", m.step_ns);
   line("  forward", m.forward_ns);
   line("  backward", m.backward_ns);
@@ -67,6 +71,29 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
       << pad_left(fixed(100.0 * m.overlap_fraction, 1), 14)
       << " %  of min(compute, comm) hidden\n\n";
 
+  const RankMemory* mem = in.graph.num_buffers() > 0 ? peak_memory_rank(in.memory) : nullptr;
+  if (mem == nullptr) {
+    out << "memory              not modelled: the graph declares no buffers\n\n";
+  } else {
+    const std::int64_t capacity = cl.node.gpu.hbm_capacity_bytes;
+    const auto gib = [](std::int64_t b) { return fixed(static_cast<double>(b) / kGiB, 3) + " GiB"; };
+    out << pad_right("memory peak", 20) << pad_left(gib(mem->peak_device_bytes), 18) << "  (rank "
+        << mem->rank << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us): ";
+    if (mem->peak_device_bytes <= capacity) {
+      out << "fits in " << gib(capacity) << "\n";
+    } else {
+      out << "does not fit: needs " << gib(mem->peak_device_bytes) << " of " << gib(capacity) << "\n";
+    }
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      const auto category = static_cast<MemoryCategory>(c);
+      const std::int64_t bytes =
+          category == MemoryCategory::kHostPinned ? mem->peak_host_pinned_bytes : mem->at_peak_bytes[c];
+      const std::string label = category == MemoryCategory::kHostPinned ? "host pinned (peak)"
+                                                                         : std::string(to_string(category));
+      out << pad_right("  " + label, 20) << pad_left(gib(bytes), 18) << "\n";
+    }
+    out << "\n";
+  }
   out << pad_right("stage", 20) << pad_left("busy_us", 14) << pad_left("exposed_us", 14)
       << pad_left("tasks", 8) << "\n";
   for (const std::string& key : m.stage_order) {

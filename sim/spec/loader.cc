@@ -348,7 +348,8 @@ RunFile load_run_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "num_chunks", "order",
-                                 "num_moe_layers", "seed"});
+                                 "num_moe_layers", "seed", "strategy", "slots", "optimizer",
+                                 "routing_data"});
   check_header(m, "run", true, true);
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
@@ -366,6 +367,10 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, 1 << 20));
   if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
   if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, 100000));
+  if (auto v = m.get("strategy")) out.run.strategy = v->as_enum(parse_memory_strategy, memory_strategy_names());
+  if (auto v = m.get("slots")) out.run.slots = static_cast<int>(v->as_int(1, 2));
+  if (auto v = m.get("optimizer")) out.run.optimizer = v->as_enum(parse_optimizer, optimizer_names());
+  if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
   if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
   return out;
 }

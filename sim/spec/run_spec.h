@@ -14,6 +14,10 @@ struct RunSpec {
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   int num_moe_layers = 1;           // MoE layers simulated back to back
   std::uint64_t seed = 1;
+  MemoryStrategy strategy = MemoryStrategy::kNone;
+  int slots = 2;                    // buffer slots per reused tensor with s1-s4: 1 or 2
+  Optimizer optimizer = Optimizer::kAdam;
+  bool count_routing_data = true;   // gate scores and indices kept for backward (off = the papers' accounting)
 };
 
 }  // namespace moesim

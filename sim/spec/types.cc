@@ -40,7 +40,37 @@ constexpr std::array<std::pair<OrderPolicy, std::string_view>, 4> kPolicies{{
     {OrderPolicy::kFasterMoE, "fastermoe"},
     {OrderPolicy::kTutel, "tutel"}}};
 
+constexpr std::array<std::pair<MemoryStrategy, std::string_view>, 5> kStrategies{{
+    {MemoryStrategy::kNone, "none"},
+    {MemoryStrategy::kS1, "s1"},
+    {MemoryStrategy::kS2, "s2"},
+    {MemoryStrategy::kS3, "s3"},
+    {MemoryStrategy::kS4, "s4"}}};
+constexpr std::array<std::pair<Optimizer, std::string_view>, 3> kOptimizers{{
+    {Optimizer::kAdam, "adam"}, {Optimizer::kMomentum, "momentum"}, {Optimizer::kSgd, "sgd"}}};
+
 }  // namespace
+
+std::string_view to_string(MemoryStrategy s) { return name_of(kStrategies, s); }
+std::optional<MemoryStrategy> parse_memory_strategy(std::string_view s) {
+  return parse_from(kStrategies, s);
+}
+std::vector<std::string> memory_strategy_names() { return names_of(kStrategies); }
+
+std::string_view to_string(Optimizer o) { return name_of(kOptimizers, o); }
+std::optional<Optimizer> parse_optimizer(std::string_view s) { return parse_from(kOptimizers, s); }
+std::vector<std::string> optimizer_names() { return names_of(kOptimizers); }
+int optimizer_states_per_param(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdam:
+      return 2;
+    case Optimizer::kMomentum:
+      return 1;
+    case Optimizer::kSgd:
+      return 0;
+  }
+  return 2;
+}
 
 std::string_view to_string(DType d) { return name_of(kDTypes, d); }
 std::optional<DType> parse_dtype(std::string_view s) { return parse_from(kDTypes, s); }

@@ -30,4 +30,20 @@ std::string_view to_string(OrderPolicy p);
 std::optional<OrderPolicy> parse_order_policy(std::string_view s);
 std::vector<std::string> order_policy_names();
 
+// MPipeMoE memory-reuse strategies (IPDPS'23 Table II): `none` keeps full-size T_DI/T_M/T_DO for
+// backward; s1-s4 reuse per-chunk buffer slots and restore T_DI / T_M in backward by
+// s1: offload both; s2: re-communicate T_DI, offload T_M; s3: offload T_DI, recompute T_M;
+// s4: re-communicate T_DI, recompute T_M.
+enum class MemoryStrategy { kNone, kS1, kS2, kS3, kS4 };
+std::string_view to_string(MemoryStrategy s);
+std::optional<MemoryStrategy> parse_memory_strategy(std::string_view s);
+std::vector<std::string> memory_strategy_names();
+
+// Optimizer, for model-state accounting: optimizer states per parameter (adam 2, momentum 1, sgd 0).
+enum class Optimizer { kAdam, kMomentum, kSgd };
+std::string_view to_string(Optimizer o);
+std::optional<Optimizer> parse_optimizer(std::string_view s);
+std::vector<std::string> optimizer_names();
+int optimizer_states_per_param(Optimizer o);
+
 }  // namespace moesim

@@ -225,6 +225,9 @@ TEST_F(Cli, BadInputExitsTwoWithAClearMessage) {
       {"simulate --model models/moe-gpt-s-64e.yaml" + hw + " --tokens 4096 --chunks 128", "128"},
       {"simulate --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096", "--model"},
       {"frobnicate", "frobnicate"},
+      {kExample + " --strategy s9", "s4"},
+      {kExample + " --slots 3", "--slots"},
+      {kExample + " --optimizer lion", "adam"},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);

@@ -164,8 +164,8 @@ TEST(SimulationInvariants, IdenticalInputsGiveByteIdenticalReports) {
   std::string first;
   for (int i = 0; i < 2; ++i) {
     const SimulationResult r = simulate_step(model, cluster, run);
-    const ReportInputs in{model, cluster, run, r.dims, r.graph, r.trace, r.metrics, "test"};
-    const std::string text = report_json(in) + perfetto_trace_json(r.graph, r.trace);
+    const ReportInputs in{model, cluster, run, r.dims, r.graph, r.trace, r.metrics, r.memory, "test"};
+    const std::string text = report_json(in) + perfetto_trace_json(r.graph, r.trace, r.memory);
     if (i == 0) {
       first = text;
     } else {
