@@ -8,6 +8,7 @@
 
 #include "sim/core/checked_math.h"
 #include "sim/core/error.h"
+#include "sim/graph/memory_sizes.h"
 
 namespace moesim {
 
@@ -31,6 +32,48 @@ namespace moesim {
 //   bwd.fc2.wgrad.c{i} <- bwd.combine.c{i} (needs dT_DO, not the activation gradient).
 //   bwd.gate.dgrad <- bwd.encode and shared.fc1.dgrad: it accumulates into dT_I, which those wrote.
 //   L{l}.bwd.decode <- L{l+1}.bwd.gate.dgrad, the last writer of layer l+1's input gradient.
+//
+// Memory (buffers `L{l}.<tensor>[.c{i}]` on every simulated rank; R = E*C rows, R/n per chunk;
+// bytes = elements * element_bytes). A task allocates its buffers when it starts and frees them
+// when it ends; each buffer has at most one allocating and one freeing task.
+//   model_states (resident): params, grads, optimizer (layer_model_state_bytes, run.optimizer).
+//   host_pinned (resident): host.T_DI (R x M) with s1/s3, host.T_M (R x H) with s1/s2.
+//   activations, freed together by bwd.gate.wgrad, the layer's last backward task (the saved
+//   tensors of one autograd Function are released together):
+//     T_I (B x M, fwd.gate), T_O (R x M, the first fwd.combine), scores (B x E) and topk
+//     (B x k x 8 bytes) from fwd.route when run.count_routing_data, and with strategy none the
+//     full-size T_DI (R x M, first fwd.dispatch), T_M (R x H, first fwd.fc1), T_DO (R x M, first
+//     fwd.fc2).
+//   activations with s1-s4, per chunk instead:
+//     T_DI.c{i} (R/n x M): fwd.dispatch.c{i} -> fwd.fc1.c{i}, or fwd.offload.T_DI.c{i} (s1/s3);
+//     T_M.c{i}  (R/n x H): fwd.fc1.c{i} -> fwd.fc2.c{i}, or fwd.offload.T_M.c{i} (s1/s2);
+//     T_DO.c{i} (R/n x M): fwd.fc2.c{i} -> fwd.combine.c{i};
+//     bwd.T_M.c{i}: bwd.prefetch.T_M.c{i} (s1/s2) or bwd.recompute.fc1.c{i} (s3/s4) ->
+//       bwd.fc2.wgrad.c{i} (its last reader, after the activation backward);
+//     bwd.T_DI.c{i}: bwd.prefetch.T_DI.c{i} (s1/s3) or bwd.redispatch.c{i} (s2/s4) ->
+//       bwd.fc1.wgrad.c{i}.
+//   temporary: fwd.preact.c{i} (R/n x 2H, swiglu only: FC1's output before the activation):
+//     fwd.fc1.c{i} -> fwd.act.c{i}; likewise bwd.preact.c{i} for the recomputation;
+//     dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode -> bwd.gate.wgrad;
+//     dDO (R/n x M): bwd.combine.c{i} -> bwd.fc2.wgrad.c{i}; dM (R/n x H): bwd.fc2.dgrad.c{i} ->
+//     bwd.fc1.dgrad.c{i}; dDI (R/n x M): bwd.fc1.dgrad.c{i} -> bwd.dispatch.c{i}. With strategy
+//     none these three are full-size, allocated by the first chunk's task and freed by the last's.
+//
+// Strategy tasks (MPipeMoE Table II): offload = D2H copy on copy.d2h (stage "offload"), prefetch =
+// H2D copy on copy.h2d ("prefetch"), recompute = FC1 GEMM + activation on compute ("recompute"),
+// redispatch = an extra all-to-all per chunk on the backward comm stream, issued right after the
+// chunk's gradient all-to-all ("redispatch"). Each offload copy is ordered after the compute
+// task that last reads its buffer (T_DI after FC1, T_M after FC2) because it is the one that frees
+// it. Prefetches wait for the layer's bwd.decode and for their chunk's offload.
+//
+// Reuse edges (DepKind::kReuse), by position g in the pass's processing order, s = run.slots:
+//   fwd.dispatch.c{g} <- the task freeing T_DI.c{g-s}; fwd.fc1.c{g} <- the task freeing T_M.c{g-1}
+//   (one T_M slot); fwd.fc2.c{g} <- fwd.combine.c{g-s} (frees T_DO.c{g-s});
+//   T_M restore of g <- bwd.fc2.wgrad of g-1; T_DI restore of g <- bwd.fc1.wgrad of g-s.
+// The backward restores reuse the forward's slots, so the first backward positions wait for the
+// last forward chunks' releases. At most s T_DI, s T_DO and one T_M chunk buffer are live at once.
+// With reuse, FasterMoE's forward ("all dispatches, then all combines" on one stream) would deadlock
+// on the slots; its dispatches run at most 2s+1 ahead of the combines instead (comm_order).
 namespace {
 
 std::string layer_dims_context(const ModelSpec& model) {
@@ -84,6 +127,20 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
     throw InputError("num_chunks must be at least 1, got " + std::to_string(run.num_chunks));
   if (run.num_moe_layers < 1)
     throw InputError("num_moe_layers must be at least 1, got " + std::to_string(run.num_moe_layers));
+
+  if (run.slots != 1 && run.slots != 2)
+    throw InputError("slots must be 1 or 2 (buffer slots per reused tensor), got " +
+                     std::to_string(run.slots));
+  if (run.strategy == MemoryStrategy::kS1 || run.strategy == MemoryStrategy::kS2 ||
+      run.strategy == MemoryStrategy::kS3) {
+    if (!(cluster.node.pcie_h2d.effective_bandwidth() > 0) ||
+        !(cluster.node.pcie_d2h.effective_bandwidth() > 0))
+      throw InputError(cluster.origin,
+                       "memory strategy " + std::string(to_string(run.strategy)) +
+                           " offloads tensors to host memory over PCIe, but cluster '" + cluster.name +
+                           "' has no PCIe bandwidth (pcie_h2d/pcie_d2h are 0): offload needs a node "
+                           "file with a pcie section");
+  }
 
   const int gpus = cluster.num_gpus();
   if (gpus <= 0)
@@ -151,6 +208,20 @@ namespace {
 
 // One logical task: its index on every simulated rank (a collective has one index, repeated).
 using Node = std::vector<TaskIndex>;
+// One logical buffer: its id on every simulated rank, in simulated_ranks() order.
+using Buf = std::vector<BufferId>;
+
+// Buffers a task allocates at its start and frees at its end (empty Bufs are skipped, so optional
+// buffers can be passed unconditionally).
+struct Uses {
+  std::vector<Buf> alloc;
+  std::vector<Buf> free;
+};
+
+bool offloads_di(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS3; }
+bool offloads_m(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS2; }
+bool redispatches(MemoryStrategy s) { return s == MemoryStrategy::kS2 || s == MemoryStrategy::kS4; }
+bool recomputes(MemoryStrategy s) { return s == MemoryStrategy::kS3 || s == MemoryStrategy::kS4; }
 
 class Builder {
  public:
@@ -165,6 +236,12 @@ class Builder {
       shared_h_ = checked_mul(model_.shared_experts.count, model_.shared_experts.d_ffn);
       shared_fc1_out_ = model_.activation == Activation::kSwiglu ? checked_mul(2, shared_h_) : shared_h_;
     }
+    reuse_ = run_.strategy != MemoryStrategy::kNone;
+    saved_.resize(run_.num_moe_layers);
+    fwd_offload_di_.resize(run_.num_moe_layers);
+    fwd_offload_m_.resize(run_.num_moe_layers);
+    fwd_di_freer_.resize(run_.num_moe_layers);
+    fwd_m_freer_.resize(run_.num_moe_layers);
   }
 
   void build() {
@@ -212,6 +289,19 @@ class Builder {
         }
         break;
       case OrderPolicy::kFasterMoE:
+        if (pass == Pass::kForward && reuse_) {
+          // All dispatches first cannot be issued on one stream with bounded slots: FC2 of chunk i
+          // waits (reuse) for the combine of chunk i - slots, and dispatch j waits for FC1 of chunk
+          // j - slots, so a combine queued behind dispatch j > i + slots would close a cycle. Issue
+          // dispatches as far ahead as that allows: combine m goes before dispatch m + 2*slots + 1.
+          const int ahead = std::min(n, 2 * run_.slots + 1);
+          for (int i = 0; i < ahead; ++i) o.issue.emplace_back(false, i);
+          for (int m = 0; m < n; ++m) {
+            o.issue.emplace_back(true, m);
+            if (m + ahead < n) o.issue.emplace_back(false, m + ahead);
+          }
+          break;
+        }
         for (int i = 0; i < n; ++i) o.issue.emplace_back(false, i);
         for (int i = 0; i < n; ++i) o.issue.emplace_back(true, i);
         break;
@@ -235,27 +325,67 @@ class Builder {
     return s;
   }
 
-  Node compute(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-               Work work) {
+  // Registers `L{layer}.{name}[.c{chunk}]` on every simulated rank.
+  Buf buffer(int layer, const std::string& name, int chunk, std::int64_t bytes, MemoryCategory category,
+             bool resident = false) {
+    std::string full = "L" + std::to_string(layer) + "." + name;
+    if (chunk >= 0) full += ".c" + std::to_string(chunk);
+    Buf b;
+    for (int r : g_.simulated_ranks()) b.push_back(g_.add_buffer(Buffer{full, r, bytes, category, resident}));
+    return b;
+  }
+
+  // The buffer ids a task on simulated rank slot `slot` lists (slot < 0: every rank, for a collective).
+  static std::vector<BufferId> ids(const std::vector<Buf>& bufs, int slot) {
+    std::vector<BufferId> out;
+    for (const Buf& b : bufs) {
+      if (b.empty()) continue;
+      if (slot >= 0)
+        out.push_back(b[static_cast<std::size_t>(slot)]);
+      else
+        out.insert(out.end(), b.begin(), b.end());
+    }
+    return out;
+  }
+
+  Node local(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+             StreamClass stream, const Work& work, const Uses& uses) {
     Node node;
+    int slot = 0;
     for (int r : g_.simulated_ranks()) {
       Task t;
       t.id = id(layer, pass, rest, chunk);
       t.rank = r;
-      t.stream = StreamClass::kCompute;
+      t.stream = stream;
       t.work = work;
       t.layer = layer;
       t.pass = pass;
       t.stage = stage;
       t.chunk = chunk;
+      t.allocates = ids(uses.alloc, slot);
+      t.frees = ids(uses.free, slot);
       node.push_back(g_.add_task(std::move(t)));
+      ++slot;
     }
     return node;
   }
 
-  Node all_to_all(int layer, Pass pass, const std::string& stage, int chunk, StreamClass stream) {
+  Node compute(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+               const Work& work, const Uses& uses = {}) {
+    return local(layer, pass, rest, stage, chunk, StreamClass::kCompute, work, uses);
+  }
+
+  Node copy(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+            std::int64_t bytes, CopyDirection direction, const Uses& uses) {
+    const StreamClass stream =
+        direction == CopyDirection::kDeviceToHost ? StreamClass::kCopyD2H : StreamClass::kCopyH2D;
+    return local(layer, pass, rest, stage, chunk, stream, CopyWork{bytes, direction}, uses);
+  }
+
+  Node all_to_all(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+                  StreamClass stream, const Uses& uses = {}) {
     Task t;
-    t.id = id(layer, pass, stage, chunk);
+    t.id = id(layer, pass, rest, chunk);
     t.rank = -1;
     t.stream = stream;
     t.work = CollectiveWork{CollectiveOp::kAllToAll, group_, d_.a2a_bytes_per_peer()};
@@ -263,6 +393,8 @@ class Builder {
     t.pass = pass;
     t.stage = stage;
     t.chunk = chunk;
+    t.allocates = ids(uses.alloc, -1);
+    t.frees = ids(uses.free, -1);
     const TaskIndex i = g_.add_task(std::move(t));
     return Node(g_.simulated_ranks().size(), i);
   }
@@ -283,21 +415,89 @@ class Builder {
     return ElementwiseWork{checked_mul(read_elems, eb_), checked_mul(written_elems, eb_), flops};
   }
 
-  void edge(const Node& from, const Node& to) {
-    for (std::size_t i = 0; i < from.size(); ++i) g_.add_dependency(from[i], to[i], DepKind::kData);
+  void edge(const Node& from, const Node& to, DepKind kind = DepKind::kData) {
+    for (std::size_t i = 0; i < from.size(); ++i) g_.add_dependency(from[i], to[i], kind);
+  }
+
+  // Bytes of `rows` x `cols` elements.
+  std::int64_t bytes(std::int64_t rows, std::int64_t cols) const { return checked_mul({rows, cols, eb_}); }
+
+  // First and last chunk of one side (second = false / true) of a pass's collective issue order.
+  static std::pair<int, int> first_last(const CommOrder& o, bool second) {
+    int first = -1, last = -1;
+    for (const auto& [s, c] : o.issue) {
+      if (s != second) continue;
+      if (first < 0) first = c;
+      last = c;
+    }
+    return {first, last};
   }
 
   Node forward_layer(int l, const Node& input) {
     const Pass p = Pass::kForward;
+    const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
+    const std::int64_t H = d_.d_ffn, F = d_.fc1_out;
     const std::int64_t rows = d_.rows_per_expert_chunk;
-    const std::int64_t rows_all = checked_mul(rows, d_.local_experts);
+    const std::int64_t rows_all = checked_mul(rows, d_.local_experts);  // R/n = E*C/n
+    const std::int64_t rows_layer = checked_mul(E, d_.capacity);        // R = E*C
+    const int n = d_.num_chunks;
 
-    const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E));
+    // Model states and the pinned host copies of offloaded tensors: resident for the whole step.
+    const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer);
+    buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
+    buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
+    if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
+      buffer(l, "optimizer", -1, ms.optimizer_bytes, MemoryCategory::kModelStates, true);
+    if (offloads_di(strategy))
+      buffer(l, "host.T_DI", -1, bytes(rows_layer, M), MemoryCategory::kHostPinned, true);
+    if (offloads_m(strategy))
+      buffer(l, "host.T_M", -1, bytes(rows_layer, H), MemoryCategory::kHostPinned, true);
+
+    // Activations saved for backward.
+    std::vector<Buf>& saved = saved_[l];
+    const Buf t_i = buffer(l, "T_I", -1, bytes(B, M), MemoryCategory::kActivations);
+    const Buf t_o = buffer(l, "T_O", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
+    saved.push_back(t_i);
+    saved.push_back(t_o);
+    Buf scores, topk;
+    if (run_.count_routing_data) {
+      scores = buffer(l, "scores", -1, bytes(B, E), MemoryCategory::kActivations);
+      topk = buffer(l, "topk", -1, checked_mul({B, k, 8}), MemoryCategory::kActivations);
+      saved.push_back(scores);
+      saved.push_back(topk);
+    }
+    // Without reuse, T_DI / T_M / T_DO are full-size and kept for backward; with reuse, one buffer
+    // per chunk that lives only while the chunk is processed (at most `slots`, or 1 for T_M, live
+    // at once thanks to the reuse edges below).
+    std::vector<Buf> t_di(n), t_m(n), t_do(n), preact(n);
+    Buf t_di_full, t_m_full, t_do_full;
+    if (reuse_) {
+      for (int c = 0; c < n; ++c) {
+        t_di[c] = buffer(l, "T_DI", c, bytes(rows_all, M), MemoryCategory::kActivations);
+        t_m[c] = buffer(l, "T_M", c, bytes(rows_all, H), MemoryCategory::kActivations);
+        t_do[c] = buffer(l, "T_DO", c, bytes(rows_all, M), MemoryCategory::kActivations);
+      }
+    } else {
+      t_di_full = buffer(l, "T_DI", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
+      t_m_full = buffer(l, "T_M", -1, bytes(rows_layer, H), MemoryCategory::kActivations);
+      t_do_full = buffer(l, "T_DO", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
+      saved.push_back(t_di_full);
+      saved.push_back(t_m_full);
+      saved.push_back(t_do_full);
+    }
+    if (F != H) {
+      // swiglu: FC1 writes R/n x 2H; the activation reads it and writes T_M.
+      for (int c = 0; c < n; ++c)
+        preact[c] = buffer(l, "fwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
+    }
+
+    const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{t_i}, {}});
     if (!input.empty()) edge(input, gate);
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1,
-                               elementwise(be, be + checked_mul({2, B, k}), checked_mul(4, be)));
+                               elementwise(be, be + checked_mul({2, B, k}), checked_mul(4, be)),
+                               Uses{{scores, topk}, {}});
     edge(gate, route);
     const Node encode = compute(l, p, "encode", "encode", -1, elementwise(checked_mul(B, M), ec_m_, 0));
     edge(route, encode);
@@ -315,28 +515,89 @@ class Builder {
     }
 
     const CommOrder order = comm_order(p);
-    const int n = d_.num_chunks;
-    std::vector<Node> dispatch(n), combine(n), fc2(n);
+    const int first_dispatch = first_last(order, false).first;
+    const int first_combine = first_last(order, true).first;
+    std::vector<Node> dispatch(n), combine(n), fc1s(n), fc2(n);
     // Collectives first in their issue order, then compute in chunk order: each stream's order is
     // what matters, and data edges are added once both ends exist.
     for (const auto& [second, c] : order.issue) {
-      if (!second)
-        dispatch[c] = all_to_all(l, p, "dispatch", c, order.first_stream);
-      else
-        combine[c] = all_to_all(l, p, "combine", c, order.second_stream);
+      if (!second) {
+        const Buf di = reuse_ ? t_di[c] : (c == first_dispatch ? t_di_full : Buf{});
+        dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, Uses{{di}, {}});
+      } else {
+        const Buf out = c == first_combine ? t_o : Buf{};
+        const Buf dout = reuse_ ? t_do[c] : Buf{};
+        combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, Uses{{out}, {dout}});
+      }
     }
-    for (int c : order.compute_chunks) {
-      const Node fc1 = compute(l, p, "fc1", "fc1", c, gemm(d_.local_experts, rows, M, d_.fc1_out));
+    // The task that releases each chunk buffer, for the reuse edges.
+    std::vector<Node> di_freer(n), m_freer(n);
+    fwd_offload_di_[l].assign(n, Node{});
+    fwd_offload_m_[l].assign(n, Node{});
+    const std::vector<int>& chunks = order.compute_chunks;
+    for (std::size_t g = 0; g < chunks.size(); ++g) {
+      const int c = chunks[g];
+      const bool first = g == 0;
+      Uses fc1_uses;
+      fc1_uses.alloc = {reuse_ ? t_m[c] : (first ? t_m_full : Buf{}), preact[c]};
+      if (reuse_ && !offloads_di(strategy)) fc1_uses.free = {t_di[c]};
+      const Node fc1 = compute(l, p, "fc1", "fc1", c, gemm(d_.local_experts, rows, M, F), fc1_uses);
       const Node act = compute(l, p, "act", "act", c,
-                               elementwise(checked_mul(rows_all, d_.fc1_out),
-                                           checked_mul(rows_all, d_.d_ffn),
-                                           checked_mul(rows_all, d_.d_ffn)));
-      fc2[c] = compute(l, p, "fc2", "fc2", c, gemm(d_.local_experts, rows, d_.d_ffn, M));
+                               elementwise(checked_mul(rows_all, F), checked_mul(rows_all, H),
+                                           checked_mul(rows_all, H)),
+                               Uses{{}, {preact[c]}});
+      Uses fc2_uses;
+      fc2_uses.alloc = {reuse_ ? t_do[c] : (first ? t_do_full : Buf{})};
+      if (reuse_ && !offloads_m(strategy)) fc2_uses.free = {t_m[c]};
+      fc2[c] = compute(l, p, "fc2", "fc2", c, gemm(d_.local_experts, rows, H, M), fc2_uses);
+      fc1s[c] = fc1;
       edge(encode, dispatch[c]);
       edge(dispatch[c], fc1);
       edge(fc1, act);
       edge(act, fc2[c]);
       edge(fc2[c], combine[c]);
+      di_freer[c] = fc1;
+      m_freer[c] = fc2[c];
+      // Offload copies (s1-s3). A buffer is released by exactly one task, so each copy is ordered
+      // after the buffer's last compute reader and releases it: T_DI after FC1, T_M after FC2.
+      if (offloads_di(strategy)) {
+        const Node off = copy(l, p, "offload.T_DI", "offload", c, bytes(rows_all, M),
+                              CopyDirection::kDeviceToHost, Uses{{}, {t_di[c]}});
+        edge(dispatch[c], off);
+        edge(fc1, off);
+        di_freer[c] = off;
+        fwd_offload_di_[l][c] = off;
+      }
+      if (offloads_m(strategy)) {
+        const Node off = copy(l, p, "offload.T_M", "offload", c, bytes(rows_all, H),
+                              CopyDirection::kDeviceToHost, Uses{{}, {t_m[c]}});
+        edge(act, off);
+        edge(fc2[c], off);
+        m_freer[c] = off;
+        fwd_offload_m_[l][c] = off;
+      }
+    }
+    fwd_di_freer_[l].clear();
+    fwd_m_freer_[l].clear();
+    for (int c : chunks) {
+      fwd_di_freer_[l].push_back(di_freer[c]);
+      fwd_m_freer_[l].push_back(m_freer[c]);
+    }
+    if (reuse_) {
+      // Reuse edges: the g-th chunk processed writes the slot the (g - slots)-th one used, so the
+      // task allocating it waits for the task releasing that predecessor's buffer:
+      //   dispatch.c{g} <- releaser of T_DI.c{g-slots} (fc1, or the T_DI offload with s1/s3);
+      //   fc1.c{g}      <- releaser of T_M.c{g-1} (fc2, or the T_M offload with s1/s2): 1 slot;
+      //   fc2.c{g}      <- combine.c{g-slots}, which sends T_DO.c{g-slots} and releases it.
+      const auto slots = static_cast<std::size_t>(run_.slots);
+      for (std::size_t g = 0; g < chunks.size(); ++g) {
+        const int c = chunks[g];
+        if (g >= slots) {
+          edge(di_freer[chunks[g - slots]], dispatch[c], DepKind::kReuse);
+          edge(combine[chunks[g - slots]], fc2[c], DepKind::kReuse);
+        }
+        if (g >= 1) edge(m_freer[chunks[g - 1]], fc1s[c], DepKind::kReuse);
+      }
     }
     // Decode reads the combined rows and the scores, plus the shared experts' output it adds.
     const std::int64_t shared_read = shared_h_ > 0 ? checked_mul(B, M) : 0;
@@ -351,15 +612,42 @@ class Builder {
 
   Node backward_layer(int l, const Node& upstream_grad) {
     const Pass p = Pass::kBackward;
+    const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
     const std::int64_t H = d_.d_ffn, F = d_.fc1_out, El = d_.local_experts;
     const std::int64_t rows = d_.rows_per_expert_chunk;
     const std::int64_t rows_all = checked_mul(rows, El);
+    const std::int64_t rows_layer = checked_mul(E, d_.capacity);
     const std::int64_t bk = checked_mul(B, k);
+    const int n = d_.num_chunks;
+
+    // Gradients (temporary): per chunk with reuse, full-size otherwise; the decode and encode
+    // gradients are whole-layer tensors.
+    const Buf d_t_o = buffer(l, "dT_O", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
+    const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
+    std::vector<Buf> d_do(n), d_m(n), d_di(n), rest_m(n), rest_di(n), rec_preact(n);
+    Buf d_do_full, d_m_full, d_di_full;
+    if (reuse_) {
+      for (int c = 0; c < n; ++c) {
+        d_do[c] = buffer(l, "dDO", c, bytes(rows_all, M), MemoryCategory::kTemporary);
+        d_m[c] = buffer(l, "dM", c, bytes(rows_all, H), MemoryCategory::kTemporary);
+        d_di[c] = buffer(l, "dDI", c, bytes(rows_all, M), MemoryCategory::kTemporary);
+        // T_M and T_DI restored for backward (prefetched, recomputed or re-dispatched).
+        rest_m[c] = buffer(l, "bwd.T_M", c, bytes(rows_all, H), MemoryCategory::kActivations);
+        rest_di[c] = buffer(l, "bwd.T_DI", c, bytes(rows_all, M), MemoryCategory::kActivations);
+        if (recomputes(strategy) && F != H)
+          rec_preact[c] = buffer(l, "bwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
+      }
+    } else {
+      d_do_full = buffer(l, "dDO", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
+      d_m_full = buffer(l, "dM", -1, bytes(rows_layer, H), MemoryCategory::kTemporary);
+      d_di_full = buffer(l, "dDI", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
+    }
 
     const Node decode = compute(l, p, "decode", "decode", -1,
                                 elementwise(checked_mul(B, M) + ec_m_ + bk, ec_m_ + bk,
-                                            checked_mul({4, B, k, M})));
+                                            checked_mul({4, B, k, M})),
+                                Uses{{d_t_o}, {}});
     edge(upstream_grad, decode);
 
     // Shared experts right after decode: they run on the compute stream while the first
@@ -382,32 +670,110 @@ class Builder {
     }
 
     const CommOrder order = comm_order(p);
-    const int n = d_.num_chunks;
-    std::vector<Node> grad_combine(n), grad_dispatch(n);
+    const auto [first_g, last_g] = first_last(order, false);
+    const int last_d = first_last(order, true).second;
+    std::vector<Node> grad_combine(n), grad_dispatch(n), redispatch(n);
     for (const auto& [second, c] : order.issue) {
-      if (!second)
-        grad_combine[c] = all_to_all(l, p, "combine", c, order.first_stream);
-      else
-        grad_dispatch[c] = all_to_all(l, p, "dispatch", c, order.second_stream);
+      if (!second) {
+        const Buf ddo = reuse_ ? d_do[c] : (c == first_g ? d_do_full : Buf{});
+        const Buf dto = c == last_g ? d_t_o : Buf{};
+        grad_combine[c] = all_to_all(l, p, "combine", "combine", c, order.first_stream, Uses{{ddo}, {dto}});
+        if (redispatches(strategy)) {
+          // s2/s4 restore T_DI by dispatching the chunk again, right after the gradient's
+          // all-to-all as in the reference backward order.
+          redispatch[c] = all_to_all(l, p, "redispatch", "redispatch", c, order.first_stream,
+                                     Uses{{rest_di[c]}, {}});
+          edge(decode, redispatch[c]);
+        }
+      } else {
+        const Buf ddi = reuse_ ? d_di[c] : (c == last_d ? d_di_full : Buf{});
+        grad_dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.second_stream, Uses{{}, {ddi}});
+      }
     }
-    for (int c : order.compute_chunks) {
-      const Node fc2_d = compute(l, p, "fc2.dgrad", "fc2", c, gemm(El, rows, M, H));
+    const std::vector<int>& chunks = order.compute_chunks;
+    std::vector<Node> fc2_ws(n), fc1_ws(n), restore_m(n), restore_di(n), m_alloc(n);
+    for (std::size_t g = 0; g < chunks.size(); ++g) {
+      const int c = chunks[g];
+      const bool first = g == 0, last = g + 1 == chunks.size();
+      // Restore T_M, then T_DI (the reference order), by prefetch (H2D copy of the offloaded
+      // chunk), re-dispatch or recomputation.
+      if (offloads_m(strategy)) {
+        restore_m[c] = copy(l, p, "prefetch.T_M", "prefetch", c, bytes(rows_all, H),
+                            CopyDirection::kHostToDevice, Uses{{rest_m[c]}, {}});
+        edge(decode, restore_m[c]);
+        edge(fwd_offload_m_[l][c], restore_m[c]);
+        m_alloc[c] = restore_m[c];
+      }
+      if (offloads_di(strategy)) {
+        restore_di[c] = copy(l, p, "prefetch.T_DI", "prefetch", c, bytes(rows_all, M),
+                             CopyDirection::kHostToDevice, Uses{{rest_di[c]}, {}});
+        edge(decode, restore_di[c]);
+        edge(fwd_offload_di_[l][c], restore_di[c]);
+      }
+      if (redispatches(strategy)) restore_di[c] = redispatch[c];
+      if (recomputes(strategy)) {
+        const Node rfc1 = compute(l, p, "recompute.fc1", "recompute", c, gemm(El, rows, M, F),
+                                  Uses{{rest_m[c], rec_preact[c]}, {}});
+        edge(restore_di[c], rfc1);
+        m_alloc[c] = rfc1;
+        restore_m[c] = compute(l, p, "recompute.act", "recompute", c,
+                               elementwise(checked_mul(rows_all, F), checked_mul(rows_all, H),
+                                           checked_mul(rows_all, H)),
+                               Uses{{}, {rec_preact[c]}});
+        edge(rfc1, restore_m[c]);
+      }
+      const Buf ddo = reuse_ ? d_do[c] : (last ? d_do_full : Buf{});
+      const Buf dm_alloc = reuse_ ? d_m[c] : (first ? d_m_full : Buf{});
+      const Buf dm_free = reuse_ ? d_m[c] : (last ? d_m_full : Buf{});
+      const Buf ddi = reuse_ ? d_di[c] : (first ? d_di_full : Buf{});
+      const Node fc2_d = compute(l, p, "fc2.dgrad", "fc2", c, gemm(El, rows, M, H), Uses{{dm_alloc}, {}});
       const Node act = compute(l, p, "act", "act", c,
                                elementwise(checked_mul(rows_all, H) + checked_mul(rows_all, F),
                                            checked_mul(rows_all, F), checked_mul(rows_all, F)));
-      const Node fc2_w = compute(l, p, "fc2.wgrad", "fc2", c, gemm(El, H, rows, M));
-      const Node fc1_w = compute(l, p, "fc1.wgrad", "fc1", c, gemm(El, M, rows, F));
-      const Node fc1_d = compute(l, p, "fc1.dgrad", "fc1", c, gemm(El, rows, F, M));
+      fc2_ws[c] = compute(l, p, "fc2.wgrad", "fc2", c, gemm(El, H, rows, M),
+                          Uses{{}, {ddo, rest_m[c]}});
+      fc1_ws[c] = compute(l, p, "fc1.wgrad", "fc1", c, gemm(El, M, rows, F), Uses{{}, {rest_di[c]}});
+      const Node fc1_d = compute(l, p, "fc1.dgrad", "fc1", c, gemm(El, rows, F, M), Uses{{ddi}, {dm_free}});
       edge(decode, grad_combine[c]);
       edge(grad_combine[c], fc2_d);
       edge(fc2_d, act);
-      edge(grad_combine[c], fc2_w);
-      edge(act, fc1_w);
+      edge(grad_combine[c], fc2_ws[c]);
+      edge(act, fc1_ws[c]);
       edge(act, fc1_d);
       edge(fc1_d, grad_dispatch[c]);
+      if (reuse_) {
+        // The activation backward and the W2 gradient read T_M; the W1 gradient reads T_DI.
+        edge(restore_m[c], act);
+        edge(restore_m[c], fc2_ws[c]);
+        edge(restore_di[c], fc1_ws[c]);
+      }
+    }
+    if (reuse_) {
+      // Reuse edges of the restored buffers, by processing position g: the restore of T_M (1 slot)
+      // waits for fc2.wgrad of chunk g-1, its last reader; the restore of T_DI (`slots` slots)
+      // waits for fc1.wgrad of chunk g-slots. With recomputation the T_M restore is recompute.fc1,
+      // which allocates the buffer.
+      // The restores reuse the forward pass's slots (one pool per layer and tensor), so the first
+      // backward chunks continue the forward sequence: the first T_M restore waits for the release
+      // of the last forward T_M chunk, and the first `slots` T_DI restores for the releases of the
+      // last `slots` forward T_DI chunks (an offload still in flight keeps its slot).
+      const auto slots = static_cast<std::size_t>(run_.slots);
+      const std::vector<Node>& fwd_di = fwd_di_freer_[l];
+      const std::vector<Node>& fwd_m = fwd_m_freer_[l];
+      for (std::size_t g = 0; g < chunks.size(); ++g) {
+        const int c = chunks[g];
+        if (g >= 1)
+          edge(fc2_ws[chunks[g - 1]], m_alloc[c], DepKind::kReuse);
+        else
+          edge(fwd_m.back(), m_alloc[c], DepKind::kReuse);
+        if (g >= slots)
+          edge(fc1_ws[chunks[g - slots]], restore_di[c], DepKind::kReuse);
+        else if (fwd_di.size() + g >= slots)
+          edge(fwd_di[fwd_di.size() + g - slots], restore_di[c], DepKind::kReuse);
+      }
     }
     const Node encode = compute(l, p, "encode", "encode", -1,
-                                elementwise(ec_m_, checked_mul(B, M), ec_m_));
+                                elementwise(ec_m_, checked_mul(B, M), ec_m_), Uses{{d_t_i}, {}});
     for (int c = 0; c < n; ++c) edge(grad_dispatch[c], encode);
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1, elementwise(be + bk, be, checked_mul(4, be)));
@@ -416,7 +782,11 @@ class Builder {
     edge(route, gate_d);
     edge(encode, gate_d);
     if (!shared_dgrad.empty()) edge(shared_dgrad, gate_d);
-    const Node gate_w = compute(l, p, "gate.wgrad", "gate", -1, gemm(1, E, B, M));
+    // The layer's last task: the saved activations are released together when the layer's
+    // backward ends, and so is dT_I (the lower layer's decode has consumed it by then).
+    std::vector<Buf> release = saved_[l];
+    release.push_back(d_t_i);
+    const Node gate_w = compute(l, p, "gate.wgrad", "gate", -1, gemm(1, E, B, M), Uses{{}, release});
     edge(route, gate_w);
     return gate_d;
   }
@@ -430,6 +800,12 @@ class Builder {
   std::int64_t ec_m_ = 0;
   std::int64_t shared_h_ = 0;
   std::int64_t shared_fc1_out_ = 0;
+  bool reuse_ = false;
+  std::vector<std::vector<Buf>> saved_;             // per layer: activations freed by gate.wgrad
+  std::vector<std::vector<Node>> fwd_offload_di_;   // per layer, per chunk (s1/s3)
+  std::vector<std::vector<Node>> fwd_offload_m_;    // per layer, per chunk (s1/s2)
+  std::vector<std::vector<Node>> fwd_di_freer_;     // per layer, per forward position: releases T_DI
+  std::vector<std::vector<Node>> fwd_m_freer_;      // per layer, per forward position: releases T_M
 };
 
 }  // namespace
@@ -438,12 +814,14 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
                           const BuildOptions& options) {
   const LayerDims dims = derive_layer_dims(model, cluster, run);
   // Refuse graphs too large to hold, before allocating them: per layer and simulated rank about
-  // 12 whole-layer tasks and 10 per chunk, plus 4 collectives per chunk.
+  // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation),
+  // plus 4 collectives per chunk (5 with re-dispatch).
   const std::int64_t simulated = options.representative_rank ? 1 : dims.ep_size;
+  const bool strategy = run.strategy != MemoryStrategy::kNone;
   const std::int64_t estimate = checked_mul(
       run.num_moe_layers,
-      checked_add(checked_mul(simulated, checked_add(12, checked_mul(10, dims.num_chunks))),
-                  checked_mul(4, dims.num_chunks)));
+      checked_add(checked_mul(simulated, checked_add(12, checked_mul(strategy ? 14 : 10, dims.num_chunks))),
+                  checked_mul(strategy ? 5 : 4, dims.num_chunks)));
   if (estimate > kMaxGraphTasks) {
     throw InputError("the task graph would have about " + std::to_string(estimate) + " tasks (" +
                      std::to_string(run.num_moe_layers) + " layers x " + std::to_string(simulated) +

@@ -7,6 +7,10 @@
 // dDI = dM*W1^T (fc1.dgrad) -> all-to-all back (bwd.dispatch); then encode backward and the router
 // gradient (softmax/top-k backward, gate dgrad and wgrad).
 //
+// Buffers: model states, activations saved for backward, gradients and, with a memory strategy
+// (run.strategy s1-s4), per-chunk buffer slots bounded by reuse edges plus the strategy's offload,
+// prefetch, re-dispatch and recompute tasks (MPipeMoE Table II); the .cc header lists them.
+//
 // Chunking follows MPipeMoE: capacity C = floor(k*f*B/E) rounded down to a multiple of n, each
 // chunk carries C/n rows per (expert, source rank). The ordering policy decides which stream each
 // all-to-all runs on and the issue order (see order_policy in the .cc and docs/concepts.md).
@@ -44,7 +48,8 @@ struct LayerDims {
 };
 
 // Validates the combination (experts divisible by the EP size, top-k <= experts, capacity >= n,
-// EP size dividing the cluster, sizes that fit in 64 bits) and derives the dims. Throws InputError
+// EP size dividing the cluster, sizes that fit in 64 bits, slots 1 or 2, PCIe bandwidth for the
+// offloading strategies s1-s3) and derives the dims. Throws InputError
 // naming the values and the rule.
 LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
 
