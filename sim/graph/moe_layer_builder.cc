@@ -33,7 +33,7 @@ namespace moesim {
 //   bwd.gate.dgrad <- bwd.encode and shared.fc1.dgrad: it accumulates into dT_I, which those wrote.
 //   L{l}.bwd.decode <- L{l+1}.bwd.gate.dgrad, the last writer of layer l+1's input gradient.
 //
-// Memory (buffers `L{l}.<tensor>[.c{i}]` on every simulated rank; R = E*C rows, R/n per chunk;
+// Memory (buffers `L{l}.<tensor>[.c{i}|.slot{s}]` on every simulated rank; R = E*C rows, R/n per chunk;
 // bytes = elements * element_bytes). A task allocates its buffers when it starts and frees them
 // when it ends; each buffer has at most one allocating and one freeing task.
 //   model_states (resident): params, grads, optimizer (layer_model_state_bytes, run.optimizer).
@@ -44,14 +44,16 @@ namespace moesim {
 //     (B x k x 8 bytes) from fwd.route when run.count_routing_data, and with strategy none the
 //     full-size T_DI (R x M, first fwd.dispatch), T_M (R x H, first fwd.fc1), T_DO (R x M, first
 //     fwd.fc2).
-//   activations with s1-s4, per chunk instead:
-//     T_DI.c{i} (R/n x M): fwd.dispatch.c{i} -> fwd.fc1.c{i}, or fwd.offload.T_DI.c{i} (s1/s3);
-//     T_M.c{i}  (R/n x H): fwd.fc1.c{i} -> fwd.fc2.c{i}, or fwd.offload.T_M.c{i} (s1/s2);
-//     T_DO.c{i} (R/n x M): fwd.fc2.c{i} -> fwd.combine.c{i};
-//     bwd.T_M.c{i}: bwd.prefetch.T_M.c{i} (s1/s2) or bwd.recompute.fc1.c{i} (s3/s4) ->
-//       bwd.fc2.wgrad.c{i} (its last reader, after the activation backward);
-//     bwd.T_DI.c{i}: bwd.prefetch.T_DI.c{i} (s1/s3) or bwd.redispatch.c{i} (s2/s4) ->
-//       bwd.fc1.wgrad.c{i}.
+//   activations with s1-s4, slot buffers instead (MPipeMoE preallocates them once per layer):
+//     T_DI.slot{s} (R/n x M, s < min(slots, 2n)), T_DO.slot{s} (R/n x M, s < min(slots, n)) and
+//     T_M.slot0 (R/n x H, one slot). The chunk at sequence position q (its processing position g
+//     in forward; n + g for a backward restore, which continues the forward's sequence) writes
+//     slot q % slots; the first writer of a slot allocates it, and bwd.gate.wgrad frees it with
+//     the other saved activations. Writers: fwd.dispatch.c{i} (T_DI), fwd.fc1.c{i} (T_M),
+//     fwd.fc2.c{i} (T_DO); in backward bwd.prefetch.T_M.c{i} (s1/s2) or bwd.recompute.fc1.c{i}
+//     (s3/s4) restore T_M, bwd.prefetch.T_DI.c{i} (s1/s3) or bwd.redispatch.c{i} (s2/s4) T_DI,
+//     into the same slots: backward allocates a slot only when n < slots (T_DI with n = 1). The
+//     activation maximum is then T_I + T_O + the slots, MPipeMoE's Eq. 5 exactly.
 //   temporary: fwd.preact.c{i} (R/n x 2H, swiglu only: FC1's output before the activation):
 //     fwd.fc1.c{i} -> fwd.act.c{i}; likewise bwd.preact.c{i} for the recomputation;
 //     dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode -> bwd.gate.wgrad;
@@ -66,12 +68,15 @@ namespace moesim {
 // task that last reads its buffer (T_DI after FC1, T_M after FC2) because it is the one that frees
 // it. Prefetches wait for the layer's bwd.decode and for their chunk's offload.
 //
-// Reuse edges (DepKind::kReuse), by position g in the pass's processing order, s = run.slots:
-//   fwd.dispatch.c{g} <- the task freeing T_DI.c{g-s}; fwd.fc1.c{g} <- the task freeing T_M.c{g-1}
-//   (one T_M slot); fwd.fc2.c{g} <- fwd.combine.c{g-s} (frees T_DO.c{g-s});
+// Reuse edges (DepKind::kReuse), by position g in the pass's processing order, s = run.slots: the
+// writer of a slot waits for the last reader of the chunk that used the slot before it (the slot's
+// release), which makes overwriting it safe:
+//   fwd.dispatch.c{g} <- the last reader of T_DI of g-s (fwd.fc1, or fwd.offload.T_DI with s1/s3);
+//   fwd.fc1.c{g} <- the last reader of T_M of g-1 (fwd.fc2, or fwd.offload.T_M with s1/s2);
+//   fwd.fc2.c{g} <- fwd.combine.c{g-s} (sends T_DO of g-s);
 //   T_M restore of g <- bwd.fc2.wgrad of g-1; T_DI restore of g <- bwd.fc1.wgrad of g-s.
 // The backward restores reuse the forward's slots, so the first backward positions wait for the
-// last forward chunks' releases. At most s T_DI, s T_DO and one T_M chunk buffer are live at once.
+// last forward chunks' releases. At most s T_DI, s T_DO and one T_M chunk occupy the slots at once.
 // With reuse, FasterMoE's forward ("all dispatches, then all combines" on one stream) would deadlock
 // on the slots; its dispatches run at most 2s+1 ahead of the combines instead (comm_order).
 namespace {
@@ -238,6 +243,9 @@ class Builder {
     }
     reuse_ = run_.strategy != MemoryStrategy::kNone;
     saved_.resize(run_.num_moe_layers);
+    di_slots_.resize(run_.num_moe_layers);
+    m_slots_.resize(run_.num_moe_layers);
+    do_slots_.resize(run_.num_moe_layers);
     fwd_offload_di_.resize(run_.num_moe_layers);
     fwd_offload_m_.resize(run_.num_moe_layers);
     fwd_di_freer_.resize(run_.num_moe_layers);
@@ -467,17 +475,27 @@ class Builder {
       saved.push_back(scores);
       saved.push_back(topk);
     }
-    // Without reuse, T_DI / T_M / T_DO are full-size and kept for backward; with reuse, one buffer
-    // per chunk that lives only while the chunk is processed (at most `slots`, or 1 for T_M, live
-    // at once thanks to the reuse edges below).
-    std::vector<Buf> t_di(n), t_m(n), t_do(n), preact(n);
+    // Without reuse, T_DI / T_M / T_DO are full-size and kept for backward; with reuse, a pool of
+    // slot buffers per tensor (`slots` for T_DI and T_DO, 1 for T_M), allocated by the first task
+    // that writes each slot and kept until the layer's backward ends. The chunk at sequence
+    // position q writes slot q % slots; the reuse edges below order it after the release of the
+    // slot's previous chunk. T_DI's sequence continues into the backward restores.
+    std::vector<Buf> preact(n);
     Buf t_di_full, t_m_full, t_do_full;
     if (reuse_) {
-      for (int c = 0; c < n; ++c) {
-        t_di[c] = buffer(l, "T_DI", c, bytes(rows_all, M), MemoryCategory::kActivations);
-        t_m[c] = buffer(l, "T_M", c, bytes(rows_all, H), MemoryCategory::kActivations);
-        t_do[c] = buffer(l, "T_DO", c, bytes(rows_all, M), MemoryCategory::kActivations);
-      }
+      const int s = run_.slots;
+      std::vector<Buf>& di = di_slots_[l];
+      std::vector<Buf>& m = m_slots_[l];
+      std::vector<Buf>& dout = do_slots_[l];
+      for (int i = 0; i < std::min(s, 2 * n); ++i)
+        di.push_back(buffer(l, "T_DI.slot" + std::to_string(i), -1, bytes(rows_all, M),
+                            MemoryCategory::kActivations));
+      m.push_back(buffer(l, "T_M.slot0", -1, bytes(rows_all, H), MemoryCategory::kActivations));
+      for (int i = 0; i < std::min(s, n); ++i)
+        dout.push_back(buffer(l, "T_DO.slot" + std::to_string(i), -1, bytes(rows_all, M),
+                              MemoryCategory::kActivations));
+      for (const std::vector<Buf>* pool : {&di, &m, &dout})
+        saved.insert(saved.end(), pool->begin(), pool->end());
     } else {
       t_di_full = buffer(l, "T_DI", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
       t_m_full = buffer(l, "T_M", -1, bytes(rows_layer, H), MemoryCategory::kActivations);
@@ -518,37 +536,41 @@ class Builder {
     const int first_dispatch = first_last(order, false).first;
     const int first_combine = first_last(order, true).first;
     std::vector<Node> dispatch(n), combine(n), fc1s(n), fc2(n);
+    const std::vector<int>& chunks = order.compute_chunks;
+    // Processing position of each chunk (its sequence position q in the slot pools).
+    std::vector<std::size_t> pos(n);
+    for (std::size_t g = 0; g < chunks.size(); ++g) pos[chunks[g]] = g;
+    // The slot buffer a chunk's task allocates: the one it is the first writer of, if any.
+    const auto first_write = [](const std::vector<Buf>& pool, std::size_t q) {
+      return q < pool.size() ? pool[q] : Buf{};
+    };
     // Collectives first in their issue order, then compute in chunk order: each stream's order is
     // what matters, and data edges are added once both ends exist.
     for (const auto& [second, c] : order.issue) {
       if (!second) {
-        const Buf di = reuse_ ? t_di[c] : (c == first_dispatch ? t_di_full : Buf{});
+        const Buf di = reuse_ ? first_write(di_slots_[l], pos[c]) : (c == first_dispatch ? t_di_full : Buf{});
         dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, Uses{{di}, {}});
       } else {
         const Buf out = c == first_combine ? t_o : Buf{};
-        const Buf dout = reuse_ ? t_do[c] : Buf{};
-        combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, Uses{{out}, {dout}});
+        combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, Uses{{out}, {}});
       }
     }
-    // The task that releases each chunk buffer, for the reuse edges.
+    // The task that releases each chunk's slot (its last reader), for the reuse edges.
     std::vector<Node> di_freer(n), m_freer(n);
     fwd_offload_di_[l].assign(n, Node{});
     fwd_offload_m_[l].assign(n, Node{});
-    const std::vector<int>& chunks = order.compute_chunks;
     for (std::size_t g = 0; g < chunks.size(); ++g) {
       const int c = chunks[g];
       const bool first = g == 0;
       Uses fc1_uses;
-      fc1_uses.alloc = {reuse_ ? t_m[c] : (first ? t_m_full : Buf{}), preact[c]};
-      if (reuse_ && !offloads_di(strategy)) fc1_uses.free = {t_di[c]};
+      fc1_uses.alloc = {reuse_ ? first_write(m_slots_[l], g) : (first ? t_m_full : Buf{}), preact[c]};
       const Node fc1 = compute(l, p, "fc1", "fc1", c, gemm(d_.local_experts, rows, M, F), fc1_uses);
       const Node act = compute(l, p, "act", "act", c,
                                elementwise(checked_mul(rows_all, F), checked_mul(rows_all, H),
                                            checked_mul(rows_all, H)),
                                Uses{{}, {preact[c]}});
       Uses fc2_uses;
-      fc2_uses.alloc = {reuse_ ? t_do[c] : (first ? t_do_full : Buf{})};
-      if (reuse_ && !offloads_m(strategy)) fc2_uses.free = {t_m[c]};
+      fc2_uses.alloc = {reuse_ ? first_write(do_slots_[l], g) : (first ? t_do_full : Buf{})};
       fc2[c] = compute(l, p, "fc2", "fc2", c, gemm(d_.local_experts, rows, H, M), fc2_uses);
       fc1s[c] = fc1;
       edge(encode, dispatch[c]);
@@ -558,11 +580,11 @@ class Builder {
       edge(fc2[c], combine[c]);
       di_freer[c] = fc1;
       m_freer[c] = fc2[c];
-      // Offload copies (s1-s3). A buffer is released by exactly one task, so each copy is ordered
-      // after the buffer's last compute reader and releases it: T_DI after FC1, T_M after FC2.
+      // Offload copies (s1-s3), ordered after the slot's last compute reader: T_DI after FC1, T_M
+      // after FC2. The copy is then the slot's last reader, which releases it for the next chunk.
       if (offloads_di(strategy)) {
         const Node off = copy(l, p, "offload.T_DI", "offload", c, bytes(rows_all, M),
-                              CopyDirection::kDeviceToHost, Uses{{}, {t_di[c]}});
+                              CopyDirection::kDeviceToHost, Uses{});
         edge(dispatch[c], off);
         edge(fc1, off);
         di_freer[c] = off;
@@ -570,7 +592,7 @@ class Builder {
       }
       if (offloads_m(strategy)) {
         const Node off = copy(l, p, "offload.T_M", "offload", c, bytes(rows_all, H),
-                              CopyDirection::kDeviceToHost, Uses{{}, {t_m[c]}});
+                              CopyDirection::kDeviceToHost, Uses{});
         edge(act, off);
         edge(fc2[c], off);
         m_freer[c] = off;
@@ -585,10 +607,10 @@ class Builder {
     }
     if (reuse_) {
       // Reuse edges: the g-th chunk processed writes the slot the (g - slots)-th one used, so the
-      // task allocating it waits for the task releasing that predecessor's buffer:
-      //   dispatch.c{g} <- releaser of T_DI.c{g-slots} (fc1, or the T_DI offload with s1/s3);
-      //   fc1.c{g}      <- releaser of T_M.c{g-1} (fc2, or the T_M offload with s1/s2): 1 slot;
-      //   fc2.c{g}      <- combine.c{g-slots}, which sends T_DO.c{g-slots} and releases it.
+      // task writing it waits for the last reader of that predecessor's data:
+      //   dispatch.c{g} <- last reader of T_DI of g-slots (fc1, or the T_DI offload with s1/s3);
+      //   fc1.c{g}      <- last reader of T_M of g-1 (fc2, or the T_M offload with s1/s2): 1 slot;
+      //   fc2.c{g}      <- combine.c{g-slots}, which sends T_DO of chunk g-slots.
       const auto slots = static_cast<std::size_t>(run_.slots);
       for (std::size_t g = 0; g < chunks.size(); ++g) {
         const int c = chunks[g];
@@ -625,16 +647,13 @@ class Builder {
     // gradients are whole-layer tensors.
     const Buf d_t_o = buffer(l, "dT_O", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
     const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
-    std::vector<Buf> d_do(n), d_m(n), d_di(n), rest_m(n), rest_di(n), rec_preact(n);
+    std::vector<Buf> d_do(n), d_m(n), d_di(n), rec_preact(n);
     Buf d_do_full, d_m_full, d_di_full;
     if (reuse_) {
       for (int c = 0; c < n; ++c) {
         d_do[c] = buffer(l, "dDO", c, bytes(rows_all, M), MemoryCategory::kTemporary);
         d_m[c] = buffer(l, "dM", c, bytes(rows_all, H), MemoryCategory::kTemporary);
         d_di[c] = buffer(l, "dDI", c, bytes(rows_all, M), MemoryCategory::kTemporary);
-        // T_M and T_DI restored for backward (prefetched, recomputed or re-dispatched).
-        rest_m[c] = buffer(l, "bwd.T_M", c, bytes(rows_all, H), MemoryCategory::kActivations);
-        rest_di[c] = buffer(l, "bwd.T_DI", c, bytes(rows_all, M), MemoryCategory::kActivations);
         if (recomputes(strategy) && F != H)
           rec_preact[c] = buffer(l, "bwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
       }
@@ -672,6 +691,17 @@ class Builder {
     const CommOrder order = comm_order(p);
     const auto [first_g, last_g] = first_last(order, false);
     const int last_d = first_last(order, true).second;
+    // T_M and T_DI are restored (prefetched, recomputed or re-dispatched) into the forward pass's
+    // slot buffers, continuing its sequence: backward position g is sequence position n + g. Only
+    // a slot the forward never wrote (n < slots) is allocated here, by its first restore.
+    std::vector<Buf> rest_m(n), rest_di(n);
+    if (reuse_) {
+      for (std::size_t g = 0; g < order.compute_chunks.size(); ++g) {
+        const std::size_t q = static_cast<std::size_t>(n) + g;
+        if (q < di_slots_[l].size()) rest_di[order.compute_chunks[g]] = di_slots_[l][q];
+        if (q < m_slots_[l].size()) rest_m[order.compute_chunks[g]] = m_slots_[l][q];
+      }
+    }
     std::vector<Node> grad_combine(n), grad_dispatch(n), redispatch(n);
     for (const auto& [second, c] : order.issue) {
       if (!second) {
@@ -731,8 +761,8 @@ class Builder {
                                elementwise(checked_mul(rows_all, H) + checked_mul(rows_all, F),
                                            checked_mul(rows_all, F), checked_mul(rows_all, F)));
       fc2_ws[c] = compute(l, p, "fc2.wgrad", "fc2", c, gemm(El, H, rows, M),
-                          Uses{{}, {ddo, rest_m[c]}});
-      fc1_ws[c] = compute(l, p, "fc1.wgrad", "fc1", c, gemm(El, M, rows, F), Uses{{}, {rest_di[c]}});
+                          Uses{{}, {ddo}});
+      fc1_ws[c] = compute(l, p, "fc1.wgrad", "fc1", c, gemm(El, M, rows, F));
       const Node fc1_d = compute(l, p, "fc1.dgrad", "fc1", c, gemm(El, rows, F, M), Uses{{ddi}, {dm_free}});
       edge(decode, grad_combine[c]);
       edge(grad_combine[c], fc2_d);
@@ -749,10 +779,10 @@ class Builder {
       }
     }
     if (reuse_) {
-      // Reuse edges of the restored buffers, by processing position g: the restore of T_M (1 slot)
+      // Reuse edges of the restored slots, by processing position g: the restore of T_M (1 slot)
       // waits for fc2.wgrad of chunk g-1, its last reader; the restore of T_DI (`slots` slots)
       // waits for fc1.wgrad of chunk g-slots. With recomputation the T_M restore is recompute.fc1,
-      // which allocates the buffer.
+      // which writes the slot.
       // The restores reuse the forward pass's slots (one pool per layer and tensor), so the first
       // backward chunks continue the forward sequence: the first T_M restore waits for the release
       // of the last forward T_M chunk, and the first `slots` T_DI restores for the releases of the
@@ -802,6 +832,9 @@ class Builder {
   std::int64_t shared_fc1_out_ = 0;
   bool reuse_ = false;
   std::vector<std::vector<Buf>> saved_;             // per layer: activations freed by gate.wgrad
+  std::vector<std::vector<Buf>> di_slots_;          // per layer: T_DI slot buffers (s1-s4)
+  std::vector<std::vector<Buf>> m_slots_;           // per layer: the T_M slot buffer (s1-s4)
+  std::vector<std::vector<Buf>> do_slots_;          // per layer: T_DO slot buffers (s1-s4)
   std::vector<std::vector<Node>> fwd_offload_di_;   // per layer, per chunk (s1/s3)
   std::vector<std::vector<Node>> fwd_offload_m_;    // per layer, per chunk (s1/s2)
   std::vector<std::vector<Node>> fwd_di_freer_;     // per layer, per forward position: releases T_DI

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <string>
@@ -137,6 +138,59 @@ TEST(StrategyGraph, EveryBufferAllocatedAndFreedOnce) {
         ASSERT_EQ(frees[b], 1) << to_string(s) << " " << buf.name;
         // Allocation at start and release at end: the same task may do both (a temporary).
         EXPECT_LE(pos[alloc_task[b]], pos[free_task[b]]) << to_string(s) << " " << buf.name;
+      }
+    }
+  }
+}
+
+// With s1-s4, T_DI / T_DO (`slots` slots) and T_M (1 slot) live in slot buffers
+// `L{l}.<tensor>.slot{s}`, each allocated once by the first task writing it and freed with the
+// layer's saved activations by bwd.gate.wgrad; the backward restores write into the same slots, so
+// there are no per-chunk or backward-only copies of these tensors.
+TEST(StrategyGraph, ReusedTensorsLiveInSlotBuffers) {
+  const ModelSpec model = small_model();
+  const ClusterSpec cluster = cluster_with_pcie();
+  for (MemoryStrategy s : kAllStrategies) {
+    if (s == MemoryStrategy::kNone) continue;
+    for (OrderPolicy p : kAllPolicies) {
+      for (int n : {1, 2, 4}) {
+        for (int slots : {1, 2}) {
+          SCOPED_TRACE(std::string(to_string(s)) + " " + std::string(to_string(p)) + " n=" + std::to_string(n) +
+                       " slots=" + std::to_string(slots));
+          RunSpec run = small_run(n, p);
+          run.strategy = s;
+          run.slots = slots;
+          run.num_moe_layers = 2;
+          const TaskGraph g = build_moe_graph(model, cluster, run);
+          std::vector<int> allocs(g.num_buffers()), frees(g.num_buffers());
+          std::vector<TaskIndex> free_task(g.num_buffers());
+          for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+            for (BufferId b : g.task(i).allocates) ++allocs[b];
+            for (BufferId b : g.task(i).frees) ++frees[b], free_task[b] = i;
+          }
+          for (int l = 0; l < 2; ++l) {
+            const std::string layer = "L" + std::to_string(l) + ".";
+            std::map<std::string, int> count;
+            for (BufferId b = 0; b < g.num_buffers(); ++b) {
+              const Buffer& buf = g.buffer(b);
+              if (buf.rank != 0 || buf.name.rfind(layer, 0) != 0) continue;
+              for (const std::string tensor : {"T_DI", "T_M", "T_DO"}) {
+                EXPECT_NE(buf.name.rfind(layer + tensor + ".c", 0), 0u) << buf.name;
+                EXPECT_NE(buf.name.rfind(layer + "bwd." + tensor, 0), 0u) << buf.name;
+                if (buf.name.rfind(layer + tensor + ".slot", 0) != 0) continue;
+                ++count[tensor];
+                EXPECT_EQ(buf.category, MemoryCategory::kActivations) << buf.name;
+                EXPECT_EQ(allocs[b], 1) << buf.name;
+                ASSERT_EQ(frees[b], 1) << buf.name;
+                EXPECT_EQ(g.task(free_task[b]).id, layer + "bwd.gate.wgrad") << buf.name;
+              }
+            }
+            // T_DI's slots are shared by the forward chunks and the backward restores.
+            EXPECT_EQ(count["T_DI"], std::min(slots, 2 * n));
+            EXPECT_EQ(count["T_M"], 1);
+            EXPECT_EQ(count["T_DO"], std::min(slots, n));
+          }
+        }
       }
     }
   }
