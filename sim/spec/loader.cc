@@ -155,6 +155,23 @@ auto read_reference(const YamlValue& ref, std::string_view kind,
   return spec;
 }
 
+// A sub-spec given either inline (a map, schema_version and kind optional) or as a path to its
+// own file; `a_kind` is the article and kind for the message ("a GPU").
+template <typename Read>
+auto read_inline_or_reference(const YamlValue& v, std::string_view kind, std::string_view a_kind,
+                              const std::vector<std::string>& keys, LoadStack& stack, Read read) {
+  if (v.is_map()) {
+    const YamlMap inline_map = v.as_map(keys);
+    check_header(inline_map, kind, false, false);
+    return read(inline_map);
+  }
+  if (!v.is_scalar()) {
+    v.fail("expected a path to " + std::string(a_kind) + " file or an inline " +
+           std::string(a_kind.substr(a_kind.find(' ') + 1)) + " map");
+  }
+  return read_reference(v, kind, keys, stack, read);
+}
+
 GpuSpec read_gpu(const YamlMap& m) {
   GpuSpec gpu;
   gpu.name = m.require("name").as_name();
@@ -183,16 +200,8 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   NodeSpec node;
   node.name = m.require("name").as_name();
   node.origin = origin_of(m);
-  const YamlValue gpu = m.require("gpu");
-  if (gpu.is_map()) {
-    const YamlMap inline_gpu = gpu.as_map(kGpuKeys);
-    check_header(inline_gpu, "gpu", false, false);
-    node.gpu = read_gpu(inline_gpu);
-  } else if (gpu.is_scalar()) {
-    node.gpu = read_reference(gpu, "gpu", kGpuKeys, stack, [](const YamlMap& g) { return read_gpu(g); });
-  } else {
-    gpu.fail("expected a path to a GPU file or an inline GPU map");
-  }
+  node.gpu = read_inline_or_reference(m.require("gpu"), "gpu", "a GPU", kGpuKeys, stack,
+                                      [](const YamlMap& g) { return read_gpu(g); });
   node.gpus_per_node = static_cast<int>(m.require("gpus_per_node").as_int(1, 1024));
   if (auto intra = m.get("intra_node")) {
     node.intra_node = read_link(*intra, kIntraNodeRange);
@@ -246,17 +255,8 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   ClusterSpec cluster;
   cluster.name = m.require("name").as_name();
   cluster.origin = origin_of(m);
-  const YamlValue node = m.require("node");
-  if (node.is_map()) {
-    const YamlMap inline_node = node.as_map(kNodeKeys);
-    check_header(inline_node, "node", false, false);
-    cluster.node = read_node(inline_node, stack);
-  } else if (node.is_scalar()) {
-    cluster.node = read_reference(node, "node", kNodeKeys, stack,
-                                  [&stack](const YamlMap& n) { return read_node(n, stack); });
-  } else {
-    node.fail("expected a path to a node file or an inline node map");
-  }
+  cluster.node = read_inline_or_reference(m.require("node"), "node", "a node", kNodeKeys, stack,
+                                          [&stack](const YamlMap& n) { return read_node(n, stack); });
   cluster.num_nodes = static_cast<int>(m.require("num_nodes").as_int(1, 1 << 20));
   if (auto inter = m.get("inter_node")) {
     cluster.inter_node = read_inter_node(*inter, cluster.node.gpus_per_node);
