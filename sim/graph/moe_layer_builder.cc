@@ -57,9 +57,11 @@ namespace moesim {
 //   temporary: fwd.preact.c{i} (R/n x 2H, swiglu only: FC1's output before the activation):
 //     fwd.fc1.c{i} -> fwd.act.c{i}; likewise bwd.preact.c{i} for the recomputation;
 //     dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode -> bwd.gate.wgrad;
-//     dDO (R/n x M): bwd.combine.c{i} -> bwd.fc2.wgrad.c{i}; dM (R/n x H): bwd.fc2.dgrad.c{i} ->
-//     bwd.fc1.dgrad.c{i}; dDI (R/n x M): bwd.fc1.dgrad.c{i} -> bwd.dispatch.c{i}. With strategy
-//     none these three are full-size, allocated by the first chunk's task and freed by the last's.
+//     the chunk gradients dDO (written by bwd.combine, read by fc2.dgrad/fc2.wgrad), dM (fc2.dgrad
+//     -> act -> fc1.wgrad/fc1.dgrad) and dDI (fc1.dgrad -> bwd.dispatch): with strategy none
+//     full-size (R x M, R x H, R x M), allocated by the first chunk's task and freed by the last's;
+//     with s1-s4 slot buffers dDO.slot{s}, dDI.slot{s} (R/n x M, s < min(slots, n)) and dM.slot0
+//     (R/n x H), allocated by bwd.decode and freed by bwd.gate.wgrad (a preallocated pool).
 //
 // Strategy tasks (MPipeMoE Table II): offload = D2H copy on copy.d2h (stage "offload"), prefetch =
 // H2D copy on copy.h2d ("prefetch"), recompute = FC1 GEMM + activation on compute ("recompute"),
@@ -74,7 +76,9 @@ namespace moesim {
 //   fwd.dispatch.c{g} <- the last reader of T_DI of g-s (fwd.fc1, or fwd.offload.T_DI with s1/s3);
 //   fwd.fc1.c{g} <- the last reader of T_M of g-1 (fwd.fc2, or fwd.offload.T_M with s1/s2);
 //   fwd.fc2.c{g} <- fwd.combine.c{g-s} (sends T_DO of g-s);
-//   T_M restore of g <- bwd.fc2.wgrad of g-1; T_DI restore of g <- bwd.fc1.wgrad of g-s.
+//   T_M restore of g <- bwd.fc2.wgrad of g-1; T_DI restore of g <- bwd.fc1.wgrad of g-s;
+//   bwd.combine.c{g} <- bwd.fc2.wgrad of g-s (dDO); bwd.fc2.dgrad.c{g} <- bwd.fc1.dgrad of g-1 (dM);
+//   bwd.fc1.dgrad.c{g} <- bwd.dispatch of g-s (dDI).
 // The backward restores reuse the forward's slots, so the first backward positions wait for the
 // last forward chunks' releases. At most s T_DI, s T_DO and one T_M chunk occupy the slots at once.
 // With reuse, FasterMoE's forward ("all dispatches, then all combines" on one stream) would deadlock
@@ -297,11 +301,13 @@ class Builder {
         }
         break;
       case OrderPolicy::kFasterMoE:
-        if (pass == Pass::kForward && reuse_) {
+        if (reuse_) {
           // All dispatches first cannot be issued on one stream with bounded slots: FC2 of chunk i
           // waits (reuse) for the combine of chunk i - slots, and dispatch j waits for FC1 of chunk
           // j - slots, so a combine queued behind dispatch j > i + slots would close a cycle. Issue
           // dispatches as far ahead as that allows: combine m goes before dispatch m + 2*slots + 1.
+          // Backward has the same shape with the gradient slots (the gradient all-to-all of g
+          // waits for fc2.wgrad of g - slots, fc1.dgrad of g for the dispatch of g - slots).
           const int ahead = std::min(n, 2 * run_.slots + 1);
           for (int i = 0; i < ahead; ++i) o.issue.emplace_back(false, i);
           for (int m = 0; m < n; ++m) {
@@ -643,20 +649,36 @@ class Builder {
     const std::int64_t bk = checked_mul(B, k);
     const int n = d_.num_chunks;
 
-    // Gradients (temporary): per chunk with reuse, full-size otherwise; the decode and encode
-    // gradients are whole-layer tensors.
+    // Gradients (temporary). dT_O (R x M, the layer's incoming gradient, scattered to expert
+    // order) and dT_I (B x M) are whole-layer tensors. The chunk gradients dDO, dM, dDI are
+    // full-size without reuse (allocated by the first chunk's task, freed by the last's); with
+    // reuse they live in slot buffers like the activations: `slots` for dDO and dDI, one for dM,
+    // preallocated by bwd.decode when the layer's backward begins and released with the saved
+    // activations by bwd.gate.wgrad. Allocating them up front (rather than by their first writer)
+    // makes the peak independent of timing: it is dT_O + the pool (docs/concepts.md, Memory).
     const Buf d_t_o = buffer(l, "dT_O", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
     const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
-    std::vector<Buf> d_do(n), d_m(n), d_di(n), rec_preact(n);
+    std::vector<Buf> rec_preact(n);
+    std::vector<Buf> grad_pool;  // with reuse: allocated by decode, freed by gate.wgrad
     Buf d_do_full, d_m_full, d_di_full;
     if (reuse_) {
-      for (int c = 0; c < n; ++c) {
-        d_do[c] = buffer(l, "dDO", c, bytes(rows_all, M), MemoryCategory::kTemporary);
-        d_m[c] = buffer(l, "dM", c, bytes(rows_all, H), MemoryCategory::kTemporary);
-        d_di[c] = buffer(l, "dDI", c, bytes(rows_all, M), MemoryCategory::kTemporary);
-        if (recomputes(strategy) && F != H)
-          rec_preact[c] = buffer(l, "bwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
+      const int s = std::min(run_.slots, n);
+      std::vector<Buf> do_slots, di_slots;
+      for (int i = 0; i < s; ++i) {
+        do_slots.push_back(buffer(l, "dDO.slot" + std::to_string(i), -1, bytes(rows_all, M),
+                                  MemoryCategory::kTemporary));
+        di_slots.push_back(buffer(l, "dDI.slot" + std::to_string(i), -1, bytes(rows_all, M),
+                                  MemoryCategory::kTemporary));
       }
+      const Buf m_slot = buffer(l, "dM.slot0", -1, bytes(rows_all, H), MemoryCategory::kTemporary);
+      grad_pool.insert(grad_pool.end(), do_slots.begin(), do_slots.end());
+      grad_pool.push_back(m_slot);
+      grad_pool.insert(grad_pool.end(), di_slots.begin(), di_slots.end());
+      // The chunk processed at position g uses slot g % s of each pool; the reuse edges below
+      // order it after the slot's previous occupant.
+      if (recomputes(strategy) && F != H)
+        for (int c = 0; c < n; ++c)
+          rec_preact[c] = buffer(l, "bwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
     } else {
       d_do_full = buffer(l, "dDO", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
       d_m_full = buffer(l, "dM", -1, bytes(rows_layer, H), MemoryCategory::kTemporary);
@@ -666,7 +688,12 @@ class Builder {
     const Node decode = compute(l, p, "decode", "decode", -1,
                                 elementwise(checked_mul(B, M) + ec_m_ + bk, ec_m_ + bk,
                                             checked_mul({4, B, k, M})),
-                                Uses{{d_t_o}, {}});
+                                Uses{[&] {
+                                       std::vector<Buf> a = grad_pool;
+                                       a.push_back(d_t_o);
+                                       return a;
+                                     }(),
+                                     {}});
     edge(upstream_grad, decode);
 
     // Shared experts right after decode: they run on the compute stream while the first
@@ -705,7 +732,7 @@ class Builder {
     std::vector<Node> grad_combine(n), grad_dispatch(n), redispatch(n);
     for (const auto& [second, c] : order.issue) {
       if (!second) {
-        const Buf ddo = reuse_ ? d_do[c] : (c == first_g ? d_do_full : Buf{});
+        const Buf ddo = reuse_ ? Buf{} : (c == first_g ? d_do_full : Buf{});
         const Buf dto = c == last_g ? d_t_o : Buf{};
         grad_combine[c] = all_to_all(l, p, "combine", "combine", c, order.first_stream, Uses{{ddo}, {dto}});
         if (redispatches(strategy)) {
@@ -716,12 +743,12 @@ class Builder {
           edge(decode, redispatch[c]);
         }
       } else {
-        const Buf ddi = reuse_ ? d_di[c] : (c == last_d ? d_di_full : Buf{});
+        const Buf ddi = reuse_ ? Buf{} : (c == last_d ? d_di_full : Buf{});
         grad_dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.second_stream, Uses{{}, {ddi}});
       }
     }
     const std::vector<int>& chunks = order.compute_chunks;
-    std::vector<Node> fc2_ws(n), fc1_ws(n), restore_m(n), restore_di(n), m_alloc(n);
+    std::vector<Node> fc2_ws(n), fc1_ws(n), fc2_ds(n), fc1_ds(n), restore_m(n), restore_di(n), m_alloc(n);
     for (std::size_t g = 0; g < chunks.size(); ++g) {
       const int c = chunks[g];
       const bool first = g == 0, last = g + 1 == chunks.size();
@@ -752,10 +779,11 @@ class Builder {
                                Uses{{}, {rec_preact[c]}});
         edge(rfc1, restore_m[c]);
       }
-      const Buf ddo = reuse_ ? d_do[c] : (last ? d_do_full : Buf{});
-      const Buf dm_alloc = reuse_ ? d_m[c] : (first ? d_m_full : Buf{});
-      const Buf dm_free = reuse_ ? d_m[c] : (last ? d_m_full : Buf{});
-      const Buf ddi = reuse_ ? d_di[c] : (first ? d_di_full : Buf{});
+      // With reuse the chunk gradients live in the preallocated slots (no alloc/free here).
+      const Buf ddo = reuse_ ? Buf{} : (last ? d_do_full : Buf{});
+      const Buf dm_alloc = reuse_ ? Buf{} : (first ? d_m_full : Buf{});
+      const Buf dm_free = reuse_ ? Buf{} : (last ? d_m_full : Buf{});
+      const Buf ddi = reuse_ ? Buf{} : (first ? d_di_full : Buf{});
       const Node fc2_d = compute(l, p, "fc2.dgrad", "fc2", c, gemm(El, rows, M, H), Uses{{dm_alloc}, {}});
       const Node act = compute(l, p, "act", "act", c,
                                elementwise(checked_mul(rows_all, H) + checked_mul(rows_all, F),
@@ -771,6 +799,8 @@ class Builder {
       edge(act, fc1_ws[c]);
       edge(act, fc1_d);
       edge(fc1_d, grad_dispatch[c]);
+      fc2_ds[c] = fc2_d;
+      fc1_ds[c] = fc1_d;
       if (reuse_) {
         // The activation backward and the W2 gradient read T_M; the W1 gradient reads T_DI.
         edge(restore_m[c], act);
@@ -800,6 +830,14 @@ class Builder {
           edge(fc1_ws[chunks[g - slots]], restore_di[c], DepKind::kReuse);
         else if (fwd_di.size() + g >= slots)
           edge(fwd_di[fwd_di.size() + g - slots], restore_di[c], DepKind::kReuse);
+        // The gradient slots: the gradient all-to-all writing dDO of g waits for fc2.wgrad of
+        // g-slots (dDO's last reader); fc2.dgrad writing dM of g waits for fc1.dgrad of g-1 (one
+        // slot); fc1.dgrad writing dDI of g waits for the all-to-all that sent dDI of g-slots.
+        if (g >= slots) {
+          edge(fc2_ws[chunks[g - slots]], grad_combine[c], DepKind::kReuse);
+          edge(grad_dispatch[chunks[g - slots]], fc1_ds[c], DepKind::kReuse);
+        }
+        if (g >= 1) edge(fc1_ds[chunks[g - 1]], fc2_ds[c], DepKind::kReuse);
       }
     }
     const Node encode = compute(l, p, "encode", "encode", -1,
@@ -816,6 +854,7 @@ class Builder {
     // backward ends, and so is dT_I (the lower layer's decode has consumed it by then).
     std::vector<Buf> release = saved_[l];
     release.push_back(d_t_i);
+    release.insert(release.end(), grad_pool.begin(), grad_pool.end());
     const Node gate_w = compute(l, p, "gate.wgrad", "gate", -1, gemm(1, E, B, M), Uses{{}, release});
     edge(route, gate_w);
     return gate_d;
