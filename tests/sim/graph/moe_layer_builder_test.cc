@@ -154,6 +154,16 @@ struct Combo {
 
 class BuilderWork : public ::testing::TestWithParam<Combo> {};
 
+// A test name gtest accepts (alphanumerics and '_'): n3_mpipemoe_ep8_k2_f1x0.
+std::string combo_name(const Combo& c) {
+  std::string f = std::to_string(c.f);
+  f = f.substr(0, f.find('.') + 2);
+  for (char& ch : f)
+    if (ch == '.') ch = 'x';
+  return "n" + std::to_string(c.n) + "_" + std::string(to_string(c.order)) + "_ep" + std::to_string(c.ep) +
+         "_k" + std::to_string(c.top_k) + "_f" + f;
+}
+
 TEST_P(BuilderWork, FlopsAndBytesMatchReferenceFormulas) {
   const Combo c = GetParam();
   ModelSpec m = small_model();
@@ -221,7 +231,8 @@ INSTANTIATE_TEST_SUITE_P(Combos, BuilderWork,
                                            Combo{2, OrderPolicy::kTutel, 2, 4, 0.5},
                                            Combo{6, OrderPolicy::kSequential, 8, 1, 1.0},
                                            Combo{8, OrderPolicy::kTutel, 4, 2, 1.0},
-                                           Combo{3, OrderPolicy::kFasterMoE, 1, 8, 1.0}));
+                                           Combo{3, OrderPolicy::kFasterMoE, 1, 8, 1.0}),
+                         [](const ::testing::TestParamInfo<Combo>& info) { return combo_name(info.param); });
 
 TEST(Builder, TaskFieldsAndStages) {
   const TaskGraph g = build_moe_graph(small_model(), small_cluster(), small_run(2));
@@ -331,7 +342,8 @@ INSTANTIATE_TEST_SUITE_P(
                    "L0.fwd.dispatch.c2", "L0.fwd.combine.c2", "L0.bwd.combine.c0", "L0.bwd.dispatch.c0",
                    "L0.bwd.combine.c1", "L0.bwd.dispatch.c1", "L0.bwd.combine.c2", "L0.bwd.dispatch.c2"},
                   {},
-                  kBwdC0}));
+                  kBwdC0}),
+    [](const ::testing::TestParamInfo<IssueCase>& info) { return std::string(to_string(info.param.order)); });
 
 TEST(Builder, ForwardComputeOrderIsChunkOrderForEveryPolicy) {
   for (OrderPolicy p : kAllPolicies) {
