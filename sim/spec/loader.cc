@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sim/spec/yaml_reader.h"
@@ -40,11 +41,19 @@ const std::vector<std::string> kGpuKeys =
                  "kernel_launch_overhead", "gemm_efficiency"});
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference"});
-const std::vector<std::string> kClusterKeys = with_header({"node", "num_nodes", "inter_node"});
+const std::vector<std::string> kClusterKeys =
+    with_header({"node", "num_nodes", "inter_node", "alpha_beta"});
+// A node file loaded on its own is a one-node cluster and may carry the cluster-level alpha_beta.
+std::vector<std::string> top_level_node_keys() {
+  std::vector<std::string> keys = kNodeKeys;
+  keys.push_back("alpha_beta");
+  return keys;
+}
 
 std::vector<std::string> all_hardware_keys() {
   std::vector<std::string> keys = kGpuKeys;
-  for (const auto* extra : {&kNodeKeys, &kClusterKeys, &kModelKeys}) {
+  const std::vector<std::string> node_keys = top_level_node_keys();
+  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys}) {
     for (const std::string& k : *extra) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
@@ -251,6 +260,35 @@ LinkSpec read_inter_node(const YamlValue& v, int gpus_per_node) {
   return link;
 }
 
+// One linear cost: `alpha` (a time) plus exactly one of `rate_key` (a bandwidth or FLOP rate,
+// beta = 1 / rate) or `beta_key` (seconds per unit as a plain number, to enter published constants).
+std::pair<double, double> read_linear_cost(const YamlValue& v, const std::string& rate_key,
+                                           const std::string& beta_key, bool flops) {
+  const YamlMap m = v.as_map({"alpha", rate_key, beta_key});
+  const double alpha_s = static_cast<double>(m.require("alpha").as_time(kMaxLatencyNs)) / kNsPerS;
+  const auto rate = m.get(rate_key);
+  const auto beta = m.get(beta_key);
+  if (rate && beta) beta->fail("give either " + rate_key + " or " + beta_key + ", not both");
+  if (!rate && !beta) m.fail("missing the per-unit cost: give " + rate_key + " or " + beta_key);
+  if (beta) return {alpha_s, beta->as_double(0, 1, true)};
+  // The rate ranges are wide on purpose: alpha-beta files describe fitted or published channels,
+  // not a datasheet, but a unit slip by 10^3 still lands outside them.
+  const double r = flops ? rate->as_flop_rate(kFlopRange) : rate->as_bandwidth(PlausibleRange{1e6, 50e12});
+  return {alpha_s, 1.0 / r};
+}
+
+AlphaBetaCosts read_alpha_beta(const YamlValue& v) {
+  const YamlMap m = v.as_map({"all_to_all", "gemm", "simulate"});
+  AlphaBetaCosts ab;
+  ab.origin = v.location();
+  std::tie(ab.a2a_alpha_s, ab.a2a_beta_s_per_byte) =
+      read_linear_cost(m.require("all_to_all"), "bandwidth", "beta_s_per_byte", false);
+  std::tie(ab.gemm_alpha_s, ab.gemm_beta_s_per_flop) =
+      read_linear_cost(m.require("gemm"), "flop_rate", "beta_s_per_flop", true);
+  if (auto s = m.get("simulate")) ab.simulate = s->as_bool();
+  return ab;
+}
+
 ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   ClusterSpec cluster;
   cluster.name = m.require("name").as_name();
@@ -264,6 +302,7 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
     m.fail("missing required key 'inter_node' (needed when num_nodes = " +
            std::to_string(cluster.num_nodes) + " > 1)");
   }
+  if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
   return cluster;
 }
 
@@ -330,7 +369,9 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   if (kind == "cluster") return read_cluster(root.as_map(kClusterKeys), stack);
   ClusterSpec cluster;
   if (kind == "node") {
-    cluster.node = read_node(root.as_map(kNodeKeys), stack);
+    const YamlMap m = root.as_map(top_level_node_keys());
+    cluster.node = read_node(m, stack);
+    if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
   } else {
     // A GPU alone: one GPU, no interconnect and no host link described.
     cluster.node.gpu = read_gpu(root.as_map(kGpuKeys));
