@@ -1,11 +1,11 @@
 #include "sim/cli/plan_command.h"
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "sim/cli/list_args.h"
+#include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
 #include "sim/search/planner.h"
@@ -67,16 +67,7 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   std::ostringstream text;
   write_plan_text(text, report);
   (a.json_path == "-" ? std::cerr : std::cout) << text.str();
-  if (!a.json_path.empty()) {
-    const std::string json = plan_json(report);
-    if (a.json_path == "-") {
-      std::cout << json;
-    } else {
-      std::ofstream out(a.json_path, std::ios::binary);
-      if (!out) throw InputError("cannot open '" + a.json_path + "' for writing");
-      out << json;
-    }
-  }
+  if (!a.json_path.empty()) write_output(a.json_path, plan_json(report));
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sim/spec/sweep_spec.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
@@ -26,7 +27,7 @@ constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
 constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
 constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
 
-const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run"};
+const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run", "sweep"};
 
 std::vector<std::string> with_header(std::vector<std::string> keys) {
   keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
@@ -414,6 +415,74 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
   if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
   return out;
+}
+
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+// A non-empty list under `key`, each element read with `read`.
+template <typename T, typename Read>
+SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
+  SweepAxis<T> axis;
+  const YamlValue v = m.require(key);
+  axis.where = v.location();
+  for (const YamlValue& item : v.as_sequence()) axis.values.push_back(read(item));
+  if (axis.values.empty()) v.fail(std::string("the axis '") + key + "' is empty; give at least one value");
+  return axis;
+}
+
+}  // namespace
+
+SweepSpec load_sweep_spec(const std::string& path) {
+  const YamlValue root = parse_yaml_file(path);
+  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
+                                 "tokens", "chunks", "strategies", "routing", "order", "num_moe_layers",
+                                 "slots", "optimizer", "routing_data", "step_target"});
+  check_header(m, "sweep", true, true);
+  SweepSpec spec;
+  spec.origin = origin_of(m);
+  if (auto n = m.get("name")) spec.name = n->as_name();
+  const fs::path base = fs::path(path).parent_path();
+  const auto file_ref = [&](const char* what) {
+    return [&base, what](const YamlValue& v) {
+      const std::string rel = v.as_name();
+      const fs::path p = (fs::path(rel).is_absolute() ? fs::path(rel) : base / rel).lexically_normal();
+      std::error_code ec;
+      if (!fs::exists(p, ec)) v.fail(std::string("cannot open ") + what + " file '" + p.string() + "': no such file");
+      return p.string();
+    };
+  };
+  spec.models = read_axis<std::string>(m, "models", file_ref("model"));
+  spec.hardware = read_axis<std::string>(m, "hardware", file_ref("hardware"));
+  if (m.has("gpus")) {
+    spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 24)); });
+  }
+  spec.tokens = read_axis<std::int64_t>(m, "tokens", [](const YamlValue& v) { return v.as_int(1, std::int64_t{1} << 40); });
+  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 20)); });
+  spec.strategies = read_axis<MemoryStrategy>(
+      m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
+  if (m.has("routing")) {
+    spec.routing = read_axis<std::string>(m, "routing", [](const YamlValue& v) {
+      const std::string r = v.as_name();
+      if (std::find(routing_model_names().begin(), routing_model_names().end(), r) == routing_model_names().end()) {
+        v.fail("routing '" + r + "' is not in this build (the routing model is not built yet, issue 5); valid: " +
+               YamlValue::join_names(routing_model_names()));
+      }
+      return r;
+    });
+  } else {
+    spec.routing.values = {"uniform"};
+    spec.routing.where = spec.origin;
+  }
+  if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
+  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, 100000));
+  if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
+  if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
+  if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
+  if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);
+  return spec;
 }
 
 }  // namespace moesim
