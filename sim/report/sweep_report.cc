@@ -89,8 +89,12 @@ std::vector<double> nice_ticks(double lo, double hi) {
   const double mag = std::pow(10, std::floor(std::log10(raw)));
   const double norm = raw / mag;
   const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  // From the multiple of step at or below lo up to the first one at or above hi, so every point lies
+  // inside the axes.
   std::vector<double> ticks;
-  for (double v = std::floor(lo / step) * step; v <= hi + step * 0.5; v += step) ticks.push_back(v);
+  const double first = std::floor(lo / step);
+  for (double k = first; ticks.empty() || ticks.back() < hi - step * 1e-9; k += 1) ticks.push_back(k * step);
+  if (ticks.size() < 2) ticks.push_back(ticks.back() + step);
   return ticks;
 }
 
@@ -102,7 +106,7 @@ std::string tick_label(double v) {
 
 std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
                       const std::vector<Series>& series, bool log2_x = false) {
-  const double w = 560, h = 330, left = 64, right = 150, top = 34, bottom = 48;
+  const double w = 600, h = 330, left = 64, right = 190, top = 34, bottom = 48;
   const double pw = w - left - right, ph = h - top - bottom;
   double x0 = 1e300, x1 = -1e300, y0 = 0, y1 = -1e300;
   const auto fx = [log2_x](double x) { return log2_x ? std::log2(x) : x; };
