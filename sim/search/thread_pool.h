@@ -3,8 +3,8 @@
 // parallel_for(count, jobs, body) runs body(i) for every i in [0, count) on `jobs` threads, each
 // taking the next unclaimed index; results must be written by index, so the outcome does not depend
 // on the number of threads or on their timing (sweeps are byte-identical with --jobs 1 and 2).
-// The first exception (lowest index) is rethrown on the caller's thread after all threads stopped;
-// remaining indices are not started once one failed. `progress(done)` is called after every
+// The failure of the lowest failing index that ran is rethrown on the caller's thread after all
+// threads stopped; remaining indices are not started once one failed. `progress(done)` is called after every
 // finished index, serialised, with done counting up to count.
 #pragma once
 
