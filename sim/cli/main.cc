@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/output_file.h"
+#include "sim/cli/plan_command.h"
+#include "sim/cli/sweep_command.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
@@ -158,17 +161,6 @@ RunSpec to_run_spec(const StepArgs& a) {
   return run;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError("cannot open '" + path + "' for writing");
-  out << text;
-  if (!out) throw InputError("failed writing '" + path + "'");
-}
-
 int run_simulate(StepArgs& a, const std::string& json_path, const std::string& trace_path,
                  bool timing) {
   if (json_path == "-" && trace_path == "-")
@@ -181,6 +173,7 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   timer.mark("load");
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
+  options = build_options_for(cluster, options);
   const LayerDims dims = derive_layer_dims(model, cluster, run);
   const TaskGraph graph = build_moe_graph(model, cluster, run, options);
   timer.mark("build");
@@ -194,8 +187,8 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   // When a machine-readable output goes to stdout, the summary moves to stderr.
   const bool stdout_taken = json_path == "-" || trace_path == "-";
   (stdout_taken ? std::cerr : std::cout) << summary.str();
-  if (!json_path.empty()) write_file(json_path, report_json(in));
-  if (!trace_path.empty()) write_file(trace_path, perfetto_trace_json(graph, trace, result.memory));
+  if (!json_path.empty()) write_output(json_path, report_json(in));
+  if (!trace_path.empty()) write_output(trace_path, perfetto_trace_json(graph, trace, result.memory));
   timer.mark("report");
   if (timing) {
     std::cout.flush();  // keep the summary ahead of the timing lines on a shared terminal
@@ -213,8 +206,8 @@ int run_graph_export(StepArgs& a, const std::string& out_path) {
   const RunSpec run = to_run_spec(a);
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
-  const TaskGraph graph = build_moe_graph(model, cluster, run, options);
-  write_file(out_path, export_graph_json(graph));
+  const TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options));
+  write_output(out_path, export_graph_json(graph));
   return 0;
 }
 
@@ -257,6 +250,50 @@ int main_impl(int argc, char** argv) {
   CLI::App* graph_check = graph_cmd->add_subcommand("check", "validate a task graph JSON file");
   graph_check->add_option("file", check_path, "graph JSON written by `moesim graph export`")->required();
 
+  PlanArgs plan_args;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "rank pipeline degrees and memory strategies for a model on a cluster (docs/planning.md)");
+  plan->add_option("--model", plan_args.model_path, "model preset YAML")->required();
+  plan->add_option("--hardware", plan_args.hardware_path, "cluster, node or GPU YAML")->required();
+  plan->add_option("--tokens", plan_args.tokens, "tokens per GPU: one count or a list (2048,4096)")->required();
+  plan->add_option("--chunks,-n", plan_args.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity)");
+  plan->add_option("--strategies", plan_args.strategies, "memory strategies: all or a list of none,s1,s2,s3,s4")
+      ->capture_default_str();
+  plan->add_option("--objective", plan_args.objective, "what best means: time|memory|balanced")->capture_default_str();
+  plan->add_option("--method", plan_args.method, "selection method: simulate|pipemoe|mpipemoe-online|mpmoe-model|all")
+      ->capture_default_str();
+  plan->add_option("--order", plan_args.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
+  plan->add_option("--ep", plan_args.ep_size, "expert-parallel group size (0 = every GPU)")->capture_default_str();
+  plan->add_option("--layers", plan_args.layers, "MoE layers simulated back to back")->capture_default_str();
+  plan->add_option("--slots", plan_args.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")->capture_default_str();
+  plan->add_option("--optimizer", plan_args.optimizer, "adam|momentum|sgd")->capture_default_str();
+  plan->add_flag("--no-routing-data", plan_args.no_routing_data, "do not count gate scores and indices (the papers' accounting)");
+  plan->add_option("--json", plan_args.json_path, "write the plan as JSON ('-' for stdout)");
+  plan->add_option("--jobs,-j", plan_args.jobs, "simulations in parallel (0 = every core)")->capture_default_str();
+  plan->add_flag("--fit", plan_args.fit, "find the smallest node count of the hardware preset that fits");
+  plan->add_option("--max-nodes", plan_args.max_nodes, "--fit: largest node count tried")->capture_default_str();
+  plan->add_option("--max-step-ms", plan_args.max_step_ms, "--fit: the step must take at most this long (ms)");
+
+  SweepArgs sweep_args;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "simulate a grid of configurations on all cores; CSV, JSON and HTML reports (docs/planning.md)");
+  sweep->add_option("--grid", sweep_args.grid_path, "sweep YAML (kind: sweep); the flags below override its axes");
+  sweep->add_option("--model", sweep_args.models, "model preset YAML(s), comma-separated");
+  sweep->add_option("--hardware", sweep_args.hardware, "hardware preset YAML(s), comma-separated");
+  sweep->add_option("--gpus", sweep_args.gpus, "GPU counts (multiples of the preset's GPUs per node)");
+  sweep->add_option("--tokens", sweep_args.tokens, "tokens per GPU: list or ranges");
+  sweep->add_option("--chunks,-n", sweep_args.chunks, "pipeline degrees (default without --grid: 1,2,4,8)");
+  sweep->add_option("--strategies", sweep_args.strategies, "memory strategies: all or none,s1,s2,s3,s4 (default none)");
+  sweep->add_option("--routing", sweep_args.routing, "routing models (this build: uniform)");
+  sweep->add_option("--order", sweep_args.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel");
+  sweep->add_option("--layers", sweep_args.layers, "MoE layers simulated back to back (default 1)");
+  sweep->add_option("--step-target-ms", sweep_args.step_target_ms, "capacity view: the step must take at most this (ms)");
+  sweep->add_option("--csv", sweep_args.csv_path, "write the CSV ('-' for stdout; the default when no output is named)");
+  sweep->add_option("--json", sweep_args.json_path, "write the JSON ('-' for stdout)");
+  sweep->add_option("--html", sweep_args.html_path, "write the self-contained HTML report");
+  sweep->add_option("--jobs,-j", sweep_args.jobs, "threads (0 = every core)")->capture_default_str();
+  sweep->add_flag("--timing", sweep_args.timing, "print the wall-clock time of the sweep on stderr");
+
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--version") {
@@ -286,6 +323,8 @@ int main_impl(int argc, char** argv) {
   if (simulate->parsed()) return run_simulate(sim_args, json_path, trace_path, timing);
   if (graph_export->parsed()) return run_graph_export(export_args, export_path);
   if (graph_check->parsed()) return run_graph_check(check_path);
+  if (plan->parsed()) return run_plan(plan_args, kVersion);
+  if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
   return 2;
 }
 

@@ -4,15 +4,26 @@
 
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/local_task_model.h"
+#include "sim/cost/pure_alpha_beta_model.h"
 #include "sim/engine/engine.h"
 #include "sim/net/alpha_beta.h"
 
 namespace moesim {
 
+BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options) {
+  if (cluster.pure_alpha_beta()) options.single_comm_stream = true;
+  return options;
+}
+
 std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster) {
+  std::vector<TimeNs> out(graph.num_tasks());
+  if (cluster.pure_alpha_beta()) {
+    const PureAlphaBetaModel pure(graph, cluster);
+    for (TaskIndex i = 0; i < graph.num_tasks(); ++i) out[i] = pure.isolated_duration(graph.task(i));
+    return out;
+  }
   const ComputeCostModel compute(cluster);
   const AlphaBetaNetwork network(graph, cluster);
-  std::vector<TimeNs> out(graph.num_tasks());
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Task& t = graph.task(i);
     if (const auto* c = std::get_if<CollectiveWork>(&t.work)) {
@@ -26,8 +37,12 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
 
 EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
   Engine engine(graph);
-  engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
-  engine.add_model(std::make_unique<AlphaBetaNetwork>(graph, cluster));
+  if (cluster.pure_alpha_beta()) {
+    engine.add_model(std::make_unique<PureAlphaBetaModel>(graph, cluster));
+  } else {
+    engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
+    engine.add_model(std::make_unique<AlphaBetaNetwork>(graph, cluster));
+  }
   TraceRecorder recorder(graph.num_tasks());
   MemoryTracker memory(graph);
   engine.add_observer(&recorder);
@@ -39,7 +54,7 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options) {
   LayerDims dims = derive_layer_dims(model, cluster, run);
-  TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options));
   EngineRun run_result = simulate_graph(graph, cluster);
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
   return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),

@@ -1,7 +1,8 @@
 // The simulator's one entry point: specs in, graph + trace + metrics out.
 //
-// Assembles the engine with the resource models chosen for the hardware (today: LocalTaskModel for
-// kernels and copies, AlphaBetaNetwork for collectives) so that the CLI, the tests and the
+// Assembles the engine with the resource models chosen for the hardware (LocalTaskModel for
+// kernels and copies and AlphaBetaNetwork for collectives; PureAlphaBetaModel for everything when
+// the hardware file's alpha_beta section says simulate: true) so that the CLI, the tests and the
 // benchmarks run exactly the same thing.
 #pragma once
 
@@ -32,6 +33,10 @@ struct EngineRun {
   std::vector<RankMemory> memory;
 };
 
+// The build options the hardware implies on top of `options`: a pure alpha-beta cluster has one
+// communication channel per rank (BuildOptions::single_comm_stream).
+BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options = {});
+
 // Duration of every task run alone (no interference), from the same cost and network models the
 // engine uses; the input of critical-path analysis.
 std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster);
@@ -39,7 +44,7 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
 // Runs the engine over an existing graph on `cluster`, tracking memory.
 EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster);
 
-// Builds the MoE graph for the specs and simulates it.
+// Builds the MoE graph for the specs (with build_options_for(cluster, options)) and simulates it.
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options = {});
 

@@ -234,8 +234,9 @@ bool recomputes(MemoryStrategy s) { return s == MemoryStrategy::kS3 || s == Memo
 
 class Builder {
  public:
-  Builder(const ModelSpec& model, const RunSpec& run, const LayerDims& dims, TaskGraph& graph)
-      : model_(model), run_(run), d_(dims), g_(graph) {
+  Builder(const ModelSpec& model, const RunSpec& run, const LayerDims& dims, TaskGraph& graph,
+          bool single_comm_stream)
+      : model_(model), run_(run), d_(dims), g_(graph), single_comm_stream_(single_comm_stream) {
     std::vector<int> all;
     for (int r = 0; r < d_.ep_size; ++r) all.push_back(r);
     group_ = g_.add_group(std::move(all));
@@ -292,14 +293,17 @@ class Builder {
     };
     switch (run_.order) {
       case OrderPolicy::kMPipeMoE:
-        if (pass == Pass::kForward) {
+        if (pass == Pass::kBackward) {
+          interleave(o.compute_chunks);
+          break;
+        }
+        if (!single_comm_stream_) {
           o.second_stream = StreamClass::kCommCombine;
           for (int i = 0; i < n; ++i) o.issue.emplace_back(false, i);
           for (int i = 0; i < n; ++i) o.issue.emplace_back(true, i);
-        } else {
-          interleave(o.compute_chunks);
+          break;
         }
-        break;
+        [[fallthrough]];  // one channel: the fastermoe forward (see BuildOptions)
       case OrderPolicy::kFasterMoE:
         if (reuse_) {
           // All dispatches first cannot be issued on one stream with bounded slots: FC2 of chunk i
@@ -864,6 +868,7 @@ class Builder {
   const RunSpec& run_;
   const LayerDims& d_;
   TaskGraph& g_;
+  bool single_comm_stream_ = false;
   GroupId group_ = 0;
   int eb_ = 4;
   std::int64_t ec_m_ = 0;
@@ -908,7 +913,7 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
     for (int r = 0; r < dims.ep_size; ++r) ranks.push_back(r);
   }
   TaskGraph graph(dims.ep_size, std::move(ranks));
-  Builder(model, run, dims, graph).build();
+  Builder(model, run, dims, graph, options.single_comm_stream).build();
   return graph;
 }
 

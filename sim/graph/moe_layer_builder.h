@@ -56,6 +56,11 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
 struct BuildOptions {
   // Simulate one representative rank (balanced routing: every EP rank is symmetric) instead of all.
   bool representative_rank = true;
+  // Put every collective of a rank on one stream (comm.dispatch), as the PipeMoE model's single
+  // communication channel. The mpipemoe order then issues its forward like fastermoe (all
+  // dispatches, then the combines, bounded by the slots with reuse): on one channel that order
+  // gives the model's T(r), while interleaving would queue each combine behind the next dispatch.
+  bool single_comm_stream = false;
 };
 
 // Largest graph build_moe_graph accepts (a graph this size takes a few GiB).

@@ -4,11 +4,17 @@
 // PCIe) feeds the alpha-beta collective model and the copy-cost model. Bandwidths are effective
 // per-GPU, per-direction values: line rate x efficiency. Interference factors are MPipeMoE (IPDPS'23)
 // Fig. 3: the speed of an op while another stream class runs, as a fraction of its isolated speed.
+//
+// An optional `alpha_beta` section (AlphaBetaCosts) holds the linear constants of the PipeMoE
+// (INFOCOM'23) model: an all-to-all of x bytes costs a_a + b_a*x, a GEMM of w FLOP a_g + b_g*w.
+// The planner's `pipemoe` method reads them; with `simulate: true` the simulator itself costs every
+// task with them and runs dispatch and combine on one communication channel, as that model assumes.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "sim/core/error.h"
@@ -68,12 +74,30 @@ struct NodeSpec {
   InterferenceTable interference;
 };
 
+// PipeMoE's linear costs. x for an all-to-all is the bytes one rank sends in it, its own share
+// included (nccl-tests' "size": bytes_per_peer * group size); w for a GEMM is its FLOP (2*m*n*k per
+// batch entry). With simulate = true: GEMMs cost a_g + b_g*w, every collective a_a + b_a*x,
+// elementwise kernels and device copies nothing (the model has no term for them), PCIe copies keep
+// the PCIe link's cost; no interference, and all collectives of a rank share one stream.
+struct AlphaBetaCosts {
+  SourceLocation origin;
+  double a2a_alpha_s = 0;
+  double a2a_beta_s_per_byte = 0;
+  double gemm_alpha_s = 0;
+  double gemm_beta_s_per_flop = 0;
+  bool simulate = false;
+};
+
 struct ClusterSpec {
   std::string name;
   SourceLocation origin;
   NodeSpec node;
   int num_nodes = 1;
   LinkSpec inter_node;      // per GPU (a NIC shared by g GPUs gives each 1/g of it)
+  std::optional<AlphaBetaCosts> alpha_beta;
+
+  // True when the simulator must use the pure alpha-beta costs (alpha_beta.simulate).
+  bool pure_alpha_beta() const { return alpha_beta && alpha_beta->simulate; }
 
   int num_gpus() const { return node.gpus_per_node * num_nodes; }
   int node_of(int rank) const { return rank / node.gpus_per_node; }

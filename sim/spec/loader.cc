@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <limits>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "sim/spec/sweep_spec.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
@@ -25,7 +27,7 @@ constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
 constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
 constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
 
-const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run"};
+const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run", "sweep"};
 
 std::vector<std::string> with_header(std::vector<std::string> keys) {
   keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
@@ -40,11 +42,19 @@ const std::vector<std::string> kGpuKeys =
                  "kernel_launch_overhead", "gemm_efficiency"});
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference"});
-const std::vector<std::string> kClusterKeys = with_header({"node", "num_nodes", "inter_node"});
+const std::vector<std::string> kClusterKeys =
+    with_header({"node", "num_nodes", "inter_node", "alpha_beta"});
+// A node file loaded on its own is a one-node cluster and may carry the cluster-level alpha_beta.
+std::vector<std::string> top_level_node_keys() {
+  std::vector<std::string> keys = kNodeKeys;
+  keys.push_back("alpha_beta");
+  return keys;
+}
 
 std::vector<std::string> all_hardware_keys() {
   std::vector<std::string> keys = kGpuKeys;
-  for (const auto* extra : {&kNodeKeys, &kClusterKeys, &kModelKeys}) {
+  const std::vector<std::string> node_keys = top_level_node_keys();
+  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys}) {
     for (const std::string& k : *extra) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
@@ -251,6 +261,35 @@ LinkSpec read_inter_node(const YamlValue& v, int gpus_per_node) {
   return link;
 }
 
+// One linear cost: `alpha` (a time) plus exactly one of `rate_key` (a bandwidth or FLOP rate,
+// beta = 1 / rate) or `beta_key` (seconds per unit as a plain number, to enter published constants).
+std::pair<double, double> read_linear_cost(const YamlValue& v, const std::string& rate_key,
+                                           const std::string& beta_key, bool flops) {
+  const YamlMap m = v.as_map({"alpha", rate_key, beta_key});
+  const double alpha_s = static_cast<double>(m.require("alpha").as_time(kMaxLatencyNs)) / kNsPerS;
+  const auto rate = m.get(rate_key);
+  const auto beta = m.get(beta_key);
+  if (rate && beta) beta->fail("give either " + rate_key + " or " + beta_key + ", not both");
+  if (!rate && !beta) m.fail("missing the per-unit cost: give " + rate_key + " or " + beta_key);
+  if (beta) return {alpha_s, beta->as_double(0, 1, true)};
+  // The rate ranges are wide on purpose: alpha-beta files describe fitted or published channels,
+  // not a datasheet, but a unit slip by 10^3 still lands outside them.
+  const double r = flops ? rate->as_flop_rate(kFlopRange) : rate->as_bandwidth(PlausibleRange{1e6, 50e12});
+  return {alpha_s, 1.0 / r};
+}
+
+AlphaBetaCosts read_alpha_beta(const YamlValue& v) {
+  const YamlMap m = v.as_map({"all_to_all", "gemm", "simulate"});
+  AlphaBetaCosts ab;
+  ab.origin = v.location();
+  std::tie(ab.a2a_alpha_s, ab.a2a_beta_s_per_byte) =
+      read_linear_cost(m.require("all_to_all"), "bandwidth", "beta_s_per_byte", false);
+  std::tie(ab.gemm_alpha_s, ab.gemm_beta_s_per_flop) =
+      read_linear_cost(m.require("gemm"), "flop_rate", "beta_s_per_flop", true);
+  if (auto s = m.get("simulate")) ab.simulate = s->as_bool();
+  return ab;
+}
+
 ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   ClusterSpec cluster;
   cluster.name = m.require("name").as_name();
@@ -264,6 +303,7 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
     m.fail("missing required key 'inter_node' (needed when num_nodes = " +
            std::to_string(cluster.num_nodes) + " > 1)");
   }
+  if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
   return cluster;
 }
 
@@ -330,7 +370,9 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   if (kind == "cluster") return read_cluster(root.as_map(kClusterKeys), stack);
   ClusterSpec cluster;
   if (kind == "node") {
-    cluster.node = read_node(root.as_map(kNodeKeys), stack);
+    const YamlMap m = root.as_map(top_level_node_keys());
+    cluster.node = read_node(m, stack);
+    if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
   } else {
     // A GPU alone: one GPU, no interconnect and no host link described.
     cluster.node.gpu = read_gpu(root.as_map(kGpuKeys));
@@ -373,6 +415,74 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
   if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
   return out;
+}
+
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+// A non-empty list under `key`, each element read with `read`.
+template <typename T, typename Read>
+SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
+  SweepAxis<T> axis;
+  const YamlValue v = m.require(key);
+  axis.where = v.location();
+  for (const YamlValue& item : v.as_sequence()) axis.values.push_back(read(item));
+  if (axis.values.empty()) v.fail(std::string("the axis '") + key + "' is empty; give at least one value");
+  return axis;
+}
+
+}  // namespace
+
+SweepSpec load_sweep_spec(const std::string& path) {
+  const YamlValue root = parse_yaml_file(path);
+  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
+                                 "tokens", "chunks", "strategies", "routing", "order", "num_moe_layers",
+                                 "slots", "optimizer", "routing_data", "step_target"});
+  check_header(m, "sweep", true, true);
+  SweepSpec spec;
+  spec.origin = origin_of(m);
+  if (auto n = m.get("name")) spec.name = n->as_name();
+  const fs::path base = fs::path(path).parent_path();
+  const auto file_ref = [&](const char* what) {
+    return [&base, what](const YamlValue& v) {
+      const std::string rel = v.as_name();
+      const fs::path p = (fs::path(rel).is_absolute() ? fs::path(rel) : base / rel).lexically_normal();
+      std::error_code ec;
+      if (!fs::exists(p, ec)) v.fail(std::string("cannot open ") + what + " file '" + p.string() + "': no such file");
+      return p.string();
+    };
+  };
+  spec.models = read_axis<std::string>(m, "models", file_ref("model"));
+  spec.hardware = read_axis<std::string>(m, "hardware", file_ref("hardware"));
+  if (m.has("gpus")) {
+    spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 24)); });
+  }
+  spec.tokens = read_axis<std::int64_t>(m, "tokens", [](const YamlValue& v) { return v.as_int(1, std::int64_t{1} << 40); });
+  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 20)); });
+  spec.strategies = read_axis<MemoryStrategy>(
+      m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
+  if (m.has("routing")) {
+    spec.routing = read_axis<std::string>(m, "routing", [](const YamlValue& v) {
+      const std::string r = v.as_name();
+      if (std::find(routing_model_names().begin(), routing_model_names().end(), r) == routing_model_names().end()) {
+        v.fail("routing '" + r + "' is not in this build (the routing model is not built yet, issue 5); valid: " +
+               YamlValue::join_names(routing_model_names()));
+      }
+      return r;
+    });
+  } else {
+    spec.routing.values = {"uniform"};
+    spec.routing.where = spec.origin;
+  }
+  if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
+  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, 100000));
+  if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
+  if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
+  if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
+  if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);
+  return spec;
 }
 
 }  // namespace moesim

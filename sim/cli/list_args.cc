@@ -1,0 +1,80 @@
+#include "sim/cli/list_args.h"
+
+#include <charconv>
+
+#include "sim/core/error.h"
+#include "sim/spec/yaml_reader.h"
+
+namespace moesim::cli {
+namespace {
+
+std::int64_t parse_one(const std::string& flag, const std::string& item, std::int64_t min, std::int64_t max) {
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+  if (ec != std::errc() || end != item.data() + item.size()) {
+    throw InputError(flag + ": '" + item + "' is not an integer");
+  }
+  if (v < min || v > max) {
+    throw InputError(flag + ": " + item + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw InputError(flag + ": empty element in '" + text + "'");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::string& text, std::int64_t min,
+                                         std::int64_t max) {
+  std::vector<std::int64_t> out;
+  for (const std::string& item : split_list(flag, text)) {
+    const std::size_t dash = item.find('-', 1);
+    if (dash == std::string::npos) {
+      out.push_back(parse_one(flag, item, min, max));
+      continue;
+    }
+    const std::int64_t lo = parse_one(flag, item.substr(0, dash), min, max);
+    const std::int64_t hi = parse_one(flag, item.substr(dash + 1), min, max);
+    if (hi < lo) throw InputError(flag + ": range '" + item + "' is empty (its end is below its start)");
+    if (hi - lo > 100000) throw InputError(flag + ": range '" + item + "' has more than 100000 values");
+    for (std::int64_t v = lo; v <= hi; ++v) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<int> parse_chunk_list(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  for (std::int64_t v : parse_int_list(flag, text, 1, 1 << 20)) out.push_back(static_cast<int>(v));
+  return out;
+}
+
+std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const std::string& text) {
+  if (text == "all") {
+    return {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS2, MemoryStrategy::kS3,
+            MemoryStrategy::kS4};
+  }
+  std::vector<MemoryStrategy> out;
+  for (const std::string& item : split_list(flag, text)) {
+    const auto s = parse_memory_strategy(item);
+    if (!s) {
+      throw InputError(flag + ": '" + item + "' is not a memory strategy; valid: " +
+                       YamlValue::join_names(memory_strategy_names()) + ", or all");
+    }
+    out.push_back(*s);
+  }
+  return out;
+}
+
+}  // namespace moesim::cli

@@ -1,0 +1,22 @@
+// Parsing the list-valued flags of `moesim plan` and `moesim sweep` ("2048,4096", "1-16",
+// "none,s1"). Every malformed element is an InputError naming the flag and the element.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/spec/types.h"
+
+namespace moesim::cli {
+
+// Comma-separated integers; an element "a-b" stands for a, a+1, ..., b. Each in [min, max].
+std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::string& text,
+                                         std::int64_t min, std::int64_t max);
+std::vector<int> parse_chunk_list(const std::string& flag, const std::string& text);
+// Comma-separated strategy names, or "all".
+std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const std::string& text);
+// Comma-separated non-empty strings.
+std::vector<std::string> split_list(const std::string& flag, const std::string& text);
+
+}  // namespace moesim::cli

@@ -1,0 +1,74 @@
+#include "sim/cli/plan_command.h"
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "sim/cli/list_args.h"
+#include "sim/cli/output_file.h"
+#include "sim/core/error.h"
+#include "sim/report/plan_report.h"
+#include "sim/search/planner.h"
+#include "sim/search/thread_pool.h"
+#include "sim/spec/loader.h"
+#include "sim/spec/yaml_reader.h"
+
+namespace moesim::cli {
+namespace {
+
+template <typename T, typename Parse>
+T parse_named(const std::string& flag, const std::string& value, Parse parse, const std::vector<std::string>& names) {
+  const auto v = parse(value);
+  if (!v) throw InputError(flag + " '" + value + "' is not valid; valid: " + YamlValue::join_names(names));
+  return *v;
+}
+
+}  // namespace
+
+int run_plan(const PlanArgs& a, const std::string& version) {
+  if (a.model_path.empty()) throw InputError("--model is required");
+  if (a.hardware_path.empty()) throw InputError("--hardware is required");
+  if (a.tokens.empty()) throw InputError("--tokens is required (one count or a list: 2048,4096)");
+  if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
+  if (a.ep_size < 0) throw InputError("--ep must be 0 (all GPUs) or positive, got " + std::to_string(a.ep_size));
+  if (a.slots != 1 && a.slots != 2) throw InputError("--slots must be 1 or 2, got " + std::to_string(a.slots));
+  if (a.jobs < 0) throw InputError("--jobs must be at least 1 (or 0 for every core), got " + std::to_string(a.jobs));
+  if (!std::isfinite(a.max_step_ms) || a.max_step_ms < 0)
+    throw InputError("--max-step-ms must be a non-negative number of milliseconds");
+
+  search::PlanRequest req;
+  req.model = load_model_spec(a.model_path);
+  req.cluster = load_hardware_spec(a.hardware_path);
+  req.run.ep_size = a.ep_size;
+  req.run.num_moe_layers = a.layers;
+  req.run.slots = a.slots;
+  req.run.count_routing_data = !a.no_routing_data;
+  req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
+  req.run.optimizer = parse_named<Optimizer>("--optimizer", a.optimizer, parse_optimizer, optimizer_names());
+  req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
+  req.tokens = parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40);
+  if (!a.chunks.empty()) req.chunk_counts = parse_chunk_list("--chunks", a.chunks);
+  req.strategies = parse_strategy_list("--strategies", a.strategies);
+  if (a.method == "all") {
+    req.methods = {search::PlanMethod::kSimulate, search::PlanMethod::kPipeMoE, search::PlanMethod::kOnline,
+                   search::PlanMethod::kMpmoeModel};
+  } else {
+    req.methods = {parse_named<search::PlanMethod>("--method", a.method, search::parse_plan_method,
+                                                   search::plan_method_names())};
+  }
+  req.jobs = a.jobs == 0 ? search::default_jobs() : a.jobs;
+  search::resolve_plan_request(req);  // every configuration checked before any simulation
+
+  PlanReport report = search::plan(req, version);
+  if (a.fit) {
+    report.fit = search::fit_cluster(req, a.max_nodes, static_cast<TimeNs>(std::llround(a.max_step_ms * 1e6)));
+    report.has_fit = true;
+  }
+  std::ostringstream text;
+  write_plan_text(text, report);
+  (a.json_path == "-" ? std::cerr : std::cout) << text.str();
+  if (!a.json_path.empty()) write_output(a.json_path, plan_json(report));
+  return 0;
+}
+
+}  // namespace moesim::cli

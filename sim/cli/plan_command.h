@@ -1,0 +1,35 @@
+// `moesim plan`: rank every (pipeline degree n, memory strategy) configuration for a model on a
+// cluster, compare the selection methods, and with --fit find the smallest cluster that works.
+// The options are registered in main.cc (the one translation unit that includes CLI11); this is
+// what they fill and the command that runs on them. Algorithms live in sim/search/planner.h,
+// formats in sim/report/plan_report.h.
+#pragma once
+
+#include <string>
+
+namespace moesim::cli {
+
+struct PlanArgs {
+  std::string model_path;
+  std::string hardware_path;
+  std::string tokens;              // "4096" or "2048,4096,8192"
+  std::string chunks;              // "" = 1..min(16, capacity); "1-8", "1,2,4,8"
+  std::string strategies = "all";  // "all" or "none,s1,..."
+  std::string objective = "time";
+  std::string method = "simulate";  // one method or "all"
+  std::string order = "mpipemoe";
+  int ep_size = 0;
+  int layers = 1;
+  int slots = 2;
+  std::string optimizer = "adam";
+  bool no_routing_data = false;
+  std::string json_path;           // "-" = stdout (the table then goes to stderr)
+  int jobs = 0;                    // 0 = every hardware thread
+  bool fit = false;
+  int max_nodes = 64;
+  double max_step_ms = 0;          // 0 = no target
+};
+
+int run_plan(const PlanArgs& args, const std::string& version);
+
+}  // namespace moesim::cli

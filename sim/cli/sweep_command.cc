@@ -1,0 +1,254 @@
+#include "sim/cli/sweep_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/cli/list_args.h"
+#include "sim/cli/output_file.h"
+#include "sim/core/error.h"
+#include "sim/report/plan_report.h"
+#include "sim/report/sweep_report.h"
+#include "sim/search/sweep.h"
+#include "sim/search/thread_pool.h"
+#include "sim/spec/loader.h"
+#include "sim/spec/sweep_spec.h"
+#include "sim/spec/yaml_reader.h"
+
+#ifdef MOESIM_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace moesim::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Progress on stderr: a redrawn bar with an ETA on a terminal, a plain line every 10% otherwise
+// (logs and CI), never on stdout (which may carry the CSV).
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
+
+  void update(std::size_t done) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double eta = done == 0 ? 0.0 : elapsed / static_cast<double>(done) * static_cast<double>(total_ - done);
+    if (tty_) {
+      const auto now = Clock::now();
+      if (done != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      last_draw_ = now;
+      constexpr int kWidth = 30;
+      const int filled = total_ == 0 ? kWidth : static_cast<int>(kWidth * done / total_);
+      std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu  elapsed %.1f s  ETA %.1f s ", std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, ' ').c_str(), static_cast<int>(100 * done / std::max<std::size_t>(total_, 1)),
+                   done, total_, elapsed, eta);
+      if (done == total_) std::fputc('\n', stderr);
+      std::fflush(stderr);
+      return;
+    }
+    const std::size_t decile = total_ == 0 ? 10 : 10 * done / total_;
+    if (decile > last_decile_ || done == total_) {
+      last_decile_ = decile;
+      std::fprintf(stderr, "sweep: %zu/%zu configurations (%d%%), elapsed %.1f s, eta %.1f s\n", done, total_,
+                   static_cast<int>(100 * done / std::max<std::size_t>(total_, 1)), elapsed, eta);
+    }
+  }
+
+ private:
+  std::size_t total_;
+  bool tty_;
+  Clock::time_point start_;
+  Clock::time_point last_draw_{};
+  std::size_t last_decile_ = 0;
+};
+
+// The MPI world when started under mpirun in a build with MPI; otherwise one process.
+class World {
+ public:
+  World() {
+#ifdef MOESIM_HAVE_MPI
+    // Only under a launcher: a plain `moesim sweep` must not pay for (or depend on) MPI start-up.
+    if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK")) {
+      MPI_Init(nullptr, nullptr);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+      MPI_Comm_size(MPI_COMM_WORLD, &size_);
+      active_ = true;
+    }
+#endif
+  }
+  ~World() {
+#ifdef MOESIM_HAVE_MPI
+    if (active_) MPI_Finalize();
+#endif
+  }
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // True when every rank says ok (a rank that failed must not leave the others in a collective).
+  bool all_ok(bool ok) const {
+#ifdef MOESIM_HAVE_MPI
+    if (active_) {
+      int mine = ok ? 1 : 0, all = 0;
+      MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      return all == 1;
+    }
+#endif
+    return ok;
+  }
+
+  // Gathers every rank's outcomes at rank 0, in grid order (rank r holds configurations r, r+size,
+  // ...). Outcomes are integers, so the result is exactly a single process's.
+  std::vector<search::SweepOutcome> gather(const std::vector<search::SweepOutcome>& mine, std::size_t total) const {
+    if (size_ == 1) return mine;
+    std::vector<search::SweepOutcome> all(total);
+#ifdef MOESIM_HAVE_MPI
+    constexpr int kFields = 4;
+    std::vector<std::int64_t> send;
+    for (const auto& o : mine) send.insert(send.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes});
+    std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
+    int offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      const std::size_t share = total > static_cast<std::size_t>(r) ? (total - static_cast<std::size_t>(r) + size_ - 1) / static_cast<std::size_t>(size_) : 0;
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(share) * kFields;
+      displs[static_cast<std::size_t>(r)] = offset;
+      offset += counts[static_cast<std::size_t>(r)];
+    }
+    std::vector<std::int64_t> recv(rank_ == 0 ? static_cast<std::size_t>(offset) : 0);
+    MPI_Gatherv(send.data(), static_cast<int>(send.size()), MPI_INT64_T, recv.data(), counts.data(), displs.data(),
+                MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (rank_ == 0) {
+      for (int r = 0; r < size_; ++r) {
+        const std::size_t n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)] / kFields);
+        for (std::size_t k = 0; k < n; ++k) {
+          const std::int64_t* f = recv.data() + displs[static_cast<std::size_t>(r)] + k * kFields;
+          all[static_cast<std::size_t>(r) + k * static_cast<std::size_t>(size_)] = {f[0], f[1], f[2], f[3]};
+        }
+      }
+    }
+#endif
+    return all;
+  }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  bool active_ = false;
+};
+
+// A flag replaces the grid file's axis; errors about it then carry no file position.
+template <typename T>
+void override_axis(SweepAxis<T>& axis, std::vector<T> values) {
+  axis.values = std::move(values);
+  axis.where = SourceLocation{};
+}
+
+SweepSpec spec_from(const SweepArgs& a) {
+  SweepSpec spec;
+  if (!a.grid_path.empty()) spec = load_sweep_spec(a.grid_path);
+  if (!a.models.empty()) override_axis(spec.models, split_list("--model", a.models));
+  if (!a.hardware.empty()) override_axis(spec.hardware, split_list("--hardware", a.hardware));
+  if (!a.gpus.empty()) {
+    std::vector<int> g;
+    for (std::int64_t v : parse_int_list("--gpus", a.gpus, 1, 1 << 24)) g.push_back(static_cast<int>(v));
+    override_axis(spec.gpus, g);
+  }
+  if (!a.tokens.empty()) override_axis(spec.tokens, parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40));
+  if (!a.chunks.empty()) override_axis(spec.chunks, parse_chunk_list("--chunks", a.chunks));
+  if (!a.strategies.empty()) override_axis(spec.strategies, parse_strategy_list("--strategies", a.strategies));
+  if (!a.routing.empty()) override_axis(spec.routing, split_list("--routing", a.routing));
+  if (a.grid_path.empty()) {
+    // Without a grid file the flags are the grid: axes a user rarely varies get defaults.
+    if (spec.chunks.values.empty() && a.chunks.empty()) spec.chunks.values = {1, 2, 4, 8};
+    if (spec.strategies.values.empty() && a.strategies.empty()) spec.strategies.values = {MemoryStrategy::kNone};
+    if (spec.routing.values.empty() && a.routing.empty()) spec.routing.values = {"uniform"};
+    if (a.models.empty()) throw InputError("sweep: give a grid file (--grid) or --model");
+    if (a.hardware.empty()) throw InputError("sweep: give a grid file (--grid) or --hardware");
+    if (a.tokens.empty()) throw InputError("sweep: give a grid file (--grid) or --tokens");
+  }
+  if (!a.order.empty()) {
+    const auto o = parse_order_policy(a.order);
+    if (!o) throw InputError("--order '" + a.order + "' is not valid; valid: " + YamlValue::join_names(order_policy_names()));
+    spec.order = *o;
+  }
+  if (a.layers < 0) throw InputError("--layers must be at least 1");
+  if (a.layers > 0) spec.num_moe_layers = a.layers;
+  if (a.step_target_ms >= 0) {
+    if (!std::isfinite(a.step_target_ms)) throw InputError("--step-target-ms must be a finite number");
+    spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));
+  }
+  return spec;
+}
+
+}  // namespace
+
+int run_sweep_command(const SweepArgs& a, const std::string& version) {
+  World world;
+  // Every rank validates the same grid, so a bad grid fails everywhere before any work.
+  std::optional<search::SweepPlan> plan;
+  int jobs = 1;
+  std::string error;
+  try {
+    if (a.jobs < 0) throw InputError("--jobs must be at least 1 (or 0 for every core), got " + std::to_string(a.jobs));
+    jobs = a.jobs == 0 ? search::default_jobs() : a.jobs;
+    plan = search::prepare_sweep(spec_from(a));
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (!world.all_ok(error.empty())) {
+    // The same grid fails the same way on every rank: rank 0 reports it, the others stay quiet.
+    if (!error.empty() && world.rank() == 0) throw InputError(error);
+    return 2;
+  }
+
+  const std::size_t total = plan->configs.size();
+  std::vector<std::size_t> mine;
+  for (std::size_t i = static_cast<std::size_t>(world.rank()); i < total; i += static_cast<std::size_t>(world.size())) {
+    mine.push_back(i);
+  }
+  if (world.rank() == 0 && world.size() > 1) {
+    std::fprintf(stderr, "sweep: %zu configurations on %d MPI ranks x %d threads\n", total, world.size(), jobs);
+  }
+  const auto start = Clock::now();
+  std::vector<search::SweepOutcome> outcomes;
+  try {
+    Progress progress(mine.size());
+    const bool show = world.rank() == 0;
+    outcomes = search::run_sweep(*plan, mine, jobs, [&](std::size_t done) {
+      if (show) progress.update(done);
+    });
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (!world.all_ok(error.empty())) {
+    if (!error.empty()) throw InputError(error);
+    return 2;
+  }
+  const std::vector<search::SweepOutcome> all = world.gather(outcomes, total);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (world.rank() != 0) return 0;
+
+  const SweepTable table = search::sweep_table(*plan, all, version);
+  const bool any = !a.csv_path.empty() || !a.json_path.empty() || !a.html_path.empty();
+  if (!any || !a.csv_path.empty()) write_output(any ? a.csv_path : "-", sweep_csv(table));
+  if (!a.json_path.empty()) write_output(a.json_path, sweep_json(table));
+  if (!a.html_path.empty()) write_output(a.html_path, sweep_html(table));
+  if (a.timing) {
+    std::fprintf(stderr, "timing: %zu configurations in %.3f s (%.3f ms each) with %d rank(s) x %d job(s)\n", total,
+                 seconds, total == 0 ? 0.0 : seconds * 1e3 / static_cast<double>(total), world.size(), jobs);
+  }
+  return 0;
+}
+
+}  // namespace moesim::cli

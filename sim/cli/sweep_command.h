@@ -1,0 +1,33 @@
+// `moesim sweep`: simulate a grid of configurations (a sweep YAML and/or flags) on all cores, with a
+// progress bar on a terminal, and write CSV, JSON and a self-contained HTML report. Started under
+// mpirun (in a build with MPI), the grid is sharded across the ranks (configuration i goes to rank
+// i mod size) and rank 0 gathers the outcomes and writes the same files a single process would.
+// Options are registered in main.cc (the one translation unit that includes CLI11).
+#pragma once
+
+#include <string>
+
+namespace moesim::cli {
+
+struct SweepArgs {
+  std::string grid_path;    // sweep YAML (kind: sweep); flags below override its axes
+  std::string models;       // comma-separated paths
+  std::string hardware;     // comma-separated paths
+  std::string gpus;         // "8,16,32"
+  std::string tokens;       // "2048,4096"
+  std::string chunks;       // "1-16"
+  std::string strategies;   // "none,s4" or "all"
+  std::string routing;      // "uniform"
+  std::string order;
+  int layers = 0;           // 0 = the grid file's (default 1)
+  double step_target_ms = -1;  // < 0: the grid file's (default none)
+  std::string csv_path;     // "-" = stdout
+  std::string json_path;
+  std::string html_path;
+  int jobs = 0;             // 0 = every hardware thread
+  bool timing = false;
+};
+
+int run_sweep_command(const SweepArgs& args, const std::string& version);
+
+}  // namespace moesim::cli

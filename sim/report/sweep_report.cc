@@ -1,0 +1,458 @@
+#include "sim/report/sweep_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+#include "sim/report/plan_report.h"
+
+namespace moesim {
+namespace {
+
+using GroupKey = std::tuple<std::string, std::string, int, std::int64_t, std::string>;
+
+GroupKey group_of(const SweepRecord& r) { return {r.model, r.hardware, r.gpus, r.tokens, r.routing}; }
+
+// Groups in order of first appearance (grid order), each with its record indices.
+std::vector<std::pair<GroupKey, std::vector<int>>> groups(const SweepTable& t) {
+  std::vector<std::pair<GroupKey, std::vector<int>>> out;
+  std::map<GroupKey, std::size_t> index;
+  for (std::size_t i = 0; i < t.records.size(); ++i) {
+    const GroupKey k = group_of(t.records[i]);
+    auto it = index.find(k);
+    if (it == index.end()) {
+      it = index.emplace(k, out.size()).first;
+      out.emplace_back(k, std::vector<int>{});
+    }
+    out[it->second].second.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string us(TimeNs t) { return format_fixed(static_cast<double>(t) / 1e3, 3); }
+
+const char* strategy_color(MemoryStrategy s) {
+  switch (s) {
+    case MemoryStrategy::kNone: return "#1f77b4";
+    case MemoryStrategy::kS1: return "#ff7f0e";
+    case MemoryStrategy::kS2: return "#2ca02c";
+    case MemoryStrategy::kS3: return "#d62728";
+    case MemoryStrategy::kS4: return "#9467bd";
+  }
+  return "#000000";
+}
+
+const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+// ---- a small SVG chart: axes with "nice" ticks, lines and markers ----
+
+struct Series {
+  std::string name;
+  std::string color;
+  std::vector<std::pair<double, double>> points;
+  bool line = true;
+  std::vector<bool> filled;  // per point; empty = all filled
+};
+
+std::vector<double> nice_ticks(double lo, double hi) {
+  if (!(hi > lo)) {
+    const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
+    lo -= pad;
+    hi += pad;
+  }
+  const double raw = (hi - lo) / 5;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  const double norm = raw / mag;
+  const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  // From the multiple of step at or below lo up to the first one at or above hi, so every point lies
+  // inside the axes.
+  std::vector<double> ticks;
+  const double first = std::floor(lo / step);
+  for (double k = first; ticks.empty() || ticks.back() < hi - step * 1e-9; k += 1) ticks.push_back(k * step);
+  if (ticks.size() < 2) ticks.push_back(ticks.back() + step);
+  return ticks;
+}
+
+std::string tick_label(double v) {
+  if (std::fabs(v) >= 100 || v == std::floor(v)) return format_fixed(v, 0);
+  if (std::fabs(v) >= 1) return format_fixed(v, 1);
+  return format_fixed(v, 3);
+}
+
+std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                      const std::vector<Series>& series, bool log2_x = false) {
+  const double w = 600, h = 330, left = 64, right = 190, top = 34, bottom = 48;
+  const double pw = w - left - right, ph = h - top - bottom;
+  double x0 = 1e300, x1 = -1e300, y0 = 0, y1 = -1e300;
+  const auto fx = [log2_x](double x) { return log2_x ? std::log2(x) : x; };
+  for (const Series& s : series) {
+    for (const auto& [x, y] : s.points) {
+      x0 = std::min(x0, fx(x));
+      x1 = std::max(x1, fx(x));
+      y1 = std::max(y1, y);
+    }
+  }
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
+    << " " << h << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o << "<text x=\"" << w / 2 - right / 2 << "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">"
+    << html_escape(title) << "</text>\n";
+  if (x0 > x1) {
+    o << "<text x=\"" << left << "\" y=\"" << top + 20 << "\">no data</text></svg>\n";
+    return o.str();
+  }
+  std::vector<double> xt;
+  if (log2_x) {
+    for (double v = std::floor(x0); v <= std::ceil(x1); v += 1) xt.push_back(v);
+  } else {
+    xt = nice_ticks(x0, x1);
+  }
+  const std::vector<double> yt = nice_ticks(y0, y1);
+  const double xa = xt.front(), xb = xt.back() > xt.front() ? xt.back() : xt.front() + 1;
+  const double ya = yt.front(), yb = yt.back();
+  const auto px = [&](double x) { return left + (fx(x) - xa) / (xb - xa) * pw; };
+  const auto py = [&](double y) { return top + ph - (y - ya) / (yb - ya) * ph; };
+  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\" fill=\"#fafafa\" stroke=\"#999\"/>\n";
+  for (double v : xt) {
+    const double x = left + (v - xa) / (xb - xa) * pw;
+    o << "<line x1=\"" << format_fixed(x, 1) << "\" y1=\"" << top << "\" x2=\"" << format_fixed(x, 1) << "\" y2=\""
+      << top + ph << "\" stroke=\"#e4e4e4\"/>";
+    o << "<text x=\"" << format_fixed(x, 1) << "\" y=\"" << top + ph + 14 << "\" text-anchor=\"middle\">"
+      << (log2_x ? tick_label(std::exp2(v)) : tick_label(v)) << "</text>\n";
+  }
+  for (double v : yt) {
+    const double y = py(v);
+    o << "<line x1=\"" << left << "\" y1=\"" << format_fixed(y, 1) << "\" x2=\"" << left + pw << "\" y2=\""
+      << format_fixed(y, 1) << "\" stroke=\"#e4e4e4\"/>";
+    o << "<text x=\"" << left - 6 << "\" y=\"" << format_fixed(y + 4, 1) << "\" text-anchor=\"end\">" << tick_label(v)
+      << "</text>\n";
+  }
+  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << h - 10 << "\" text-anchor=\"middle\">" << html_escape(xlabel)
+    << "</text>\n";
+  o << "<text transform=\"translate(16," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
+    << html_escape(ylabel) << "</text>\n";
+  for (std::size_t si = 0; si < series.size(); ++si) {
+    const Series& s = series[si];
+    if (s.line && s.points.size() > 1) {
+      o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.8\" points=\"";
+      for (const auto& [x, y] : s.points) o << format_fixed(px(x), 1) << "," << format_fixed(py(y), 1) << " ";
+      o << "\"/>\n";
+    }
+    for (std::size_t i = 0; i < s.points.size(); ++i) {
+      const bool filled = s.filled.empty() || s.filled[i];
+      o << "<circle cx=\"" << format_fixed(px(s.points[i].first), 1) << "\" cy=\""
+        << format_fixed(py(s.points[i].second), 1) << "\" r=\"3\" fill=\"" << (filled ? s.color : "white")
+        << "\" stroke=\"" << s.color << "\"/>";
+    }
+    o << "\n";
+    const double ly = top + 8 + 16 * static_cast<double>(si);
+    o << "<rect x=\"" << left + pw + 10 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"10\" fill=\"" << s.color
+      << "\"/><text x=\"" << left + pw + 24 << "\" y=\"" << ly + 1 << "\">" << html_escape(s.name) << "</text>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+std::string group_label(const GroupKey& k) {
+  return std::get<0>(k) + " | " + std::get<1>(k) + " | " + std::to_string(std::get<2>(k)) + " GPUs | B=" +
+         std::to_string(std::get<3>(k)) + (std::get<4>(k) == "uniform" ? "" : " | " + std::get<4>(k));
+}
+
+}  // namespace
+
+std::vector<BestChoice> best_per_group(const SweepTable& t) {
+  std::vector<BestChoice> out;
+  for (const auto& [key, members] : groups(t)) {
+    BestChoice b;
+    std::tie(b.model, b.hardware, b.gpus, b.tokens, b.routing) = key;
+    for (int i : members) {
+      const SweepRecord& r = t.records[static_cast<std::size_t>(i)];
+      if (r.num_chunks == 1 && r.strategy == MemoryStrategy::kNone && b.baseline < 0) b.baseline = i;
+      if (!r.fits) continue;
+      // Strictly faster wins; the grid order keeps the first of equals.
+      if (b.best < 0 || r.step_ns < t.records[static_cast<std::size_t>(b.best)].step_ns) b.best = i;
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<CapacityAnswer> capacity_view(const SweepTable& t) {
+  std::vector<CapacityAnswer> out;
+  std::map<std::tuple<std::string, std::string, std::int64_t>, std::size_t> index;
+  for (const BestChoice& b : best_per_group(t)) {
+    const auto key = std::make_tuple(b.model, b.hardware, b.tokens);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, out.size()).first;
+      out.push_back(CapacityAnswer{b.model, b.hardware, b.tokens, 0, -1});
+    }
+    if (b.best < 0) continue;
+    const SweepRecord& r = t.records[static_cast<std::size_t>(b.best)];
+    if (t.step_target_ns > 0 && r.step_ns > t.step_target_ns) continue;
+    CapacityAnswer& a = out[it->second];
+    if (a.gpus == 0 || b.gpus < a.gpus) {
+      a.gpus = b.gpus;
+      a.record = b.best;
+    }
+  }
+  return out;
+}
+
+std::vector<int> pareto_front(const SweepTable& t) {
+  std::vector<int> order(t.records.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const SweepRecord& x = t.records[static_cast<std::size_t>(a)];
+    const SweepRecord& y = t.records[static_cast<std::size_t>(b)];
+    return std::tie(x.step_ns, x.peak_bytes) < std::tie(y.step_ns, y.peak_bytes);
+  });
+  std::vector<int> front;
+  std::int64_t lowest = -1;
+  for (int i : order) {
+    const std::int64_t peak = t.records[static_cast<std::size_t>(i)].peak_bytes;
+    if (lowest < 0 || peak < lowest) {
+      front.push_back(i);
+      lowest = peak;
+    }
+  }
+  return front;
+}
+
+std::string sweep_csv(const SweepTable& t) {
+  std::vector<double> speedup(t.records.size(), 0.0);
+  std::vector<bool> has_speedup(t.records.size(), false), best(t.records.size(), false);
+  const auto choices = best_per_group(t);
+  for (const auto& [key, members] : groups(t)) {
+    const auto c = std::find_if(choices.begin(), choices.end(), [&](const BestChoice& b) {
+      return std::make_tuple(b.model, b.hardware, b.gpus, b.tokens, b.routing) == key;
+    });
+    if (c->best >= 0) best[static_cast<std::size_t>(c->best)] = true;
+    if (c->baseline < 0) continue;
+    for (int i : members) {
+      speedup[static_cast<std::size_t>(i)] =
+          static_cast<double>(t.records[static_cast<std::size_t>(c->baseline)].step_ns) /
+          static_cast<double>(t.records[static_cast<std::size_t>(i)].step_ns);
+      has_speedup[static_cast<std::size_t>(i)] = true;
+    }
+  }
+  std::string out =
+      "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
+      "speedup_vs_n1_none,best\n";
+  for (std::size_t i = 0; i < t.records.size(); ++i) {
+    const SweepRecord& r = t.records[i];
+    out += csv_field(r.model) + "," + csv_field(r.hardware) + "," + std::to_string(r.gpus) + "," +
+           std::to_string(r.tokens) + "," + csv_field(r.routing) + "," + std::string(to_string(r.strategy)) + "," +
+           std::to_string(r.num_chunks) + "," + us(r.step_ns) + "," + us(r.forward_ns) + "," + us(r.backward_ns) +
+           "," + std::to_string(r.peak_bytes) + "," + std::to_string(r.capacity_bytes) + "," + (r.fits ? "1" : "0") +
+           "," + (has_speedup[i] ? format_fixed(speedup[i], 4) : "") + "," + (best[i] ? "1" : "0") + "\n";
+  }
+  return out;
+}
+
+std::string sweep_json(const SweepTable& t) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["schema_version"] = 1;
+  j["tool"] = "moesim " + t.tool_version;
+  j["name"] = t.name;
+  j["step_target_ns"] = t.step_target_ns;
+  ordered_json records = ordered_json::array();
+  for (const SweepRecord& r : t.records) {
+    records.push_back({{"model", r.model},
+                       {"hardware", r.hardware},
+                       {"gpus", r.gpus},
+                       {"tokens", r.tokens},
+                       {"routing", r.routing},
+                       {"strategy", std::string(to_string(r.strategy))},
+                       {"n", r.num_chunks},
+                       {"step_ns", r.step_ns},
+                       {"forward_ns", r.forward_ns},
+                       {"backward_ns", r.backward_ns},
+                       {"peak_bytes", r.peak_bytes},
+                       {"capacity_bytes", r.capacity_bytes},
+                       {"fits", r.fits}});
+  }
+  j["records"] = records;
+  ordered_json best = ordered_json::array();
+  for (const BestChoice& b : best_per_group(t)) {
+    best.push_back({{"model", b.model}, {"hardware", b.hardware}, {"gpus", b.gpus}, {"tokens", b.tokens},
+                    {"routing", b.routing}, {"best_record", b.best < 0 ? ordered_json() : ordered_json(b.best)},
+                    {"baseline_record", b.baseline < 0 ? ordered_json() : ordered_json(b.baseline)}});
+  }
+  j["best_per_group"] = best;
+  ordered_json cap = ordered_json::array();
+  for (const CapacityAnswer& a : capacity_view(t)) {
+    cap.push_back({{"model", a.model}, {"hardware", a.hardware}, {"tokens", a.tokens},
+                   {"smallest_gpus", a.gpus == 0 ? ordered_json() : ordered_json(a.gpus)},
+                   {"record", a.record < 0 ? ordered_json() : ordered_json(a.record)}});
+  }
+  j["capacity"] = cap;
+  j["pareto_front"] = pareto_front(t);
+  return j.dump(2) + "\n";
+}
+
+std::string sweep_html(const SweepTable& t) {
+  constexpr std::size_t kMaxGroupPlots = 12;
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>moesim sweep: "
+    << html_escape(t.name) << "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;color:#222;max-width:1250px}"
+    << "h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-bottom:1px solid #ccc}"
+    << ".grid{display:flex;flex-wrap:wrap;gap:12px}table{border-collapse:collapse;font-size:12px}"
+    << "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}"
+    << "td.l{text-align:left}.note{color:#666;font-size:12px}\n</style></head><body>\n";
+  o << "<h1>moesim sweep: " << html_escape(t.name) << "</h1>\n<p class=\"note\">moesim " << html_escape(t.tool_version)
+    << ", " << t.records.size() << " configurations"
+    << (t.step_target_ns > 0 ? ", step-time target " + format_ms(t.step_target_ns) + " ms" : "")
+    << ". Times are simulated training steps (forward and backward of the MoE layers); memory is the "
+       "simulated device peak of the critical rank. Hollow markers do not fit in GPU memory.</p>\n";
+
+  const auto all_groups = groups(t);
+  o << "<h2>Step time against n, per strategy</h2>\n<div class=\"grid\">\n";
+  for (std::size_t g = 0; g < all_groups.size() && g < kMaxGroupPlots; ++g) {
+    std::vector<Series> series;
+    for (MemoryStrategy s : {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS2, MemoryStrategy::kS3,
+                             MemoryStrategy::kS4}) {
+      Series line{std::string(to_string(s)), strategy_color(s), {}, true, {}};
+      std::vector<std::pair<double, std::pair<double, bool>>> pts;
+      for (int i : all_groups[g].second) {
+        const SweepRecord& r = t.records[static_cast<std::size_t>(i)];
+        if (r.strategy == s) pts.push_back({static_cast<double>(r.num_chunks), {ns_to_ms(r.step_ns), r.fits}});
+      }
+      std::sort(pts.begin(), pts.end());
+      for (const auto& [x, yf] : pts) {
+        line.points.emplace_back(x, yf.first);
+        line.filled.push_back(yf.second);
+      }
+      if (!line.points.empty()) series.push_back(std::move(line));
+    }
+    o << svg_chart(group_label(all_groups[g].first), "pipeline degree n", "step time (ms)", series);
+  }
+  o << "</div>\n";
+  if (all_groups.size() > kMaxGroupPlots) {
+    o << "<p class=\"note\">" << all_groups.size() - kMaxGroupPlots
+      << " more groups are in the CSV and JSON outputs (only the first " << kMaxGroupPlots << " are plotted).</p>\n";
+  }
+
+  o << "<h2>Memory against time: the Pareto front</h2>\n";
+  {
+    std::vector<Series> series;
+    for (MemoryStrategy s : {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS2, MemoryStrategy::kS3,
+                             MemoryStrategy::kS4}) {
+      Series dots{std::string(to_string(s)), strategy_color(s), {}, false, {}};
+      for (const SweepRecord& r : t.records) {
+        if (r.strategy != s) continue;
+        dots.points.emplace_back(ns_to_ms(r.step_ns), static_cast<double>(r.peak_bytes) / static_cast<double>(kGiB));
+        dots.filled.push_back(r.fits);
+      }
+      if (!dots.points.empty()) series.push_back(std::move(dots));
+    }
+    Series front{"Pareto front", "#000000", {}, true, {}};
+    for (int i : pareto_front(t)) {
+      const SweepRecord& r = t.records[static_cast<std::size_t>(i)];
+      front.points.emplace_back(ns_to_ms(r.step_ns), static_cast<double>(r.peak_bytes) / static_cast<double>(kGiB));
+    }
+    series.push_back(std::move(front));
+    o << svg_chart("peak memory against step time (all configurations)", "step time (ms)", "peak memory (GiB)", series);
+  }
+
+  const auto choices = best_per_group(t);
+  o << "<h2>Best n against token count</h2>\n";
+  {
+    std::vector<Series> series;
+    std::map<std::tuple<std::string, std::string, int, std::string>, std::size_t> index;
+    for (const BestChoice& b : choices) {
+      if (b.best < 0) continue;
+      const auto key = std::make_tuple(b.model, b.hardware, b.gpus, b.routing);
+      auto it = index.find(key);
+      if (it == index.end()) {
+        it = index.emplace(key, series.size()).first;
+        series.push_back(Series{b.model + " / " + std::to_string(b.gpus) + " GPUs",
+                                kPalette[series.size() % std::size(kPalette)], {}, true, {}});
+      }
+      series[it->second].points.emplace_back(static_cast<double>(b.tokens),
+                                             t.records[static_cast<std::size_t>(b.best)].num_chunks);
+    }
+    for (Series& s : series) std::sort(s.points.begin(), s.points.end());
+    o << svg_chart("n of the fastest fitting configuration", "tokens per GPU", "best n", series, true);
+  }
+  o << "<table><tr><th>model</th><th>hardware</th><th>GPUs</th><th>tokens</th><th>best n</th><th>strategy</th>"
+       "<th>step (ms)</th><th>peak (GiB)</th><th>speed-up vs n=1 none</th></tr>\n";
+  for (const BestChoice& b : choices) {
+    o << "<tr><td class=\"l\">" << html_escape(b.model) << "</td><td class=\"l\">" << html_escape(b.hardware)
+      << "</td><td>" << b.gpus << "</td><td>" << b.tokens << "</td>";
+    if (b.best < 0) {
+      o << "<td colspan=\"5\" class=\"l\">nothing fits</td></tr>\n";
+      continue;
+    }
+    const SweepRecord& r = t.records[static_cast<std::size_t>(b.best)];
+    o << "<td>" << r.num_chunks << "</td><td>" << to_string(r.strategy) << "</td><td>" << format_ms(r.step_ns)
+      << "</td><td>" << format_gib(r.peak_bytes) << "</td><td>"
+      << (b.baseline < 0 ? std::string("-")
+                         : format_fixed(static_cast<double>(t.records[static_cast<std::size_t>(b.baseline)].step_ns) /
+                                            static_cast<double>(r.step_ns), 3) + "x")
+      << "</td></tr>\n";
+  }
+  o << "</table>\n";
+
+  o << "<h2>Capacity: the smallest GPU count that fits"
+    << (t.step_target_ns > 0 ? " and meets " + format_ms(t.step_target_ns) + " ms" : "") << "</h2>\n";
+  const auto capacity = capacity_view(t);
+  {
+    std::vector<Series> series;
+    std::map<std::pair<std::string, std::string>, std::size_t> index;
+    for (const CapacityAnswer& a : capacity) {
+      if (a.gpus == 0) continue;
+      auto it = index.find({a.model, a.hardware});
+      if (it == index.end()) {
+        it = index.emplace(std::make_pair(a.model, a.hardware), series.size()).first;
+        series.push_back(Series{a.model, kPalette[series.size() % std::size(kPalette)], {}, true, {}});
+      }
+      series[it->second].points.emplace_back(static_cast<double>(a.tokens), a.gpus);
+    }
+    o << svg_chart("smallest GPU count per token count", "tokens per GPU", "GPUs", series, true);
+  }
+  o << "<table><tr><th>model</th><th>hardware</th><th>tokens</th><th>smallest GPUs</th><th>n</th><th>strategy</th>"
+       "<th>step (ms)</th><th>peak (GiB)</th></tr>\n";
+  for (const CapacityAnswer& a : capacity) {
+    o << "<tr><td class=\"l\">" << html_escape(a.model) << "</td><td class=\"l\">" << html_escape(a.hardware)
+      << "</td><td>" << a.tokens << "</td>";
+    if (a.record < 0) {
+      o << "<td colspan=\"5\" class=\"l\">none in the grid</td></tr>\n";
+      continue;
+    }
+    const SweepRecord& r = t.records[static_cast<std::size_t>(a.record)];
+    o << "<td>" << a.gpus << "</td><td>" << r.num_chunks << "</td><td>" << to_string(r.strategy) << "</td><td>"
+      << format_ms(r.step_ns) << "</td><td>" << format_gib(r.peak_bytes) << "</td></tr>\n";
+  }
+  o << "</table>\n</body></html>\n";
+  return o.str();
+}
+
+}  // namespace moesim

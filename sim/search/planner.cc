@@ -1,0 +1,576 @@
+#include "sim/search/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "sim/core/error.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/driver/simulation.h"
+#include "sim/net/alpha_beta.h"
+#include "sim/report/report.h"
+#include "sim/search/online_search.h"
+#include "sim/search/strategy_model.h"
+#include "sim/search/thread_pool.h"
+
+namespace moesim::search {
+namespace {
+
+const std::vector<MemoryStrategy> kAllStrategies = {MemoryStrategy::kNone, MemoryStrategy::kS1,
+                                                    MemoryStrategy::kS2, MemoryStrategy::kS3,
+                                                    MemoryStrategy::kS4};
+
+RunSpec with_config(RunSpec run, std::int64_t tokens, int n, MemoryStrategy s) {
+  run.tokens_per_gpu = tokens;
+  run.num_chunks = n;
+  run.strategy = s;
+  return run;
+}
+
+std::string config_text(std::int64_t tokens, int n, MemoryStrategy s) {
+  return "tokens " + std::to_string(tokens) + ", n = " + std::to_string(n) + ", strategy " +
+         std::string(to_string(s));
+}
+
+// derive_layer_dims with the configuration named in the message.
+LayerDims checked_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
+  try {
+    return derive_layer_dims(model, cluster, run);
+  } catch (const InputError& e) {
+    throw InputError(e.where(), "configuration " +
+                                    config_text(run.tokens_per_gpu, run.num_chunks, run.strategy) +
+                                    ": " + e.rule());
+  }
+}
+
+std::string fmt(double v, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// Least-squares line y = a + b*x through the points; with one distinct x, the line through the
+// origin.
+std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  const auto n = static_cast<double>(x.size());
+  double sx = 0, sy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+  }
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  if (sxx == 0.0) return {0.0, mx > 0 ? my / mx : 0.0};
+  const double b = sxy / sxx;
+  return {my - b * mx, b};
+}
+
+struct Key {
+  std::int64_t tokens;
+  int n;
+  MemoryStrategy strategy;
+  friend bool operator<(const Key& a, const Key& b) {
+    return std::tie(a.tokens, a.n, a.strategy) < std::tie(b.tokens, b.n, b.strategy);
+  }
+  friend bool operator==(const Key&, const Key&) = default;
+};
+
+// Simulated configurations of one plan, evaluated in parallel up front and lazily afterwards.
+class EvaluationCache {
+ public:
+  explicit EvaluationCache(const PlanRequest& request) : request_(request) {}
+
+  void evaluate_all(const std::vector<Key>& keys, int jobs) {
+    std::vector<Key> todo;
+    for (const Key& k : keys) {
+      if (rows_.count(k) == 0 && std::find(todo.begin(), todo.end(), k) == todo.end()) todo.push_back(k);
+    }
+    std::vector<PlanRow> out(todo.size());
+    parallel_for(todo.size(), jobs, [&](std::size_t i) { out[i] = simulate(todo[i]); });
+    for (std::size_t i = 0; i < todo.size(); ++i) rows_.emplace(todo[i], out[i]);
+  }
+
+  const PlanRow& get(const Key& k) {
+    auto it = rows_.find(k);
+    if (it == rows_.end()) it = rows_.emplace(k, simulate(k)).first;
+    return it->second;
+  }
+
+ private:
+  PlanRow simulate(const Key& k) const {
+    return evaluate_configuration(request_.model, request_.cluster,
+                                  with_config(request_.run, k.tokens, k.n, k.strategy));
+  }
+
+  const PlanRequest& request_;
+  std::map<Key, PlanRow> rows_;
+};
+
+void add_relative(PlanRow& row, const PlanRow& baseline) {
+  row.speedup = static_cast<double>(baseline.step_ns) / static_cast<double>(row.step_ns);
+  row.memory_saved_bytes = baseline.peak_bytes - row.peak_bytes;
+}
+
+const PlanRow* find_row(const PlanTable& t, int n, MemoryStrategy s) {
+  for (const PlanRow& r : t.rows) {
+    if (r.num_chunks == n && r.strategy == s) return &r;
+  }
+  return nullptr;
+}
+
+MethodPick make_pick(const std::string& method, const PlanTable& t, const PlanRow& row) {
+  MethodPick p;
+  p.method = method;
+  p.found = true;
+  p.num_chunks = row.num_chunks;
+  p.strategy = row.strategy;
+  p.step_ns = row.step_ns;
+  p.fits = row.fits;
+  p.loss_ns = t.best >= 0 ? row.step_ns - t.rows[static_cast<std::size_t>(t.best)].step_ns : 0;
+  return p;
+}
+
+std::vector<int> contiguous(int lo, int hi) {
+  std::vector<int> v;
+  for (int n = lo; n <= hi; ++n) v.push_back(n);
+  return v;
+}
+
+StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens, int n) {
+  const ClusterSpec& c = req.cluster;
+  const GpuSpec& gpu = c.node.gpu;
+  double flops = 0, a2a = 0;
+  if (c.alpha_beta) {
+    flops = 1.0 / c.alpha_beta->gemm_beta_s_per_flop;
+    a2a = 1.0 / c.alpha_beta->a2a_beta_s_per_byte;
+  } else {
+    flops = ComputeCostModel(c).peak_flops(req.model.gemm_dtype) * gpu.gemm_efficiency.peak_fraction;
+    a2a = (c.num_nodes > 1 ? c.inter_node : c.node.intra_node).effective_bandwidth();
+  }
+  // A node without PCIe cannot run s1-s3 (derive_layer_dims rejects them); none and S4 have no
+  // memcpy term, so any positive placeholder leaves their costs unchanged.
+  const double pcie = c.node.pcie_h2d.effective_bandwidth() > 0 ? c.node.pcie_h2d.effective_bandwidth() : 1.0;
+  const Throughputs w = hardware_throughputs(flops, a2a > 0 ? a2a : 1.0, pcie, req.model.element_bytes());
+  StrategyModelParams p;
+  p.tokens_per_chunk = std::max<std::int64_t>(1, tokens / n);
+  p.model_dim = req.model.d_model;
+  p.hidden_dim = req.model.d_ffn;
+  p.w_comp = w.w_comp;
+  p.w_comm = w.w_comm;
+  p.w_mem = w.w_mem;
+  const auto& f = c.node.interference.factors;
+  p.factors.sigma_comp_with_comm = f[1][0];
+  p.factors.mu_comm_with_comp = f[0][1];
+  p.factors.sigma_all = f[1][3];
+  p.factors.mu_all = f[0][3];
+  p.factors.eta_all = f[2][3];
+  return p;
+}
+
+ReuseStrategy to_reuse(MemoryStrategy s) { return static_cast<ReuseStrategy>(static_cast<int>(s)); }
+
+}  // namespace
+
+std::string_view to_string(PlanMethod m) {
+  switch (m) {
+    case PlanMethod::kSimulate:
+      return "simulate";
+    case PlanMethod::kPipeMoE:
+      return "pipemoe";
+    case PlanMethod::kOnline:
+      return "mpipemoe-online";
+    case PlanMethod::kMpmoeModel:
+      return "mpmoe-model";
+  }
+  return "?";
+}
+
+std::optional<PlanMethod> parse_plan_method(std::string_view s) {
+  for (PlanMethod m : {PlanMethod::kSimulate, PlanMethod::kPipeMoE, PlanMethod::kOnline,
+                       PlanMethod::kMpmoeModel}) {
+    if (s == to_string(m)) return m;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> plan_method_names() {
+  return {"simulate", "pipemoe", "mpipemoe-online", "mpmoe-model", "all"};
+}
+
+void resolve_plan_request(PlanRequest& req) {
+  if (req.tokens.empty()) throw InputError("plan: give at least one token count (--tokens)");
+  for (std::int64_t t : req.tokens) {
+    if (t < 1) throw InputError("plan: token counts must be positive, got " + std::to_string(t));
+  }
+  if (req.strategies.empty()) req.strategies = kAllStrategies;
+  if (std::find(req.methods.begin(), req.methods.end(), PlanMethod::kSimulate) == req.methods.end()) {
+    req.methods.insert(req.methods.begin(), PlanMethod::kSimulate);  // the others are judged by it
+  }
+  if (req.chunk_counts.empty()) {
+    std::int64_t capacity = kDefaultMaxChunks;
+    for (std::int64_t t : req.tokens) {
+      capacity = std::min(capacity,
+                          checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone))
+                              .capacity);
+    }
+    req.chunk_counts = contiguous(1, static_cast<int>(std::max<std::int64_t>(capacity, 1)));
+  }
+  std::sort(req.chunk_counts.begin(), req.chunk_counts.end());
+  req.chunk_counts.erase(std::unique(req.chunk_counts.begin(), req.chunk_counts.end()), req.chunk_counts.end());
+  for (int n : req.chunk_counts) {
+    if (n < 1) throw InputError("plan: pipeline degrees n must be >= 1, got " + std::to_string(n));
+  }
+  // The online search walks every n between the set's ends: they must all be valid too.
+  const bool online = std::find(req.methods.begin(), req.methods.end(), PlanMethod::kOnline) != req.methods.end();
+  const std::vector<int> degrees =
+      online ? contiguous(req.chunk_counts.front(), req.chunk_counts.back()) : req.chunk_counts;
+  for (std::int64_t t : req.tokens) {
+    checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone));
+    for (int n : degrees) {
+      for (MemoryStrategy s : req.strategies) checked_dims(req.model, req.cluster, with_config(req.run, t, n, s));
+    }
+  }
+}
+
+PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
+  const SimulationResult r = simulate_step(model, cluster, run);
+  PlanRow row;
+  row.num_chunks = run.num_chunks;
+  row.strategy = run.strategy;
+  row.step_ns = r.metrics.step_ns;
+  row.forward_ns = r.metrics.forward_ns;
+  row.backward_ns = r.metrics.backward_ns;
+  const RankMemory* peak = peak_memory_rank(r.memory);
+  row.peak_bytes = peak != nullptr ? peak->peak_device_bytes : 0;
+  row.capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
+  row.fits = row.peak_bytes <= row.capacity_bytes;
+  return row;
+}
+
+int rank_rows(std::vector<PlanRow>& rows, PlanObjective objective) {
+  const auto score = [objective](const PlanRow& r) {
+    switch (objective) {
+      case PlanObjective::kTime:
+        return std::make_tuple(static_cast<double>(r.step_ns), static_cast<double>(r.peak_bytes));
+      case PlanObjective::kMemory:
+        return std::make_tuple(static_cast<double>(r.peak_bytes), static_cast<double>(r.step_ns));
+      case PlanObjective::kBalanced:
+        break;
+    }
+    return std::make_tuple(static_cast<double>(r.step_ns) * static_cast<double>(r.peak_bytes),
+                           static_cast<double>(r.step_ns));
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const PlanRow& a, const PlanRow& b) {
+    if (a.fits != b.fits) return a.fits;
+    const auto sa = score(a), sb = score(b);
+    if (sa != sb) return sa < sb;
+    return std::tie(a.num_chunks, a.strategy) < std::tie(b.num_chunks, b.strategy);
+  });
+  return !rows.empty() && rows.front().fits ? 0 : -1;
+}
+
+PipeMoeSetup pipemoe_setup(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& base) {
+  RunSpec run = base;
+  run.num_chunks = 1;
+  run.strategy = MemoryStrategy::kNone;
+  const LayerDims d1 = derive_layer_dims(model, cluster, run);
+  // Per-rank bytes of one all-to-all and FLOP of FC1 + FC2 at degree r (the whole layer at r = 1).
+  const auto chunk_sizes = [&](const LayerDims& d) {
+    GemmWork fc1;
+    fc1.batch = d.local_experts;
+    fc1.m = d.rows_per_expert_chunk;
+    fc1.k = d.d_model;
+    fc1.n = d.fc1_out;
+    fc1.dtype = d.gemm_dtype;
+    fc1.element_bytes = d.element_bytes;
+    GemmWork fc2 = fc1;
+    fc2.k = d.d_ffn;
+    fc2.n = d.d_model;
+    return std::make_tuple(d.a2a_bytes_per_peer(), fc1, fc2);
+  };
+  const auto [peer1, fc1_1, fc2_1] = chunk_sizes(d1);
+  PipeMoeSetup setup;
+  PipeMoeParams& p = setup.params;
+  p.dispatch_bytes = static_cast<double>(peer1) * d1.ep_size;
+  p.expert_work = static_cast<double>(fc1_1.flops() + fc2_1.flops());
+  if (cluster.alpha_beta) {
+    const AlphaBetaCosts& ab = *cluster.alpha_beta;
+    p.a2a_alpha_s = ab.a2a_alpha_s;
+    p.a2a_beta_s_per_byte = ab.a2a_beta_s_per_byte;
+    p.expert_alpha_s = 2.0 * ab.gemm_alpha_s;  // FC1 and FC2: two GEMMs per chunk
+    p.expert_beta_s_per_unit = ab.gemm_beta_s_per_flop;
+    setup.source = "alpha_beta section";
+    return setup;
+  }
+  // Fit to the simulator's own models at every degree r = 1..16 the capacity allows.
+  std::vector<int> group;
+  for (int r = 0; r < d1.ep_size; ++r) group.push_back(r);
+  TaskGraph probe(d1.ep_size, {0});
+  const GroupId gid = probe.add_group(group);
+  const AlphaBetaNetwork network(probe, cluster);
+  const ComputeCostModel compute(cluster);
+  std::vector<double> xa, ya, xe, ye;
+  for (int r = 1; r <= std::min<std::int64_t>(kDefaultMaxChunks, d1.capacity); ++r) {
+    run.num_chunks = r;
+    const LayerDims d = derive_layer_dims(model, cluster, run);
+    const auto [peer, fc1, fc2] = chunk_sizes(d);
+    CollectiveWork a2a;
+    a2a.group = gid;
+    a2a.bytes_per_peer = peer;
+    xa.push_back(static_cast<double>(peer) * d.ep_size);
+    ya.push_back(static_cast<double>(network.isolated_duration(a2a, group)) / kNsPerS);
+    xe.push_back(static_cast<double>(fc1.flops() + fc2.flops()));
+    ye.push_back(static_cast<double>(compute.gemm_duration(fc1) + compute.gemm_duration(fc2)) / kNsPerS);
+  }
+  std::tie(p.a2a_alpha_s, p.a2a_beta_s_per_byte) = fit_line(xa, ya);
+  std::tie(p.expert_alpha_s, p.expert_beta_s_per_unit) = fit_line(xe, ye);
+  setup.source = "fitted to the cost models at r = 1.." + std::to_string(xa.size());
+  // A fitted intercept below 0 (a convex efficiency curve) has no meaning as a fixed cost: say so
+  // and use the line through the origin's slope instead of hiding it.
+  for (auto [alpha, beta, xs, ys, name] :
+       {std::make_tuple(&p.a2a_alpha_s, &p.a2a_beta_s_per_byte, &xa, &ya, "a_a"),
+        std::make_tuple(&p.expert_alpha_s, &p.expert_beta_s_per_unit, &xe, &ye, "a_e")}) {
+    if (*alpha < 0) {
+      setup.source += std::string("; ") + name + " fitted " + fmt(*alpha * 1e6, "%.3f") + " us < 0, refitted through 0";
+      double sxy = 0, sxx = 0;
+      for (std::size_t i = 0; i < xs->size(); ++i) {
+        sxy += (*xs)[i] * (*ys)[i];
+        sxx += (*xs)[i] * (*xs)[i];
+      }
+      *alpha = 0;
+      *beta = sxx > 0 ? sxy / sxx : 0;
+    }
+  }
+  return setup;
+}
+
+DegreePick pipemoe_pick(const PipeMoeParams& params, const std::vector<int>& degrees) {
+  MOESIM_CHECK(!degrees.empty(), "pipemoe_pick over no degrees");
+  const int r_max = *std::max_element(degrees.begin(), degrees.end());
+  const PipeMoeChoice all = optimal_degree(params, r_max);
+  DegreePick pick;
+  bool first = true;
+  for (int r : degrees) {
+    const double t = all.time_by_degree_s[static_cast<std::size_t>(r - 1)];
+    if (first || t < pick.time_s || (t == pick.time_s && r < pick.degree)) {
+      pick.degree = r;
+      pick.time_s = t;
+      first = false;
+    }
+  }
+  pick.regime = regime_at(params, pick.degree);
+  return pick;
+}
+
+PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
+  PlanReport report;
+  report.tool_version = tool_version;
+  report.model = req.model.name;
+  report.cluster = req.cluster.name;
+  report.num_gpus = req.cluster.num_gpus();
+  report.ep_size = req.run.ep_size == 0 ? req.cluster.num_gpus() : req.run.ep_size;
+  report.order = std::string(to_string(req.run.order));
+  report.num_moe_layers = req.run.num_moe_layers;
+  report.objective = req.objective;
+  report.chunk_counts = req.chunk_counts;
+  report.strategies = req.strategies;
+  const auto wants = [&](PlanMethod m) {
+    return std::find(req.methods.begin(), req.methods.end(), m) != req.methods.end();
+  };
+
+  std::vector<std::int64_t> distinct;
+  for (std::int64_t t : req.tokens) {
+    if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) distinct.push_back(t);
+  }
+  EvaluationCache cache(req);
+  std::vector<Key> keys;
+  for (std::int64_t t : distinct) {
+    keys.push_back({t, 1, MemoryStrategy::kNone});
+    for (int n : req.chunk_counts) {
+      for (MemoryStrategy s : req.strategies) keys.push_back({t, n, s});
+    }
+  }
+  cache.evaluate_all(keys, req.jobs);
+
+  for (std::int64_t t : distinct) {
+    PlanTable table;
+    table.tokens = t;
+    table.baseline = cache.get({t, 1, MemoryStrategy::kNone});
+    add_relative(table.baseline, table.baseline);
+    for (int n : req.chunk_counts) {
+      for (MemoryStrategy s : req.strategies) {
+        PlanRow row = cache.get({t, n, s});
+        add_relative(row, table.baseline);
+        table.rows.push_back(row);
+      }
+    }
+    table.best = rank_rows(table.rows, req.objective);
+    if (table.best >= 0) {
+      MethodPick p = make_pick("simulate", table, table.rows[static_cast<std::size_t>(table.best)]);
+      p.detail = "exhaustive over " + std::to_string(table.rows.size()) + " configurations, objective " +
+                 std::string(to_string(req.objective));
+      table.picks.push_back(p);
+    } else {
+      table.picks.push_back(MethodPick{"simulate", false, 0, MemoryStrategy::kNone, 0, false, 0,
+                                       "no configuration fits"});
+    }
+    report.tables.push_back(std::move(table));
+  }
+
+  if (wants(PlanMethod::kPipeMoE) || wants(PlanMethod::kMpmoeModel)) {
+    for (PlanTable& table : report.tables) {
+      const PipeMoeSetup setup = pipemoe_setup(req.model, req.cluster, with_config(req.run, table.tokens, 1, MemoryStrategy::kNone));
+      const DegreePick dp = pipemoe_pick(setup.params, req.chunk_counts);
+      const std::string constants =
+          "a_a " + fmt(setup.params.a2a_alpha_s * 1e6, "%.3f") + " us, b_a " +
+          fmt(setup.params.a2a_beta_s_per_byte * 1e12, "%.4f") + " ps/B, a_e " +
+          fmt(setup.params.expert_alpha_s * 1e6, "%.3f") + " us, b_e " +
+          fmt(setup.params.expert_beta_s_per_unit * 1e15, "%.4f") + " fs/FLOP (" + setup.source + ")";
+      if (wants(PlanMethod::kPipeMoE)) {
+        // The model has no memory strategy: its pick is plain pipelining when `none` is in the set.
+        const MemoryStrategy s = std::find(req.strategies.begin(), req.strategies.end(),
+                                           MemoryStrategy::kNone) != req.strategies.end()
+                                     ? MemoryStrategy::kNone
+                                     : req.strategies.front();
+        MethodPick p = make_pick("pipemoe", table, *find_row(table, dp.degree, s));
+        p.detail = "model T(" + std::to_string(dp.degree) + ") = " + fmt(dp.time_s * 1e3, "%.3f") +
+                   " ms, regime " + std::string(regime_name(dp.regime)) + ", r* = " +
+                   fmt(t3_unconstrained_minimiser(setup.params), "%.2f") + "; " + constants;
+        table.picks.push_back(p);
+      }
+      if (wants(PlanMethod::kMpmoeModel)) {
+        const StrategyCosts costs = strategy_costs(strategy_params(req, table.tokens, dp.degree));
+        const PlanRow* chosen = nullptr;
+        bool chosen_fits = false;
+        for (MemoryStrategy s : req.strategies) {
+          const PlanRow* row = find_row(table, dp.degree, s);
+          const bool better = chosen == nullptr || (row->fits && !chosen_fits) ||
+                              (row->fits == chosen_fits &&
+                               costs.total(to_reuse(s)) < costs.total(to_reuse(chosen->strategy)));
+          if (better) {
+            chosen = row;
+            chosen_fits = row->fits;
+          }
+        }
+        MethodPick p = make_pick("mpmoe-model", table, *chosen);
+        p.detail = "Eq. 7-10 cost per chunk";
+        for (MemoryStrategy s : req.strategies) {
+          p.detail += " " + std::string(to_string(s)) + " " + fmt(costs.total(to_reuse(s)) * 1e6, "%.1f") + " us";
+        }
+        p.detail += "; n from the pipemoe model";
+        table.picks.push_back(p);
+      }
+    }
+  }
+
+  if (wants(PlanMethod::kOnline)) {
+    const int lo = req.chunk_counts.front(), hi = req.chunk_counts.back();
+    OnlineGranularitySearch search(lo, hi);
+    OnlineReplay& replay = report.online;
+    replay.sequence = req.tokens;
+    const int num_s = static_cast<int>(req.strategies.size());
+    for (std::int64_t t : req.tokens) {
+      search.choose_pair(
+          t,
+          [&](int n, int s) {
+            const PlanRow& row = cache.get({t, n, req.strategies[static_cast<std::size_t>(s)]});
+            return static_cast<double>(row.step_ns);
+          },
+          num_s);
+      search.check_invariants();
+    }
+    for (const GranularityTrial& g : search.trials()) {
+      replay.trials.push_back({g.tokens, g.n, req.strategies[static_cast<std::size_t>(g.strategy)],
+                               static_cast<TimeNs>(g.time)});
+    }
+    replay.cache_hits = search.cache_hits();
+    replay.range_hits = search.range_hits();
+    replay.exhaustive_trials = static_cast<std::int64_t>(distinct.size()) * (hi - lo + 1) * num_s;
+    for (const TokenRange& r : search.ranges()) {
+      replay.ranges.push_back({r.lo, r.hi, r.choice.n, req.strategies[static_cast<std::size_t>(r.choice.strategy)]});
+    }
+    report.has_online = true;
+    for (PlanTable& table : report.tables) {
+      const GranularityChoice c = search.cache().at(table.tokens);
+      const MemoryStrategy s = req.strategies[static_cast<std::size_t>(c.strategy)];
+      PlanRow row = cache.get({table.tokens, c.n, s});
+      MethodPick p = make_pick("mpipemoe-online", table, row);
+      std::int64_t spent = 0;
+      for (const OnlineTrialRecord& tr : replay.trials) spent += tr.tokens == table.tokens ? 1 : 0;
+      p.detail = std::to_string(spent) + " trial(s) at this token count; n searched in [" +
+                 std::to_string(lo) + ", " + std::to_string(hi) + "]";
+      table.picks.push_back(p);
+    }
+  }
+  return report;
+}
+
+FitReport fit_cluster(const PlanRequest& req, int max_nodes, TimeNs max_step_ns) {
+  if (max_nodes < 1) throw InputError("--max-nodes must be at least 1, got " + std::to_string(max_nodes));
+  if (max_step_ns < 0) throw InputError("--max-step-ms must not be negative");
+  if (req.run.ep_size != 0) {
+    throw InputError("--fit grows the cluster with the expert-parallel group spanning every GPU; "
+                     "do not give --ep with --fit");
+  }
+  FitReport fit;
+  fit.max_nodes = max_nodes;
+  fit.max_step_ns = max_step_ns;
+  const std::int64_t tokens = req.tokens.front();
+  for (int k = 1; k <= max_nodes; ++k) {
+    FitStep step;
+    step.num_nodes = k;
+    ClusterSpec cluster = req.cluster;
+    cluster.num_nodes = k;
+    step.num_gpus = cluster.num_gpus();
+    if (k > 1 && !(cluster.inter_node.effective_bandwidth() > 0)) {
+      step.reason = "the preset has no inter_node link to join nodes";
+      fit.steps.push_back(step);
+      break;  // no larger size can work either
+    }
+    std::vector<RunSpec> runs;
+    for (int n : req.chunk_counts) {
+      for (MemoryStrategy s : req.strategies) {
+        const RunSpec run = with_config(req.run, tokens, n, s);
+        try {
+          derive_layer_dims(req.model, cluster, run);
+          runs.push_back(run);
+        } catch (const InputError& e) {
+          if (step.reason.empty()) step.reason = e.rule();
+        }
+      }
+    }
+    step.valid = !runs.empty();
+    if (step.valid) {
+      std::vector<PlanRow> rows(runs.size());
+      parallel_for(runs.size(), req.jobs,
+                   [&](std::size_t i) { rows[i] = evaluate_configuration(req.model, cluster, runs[i]); });
+      const int best = rank_rows(rows, PlanObjective::kTime);
+      if (best < 0) {
+        step.reason = "nothing fits: smallest peak " +
+                      format_gib(std::min_element(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
+                                   return a.peak_bytes < b.peak_bytes;
+                                 })->peak_bytes) +
+                      " GiB of " + format_gib(rows.front().capacity_bytes) + " GiB";
+      } else {
+        step.best = rows[static_cast<std::size_t>(best)];
+        step.found = max_step_ns == 0 || step.best.step_ns <= max_step_ns;
+        step.reason = step.found ? "" : "fits, but the fastest step is " + format_ms(step.best.step_ns) + " ms";
+      }
+    }
+    fit.steps.push_back(step);
+    if (step.found) {
+      fit.answer = static_cast<int>(fit.steps.size()) - 1;
+      break;
+    }
+  }
+  return fit;
+}
+
+}  // namespace moesim::search

@@ -1,0 +1,167 @@
+#include "sim/search/sweep.h"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/graph/moe_layer_builder.h"
+#include "sim/search/planner.h"
+#include "sim/search/thread_pool.h"
+#include "sim/spec/loader.h"
+
+namespace moesim::search {
+namespace {
+
+std::string describe(const SweepPlan& p, const SweepConfig& c) {
+  return "model " + p.models[static_cast<std::size_t>(c.model)].name + ", hardware " +
+         p.clusters[static_cast<std::size_t>(c.cluster)].name + " at " +
+         std::to_string(p.clusters[static_cast<std::size_t>(c.cluster)].num_gpus()) + " GPUs, tokens " +
+         std::to_string(c.run.tokens_per_gpu) + ", n = " + std::to_string(c.run.num_chunks) + ", strategy " +
+         std::string(to_string(c.run.strategy));
+}
+
+}  // namespace
+
+SweepPlan prepare_sweep(const SweepSpec& spec) {
+  SweepPlan plan;
+  plan.spec = spec;
+  const auto require = [](const auto& axis, const char* name) {
+    if (axis.values.empty()) throw InputError(axis.where, std::string("the axis '") + name + "' is empty; give at least one value");
+  };
+  require(spec.models, "models");
+  require(spec.hardware, "hardware");
+  require(spec.tokens, "tokens");
+  require(spec.chunks, "chunks");
+  require(spec.strategies, "strategies");
+  require(spec.routing, "routing");
+  for (const std::string& r : spec.routing.values) {
+    if (std::find(routing_model_names().begin(), routing_model_names().end(), r) == routing_model_names().end()) {
+      throw InputError(spec.routing.where, "routing '" + r +
+                                               "' is not in this build (the routing model is not built yet, "
+                                               "issue 5); valid: uniform");
+    }
+  }
+  for (const std::string& path : spec.models.values) plan.models.push_back(load_model_spec(path));
+  // One cluster per (hardware file, GPU count); the index of hardware h at GPU count g is
+  // h * num_gpu_values + g.
+  std::vector<ClusterSpec> presets;
+  for (const std::string& path : spec.hardware.values) presets.push_back(load_hardware_spec(path));
+  const std::size_t num_g = spec.gpus.values.empty() ? 1 : spec.gpus.values.size();
+  for (const ClusterSpec& preset : presets) {
+    for (std::size_t g = 0; g < num_g; ++g) {
+      ClusterSpec c = preset;
+      if (!spec.gpus.values.empty()) {
+        const int gpus = spec.gpus.values[g];
+        const int per_node = preset.node.gpus_per_node;
+        if (gpus % per_node != 0) {
+          throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " is not a multiple of the " +
+                                                std::to_string(per_node) + " GPUs per node of " + preset.name +
+                                                "; a GPU count sets the number of whole nodes");
+        }
+        c.num_nodes = gpus / per_node;
+        if (c.num_nodes > 1 && !(c.inter_node.effective_bandwidth() > 0)) {
+          throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " needs " +
+                                                std::to_string(c.num_nodes) + " nodes but " + preset.name +
+                                                " has no inter_node link");
+        }
+      }
+      plan.clusters.push_back(std::move(c));
+    }
+  }
+  // Grid order: model, hardware, gpus, tokens, routing, strategy, n.
+  for (std::size_t m = 0; m < plan.models.size(); ++m) {
+    for (std::size_t h = 0; h < presets.size(); ++h) {
+      for (std::size_t g = 0; g < num_g; ++g) {
+        for (std::int64_t tokens : spec.tokens.values) {
+          for (const std::string& routing : spec.routing.values) {
+            for (MemoryStrategy s : spec.strategies.values) {
+              for (int n : spec.chunks.values) {
+                SweepConfig c;
+                c.model = static_cast<int>(m);
+                c.hardware = static_cast<int>(h);
+                c.cluster = static_cast<int>(h * num_g + g);
+                c.routing = routing;
+                c.run.tokens_per_gpu = tokens;
+                c.run.num_chunks = n;
+                c.run.strategy = s;
+                c.run.order = spec.order;
+                c.run.num_moe_layers = spec.num_moe_layers;
+                c.run.slots = spec.slots;
+                c.run.optimizer = spec.optimizer;
+                c.run.count_routing_data = spec.count_routing_data;
+                plan.configs.push_back(std::move(c));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Every configuration checked before any work. n above capacity is named at the chunks axis.
+  for (const SweepConfig& c : plan.configs) {
+    const ModelSpec& model = plan.models[static_cast<std::size_t>(c.model)];
+    const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];
+    RunSpec one = c.run;
+    one.num_chunks = 1;
+    try {
+      const LayerDims d = derive_layer_dims(model, cluster, one);
+      if (c.run.num_chunks > d.capacity) {
+        throw InputError(spec.chunks.where, "n = " + std::to_string(c.run.num_chunks) +
+                                                " is above the capacity C = " + std::to_string(d.capacity) +
+                                                " rows per expert (" + describe(plan, c) +
+                                                "): each chunk needs at least one row per expert");
+      }
+      derive_layer_dims(model, cluster, c.run);
+    } catch (const InputError& e) {
+      if (!e.where().file.empty() && e.where().file != model.origin.file) throw;
+      throw InputError(spec.origin, "configuration " + describe(plan, c) + ": " + e.what());
+    }
+  }
+  return plan;
+}
+
+SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index) {
+  const SweepConfig& c = plan.configs.at(index);
+  const PlanRow row = evaluate_configuration(plan.models[static_cast<std::size_t>(c.model)],
+                                             plan.clusters[static_cast<std::size_t>(c.cluster)], c.run);
+  return SweepOutcome{row.step_ns, row.forward_ns, row.backward_ns, row.peak_bytes};
+}
+
+std::vector<SweepOutcome> run_sweep(const SweepPlan& plan, const std::vector<std::size_t>& indices, int jobs,
+                                    const std::function<void(std::size_t)>& progress) {
+  std::vector<SweepOutcome> out(indices.size());
+  parallel_for(indices.size(), jobs, [&](std::size_t k) { out[k] = evaluate_sweep_config(plan, indices[k]); },
+               progress);
+  return out;
+}
+
+SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& outcomes,
+                       const std::string& tool_version) {
+  MOESIM_CHECK(outcomes.size() == plan.configs.size(), "one outcome per sweep configuration");
+  SweepTable t;
+  t.name = plan.spec.name;
+  t.tool_version = tool_version;
+  t.step_target_ns = plan.spec.step_target_ns;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const SweepConfig& c = plan.configs[i];
+    const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];
+    SweepRecord r;
+    r.model = plan.models[static_cast<std::size_t>(c.model)].name;
+    r.hardware = cluster.name;
+    r.gpus = cluster.num_gpus();
+    r.tokens = c.run.tokens_per_gpu;
+    r.routing = c.routing;
+    r.strategy = c.run.strategy;
+    r.num_chunks = c.run.num_chunks;
+    r.step_ns = outcomes[i].step_ns;
+    r.forward_ns = outcomes[i].forward_ns;
+    r.backward_ns = outcomes[i].backward_ns;
+    r.peak_bytes = outcomes[i].peak_bytes;
+    r.capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
+    r.fits = r.peak_bytes <= r.capacity_bytes;
+    t.records.push_back(std::move(r));
+  }
+  return t;
+}
+
+}  // namespace moesim::search

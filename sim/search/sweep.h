@@ -1,0 +1,63 @@
+// `moesim sweep`: simulate every configuration of a grid (sweep_spec.h) on a thread pool.
+//
+// prepare_sweep loads every model and hardware file once and checks every configuration
+// (derive_layer_dims: n within capacity, experts divisible by the GPU count, ...) before any
+// simulation, so a bad grid fails at once with an InputError naming the sweep file's line.
+// run_sweep evaluates any subset of the configurations (all of them, or one MPI rank's share) and
+// returns outcomes by configuration index; sweep_table joins them with the grid's labels in grid
+// order. Outcomes are integers only (ns, bytes), so they travel between MPI ranks exactly and the
+// gathered result is the same as a single process's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/report/sweep_report.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/run_spec.h"
+#include "sim/spec/sweep_spec.h"
+
+namespace moesim::search {
+
+struct SweepConfig {
+  int model = 0;    // index into SweepPlan::models
+  int cluster = 0;  // index into SweepPlan::clusters (a hardware file at one GPU count)
+  int hardware = 0; // index into the hardware axis (for labels)
+  std::string routing;
+  RunSpec run;
+};
+
+struct SweepPlan {
+  SweepSpec spec;
+  std::vector<ModelSpec> models;
+  std::vector<ClusterSpec> clusters;
+  std::vector<SweepConfig> configs;  // grid order
+};
+
+// Loads and validates; InputError on any bad axis value or configuration.
+SweepPlan prepare_sweep(const SweepSpec& spec);
+
+// The measured part of one configuration; four integers and a flag.
+struct SweepOutcome {
+  TimeNs step_ns = 0;
+  TimeNs forward_ns = 0;
+  TimeNs backward_ns = 0;
+  std::int64_t peak_bytes = 0;
+};
+
+SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index);
+
+// Evaluates plan.configs[i] for every i in `indices` on `jobs` threads; out[k] belongs to
+// indices[k]. progress(done) as in parallel_for.
+std::vector<SweepOutcome> run_sweep(const SweepPlan& plan, const std::vector<std::size_t>& indices, int jobs,
+                                    const std::function<void(std::size_t)>& progress = {});
+
+// Joins outcomes (one per configuration, in grid order) with the labels.
+SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& outcomes,
+                       const std::string& tool_version);
+
+}  // namespace moesim::search
