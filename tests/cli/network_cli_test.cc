@@ -1,0 +1,67 @@
+// End-to-end tests of the network model from the command line: topology errors, `moesim
+// collective`, and the --network / --a2a options of `simulate`.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class NetworkCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("moesim_netcli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome moesim(const std::string& args) const {
+    const std::string cmd = std::string("cd ") + MOESIM_SOURCE_DIR + " && " + MOESIM_BINARY + " " + args +
+                            " >" + (dir_ / "out").string() + " 2>" + (dir_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(NetworkCli, TopologyErrorExitsTwoWithFileAndLine) {
+  // dgx-1-v100.yaml with the NVLink pair gpu0-gpu1 naming a GPU the node does not have.
+  std::string text = slurp(fs::path(MOESIM_SOURCE_DIR) / "hardware/nodes/dgx-1-v100.yaml");
+  const std::string from = "ends: [gpu0, gpu1]";
+  const auto pos = text.find(from);
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, from.size(), "ends: [gpu0, gpu9]");
+  text.replace(text.find("gpu: ../gpus/"), 13, "gpu: " + std::string(MOESIM_SOURCE_DIR) + "/hardware/gpus/");
+  const fs::path bad = dir_ / "bad-node.yaml";
+  std::ofstream(bad) << text;
+  const Outcome r = moesim("simulate --model models/moe-gpt-s-16e.yaml --hardware " + bad.string() +
+                           " --tokens 1024 --ep 8");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: " + bad.string() + ":", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("unknown device 'gpu9'"), std::string::npos) << r.err;
+}
+
+}  // namespace
