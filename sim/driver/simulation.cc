@@ -6,12 +6,37 @@
 #include "sim/cost/local_task_model.h"
 #include "sim/engine/engine.h"
 #include "sim/net/alpha_beta.h"
+#include "sim/net/flow_network.h"
 
 namespace moesim {
 
-std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster) {
+NetworkModel resolve_network_model(const ClusterSpec& cluster, NetworkModel requested) {
+  const bool has_topology =
+      cluster.node.topology.present && (cluster.num_nodes == 1 || cluster.fabric.present);
+  if (requested == NetworkModel::kAuto)
+    return has_topology ? NetworkModel::kFlow : NetworkModel::kAlphaBeta;
+  return requested;
+}
+
+std::unique_ptr<CollectiveModel> make_collective_model(const TaskGraph& graph, const ClusterSpec& cluster,
+                                                       NetworkChoice choice) {
+  if (resolve_network_model(cluster, choice.model) == NetworkModel::kAlphaBeta) {
+    if (choice.all_to_all != AllToAllAlgorithm::kPairwise)
+      throw InputError("the " + std::string(to_string(choice.all_to_all)) +
+                       " all-to-all needs the flow network model (--network flow and a hardware file "
+                       "with a topology); the alpha-beta model has one all-to-all formula");
+    return std::make_unique<AlphaBetaNetwork>(graph, cluster);
+  }
+  FlowNetworkOptions options;
+  options.plan.all_to_all = choice.all_to_all;
+  return std::make_unique<FlowNetwork>(graph, cluster, options);
+}
+
+std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster,
+                                       NetworkChoice choice) {
   const ComputeCostModel compute(cluster);
-  const AlphaBetaNetwork network(graph, cluster);
+  const std::unique_ptr<CollectiveModel> model = make_collective_model(graph, cluster, choice);
+  const CollectiveModel& network = *model;
   std::vector<TimeNs> out(graph.num_tasks());
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Task& t = graph.task(i);
@@ -24,10 +49,10 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
   return out;
 }
 
-EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
+EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice choice) {
   Engine engine(graph);
   engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
-  engine.add_model(std::make_unique<AlphaBetaNetwork>(graph, cluster));
+  engine.add_model(make_collective_model(graph, cluster, choice));
   TraceRecorder recorder(graph.num_tasks());
   MemoryTracker memory(graph);
   engine.add_observer(&recorder);
@@ -40,7 +65,7 @@ SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluste
                                const BuildOptions& options) {
   LayerDims dims = derive_layer_dims(model, cluster, run);
   TaskGraph graph = build_moe_graph(model, cluster, run, options);
-  EngineRun run_result = simulate_graph(graph, cluster);
+  EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
   return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),
                           std::move(run_result.memory)};

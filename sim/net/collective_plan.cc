@@ -124,16 +124,6 @@ TimeNs copy_ns(const GpuSpec& gpu, double bytes) {
 
 }  // namespace
 
-std::string_view to_string(AllToAllAlgorithm a) {
-  return a == AllToAllAlgorithm::kPairwise ? "pairwise" : "2dh";
-}
-
-std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s) {
-  if (s == "pairwise") return AllToAllAlgorithm::kPairwise;
-  if (s == "2dh") return AllToAllAlgorithm::kHierarchical;
-  return std::nullopt;
-}
-
 bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& group) {
   if (!whole_nodes(topo, group)) return false;
   const std::vector<int> nodes = member_nodes(topo, group);

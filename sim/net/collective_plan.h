@@ -30,6 +30,7 @@
 #include "sim/graph/task.h"
 #include "sim/net/max_min.h"
 #include "sim/net/topology.h"
+#include "sim/spec/types.h"
 
 namespace moesim {
 
@@ -48,10 +49,6 @@ struct PlanPhase {
 struct CollectivePlan {
   std::vector<PlanPhase> phases;
 };
-
-enum class AllToAllAlgorithm { kPairwise, kHierarchical };
-std::string_view to_string(AllToAllAlgorithm a);
-std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s);
 
 struct PlanOptions {
   AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;

@@ -507,7 +507,7 @@ RunFile load_run_spec(const std::string& path) {
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "num_chunks", "order",
                                  "num_moe_layers", "seed", "strategy", "slots", "optimizer",
-                                 "routing_data"});
+                                 "routing_data", "network", "all_to_all"});
   check_header(m, "run", true, true);
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
@@ -529,6 +529,9 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("slots")) out.run.slots = static_cast<int>(v->as_int(1, 2));
   if (auto v = m.get("optimizer")) out.run.optimizer = v->as_enum(parse_optimizer, optimizer_names());
   if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
+  if (auto v = m.get("network")) out.run.network = v->as_enum(parse_network_model, network_model_names());
+  if (auto v = m.get("all_to_all"))
+    out.run.all_to_all = v->as_enum(parse_all_to_all_algorithm, all_to_all_algorithm_names());
   if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
   return out;
 }

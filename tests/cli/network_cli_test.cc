@@ -65,3 +65,26 @@ TEST_F(NetworkCli, TopologyErrorExitsTwoWithFileAndLine) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(NetworkCli, NetworkAndAllToAllOptionsSelectTheModel) {
+  const std::string base = "simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                           "--tokens 4096 --chunks 4";
+  const Outcome ab = moesim(base + " --network alpha-beta");
+  const Outcome flow = moesim(base + " --network flow --a2a 2dh");
+  ASSERT_EQ(ab.exit_code, 0) << ab.err;
+  ASSERT_EQ(flow.exit_code, 0) << flow.err;
+  EXPECT_NE(ab.out, flow.out);
+  // A node file without a topology section cannot run the flow model; 2dh needs the flow model.
+  const Outcome no_topo = moesim("simulate --model models/moe-gpt-s-16e.yaml --hardware hardware/gpus/a100-sxm4-40gb.yaml "
+                                 "--tokens 1024 --network flow");
+  EXPECT_EQ(no_topo.exit_code, 2);
+  EXPECT_NE(no_topo.err.find("no topology"), std::string::npos) << no_topo.err;
+  const Outcome bad = moesim(base + " --network alpha-beta --a2a 2dh");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("needs the flow network model"), std::string::npos) << bad.err;
+  EXPECT_EQ(moesim(base + " --network ether").exit_code, 2);
+}
+
+}  // namespace
