@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/collective_command.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
@@ -275,6 +276,18 @@ int main_impl(int argc, char** argv) {
   CLI::App* graph_check = graph_cmd->add_subcommand("check", "validate a task graph JSON file");
   graph_check->add_option("file", check_path, "graph JSON written by `moesim graph export`")->required();
 
+  CollectiveArgs coll;
+  CLI::App* collective = app.add_subcommand(
+      "collective", "simulate one collective over a size range, printed as nccl-tests prints it");
+  collective->add_option("--hardware", coll.hardware_path, "cluster or node YAML")->required();
+  collective->add_option("--op", coll.op, "all-to-all|all-reduce|all-gather|reduce-scatter")->capture_default_str();
+  collective->add_option("--ranks", coll.ranks, "ranks (0 = every GPU of the cluster)")->capture_default_str();
+  collective->add_option("--min-bytes,-b", coll.min_bytes, "smallest size (K, M, G)")->capture_default_str();
+  collective->add_option("--max-bytes,-e", coll.max_bytes, "largest size (K, M, G)")->capture_default_str();
+  collective->add_option("--step-factor,-f", coll.step_factor, "size multiplication factor")->capture_default_str();
+  collective->add_option("--network", coll.network, "auto|alpha-beta|flow")->capture_default_str();
+  collective->add_option("--a2a", coll.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
+
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--version") {
@@ -304,6 +317,7 @@ int main_impl(int argc, char** argv) {
   if (simulate->parsed()) return run_simulate(sim_args, json_path, trace_path, timing);
   if (graph_export->parsed()) return run_graph_export(export_args, export_path);
   if (graph_check->parsed()) return run_graph_check(check_path);
+  if (collective->parsed()) return run_collective(coll, std::cout);
   return 2;
 }
 

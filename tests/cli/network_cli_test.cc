@@ -88,3 +88,33 @@ TEST_F(NetworkCli, NetworkAndAllToAllOptionsSelectTheModel) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(NetworkCli, CollectivePrintsNcclTestsColumnsAndBusBandwidth) {
+  const Outcome r = moesim("collective --hardware hardware/clusters/dgx-a100-2node.yaml --op all-to-all -b 1M -e 1G");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("#        size        count     type  redop   root       time   algbw   busbw #wrong"), std::string::npos)
+      << r.out;
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    long long size = 0, count = 0;
+    std::string type, redop, wrong;
+    int root = 0;
+    double time_us = 0, algbw = 0, busbw = 0;
+    f >> size >> count >> type >> redop >> root >> time_us >> algbw >> busbw >> wrong;
+    ++rows;
+    EXPECT_EQ(count * 4, size);
+    EXPECT_NEAR(algbw, size / (time_us * 1e3), 0.01 * algbw + 0.01);
+    EXPECT_NEAR(busbw, algbw * 15 / 16, 0.01);
+    EXPECT_EQ(wrong, "N/A");
+  }
+  EXPECT_EQ(rows, 11);  // 1M, 2M, ..., 1G
+  EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml --op broadcast").exit_code, 2);
+  EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml -b 1X").exit_code, 2);
+}
+
+}  // namespace
