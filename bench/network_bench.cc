@@ -39,6 +39,7 @@ void all_to_all(benchmark::State& state, bool aggregate) {
     t = FlowSimulator::run_alone(topo, plan);
     benchmark::DoNotOptimize(t);
   }
+  state.SetComplexityN(n);
   state.counters["simulated_us"] = static_cast<double>(t) / 1e3;
   state.counters["flow_entries"] = static_cast<double>(flows);
   state.counters["busbw_GBps"] = 64.0 * kMiB / static_cast<double>(t) * (n - 1) / n;
