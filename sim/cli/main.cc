@@ -16,6 +16,7 @@
 #include "sim/cli/output_file.h"
 #include "sim/cli/plan_command.h"
 #include "sim/cli/sweep_command.h"
+#include "sim/cli/collective_command.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
@@ -70,6 +71,8 @@ struct StepArgs {
   int slots = 2;
   std::string optimizer = "adam";
   bool no_routing_data = false;
+  std::string network = "auto";
+  std::string a2a = "pairwise";
 };
 
 void add_step_options(CLI::App* app, StepArgs& a) {
@@ -93,6 +96,11 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--slots", a.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")
       ->capture_default_str();
   app->add_option("--optimizer", a.optimizer, "optimizer for model-state memory: adam|momentum|sgd")
+      ->capture_default_str();
+  app->add_option("--network", a.network,
+                  "collective model: auto|alpha-beta|flow (auto: flow when the hardware has a topology)")
+      ->capture_default_str();
+  app->add_option("--a2a", a.a2a, "all-to-all algorithm of dispatch/combine (flow model): pairwise|2dh")
       ->capture_default_str();
   app->add_flag("--no-routing-data", a.no_routing_data,
                 "do not count gate scores and indices kept for backward (the papers' accounting)");
@@ -123,6 +131,8 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--slots")) a.slots = file.run.slots;
     if (!given(a, "--optimizer")) a.optimizer = std::string(to_string(file.run.optimizer));
     if (!given(a, "--no-routing-data")) a.no_routing_data = !file.run.count_routing_data;
+    if (!given(a, "--network")) a.network = std::string(to_string(file.run.network));
+    if (!given(a, "--a2a")) a.a2a = std::string(to_string(file.run.all_to_all));
   }
   if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
   if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
@@ -158,6 +168,15 @@ RunSpec to_run_spec(const StepArgs& a) {
     throw InputError("--optimizer '" + a.optimizer + "' is not an optimizer; valid: " + join(optimizer_names()));
   run.optimizer = *optimizer;
   run.count_routing_data = !a.no_routing_data;
+  const auto network = parse_network_model(a.network);
+  if (!network)
+    throw InputError("--network '" + a.network + "' is not a network model; valid: " + join(network_model_names()));
+  run.network = *network;
+  const auto a2a = parse_all_to_all_algorithm(a.a2a);
+  if (!a2a)
+    throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +
+                     join(all_to_all_algorithm_names()));
+  run.all_to_all = *a2a;
   return run;
 }
 
@@ -177,7 +196,7 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   const LayerDims dims = derive_layer_dims(model, cluster, run);
   const TaskGraph graph = build_moe_graph(model, cluster, run, options);
   timer.mark("build");
-  const EngineRun result = simulate_graph(graph, cluster);
+  const EngineRun result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   const Trace& trace = result.trace;
   timer.mark("simulate");
   const StepMetrics metrics = compute_step_metrics(graph, trace);
@@ -293,6 +312,17 @@ int main_impl(int argc, char** argv) {
   sweep->add_option("--html", sweep_args.html_path, "write the self-contained HTML report");
   sweep->add_option("--jobs,-j", sweep_args.jobs, "threads (0 = every core)")->capture_default_str();
   sweep->add_flag("--timing", sweep_args.timing, "print the wall-clock time of the sweep on stderr");
+  CollectiveArgs coll;
+  CLI::App* collective = app.add_subcommand(
+      "collective", "simulate one collective over a size range, printed as nccl-tests prints it");
+  collective->add_option("--hardware", coll.hardware_path, "cluster or node YAML")->required();
+  collective->add_option("--op", coll.op, "all-to-all|all-reduce|all-gather|reduce-scatter")->capture_default_str();
+  collective->add_option("--ranks", coll.ranks, "ranks (0 = every GPU of the cluster)")->capture_default_str();
+  collective->add_option("--min-bytes,-b", coll.min_bytes, "smallest size (K, M, G)")->capture_default_str();
+  collective->add_option("--max-bytes,-e", coll.max_bytes, "largest size (K, M, G)")->capture_default_str();
+  collective->add_option("--step-factor,-f", coll.step_factor, "size multiplication factor")->capture_default_str();
+  collective->add_option("--network", coll.network, "auto|alpha-beta|flow")->capture_default_str();
+  collective->add_option("--a2a", coll.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
 
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
@@ -325,6 +355,7 @@ int main_impl(int argc, char** argv) {
   if (graph_check->parsed()) return run_graph_check(check_path);
   if (plan->parsed()) return run_plan(plan_args, kVersion);
   if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
+  if (collective->parsed()) return run_collective(coll, std::cout);
   return 2;
 }
 

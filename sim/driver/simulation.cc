@@ -7,6 +7,7 @@
 #include "sim/cost/pure_alpha_beta_model.h"
 #include "sim/engine/engine.h"
 #include "sim/net/alpha_beta.h"
+#include "sim/net/flow_network.h"
 
 namespace moesim {
 
@@ -15,15 +16,40 @@ BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options)
   return options;
 }
 
-std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster) {
-  std::vector<TimeNs> out(graph.num_tasks());
+NetworkModel resolve_network_model(const ClusterSpec& cluster, NetworkModel requested) {
+  const bool has_topology =
+      cluster.node.topology.present && (cluster.num_nodes == 1 || cluster.fabric.present);
+  if (requested == NetworkModel::kAuto)
+    return has_topology ? NetworkModel::kFlow : NetworkModel::kAlphaBeta;
+  return requested;
+}
+
+std::unique_ptr<CollectiveModel> make_collective_model(const TaskGraph& graph, const ClusterSpec& cluster,
+                                                       NetworkChoice choice) {
+  if (resolve_network_model(cluster, choice.model) == NetworkModel::kAlphaBeta) {
+    if (choice.all_to_all != AllToAllAlgorithm::kPairwise)
+      throw InputError("the " + std::string(to_string(choice.all_to_all)) +
+                       " all-to-all needs the flow network model (--network flow and a hardware file "
+                       "with a topology); the alpha-beta model has one all-to-all formula");
+    return std::make_unique<AlphaBetaNetwork>(graph, cluster);
+  }
+  FlowNetworkOptions options;
+  options.plan.all_to_all = choice.all_to_all;
+  return std::make_unique<FlowNetwork>(graph, cluster, options);
+}
+
+std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster,
+                                       NetworkChoice choice) {
   if (cluster.pure_alpha_beta()) {
     const PureAlphaBetaModel pure(graph, cluster);
+    std::vector<TimeNs> out(graph.num_tasks());
     for (TaskIndex i = 0; i < graph.num_tasks(); ++i) out[i] = pure.isolated_duration(graph.task(i));
     return out;
   }
   const ComputeCostModel compute(cluster);
-  const AlphaBetaNetwork network(graph, cluster);
+  const std::unique_ptr<CollectiveModel> model = make_collective_model(graph, cluster, choice);
+  const CollectiveModel& network = *model;
+  std::vector<TimeNs> out(graph.num_tasks());
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Task& t = graph.task(i);
     if (const auto* c = std::get_if<CollectiveWork>(&t.work)) {
@@ -35,13 +61,13 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
   return out;
 }
 
-EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
+EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice choice) {
   Engine engine(graph);
   if (cluster.pure_alpha_beta()) {
     engine.add_model(std::make_unique<PureAlphaBetaModel>(graph, cluster));
   } else {
     engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
-    engine.add_model(std::make_unique<AlphaBetaNetwork>(graph, cluster));
+    engine.add_model(make_collective_model(graph, cluster, choice));
   }
   TraceRecorder recorder(graph.num_tasks());
   MemoryTracker memory(graph);
@@ -54,8 +80,13 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster) {
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options) {
   LayerDims dims = derive_layer_dims(model, cluster, run);
-  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options));
-  EngineRun run_result = simulate_graph(graph, cluster);
+BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options) {
+  if (cluster.pure_alpha_beta()) options.single_comm_stream = true;
+  return options;
+}
+
+  TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
   return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),
                           std::move(run_result.memory)};

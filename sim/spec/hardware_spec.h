@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "sim/core/units.h"
@@ -63,6 +64,46 @@ struct InterferenceTable {
   }};
 };
 
+// Node topology (optional `topology:` section of a node file): the devices of one node and the
+// links between them, for the flow-level network model (sim/net/topology.h builds the graph).
+// Devices are named by kind and index: gpu<i> (i < gpus_per_node), nvswitch<i>, pcie<i> (PCIe
+// switches), cpu<i>, nic<i>. A link joins two devices with `count` parallel lanes of a named link
+// type; each lane carries the type's bandwidth per direction.
+enum class TopoDeviceKind { kGpu, kNvSwitch, kPcieSwitch, kCpu, kNic };
+inline constexpr int kNumTopoDeviceKinds = 5;
+
+struct TopoDevice {
+  TopoDeviceKind kind = TopoDeviceKind::kGpu;
+  int index = 0;
+  friend bool operator==(const TopoDevice&, const TopoDevice&) = default;
+};
+
+struct TopoLink {
+  TopoDevice a;
+  TopoDevice b;
+  std::string type;   // a key of NodeTopology::link_types
+  int count = 1;      // parallel lanes (NVLinks), each with the type's bandwidth
+  SourceLocation origin;
+};
+
+struct NodeTopology {
+  bool present = false;
+  SourceLocation origin;
+  int num_nvswitches = 0;
+  int num_pcie_switches = 0;
+  int num_cpus = 0;
+  int num_nics = 0;
+  std::map<std::string, LinkSpec> link_types;  // per lane, per direction
+  std::vector<TopoLink> links;
+  std::vector<int> gpu_nic;  // the NIC each GPU sends and receives inter-node traffic through
+  LinkSpec nic_port;         // each NIC's port to the fabric (line rate, efficiency, latency)
+
+  int count(TopoDeviceKind kind, int gpus_per_node) const;
+};
+
+// Device names as the hardware files write them.
+std::string topo_device_name(TopoDevice d);
+
 struct NodeSpec {
   std::string name;
   SourceLocation origin;
@@ -72,6 +113,22 @@ struct NodeSpec {
   LinkSpec pcie_h2d;        // host to device, per GPU
   LinkSpec pcie_d2h;        // device to host, per GPU
   InterferenceTable interference;
+  NodeTopology topology;    // optional; the flow network model needs it
+};
+
+// The fabric between nodes (optional `fabric:` section of a cluster file). Every node's NIC k has a
+// port on a leaf switch: fat tree, the leaf of its node group (nodes_per_leaf nodes share a leaf);
+// rail-optimised, the leaf of rail k for its node group (NIC k of every node is on rail k). Leaves
+// reach each other through a non-blocking spine layer; each leaf's uplink capacity is its
+// downlink capacity divided by the oversubscription ratio.
+enum class FabricKind { kFatTree, kRailOptimized };
+
+struct FabricSpec {
+  bool present = false;
+  SourceLocation origin;
+  FabricKind kind = FabricKind::kFatTree;
+  int nodes_per_leaf = 1;
+  double oversubscription = 1.0;  // leaf downlink : uplink capacity, >= 1
 };
 
 // PipeMoE's linear costs. x for an all-to-all is the bytes one rank sends in it, its own share
@@ -94,6 +151,7 @@ struct ClusterSpec {
   NodeSpec node;
   int num_nodes = 1;
   LinkSpec inter_node;      // per GPU (a NIC shared by g GPUs gives each 1/g of it)
+  FabricSpec fabric;        // optional; the flow network model needs it for num_nodes > 1
   std::optional<AlphaBetaCosts> alpha_beta;
 
   // True when the simulator must use the pure alpha-beta costs (alpha_beta.simulate).

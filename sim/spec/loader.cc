@@ -41,9 +41,9 @@ const std::vector<std::string> kGpuKeys =
     with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
                  "kernel_launch_overhead", "gemm_efficiency"});
 const std::vector<std::string> kNodeKeys =
-    with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference"});
+    with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference", "topology"});
 const std::vector<std::string> kClusterKeys =
-    with_header({"node", "num_nodes", "inter_node", "alpha_beta"});
+    with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
 // A node file loaded on its own is a one-node cluster and may carry the cluster-level alpha_beta.
 std::vector<std::string> top_level_node_keys() {
   std::vector<std::string> keys = kNodeKeys;
@@ -113,6 +113,157 @@ LinkSpec read_link(const YamlValue& v, PlausibleRange range) {
   if (auto e = m.get("efficiency")) link.efficiency = e->as_double(0, 1, true);
   link.latency_ns = m.require("latency").as_time(kMaxLatencyNs);
   return link;
+}
+
+// A device name "<kind><index>" of a node topology, checked against the devices the node has.
+TopoDevice read_device(const YamlValue& v, const NodeTopology& topo, int gpus_per_node) {
+  static const std::vector<std::pair<std::string, TopoDeviceKind>> kPrefixes = {
+      {"nvswitch", TopoDeviceKind::kNvSwitch}, {"gpu", TopoDeviceKind::kGpu},
+      {"pcie", TopoDeviceKind::kPcieSwitch},   {"cpu", TopoDeviceKind::kCpu},
+      {"nic", TopoDeviceKind::kNic}};
+  const std::string name = v.as_name();
+  std::string valid;
+  for (const auto& [prefix, kind] : kPrefixes) {
+    const int n = topo.count(kind, gpus_per_node);
+    if (n > 0) valid += (valid.empty() ? "" : ", ") + prefix + "0.." + prefix + std::to_string(n - 1);
+  }
+  for (const auto& [prefix, kind] : kPrefixes) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      break;
+    const int index = std::stoi(digits);
+    if (index < topo.count(kind, gpus_per_node)) return TopoDevice{kind, index};
+    break;
+  }
+  v.fail("unknown device '" + name + "' (a link must join devices the node has); devices: " + valid);
+}
+
+// Union-find over the devices, to reject GPUs (and NICs) that no link path reaches.
+class DeviceSets {
+ public:
+  explicit DeviceSets(std::size_t n) : parent_(n) {
+    for (std::size_t i = 0; i < n; ++i) parent_[i] = i;
+  }
+  std::size_t find(std::size_t x) {
+    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
+    return x;
+  }
+  void join(std::size_t a, std::size_t b) { parent_[find(a)] = find(b); }
+
+ private:
+  std::vector<std::size_t> parent_;
+};
+
+NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
+  const YamlMap m = v.as_map({"link_types", "nvswitches", "pcie_switches", "cpus", "nics",
+                              "nic_port", "gpu_nic", "links"});
+  NodeTopology topo;
+  topo.present = true;
+  topo.origin = v.location();
+  if (auto n = m.get("nvswitches")) topo.num_nvswitches = static_cast<int>(n->as_int(0, 64));
+  if (auto n = m.get("pcie_switches")) topo.num_pcie_switches = static_cast<int>(n->as_int(0, 64));
+  if (auto n = m.get("cpus")) topo.num_cpus = static_cast<int>(n->as_int(0, 64));
+  if (auto n = m.get("nics")) topo.num_nics = static_cast<int>(n->as_int(0, 64));
+
+  const YamlValue types = m.require("link_types");
+  if (!types.is_map()) types.fail("expected a map of link type name -> {bandwidth, efficiency, latency}");
+  std::vector<std::string> type_names;
+  for (auto it = types.node().begin(); it != types.node().end(); ++it)
+    type_names.push_back(it->first.as<std::string>());
+  const YamlMap type_map = types.as_map(type_names);
+  for (const std::string& name : type_names)
+    topo.link_types[name] = read_link(type_map.require(name), kIntraNodeRange);
+
+  if (topo.num_nics > 0) {
+    topo.nic_port = read_link(m.require("nic_port"), kNetworkRange);
+    const YamlValue gn = m.require("gpu_nic");
+    const std::vector<YamlValue> items = gn.as_sequence();
+    if (static_cast<int>(items.size()) != gpus_per_node)
+      gn.fail("lists " + std::to_string(items.size()) + " NICs; it needs one per GPU (gpus_per_node = " +
+              std::to_string(gpus_per_node) + ")");
+    for (const YamlValue& item : items) {
+      const TopoDevice d = read_device(item, topo, gpus_per_node);
+      if (d.kind != TopoDeviceKind::kNic) item.fail("expected a NIC name (nic<i>), found '" + item.as_string() + "'");
+      topo.gpu_nic.push_back(d.index);
+    }
+  } else {
+    for (const char* key : {"nic_port", "gpu_nic"}) {
+      if (auto k = m.get(key)) k->fail(std::string(key) + " needs nics > 0");
+    }
+  }
+
+  const YamlValue links = m.require("links");
+  const int num_devices = gpus_per_node + topo.num_nvswitches + topo.num_pcie_switches +
+                          topo.num_cpus + topo.num_nics;
+  const auto flat = [&](TopoDevice d) {
+    int offset = 0;
+    for (int k = 0; k < static_cast<int>(d.kind); ++k)
+      offset += topo.count(static_cast<TopoDeviceKind>(k), gpus_per_node);
+    return static_cast<std::size_t>(offset + d.index);
+  };
+  DeviceSets sets(static_cast<std::size_t>(num_devices));
+  for (const YamlValue& item : links.as_sequence()) {
+    const YamlMap lm = item.as_map({"ends", "type", "count"});
+    const YamlValue ends = lm.require("ends");
+    const std::vector<YamlValue> e = ends.as_sequence();
+    if (e.size() != 2) ends.fail("a link has exactly two ends, found " + std::to_string(e.size()));
+    TopoLink link;
+    link.origin = item.location();
+    link.a = read_device(e[0], topo, gpus_per_node);
+    link.b = read_device(e[1], topo, gpus_per_node);
+    if (link.a == link.b) ends.fail("a link must join two different devices");
+    const YamlValue type = lm.require("type");
+    link.type = type.as_name();
+    if (topo.link_types.count(link.type) == 0) {
+      std::string suggestion;
+      for (const std::string& t : type_names)
+        if (edit_distance(t, link.type) <= 2) suggestion = "; did you mean '" + t + "'?";
+      type.fail("unknown link type '" + link.type + "'" + suggestion +
+                " (link_types: " + YamlValue::join_names(type_names) + ")");
+    }
+    if (auto c = lm.get("count")) link.count = static_cast<int>(c->as_int(1, 64));
+    for (const TopoLink& other : topo.links) {
+      if ((other.a == link.a && other.b == link.b) || (other.a == link.b && other.b == link.a))
+        ends.fail("duplicate link " + topo_device_name(link.a) + " - " + topo_device_name(link.b) +
+                  " (first given at line " + std::to_string(other.origin.line) +
+                  "); give parallel lanes with count");
+    }
+    sets.join(flat(link.a), flat(link.b));
+    topo.links.push_back(std::move(link));
+  }
+  // Every GPU must reach GPU 0 (intra-node traffic) and its NIC (inter-node traffic).
+  for (int g = 0; g < gpus_per_node; ++g) {
+    const TopoDevice gpu{TopoDeviceKind::kGpu, g};
+    if (sets.find(flat(gpu)) != sets.find(flat({TopoDeviceKind::kGpu, 0})))
+      links.fail("gpu" + std::to_string(g) + " is disconnected: no path of links joins it to gpu0");
+    if (!topo.gpu_nic.empty()) {
+      const TopoDevice nic{TopoDeviceKind::kNic, topo.gpu_nic[static_cast<std::size_t>(g)]};
+      if (sets.find(flat(gpu)) != sets.find(flat(nic)))
+        links.fail("gpu" + std::to_string(g) + " cannot reach its NIC " + topo_device_name(nic) +
+                   ": no path of links joins them");
+    }
+  }
+  return topo;
+}
+
+FabricSpec read_fabric(const YamlValue& v) {
+  const YamlMap m = v.as_map({"type", "nodes_per_leaf", "oversubscription"});
+  FabricSpec f;
+  f.present = true;
+  f.origin = v.location();
+  const std::string type = m.require("type").as_string();
+  if (type == "fat_tree") {
+    f.kind = FabricKind::kFatTree;
+  } else if (type == "rail_optimized") {
+    f.kind = FabricKind::kRailOptimized;
+  } else {
+    m.require("type").fail("unknown fabric type '" + type + "'; valid values: fat_tree, rail_optimized");
+  }
+  f.nodes_per_leaf = static_cast<int>(m.require("nodes_per_leaf").as_int(1, 1 << 16));
+  if (auto o = m.get("oversubscription")) f.oversubscription = o->as_double(1, 1024);
+  return f;
 }
 
 InterferenceTable read_interference(const YamlValue& v) {
@@ -229,6 +380,7 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   node.pcie_h2d.latency_ns = node.pcie_d2h.latency_ns =
       pcie.require("latency").as_time(kMaxLatencyNs);
   if (auto i = m.get("interference")) node.interference = read_interference(*i);
+  if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
   return node;
 }
 
@@ -302,6 +454,11 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   } else if (cluster.num_nodes > 1) {
     m.fail("missing required key 'inter_node' (needed when num_nodes = " +
            std::to_string(cluster.num_nodes) + " > 1)");
+  }
+  if (auto f = m.get("fabric")) {
+    cluster.fabric = read_fabric(*f);
+    if (!cluster.node.topology.present || cluster.node.topology.num_nics == 0)
+      f->fail("a fabric needs a node with a topology section that has NICs (nics > 0)");
   }
   if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
   return cluster;
@@ -391,7 +548,7 @@ RunFile load_run_spec(const std::string& path) {
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "num_chunks", "order",
                                  "num_moe_layers", "seed", "strategy", "slots", "optimizer",
-                                 "routing_data"});
+                                 "routing_data", "network", "all_to_all"});
   check_header(m, "run", true, true);
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
@@ -413,6 +570,9 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("slots")) out.run.slots = static_cast<int>(v->as_int(1, 2));
   if (auto v = m.get("optimizer")) out.run.optimizer = v->as_enum(parse_optimizer, optimizer_names());
   if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
+  if (auto v = m.get("network")) out.run.network = v->as_enum(parse_network_model, network_model_names());
+  if (auto v = m.get("all_to_all"))
+    out.run.all_to_all = v->as_enum(parse_all_to_all_algorithm, all_to_all_algorithm_names());
   if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
   return out;
 }

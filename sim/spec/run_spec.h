@@ -17,7 +17,9 @@ struct RunSpec {
   MemoryStrategy strategy = MemoryStrategy::kNone;
   int slots = 2;                    // buffer slots per reused tensor with s1-s4: 1 or 2
   Optimizer optimizer = Optimizer::kAdam;
-  bool count_routing_data = true;   // gate scores and indices kept for backward (off = the papers' accounting)
+  bool count_routing_data = true;
+  NetworkModel network = NetworkModel::kAuto;              // collective model (docs/network.md)
+  AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;  // dispatch/combine algorithm (flow model)   // gate scores and indices kept for backward (off = the papers' accounting)
 };
 
 }  // namespace moesim

@@ -46,4 +46,19 @@ std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::vector<std::string> optimizer_names();
 int optimizer_states_per_param(Optimizer o);
 
+// Which collective model runs the network (docs/network.md): alpha-beta (one latency and
+// bandwidth per link class, for huge sweeps), flow (max-min fair flows over the topology), or
+// auto: flow when the hardware file describes a topology (and a fabric for several nodes).
+enum class NetworkModel { kAuto, kAlphaBeta, kFlow };
+std::string_view to_string(NetworkModel m);
+std::optional<NetworkModel> parse_network_model(std::string_view s);
+std::vector<std::string> network_model_names();
+
+// The all-to-all algorithm of the MoE layer's dispatch and combine under the flow model:
+// pairwise (NCCL's grouped send/recv) or 2dh (Tutel's hierarchical all-to-all).
+enum class AllToAllAlgorithm { kPairwise, kHierarchical };
+std::string_view to_string(AllToAllAlgorithm a);
+std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s);
+std::vector<std::string> all_to_all_algorithm_names();
+
 }  // namespace moesim

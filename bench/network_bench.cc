@@ -1,0 +1,80 @@
+// Network model speed (issue 5): a 64 MiB-per-rank all-to-all on the rail-optimised DGX A100
+// preset, grown from 128 to 4,096 GPUs (16-node leaves, 8 rails, non-blocking), with the class
+// aggregation of collective_plan.h and, on small sizes, one flow per pair for comparison; and a
+// whole MoE layer step (forward and backward, n = 4) on 1,024 GPUs with uniform routing under the
+// flow model. Each iteration builds the topology and the plan from scratch.
+#include <benchmark/benchmark.h>
+
+#include <numeric>
+#include <string>
+
+#include "sim/driver/simulation.h"
+#include "sim/net/flow_network.h"
+#include "sim/spec/loader.h"
+
+namespace {
+
+using namespace moesim;
+
+ClusterSpec rail_cluster(int gpus) {
+  ClusterSpec c = load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/dgx-a100-1024gpu-rail.yaml");
+  c.num_nodes = gpus / c.node.gpus_per_node;
+  return c;
+}
+
+void all_to_all(benchmark::State& state, bool aggregate) {
+  const int n = static_cast<int>(state.range(0));
+  const ClusterSpec c = rail_cluster(n);
+  std::vector<int> group(static_cast<std::size_t>(n));
+  std::iota(group.begin(), group.end(), 0);
+  const CollectiveWork work{CollectiveOp::kAllToAll, 0, 64 * kMiB / n};
+  TimeNs t = 0;
+  std::size_t flows = 0;
+  for (auto _ : state) {
+    const ClusterTopology topo(c);
+    PlanOptions options;
+    options.aggregate = aggregate;
+    auto plan = std::make_shared<const CollectivePlan>(plan_collective(topo, c.node.gpu, work, group, options));
+    flows = plan->phases[0].flows.size();
+    t = FlowSimulator::run_alone(topo, plan);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetComplexityN(n);
+  state.counters["simulated_us"] = static_cast<double>(t) / 1e3;
+  state.counters["flow_entries"] = static_cast<double>(flows);
+  state.counters["busbw_GBps"] = 64.0 * kMiB / static_cast<double>(t) * (n - 1) / n;
+}
+
+void BM_RailAllToAll64MiB(benchmark::State& state) { all_to_all(state, true); }
+BENCHMARK(BM_RailAllToAll64MiB)->RangeMultiplier(2)->Range(128, 4096)->Unit(benchmark::kMillisecond)->Complexity();
+
+void BM_RailAllToAll64MiBPerPair(benchmark::State& state) { all_to_all(state, false); }
+BENCHMARK(BM_RailAllToAll64MiBPerPair)->RangeMultiplier(2)->Range(64, 512)->Unit(benchmark::kMillisecond)->Complexity();
+
+void BM_MoeStep1024Uniform(benchmark::State& state) {
+  ModelSpec model;
+  model.name = "bench-1024e";
+  model.d_model = 1024;
+  model.d_ffn = 4096;
+  model.num_experts = 1024;
+  model.top_k = 2;
+  model.capacity_factor = 1.25;
+  model.dtype = DType::kBf16;
+  model.gemm_dtype = DType::kBf16;
+  model.activation = Activation::kGelu;
+  const ClusterSpec c = rail_cluster(1024);
+  RunSpec run;
+  run.tokens_per_gpu = 8192;
+  run.num_chunks = 4;
+  run.network = NetworkModel::kFlow;
+  TimeNs step = 0;
+  for (auto _ : state) {
+    SimulationResult r = simulate_step(model, c, run);
+    step = r.metrics.step_ns;
+    benchmark::DoNotOptimize(step);
+  }
+  state.counters["simulated_step_ms"] = static_cast<double>(step) / 1e6;
+}
+BENCHMARK(BM_MoeStep1024Uniform)->Unit(benchmark::kMillisecond);
+
+}  // namespace

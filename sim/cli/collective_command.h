@@ -1,0 +1,35 @@
+// `moesim collective`: one simulated collective over a size range, printed as nccl-tests prints
+// its results, so that it can be held against the nccl-tests logs of a real cluster.
+//
+// Columns (out-of-place only: a simulation has no in-place variant): size (B), count (float
+// elements), type, redop, root, time (us), algbw (GB/s), busbw (GB/s), #wrong (N/A). As in
+// nccl-tests: size is the per-rank buffer (all-to-all: the per-rank total; all-gather: the
+// gathered output; reduce-scatter: the input), algbw = size / time, busbw = algbw x (n-1)/n, and
+// x 2(n-1)/n for all-reduce. Sizes go from min to max by a factor (nccl-tests -f), each rounded
+// down to a multiple of 4n bytes so that every rank holds whole float elements.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace moesim::cli {
+
+struct CollectiveArgs {
+  std::string hardware_path;
+  std::string op = "all-to-all";
+  int ranks = 0;  // 0 = every GPU of the cluster
+  std::string min_bytes = "1M";
+  std::string max_bytes = "1G";
+  int step_factor = 2;
+  std::string network = "auto";
+  std::string a2a = "pairwise";
+};
+
+// Parses "64M", "1G", "512K", "4096" (powers of 1024, as nccl-tests -b/-e).
+std::int64_t parse_size_bytes(const std::string& text, const std::string& flag);
+
+// Runs the command; throws InputError for bad arguments. Returns the exit code.
+int run_collective(const CollectiveArgs& args, std::ostream& out);
+
+}  // namespace moesim::cli

@@ -1,0 +1,203 @@
+#include "sim/net/collective_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+enum class Pattern { kAllPairs, kIntraNode, kSameLocalInterNode };
+
+bool in_pattern(Pattern p, bool same_node, int i, int j) {
+  switch (p) {
+    case Pattern::kAllPairs: return true;
+    case Pattern::kIntraNode: return same_node;
+    case Pattern::kSameLocalInterNode: return !same_node && i == j;
+  }
+  return false;
+}
+
+FlowSpec pair_flow(const ClusterTopology& topo, int a, int b, double bytes) {
+  std::vector<LinkId> route;
+  topo.route(a, b, route);
+  FlowSpec f;
+  f.bytes = bytes;
+  f.latency_ns = topo.route_latency(a, b);
+  for (LinkId l : route) f.links.push_back({l, 1.0});
+  return f;
+}
+
+FlowSpec weighted_flow(const std::map<LinkId, double>& w, double bytes, TimeNs latency) {
+  FlowSpec f;
+  f.bytes = bytes;
+  f.latency_ns = latency;
+  for (const auto& [l, weight] : w) f.links.push_back({l, weight});
+  return f;
+}
+
+std::vector<int> member_nodes(const ClusterTopology& topo, const std::vector<int>& group) {
+  std::vector<int> nodes;
+  for (int r : group) {
+    const int n = r / topo.gpus_per_node();
+    if (nodes.empty() || nodes.back() != n) nodes.push_back(n);
+  }
+  return nodes;
+}
+
+bool whole_nodes(const ClusterTopology& topo, const std::vector<int>& group) {
+  const int g = topo.gpus_per_node();
+  if (group.size() % static_cast<std::size_t>(g) != 0) return false;
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const int expected = group[k - k % static_cast<std::size_t>(g)] + static_cast<int>(k % static_cast<std::size_t>(g));
+    if (group[k] != expected || group[k - k % static_cast<std::size_t>(g)] % g != 0) return false;
+  }
+  return true;
+}
+
+// Flows of a uniform pattern: every ordered pair (a, b), a != b, of `group` allowed by `pattern`
+// sends `bytes`; aggregated by class when the group is symmetric.
+void uniform_flows(const ClusterTopology& topo, const std::vector<int>& group, Pattern pattern,
+                   double bytes, bool aggregate, std::vector<FlowSpec>& out) {
+  const int gpn = topo.gpus_per_node();
+  if (!aggregate || !is_symmetric_group(topo, group)) {
+    for (int a : group)
+      for (int b : group) {
+        if (a == b) continue;
+        if (in_pattern(pattern, a / gpn == b / gpn, a % gpn, b % gpn)) out.push_back(pair_flow(topo, a, b, bytes));
+      }
+    return;
+  }
+  const std::vector<int> nodes = member_nodes(topo, group);
+  const int per_group = static_cast<int>(std::count_if(nodes.begin(), nodes.end(), [&](int n) {
+    return n / topo.nodes_per_leaf() == nodes.front() / topo.nodes_per_leaf();
+  }));
+  const int same_count = per_group - 1;
+  const int cross_count = static_cast<int>(nodes.size()) - per_group;
+  for (int i = 0; i < gpn; ++i) {
+    for (int j = 0; j < gpn; ++j) {
+      if (i != j && in_pattern(pattern, true, i, j)) {
+        std::map<LinkId, double> w;
+        for (int n : nodes)
+          for (int s : topo.local_route(i, j)) w[topo.local_link(n, s)] += 1.0;
+        out.push_back(weighted_flow(w, bytes, topo.local_latency(i, j)));
+      }
+      if (!in_pattern(pattern, false, i, j)) continue;
+      const int ki = topo.nic_of(i), kj = topo.nic_of(j);
+      for (const bool cross : {false, true}) {
+        const double cnt = cross ? cross_count : same_count;
+        if (cnt <= 0) continue;
+        std::map<LinkId, double> w;
+        for (int n : nodes) {
+          for (int s : topo.to_nic(i)) w[topo.local_link(n, s)] += cnt;
+          w[topo.nic_out(n, ki)] += cnt;
+          w[topo.nic_in(n, kj)] += cnt;
+          for (int s : topo.from_nic(j)) w[topo.local_link(n, s)] += cnt;
+          // Same group: through the spine only between different leaves (rails).
+          if (cross || topo.leaf_of(n, ki) != topo.leaf_of(n, kj)) {
+            w[topo.leaf_up(topo.leaf_of(n, ki))] += cnt;
+            w[topo.leaf_down(topo.leaf_of(n, kj))] += cnt;
+          }
+        }
+        out.push_back(weighted_flow(w, bytes, topo.inter_latency(i, j)));
+      }
+    }
+  }
+}
+
+void check_group(const ClusterTopology& topo, const std::vector<int>& group) {
+  MOESIM_CHECK(!group.empty(), "collective over an empty group");
+  for (int r : group) {
+    if (r < 0 || r >= topo.num_gpus())
+      throw InputError("group member " + std::to_string(r) + " is outside the cluster (" +
+                       std::to_string(topo.num_gpus()) + " GPUs)");
+  }
+}
+
+TimeNs copy_ns(const GpuSpec& gpu, double bytes) {
+  const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
+  if (!(hbm > 0)) throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
+  return gpu.kernel_launch_ns + static_cast<TimeNs>(std::llround(2.0 * bytes / hbm));
+}
+
+}  // namespace
+
+bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& group) {
+  if (!whole_nodes(topo, group)) return false;
+  const std::vector<int> nodes = member_nodes(topo, group);
+  const int npl = topo.nodes_per_leaf();
+  std::map<int, int> members;
+  for (int n : nodes) ++members[n / npl];
+  const int expected = members.begin()->second;
+  for (const auto& [g, count] : members) {
+    const int total = std::min(npl, topo.num_nodes() - g * npl);
+    const int first_total = std::min(npl, topo.num_nodes() - members.begin()->first * npl);
+    if (count != expected || total != first_total) return false;
+  }
+  return true;
+}
+
+CollectivePlan plan_collective(const ClusterTopology& topo, const GpuSpec& gpu, const CollectiveWork& work,
+                               const std::vector<int>& group, const PlanOptions& options) {
+  check_group(topo, group);
+  const auto b = static_cast<double>(work.bytes_per_peer);
+  const auto p = static_cast<int>(group.size());
+  CollectivePlan plan;
+  if (work.op == CollectiveOp::kAllToAll) {
+    if (p == 1) {
+      plan.phases.push_back(PlanPhase{copy_ns(gpu, b), {}, 1});
+      return plan;
+    }
+    if (options.all_to_all == AllToAllAlgorithm::kPairwise) {
+      PlanPhase phase;
+      uniform_flows(topo, group, Pattern::kAllPairs, b, options.aggregate, phase.flows);
+      plan.phases.push_back(std::move(phase));
+      return plan;
+    }
+    if (!whole_nodes(topo, group))
+      throw InputError("the 2DH all-to-all needs a group of whole nodes (" +
+                       std::to_string(topo.gpus_per_node()) + " GPUs each); this group has " +
+                       std::to_string(p) + " ranks starting at " + std::to_string(group.front()));
+    const auto nodes = static_cast<double>(member_nodes(topo, group).size());
+    const TimeNs stride = copy_ns(gpu, b * p);
+    PlanPhase intra;
+    intra.local_ns = stride;
+    uniform_flows(topo, group, Pattern::kIntraNode, b * nodes, options.aggregate, intra.flows);
+    PlanPhase inter;
+    inter.local_ns = stride;
+    uniform_flows(topo, group, Pattern::kSameLocalInterNode, b * topo.gpus_per_node(), options.aggregate,
+                  inter.flows);
+    plan.phases.push_back(std::move(intra));
+    plan.phases.push_back(std::move(inter));
+    return plan;
+  }
+  if (p == 1) return plan;
+  PlanPhase step;
+  for (int k = 0; k < p; ++k)
+    step.flows.push_back(pair_flow(topo, group[static_cast<std::size_t>(k)],
+                                   group[static_cast<std::size_t>((k + 1) % p)], b));
+  step.repeat = work.op == CollectiveOp::kAllReduce ? 2 * (p - 1) : p - 1;
+  plan.phases.push_back(std::move(step));
+  return plan;
+}
+
+CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<int>& group,
+                                const std::vector<std::vector<std::int64_t>>& bytes) {
+  check_group(topo, group);
+  MOESIM_CHECK(bytes.size() == group.size(), "traffic matrix rows differ from the group size");
+  PlanPhase phase;
+  for (std::size_t s = 0; s < group.size(); ++s) {
+    MOESIM_CHECK(bytes[s].size() == group.size(), "traffic matrix is not square");
+    for (std::size_t d = 0; d < group.size(); ++d) {
+      if (s == d || bytes[s][d] <= 0) continue;
+      phase.flows.push_back(pair_flow(topo, group[s], group[d], static_cast<double>(bytes[s][d])));
+    }
+  }
+  CollectivePlan plan;
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
+}  // namespace moesim

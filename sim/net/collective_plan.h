@@ -1,0 +1,69 @@
+// Collectives decomposed into flows over a ClusterTopology (design.md section 4, docs/network.md).
+//
+// A plan is a sequence of phases; a phase is an optional memory-bound local step (stride copies,
+// a device copy) followed by a set of flows that start together; the phase ends when its last
+// flow has drained. Each flow pays its route's latency before its bytes move. A phase may repeat
+// (the steps of a ring).
+//   all-to-all, pairwise: every member sends bytes_per_peer to every other member at once (NCCL
+//     issues all sends and receives of ncclAllToAll in one group); the part a rank keeps is a local
+//     copy hidden behind the transfers. A group of one is a device copy: launch + 2b / HBM bw.
+//   all-to-all, 2DH (Tutel): stride copy; intra-node all-to-all of b x nodes per peer; stride
+//     copy; inter-node all-to-all among same-local-rank GPUs of b x gpus_per_node per peer. A
+//     stride copy reads and writes the rank's p x b bytes: launch + 2pb / (HBM bw x efficiency).
+//   all-to-allv: as pairwise, with a traffic matrix of bytes per (source, destination) pair.
+//   ring all-reduce: 2(p-1) steps, each member sending b (= S/p) to the next; all-gather and
+//     reduce-scatter: p-1 steps.
+//
+// Aggregation (uniform all-to-all patterns): flows are N^2. When the group is symmetric -- whole
+// nodes, and every leaf group that holds members holds the same number of them and of nodes --
+// every flow of one class (local source rank i, local destination rank j, and whether the peer is
+// in the same node, the same leaf group or another one) gets the same max-min rate, because a
+// topology automorphism maps any two of them onto each other. The class is then one weighted flow:
+// on each link it puts (number of the class's flows crossing that link) x its rate. This is exact
+// (tests compare it with the per-pair plan) and turns N^2 flows into at most 3 x gpus_per_node^2
+// weighted flows. Without symmetry the plan falls back to one flow per pair.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/graph/task.h"
+#include "sim/net/max_min.h"
+#include "sim/net/topology.h"
+#include "sim/spec/types.h"
+
+namespace moesim {
+
+struct FlowSpec {
+  std::vector<WeightedLink> links;
+  double bytes = 0;
+  TimeNs latency_ns = 0;
+};
+
+struct PlanPhase {
+  TimeNs local_ns = 0;  // memory-bound step before the flows
+  std::vector<FlowSpec> flows;
+  int repeat = 1;
+};
+
+struct CollectivePlan {
+  std::vector<PlanPhase> phases;
+};
+
+struct PlanOptions {
+  AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;
+  bool aggregate = true;
+};
+
+// Whether uniform patterns over `group` may be aggregated (see above).
+bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& group);
+
+// Throws InputError for a group member outside the cluster, or 2DH over a group of partial nodes.
+CollectivePlan plan_collective(const ClusterTopology& topo, const GpuSpec& gpu, const CollectiveWork& work,
+                               const std::vector<int>& group, const PlanOptions& options);
+
+// bytes[s][d]: bytes group[s] sends to group[d] (the diagonal is a local copy, ignored).
+CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<int>& group,
+                                const std::vector<std::vector<std::int64_t>>& bytes);
+
+}  // namespace moesim

@@ -1,0 +1,44 @@
+// Max-min fair rates of flows sharing links, by progressive filling (water-filling).
+//
+// Bertsekas & Gallager, Data Networks, section 6.5.2: raise every flow's rate together; when a link
+// saturates, freeze the flows crossing it at the current level, and continue with the rest. A flow
+// here may stand for several identical flows (an aggregated class, collective_plan.h): it puts
+// `weight` times its rate on a link it crosses. With weight w on link l for flow f, link l
+// saturates at level  (capacity_l - load of frozen flows) / (sum of weights of unfrozen flows).
+// Deterministic: links saturating at the same level are taken in ascending id. A flow crossing no
+// link is unconstrained (rate = +infinity).
+#pragma once
+
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "sim/net/topology.h"
+
+namespace moesim {
+
+struct WeightedLink {
+  LinkId link = 0;
+  double weight = 1.0;
+};
+
+inline constexpr double kUnlimitedRate = std::numeric_limits<double>::infinity();
+
+class MaxMinSolver {
+ public:
+  // capacity[l]: bytes per ns of link l.
+  explicit MaxMinSolver(std::vector<double> capacity);
+
+  // Rates (bytes per ns) of `flows`, each given by the links it crosses with their weights.
+  std::vector<double> solve(std::span<const std::span<const WeightedLink>> flows);
+
+ private:
+  std::vector<double> capacity_;
+  // Scratch, indexed by link; only the entries of links in use are touched and reset.
+  std::vector<double> remaining_;
+  std::vector<double> weight_;
+  std::vector<std::vector<std::size_t>> flows_on_;
+};
+
+}  // namespace moesim

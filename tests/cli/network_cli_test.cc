@@ -1,0 +1,120 @@
+// End-to-end tests of the network model from the command line: topology errors, `moesim
+// collective`, and the --network / --a2a options of `simulate`.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class NetworkCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("moesim_netcli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome moesim(const std::string& args) const {
+    const std::string cmd = std::string("cd ") + MOESIM_SOURCE_DIR + " && " + MOESIM_BINARY + " " + args +
+                            " >" + (dir_ / "out").string() + " 2>" + (dir_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(NetworkCli, TopologyErrorExitsTwoWithFileAndLine) {
+  // dgx-1-v100.yaml with the NVLink pair gpu0-gpu1 naming a GPU the node does not have.
+  std::string text = slurp(fs::path(MOESIM_SOURCE_DIR) / "hardware/nodes/dgx-1-v100.yaml");
+  const std::string from = "ends: [gpu0, gpu1]";
+  const auto pos = text.find(from);
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, from.size(), "ends: [gpu0, gpu9]");
+  text.replace(text.find("gpu: ../gpus/"), 13, "gpu: " + std::string(MOESIM_SOURCE_DIR) + "/hardware/gpus/");
+  const fs::path bad = dir_ / "bad-node.yaml";
+  std::ofstream(bad) << text;
+  const Outcome r = moesim("simulate --model models/moe-gpt-s-16e.yaml --hardware " + bad.string() +
+                           " --tokens 1024 --ep 8");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: " + bad.string() + ":", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("unknown device 'gpu9'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(NetworkCli, NetworkAndAllToAllOptionsSelectTheModel) {
+  const std::string base = "simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                           "--tokens 4096 --chunks 4";
+  const Outcome ab = moesim(base + " --network alpha-beta");
+  const Outcome flow = moesim(base + " --network flow --a2a 2dh");
+  ASSERT_EQ(ab.exit_code, 0) << ab.err;
+  ASSERT_EQ(flow.exit_code, 0) << flow.err;
+  EXPECT_NE(ab.out, flow.out);
+  // A node file without a topology section cannot run the flow model; 2dh needs the flow model.
+  const Outcome no_topo = moesim("simulate --model models/moe-gpt-s-16e.yaml --hardware hardware/gpus/a100-sxm4-40gb.yaml "
+                                 "--tokens 1024 --network flow");
+  EXPECT_EQ(no_topo.exit_code, 2);
+  EXPECT_NE(no_topo.err.find("no topology"), std::string::npos) << no_topo.err;
+  const Outcome bad = moesim(base + " --network alpha-beta --a2a 2dh");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("needs the flow network model"), std::string::npos) << bad.err;
+  EXPECT_EQ(moesim(base + " --network ether").exit_code, 2);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(NetworkCli, CollectivePrintsNcclTestsColumnsAndBusBandwidth) {
+  const Outcome r = moesim("collective --hardware hardware/clusters/dgx-a100-2node.yaml --op all-to-all -b 1M -e 1G");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("#        size        count     type  redop   root       time   algbw   busbw #wrong"), std::string::npos)
+      << r.out;
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    long long size = 0, count = 0;
+    std::string type, redop, wrong;
+    int root = 0;
+    double time_us = 0, algbw = 0, busbw = 0;
+    f >> size >> count >> type >> redop >> root >> time_us >> algbw >> busbw >> wrong;
+    ++rows;
+    EXPECT_EQ(count * 4, size);
+    EXPECT_NEAR(algbw, size / (time_us * 1e3), 0.01 * algbw + 0.01);
+    EXPECT_NEAR(busbw, algbw * 15 / 16, 0.01);
+    EXPECT_EQ(wrong, "N/A");
+  }
+  EXPECT_EQ(rows, 11);  // 1M, 2M, ..., 1G
+  EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml --op broadcast").exit_code, 2);
+  EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml -b 1X").exit_code, 2);
+}
+
+}  // namespace
