@@ -22,10 +22,10 @@
 // recomputing FC1 from the restored T_DI (s3, s4). T_M here is FC1's output h (F wide), from which
 // the activation is re-applied elementwise (bit-identical).
 //
-// Guarantees (tested): y and dX equal the unpartitioned layer (run_unpartitioned) bit for bit for
-// every R and n; the expert and gate gradients bit for bit at n = 1 and up to double rounding for
-// n > 1 (each expert accumulates its rows chunk by chunk); at fixed (R, n) every strategy gives
-// bit-identical results.
+// Guarantees (tested): y, dX and the gate gradient equal the unpartitioned layer
+// (run_unpartitioned) bit for bit for every R and n; the expert gradients bit for bit at n = 1 and
+// up to double rounding for n > 1 (each expert accumulates its rows chunk by chunk); at fixed
+// (R, n) every strategy gives bit-identical results.
 #pragma once
 
 #include <cstdint>

@@ -36,8 +36,9 @@
 //
 // Every product is a loop in a fixed order (rows outer, inner dimension ascending), so a row's
 // output does not depend on which other rows share its GEMM: splitting experts over ranks or the
-// capacity into chunks (expert_parallel.h) reproduces y and dX bit for bit; only the weight
-// gradients, sums over rows, change association and agree up to double rounding.
+// capacity into chunks (expert_parallel.h) reproduces y, dX and dWg bit for bit; only the expert
+// weight gradients (sums over rows, chunk by chunk) change association and agree up to double
+// rounding.
 #pragma once
 
 #include <cstdint>

@@ -68,8 +68,9 @@ double max_rel(const std::vector<Matrix>& got, const std::vector<Matrix>& want) 
 }
 
 void expect_gradients(const MoeGradients& got, const MoeGradients& want, bool bitwise, const std::string& what) {
+  // The router's gradient depends on the chunking only through T_O, which is bitwise equal.
+  EXPECT_EQ(got.dgate, want.dgate) << what;
   if (bitwise) {
-    EXPECT_EQ(got.dgate, want.dgate) << what;
     EXPECT_EQ(got.dw1, want.dw1) << what;
     EXPECT_EQ(got.db1, want.db1) << what;
     EXPECT_EQ(got.dw2, want.dw2) << what;
@@ -79,7 +80,6 @@ void expect_gradients(const MoeGradients& got, const MoeGradients& want, bool bi
   // Each expert sums its rows chunk by chunk instead of in one pass: only the association of the
   // additions differs, so the error is a few units of double rounding.
   constexpr double kRounding = 1e-13;
-  EXPECT_LE(compare(got.dgate, want.dgate).relative(), kRounding) << what;
   EXPECT_LE(max_rel(got.dw1, want.dw1), kRounding) << what;
   EXPECT_LE(max_rel(got.db1, want.db1), kRounding) << what;
   EXPECT_LE(max_rel(got.dw2, want.dw2), kRounding) << what;
