@@ -80,12 +80,7 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options) {
   LayerDims dims = derive_layer_dims(model, cluster, run);
-BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options) {
-  if (cluster.pure_alpha_beta()) options.single_comm_stream = true;
-  return options;
-}
-
-  TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options));
   EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
   return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),
