@@ -200,7 +200,12 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   const Trace& trace = result.trace;
   timer.mark("simulate");
   const StepMetrics metrics = compute_step_metrics(graph, trace);
-  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, kVersion};
+  const std::string network =
+      cluster.pure_alpha_beta()
+          ? std::string("pure alpha-beta costs (hardware alpha_beta.simulate)")
+          : std::string(to_string(resolve_network_model(cluster, run.network))) + " model, " +
+                std::string(to_string(run.all_to_all)) + " all-to-all";
+  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, kVersion, network};
   std::ostringstream summary;
   write_summary(summary, in);
   // When a machine-readable output goes to stdout, the summary moves to stderr.

@@ -30,6 +30,9 @@ struct ReportInputs {
   const StepMetrics& metrics;
   const std::vector<RankMemory>& memory;  // per simulated rank
   std::string tool_version;
+  // The collective model that ran, as the driver resolved it (e.g. "flow, pairwise all-to-all");
+  // empty when the caller does not say.
+  std::string network = {};
 };
 
 // The rank with the highest device peak (the one that decides whether the step fits).

@@ -18,6 +18,7 @@ std::string report_json(const ReportInputs& in) {
   j["schema_version"] = 1;
   j["tool"] = "moesim " + in.tool_version;
   j["config"] = config_json(in.model, in.cluster, in.run, in.dims);
+  if (!in.network.empty()) j["network"] = in.network;
   const StepMetrics& m = in.metrics;
   j["critical_rank"] = m.rank;
   j["step_time_us"] = ns_to_us(m.step_ns);

@@ -47,6 +47,7 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   out << "# run       B=" << in.run.tokens_per_gpu << " tokens/GPU, EP=" << d.ep_size << " ("
       << d.local_experts << " local expert(s)), n=" << d.num_chunks << " chunks, order="
       << to_string(in.run.order) << ", MoE layers=" << in.run.num_moe_layers << "\n";
+  if (!in.network.empty()) out << "# network   " << in.network << "\n";
   out << "# derived   capacity C=" << d.capacity << " rows/expert/rank, " << d.rows_per_chunk()
       << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk\n";
   out << "# figures   rank " << m.rank

@@ -76,6 +76,11 @@ TEST_F(NetworkCli, NetworkAndAllToAllOptionsSelectTheModel) {
   ASSERT_EQ(ab.exit_code, 0) << ab.err;
   ASSERT_EQ(flow.exit_code, 0) << flow.err;
   EXPECT_NE(ab.out, flow.out);
+  // The summary names the model that ran; `auto` takes the flow model on a preset with a topology.
+  EXPECT_NE(ab.out.find("# network   alpha-beta model, pairwise all-to-all"), std::string::npos) << ab.out;
+  EXPECT_NE(flow.out.find("# network   flow model, 2dh all-to-all"), std::string::npos) << flow.out;
+  const Outcome automatic = moesim(base);
+  EXPECT_NE(automatic.out.find("# network   flow model, pairwise"), std::string::npos) << automatic.out;
   // A node file without a topology section cannot run the flow model; 2dh needs the flow model.
   const Outcome no_topo = moesim("simulate --model models/moe-gpt-s-16e.yaml --hardware hardware/gpus/a100-sxm4-40gb.yaml "
                                  "--tokens 1024 --network flow");
