@@ -137,12 +137,6 @@ MethodPick make_pick(const std::string& method, const PlanTable& t, const PlanRo
   return p;
 }
 
-std::vector<int> contiguous(int lo, int hi) {
-  std::vector<int> v;
-  for (int n = lo; n <= hi; ++n) v.push_back(n);
-  return v;
-}
-
 StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens, int n) {
   const ClusterSpec& c = req.cluster;
   const GpuSpec& gpu = c.node.gpu;
@@ -214,26 +208,26 @@ void resolve_plan_request(PlanRequest& req) {
     req.methods.insert(req.methods.begin(), PlanMethod::kSimulate);  // the others are judged by it
   }
   if (req.chunk_counts.empty()) {
-    std::int64_t capacity = kDefaultMaxChunks;
-    for (std::int64_t t : req.tokens) {
-      capacity = std::min(capacity,
-                          checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone))
-                              .capacity);
+    // The degrees 1..16 that divide the capacity C of every token count. The builder rounds C
+    // down to a multiple of n, so a degree that does not divide it processes fewer rows per expert
+    // and would look faster for doing less work; such degrees are only tried when asked for.
+    std::vector<std::int64_t> capacities;
+    for (std::int64_t t : req.tokens)
+      capacities.push_back(
+          checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone)).capacity);
+    for (int n = 1; n <= kDefaultMaxChunks; ++n) {
+      if (std::all_of(capacities.begin(), capacities.end(), [n](std::int64_t c) { return c >= n && c % n == 0; }))
+        req.chunk_counts.push_back(n);
     }
-    req.chunk_counts = contiguous(1, static_cast<int>(std::max<std::int64_t>(capacity, 1)));
   }
   std::sort(req.chunk_counts.begin(), req.chunk_counts.end());
   req.chunk_counts.erase(std::unique(req.chunk_counts.begin(), req.chunk_counts.end()), req.chunk_counts.end());
   for (int n : req.chunk_counts) {
     if (n < 1) throw InputError("plan: pipeline degrees n must be >= 1, got " + std::to_string(n));
   }
-  // The online search walks every n between the set's ends: they must all be valid too.
-  const bool online = std::find(req.methods.begin(), req.methods.end(), PlanMethod::kOnline) != req.methods.end();
-  const std::vector<int> degrees =
-      online ? contiguous(req.chunk_counts.front(), req.chunk_counts.back()) : req.chunk_counts;
   for (std::int64_t t : req.tokens) {
     checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone));
-    for (int n : degrees) {
+    for (int n : req.chunk_counts) {
       for (MemoryStrategy s : req.strategies) checked_dims(req.model, req.cluster, with_config(req.run, t, n, s));
     }
   }
@@ -471,8 +465,13 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   }
 
   if (wants(PlanMethod::kOnline)) {
-    const int lo = req.chunk_counts.front(), hi = req.chunk_counts.back();
-    OnlineGranularitySearch search(lo, hi);
+    // The search walks 1-based positions in the sorted candidate set (its "n" indexes it), so
+    // it steps from one allowed degree to the next, e.g. 1, 2, 4, 8, 16 by default, and its
+    // monotonicity invariant carries over to the degrees themselves.
+    const std::vector<int>& degrees = req.chunk_counts;
+    const int lo = degrees.front(), hi = degrees.back();
+    const auto degree = [&](int position) { return degrees[static_cast<std::size_t>(position - 1)]; };
+    OnlineGranularitySearch search(1, static_cast<int>(degrees.size()));
     OnlineReplay& replay = report.online;
     replay.sequence = req.tokens;
     const int num_s = static_cast<int>(req.strategies.size());
@@ -480,32 +479,34 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
       search.choose_pair(
           t,
           [&](int n, int s) {
-            const PlanRow& row = cache.get({t, n, req.strategies[static_cast<std::size_t>(s)]});
+            const PlanRow& row = cache.get({t, degree(n), req.strategies[static_cast<std::size_t>(s)]});
             return static_cast<double>(row.step_ns);
           },
           num_s);
       search.check_invariants();
     }
     for (const GranularityTrial& g : search.trials()) {
-      replay.trials.push_back({g.tokens, g.n, req.strategies[static_cast<std::size_t>(g.strategy)],
+      replay.trials.push_back({g.tokens, degree(g.n), req.strategies[static_cast<std::size_t>(g.strategy)],
                                static_cast<TimeNs>(g.time)});
     }
     replay.cache_hits = search.cache_hits();
     replay.range_hits = search.range_hits();
-    replay.exhaustive_trials = static_cast<std::int64_t>(distinct.size()) * (hi - lo + 1) * num_s;
+    replay.exhaustive_trials =
+        static_cast<std::int64_t>(distinct.size()) * static_cast<std::int64_t>(degrees.size()) * num_s;
     for (const TokenRange& r : search.ranges()) {
-      replay.ranges.push_back({r.lo, r.hi, r.choice.n, req.strategies[static_cast<std::size_t>(r.choice.strategy)]});
+      replay.ranges.push_back({r.lo, r.hi, degree(r.choice.n), req.strategies[static_cast<std::size_t>(r.choice.strategy)]});
     }
     report.has_online = true;
     for (PlanTable& table : report.tables) {
       const GranularityChoice c = search.cache().at(table.tokens);
       const MemoryStrategy s = req.strategies[static_cast<std::size_t>(c.strategy)];
-      PlanRow row = cache.get({table.tokens, c.n, s});
+      PlanRow row = cache.get({table.tokens, degree(c.n), s});
       MethodPick p = make_pick("mpipemoe-online", table, row);
       std::int64_t spent = 0;
       for (const OnlineTrialRecord& tr : replay.trials) spent += tr.tokens == table.tokens ? 1 : 0;
-      p.detail = std::to_string(spent) + " trial(s) at this token count; n searched in [" +
-                 std::to_string(lo) + ", " + std::to_string(hi) + "]";
+      p.detail = std::to_string(spent) + " trial(s) at this token count; n searched over the " +
+                 std::to_string(degrees.size()) + " degree(s) in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]";
       table.picks.push_back(p);
     }
   }

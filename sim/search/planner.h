@@ -43,7 +43,7 @@ struct PlanRequest {
   RunSpec run;                            // tokens_per_gpu, num_chunks and strategy are ignored
   std::vector<std::int64_t> tokens;       // one table per distinct value; the online replay uses
                                           // the sequence as given (repeats are cache hits)
-  std::vector<int> chunk_counts;          // empty: 1..min(16, smallest capacity)
+  std::vector<int> chunk_counts;          // empty: the n in 1..16 dividing every capacity C
   std::vector<MemoryStrategy> strategies; // empty: none, s1..s4
   PlanObjective objective = PlanObjective::kTime;
   std::vector<PlanMethod> methods{PlanMethod::kSimulate};

@@ -241,7 +241,9 @@ TEST(PlannerTest, BadRequestsFailBeforeAnySimulation) {
   }
   req.chunk_counts.clear();
   resolve_plan_request(req);
-  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 3, 4}));  // the default, capped by capacity
+  // The default: the degrees up to 16 that divide the capacity C = 4 (a degree that does not
+  // would round C down and process fewer rows).
+  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 4}));
 }
 
 TEST(PlannerTest, FitFindsTheSmallestClusterThatFits) {
