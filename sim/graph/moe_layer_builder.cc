@@ -232,16 +232,60 @@ bool offloads_m(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == Memo
 bool redispatches(MemoryStrategy s) { return s == MemoryStrategy::kS2 || s == MemoryStrategy::kS4; }
 bool recomputes(MemoryStrategy s) { return s == MemoryStrategy::kS3 || s == MemoryStrategy::kS4; }
 
+// Rows one rank sends (its tokens' choices, to every expert) and receives (for its local experts)
+// per chunk. Uniform routing pads every (source, expert) pair to C/n rows per chunk; a routing
+// plan gives the routed rows, different on every rank.
+struct RankLoad {
+  std::vector<std::int64_t> sent, received;  // per chunk
+  std::int64_t sent_total = 0;
+  std::int64_t received_total = 0;
+  std::int64_t received_max = 0;  // the largest chunk: what a slot buffer must hold
+};
+
+RankLoad make_load(std::vector<std::int64_t> sent, std::vector<std::int64_t> received) {
+  RankLoad l;
+  l.sent = std::move(sent);
+  l.received = std::move(received);
+  for (std::int64_t v : l.sent) l.sent_total = checked_add(l.sent_total, v);
+  for (std::int64_t v : l.received) {
+    l.received_total = checked_add(l.received_total, v);
+    l.received_max = std::max(l.received_max, v);
+  }
+  return l;
+}
+
 class Builder {
  public:
   Builder(const ModelSpec& model, const RunSpec& run, const LayerDims& dims, TaskGraph& graph,
-          bool single_comm_stream)
+          bool single_comm_stream, const RoutingPlan* routing)
       : model_(model), run_(run), d_(dims), g_(graph), single_comm_stream_(single_comm_stream) {
     std::vector<int> all;
     for (int r = 0; r < d_.ep_size; ++r) all.push_back(r);
     group_ = g_.add_group(std::move(all));
     eb_ = d_.element_bytes;
-    ec_m_ = checked_mul({d_.num_experts, d_.capacity, d_.d_model});
+    const int n = d_.num_chunks;
+    for (int r : g_.simulated_ranks()) {
+      if (routing == nullptr) {
+        const std::vector<std::int64_t> padded(static_cast<std::size_t>(n), d_.rows_per_chunk());
+        loads_.push_back(make_load(padded, padded));
+        continue;
+      }
+      std::vector<std::int64_t> sent, received;
+      for (int c = 0; c < n; ++c) {
+        sent.push_back(routing->sent_rows(r, c));
+        received.push_back(routing->received_rows(r, c));
+      }
+      loads_.push_back(make_load(std::move(sent), std::move(received)));
+    }
+    if (routing != nullptr) {
+      for (int c = 0; c < n; ++c) {
+        auto m = std::make_shared<TrafficMatrix>();
+        m->size = d_.ep_size;
+        m->row_bytes = checked_mul(d_.d_model, eb_);
+        m->rows = routing->pair_matrix(c);
+        traffic_.push_back(std::move(m));
+      }
+    }
     if (model_.shared_experts.count > 0) {
       shared_h_ = checked_mul(model_.shared_experts.count, model_.shared_experts.d_ffn);
       shared_fc1_out_ = model_.activation == Activation::kSwiglu ? checked_mul(2, shared_h_) : shared_h_;
@@ -343,14 +387,24 @@ class Builder {
     return s;
   }
 
-  // Registers `L{layer}.{name}[.c{chunk}]` on every simulated rank.
-  Buf buffer(int layer, const std::string& name, int chunk, std::int64_t bytes, MemoryCategory category,
-             bool resident = false) {
+  // Registers `L{layer}.{name}[.c{chunk}]` on every simulated rank, of size_of(that rank's load)
+  // bytes.
+  template <typename SizeOf>
+  Buf buffer_each(int layer, const std::string& name, int chunk, SizeOf size_of, MemoryCategory category,
+                  bool resident = false) {
     std::string full = "L" + std::to_string(layer) + "." + name;
     if (chunk >= 0) full += ".c" + std::to_string(chunk);
     Buf b;
-    for (int r : g_.simulated_ranks()) b.push_back(g_.add_buffer(Buffer{full, r, bytes, category, resident}));
+    std::size_t slot = 0;
+    for (int r : g_.simulated_ranks())
+      b.push_back(g_.add_buffer(Buffer{full, r, size_of(loads_[slot++]), category, resident}));
     return b;
+  }
+
+  // The same size on every rank.
+  Buf buffer(int layer, const std::string& name, int chunk, std::int64_t bytes, MemoryCategory category,
+             bool resident = false) {
+    return buffer_each(layer, name, chunk, [bytes](const RankLoad&) { return bytes; }, category, resident);
   }
 
   // The buffer ids a task on simulated rank slot `slot` lists (slot < 0: every rank, for a collective).
@@ -366,8 +420,10 @@ class Builder {
     return out;
   }
 
-  Node local(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-             StreamClass stream, const Work& work, const Uses& uses) {
+  // A task on every simulated rank, its work work_of(that rank's load).
+  template <typename WorkOf>
+  Node local_each(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+                  StreamClass stream, WorkOf work_of, const Uses& uses) {
     Node node;
     int slot = 0;
     for (int r : g_.simulated_ranks()) {
@@ -375,7 +431,7 @@ class Builder {
       t.id = id(layer, pass, rest, chunk);
       t.rank = r;
       t.stream = stream;
-      t.work = work;
+      t.work = work_of(loads_[static_cast<std::size_t>(slot)]);
       t.layer = layer;
       t.pass = pass;
       t.stage = stage;
@@ -390,23 +446,54 @@ class Builder {
 
   Node compute(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
                const Work& work, const Uses& uses = {}) {
-    return local(layer, pass, rest, stage, chunk, StreamClass::kCompute, work, uses);
+    return local_each(layer, pass, rest, stage, chunk, StreamClass::kCompute, [&work](const RankLoad&) { return work; },
+                      uses);
   }
 
+  template <typename WorkOf>
+  Node compute_each(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+                    WorkOf work_of, const Uses& uses = {}) {
+    return local_each(layer, pass, rest, stage, chunk, StreamClass::kCompute, work_of, uses);
+  }
+
+  // A copy of `cols` columns of the rows the rank received in `chunk` (an expert tensor's chunk).
   Node copy(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-            std::int64_t bytes, CopyDirection direction, const Uses& uses) {
+            std::int64_t cols, CopyDirection direction, const Uses& uses) {
     const StreamClass stream =
         direction == CopyDirection::kDeviceToHost ? StreamClass::kCopyD2H : StreamClass::kCopyH2D;
-    return local(layer, pass, rest, stage, chunk, stream, CopyWork{bytes, direction}, uses);
+    return local_each(
+        layer, pass, rest, stage, chunk, stream,
+        [&](const RankLoad& load) { return Work{CopyWork{bytes(received(load, chunk), cols), direction}}; }, uses);
+  }
+
+  static std::int64_t received(const RankLoad& load, int chunk) {
+    return load.received[static_cast<std::size_t>(chunk)];
+  }
+
+  // Rows per local expert in a chunk, for the batched expert GEMMs: exact under uniform routing;
+  // with a routing plan the chunk's rows are spread over the local experts (a grouped GEMM does
+  // the same FLOP; rows are rounded up per expert).
+  std::int64_t expert_rows(const RankLoad& load, int chunk) const {
+    const std::int64_t rows = received(load, chunk);
+    return (rows + d_.local_experts - 1) / d_.local_experts;
   }
 
   Node all_to_all(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                  StreamClass stream, const Uses& uses = {}) {
+                  StreamClass stream, bool to_experts, const Uses& uses = {}) {
     Task t;
     t.id = id(layer, pass, rest, chunk);
     t.rank = -1;
     t.stream = stream;
-    t.work = CollectiveWork{CollectiveOp::kAllToAll, group_, d_.a2a_bytes_per_peer()};
+    CollectiveWork work{CollectiveOp::kAllToAll, group_, d_.a2a_bytes_per_peer()};
+    if (!traffic_.empty()) {
+      // The routed rows of this chunk: dispatch-direction collectives (the dispatch, the
+      // re-dispatch, the gradient of the combine) send them from the token's rank to the expert's;
+      // the others (combine, the dispatch's gradient) send them back.
+      work.bytes_per_peer = 0;
+      work.traffic = traffic_[static_cast<std::size_t>(chunk)];
+      work.transposed = !to_experts;
+    }
+    t.work = std::move(work);
     t.layer = layer;
     t.pass = pass;
     t.stage = stage;
@@ -455,11 +542,16 @@ class Builder {
     const Pass p = Pass::kForward;
     const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
-    const std::int64_t H = d_.d_ffn, F = d_.fc1_out;
-    const std::int64_t rows = d_.rows_per_expert_chunk;
-    const std::int64_t rows_all = checked_mul(rows, d_.local_experts);  // R/n = E*C/n
-    const std::int64_t rows_layer = checked_mul(E, d_.capacity);        // R = E*C
+    const std::int64_t H = d_.d_ffn, F = d_.fc1_out, El = d_.local_experts;
     const int n = d_.num_chunks;
+    // Per rank (RankLoad): R = received_total rows (E*C under uniform routing), R/n per chunk
+    // (received[c]), the slot size received_max, and the rows it sends, sent_total.
+    const auto recv_bytes = [this](std::int64_t cols) {
+      return [this, cols](const RankLoad& load) { return bytes(load.received_total, cols); };
+    };
+    const auto slot_bytes = [this](std::int64_t cols) {
+      return [this, cols](const RankLoad& load) { return bytes(load.received_max, cols); };
+    };
 
     // Model states and the pinned host copies of offloaded tensors: resident for the whole step.
     const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer);
@@ -467,15 +559,14 @@ class Builder {
     buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
     if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
       buffer(l, "optimizer", -1, ms.optimizer_bytes, MemoryCategory::kModelStates, true);
-    if (offloads_di(strategy))
-      buffer(l, "host.T_DI", -1, bytes(rows_layer, M), MemoryCategory::kHostPinned, true);
-    if (offloads_m(strategy))
-      buffer(l, "host.T_M", -1, bytes(rows_layer, H), MemoryCategory::kHostPinned, true);
+    if (offloads_di(strategy)) buffer_each(l, "host.T_DI", -1, recv_bytes(M), MemoryCategory::kHostPinned, true);
+    if (offloads_m(strategy)) buffer_each(l, "host.T_M", -1, recv_bytes(H), MemoryCategory::kHostPinned, true);
 
     // Activations saved for backward.
     std::vector<Buf>& saved = saved_[l];
     const Buf t_i = buffer(l, "T_I", -1, bytes(B, M), MemoryCategory::kActivations);
-    const Buf t_o = buffer(l, "T_O", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
+    const Buf t_o = buffer_each(
+        l, "T_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kActivations);
     saved.push_back(t_i);
     saved.push_back(t_o);
     Buf scores, topk;
@@ -498,18 +589,16 @@ class Builder {
       std::vector<Buf>& m = m_slots_[l];
       std::vector<Buf>& dout = do_slots_[l];
       for (int i = 0; i < std::min(s, 2 * n); ++i)
-        di.push_back(buffer(l, "T_DI.slot" + std::to_string(i), -1, bytes(rows_all, M),
-                            MemoryCategory::kActivations));
-      m.push_back(buffer(l, "T_M.slot0", -1, bytes(rows_all, H), MemoryCategory::kActivations));
+        di.push_back(buffer_each(l, "T_DI.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kActivations));
+      m.push_back(buffer_each(l, "T_M.slot0", -1, slot_bytes(H), MemoryCategory::kActivations));
       for (int i = 0; i < std::min(s, n); ++i)
-        dout.push_back(buffer(l, "T_DO.slot" + std::to_string(i), -1, bytes(rows_all, M),
-                              MemoryCategory::kActivations));
+        dout.push_back(buffer_each(l, "T_DO.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kActivations));
       for (const std::vector<Buf>* pool : {&di, &m, &dout})
         saved.insert(saved.end(), pool->begin(), pool->end());
     } else {
-      t_di_full = buffer(l, "T_DI", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
-      t_m_full = buffer(l, "T_M", -1, bytes(rows_layer, H), MemoryCategory::kActivations);
-      t_do_full = buffer(l, "T_DO", -1, bytes(rows_layer, M), MemoryCategory::kActivations);
+      t_di_full = buffer_each(l, "T_DI", -1, recv_bytes(M), MemoryCategory::kActivations);
+      t_m_full = buffer_each(l, "T_M", -1, recv_bytes(H), MemoryCategory::kActivations);
+      t_do_full = buffer_each(l, "T_DO", -1, recv_bytes(M), MemoryCategory::kActivations);
       saved.push_back(t_di_full);
       saved.push_back(t_m_full);
       saved.push_back(t_do_full);
@@ -517,7 +606,9 @@ class Builder {
     if (F != H) {
       // swiglu: FC1 writes R/n x 2H; the activation reads it and writes T_M.
       for (int c = 0; c < n; ++c)
-        preact[c] = buffer(l, "fwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
+        preact[c] = buffer_each(
+            l, "fwd.preact", c, [&, c](const RankLoad& load) { return bytes(received(load, c), F); },
+            MemoryCategory::kTemporary);
     }
 
     const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{t_i}, {}});
@@ -527,7 +618,9 @@ class Builder {
                                elementwise(be, be + checked_mul({2, B, k}), checked_mul(4, be)),
                                Uses{{scores, topk}, {}});
     edge(gate, route);
-    const Node encode = compute(l, p, "encode", "encode", -1, elementwise(checked_mul(B, M), ec_m_, 0));
+    const Node encode = compute_each(l, p, "encode", "encode", -1, [&](const RankLoad& load) {
+      return Work{elementwise(checked_mul(B, M), checked_mul(load.sent_total, M), 0)};
+    });
     edge(route, encode);
 
     Node shared_out;
@@ -559,10 +652,10 @@ class Builder {
     for (const auto& [second, c] : order.issue) {
       if (!second) {
         const Buf di = reuse_ ? first_write(di_slots_[l], pos[c]) : (c == first_dispatch ? t_di_full : Buf{});
-        dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, Uses{{di}, {}});
+        dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, true, Uses{{di}, {}});
       } else {
         const Buf out = c == first_combine ? t_o : Buf{};
-        combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, Uses{{out}, {}});
+        combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, false, Uses{{out}, {}});
       }
     }
     // The task that releases each chunk's slot (its last reader), for the reuse edges.
@@ -574,14 +667,21 @@ class Builder {
       const bool first = g == 0;
       Uses fc1_uses;
       fc1_uses.alloc = {reuse_ ? first_write(m_slots_[l], g) : (first ? t_m_full : Buf{}), preact[c]};
-      const Node fc1 = compute(l, p, "fc1", "fc1", c, gemm(d_.local_experts, rows, M, F), fc1_uses);
-      const Node act = compute(l, p, "act", "act", c,
-                               elementwise(checked_mul(rows_all, F), checked_mul(rows_all, H),
-                                           checked_mul(rows_all, H)),
-                               Uses{{}, {preact[c]}});
+      const Node fc1 = compute_each(
+          l, p, "fc1", "fc1", c, [&](const RankLoad& load) { return Work{gemm(El, expert_rows(load, c), M, F)}; },
+          fc1_uses);
+      const Node act = compute_each(
+          l, p, "act", "act", c,
+          [&](const RankLoad& load) {
+            const std::int64_t r = received(load, c);
+            return Work{elementwise(checked_mul(r, F), checked_mul(r, H), checked_mul(r, H))};
+          },
+          Uses{{}, {preact[c]}});
       Uses fc2_uses;
       fc2_uses.alloc = {reuse_ ? first_write(do_slots_[l], g) : (first ? t_do_full : Buf{})};
-      fc2[c] = compute(l, p, "fc2", "fc2", c, gemm(d_.local_experts, rows, H, M), fc2_uses);
+      fc2[c] = compute_each(
+          l, p, "fc2", "fc2", c, [&](const RankLoad& load) { return Work{gemm(El, expert_rows(load, c), H, M)}; },
+          fc2_uses);
       fc1s[c] = fc1;
       edge(encode, dispatch[c]);
       edge(dispatch[c], fc1);
@@ -593,16 +693,14 @@ class Builder {
       // Offload copies (s1-s3), ordered after the slot's last compute reader: T_DI after FC1, T_M
       // after FC2. The copy is then the slot's last reader, which releases it for the next chunk.
       if (offloads_di(strategy)) {
-        const Node off = copy(l, p, "offload.T_DI", "offload", c, bytes(rows_all, M),
-                              CopyDirection::kDeviceToHost, Uses{});
+        const Node off = copy(l, p, "offload.T_DI", "offload", c, M, CopyDirection::kDeviceToHost, Uses{});
         edge(dispatch[c], off);
         edge(fc1, off);
         di_freer[c] = off;
         fwd_offload_di_[l][c] = off;
       }
       if (offloads_m(strategy)) {
-        const Node off = copy(l, p, "offload.T_M", "offload", c, bytes(rows_all, H),
-                              CopyDirection::kDeviceToHost, Uses{});
+        const Node off = copy(l, p, "offload.T_M", "offload", c, H, CopyDirection::kDeviceToHost, Uses{});
         edge(act, off);
         edge(fc2[c], off);
         m_freer[c] = off;
@@ -633,9 +731,10 @@ class Builder {
     }
     // Decode reads the combined rows and the scores, plus the shared experts' output it adds.
     const std::int64_t shared_read = shared_h_ > 0 ? checked_mul(B, M) : 0;
-    const Node decode = compute(l, p, "decode", "decode", -1,
-                                elementwise(ec_m_ + checked_mul(B, k) + shared_read, checked_mul(B, M),
-                                            checked_mul({2, B, k, M})));
+    const Node decode = compute_each(l, p, "decode", "decode", -1, [&](const RankLoad& load) {
+      return Work{elementwise(checked_mul(load.sent_total, M) + checked_mul(B, k) + shared_read, checked_mul(B, M),
+                              checked_mul({2, B, k, M}))};
+    });
     for (int c = 0; c < n; ++c) edge(combine[c], decode);
     edge(route, decode);
     if (!shared_out.empty()) edge(shared_out, decode);
@@ -647,10 +746,14 @@ class Builder {
     const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
     const std::int64_t H = d_.d_ffn, F = d_.fc1_out, El = d_.local_experts;
-    const std::int64_t rows = d_.rows_per_expert_chunk;
-    const std::int64_t rows_all = checked_mul(rows, El);
-    const std::int64_t rows_layer = checked_mul(E, d_.capacity);
     const std::int64_t bk = checked_mul(B, k);
+    const auto recv_bytes = [this](std::int64_t cols) {
+      return [this, cols](const RankLoad& load) { return bytes(load.received_total, cols); };
+    };
+    const auto slot_bytes = [this](std::int64_t cols) {
+      return [this, cols](const RankLoad& load) { return bytes(load.received_max, cols); };
+    };
+    const auto sent_elems = [M](const RankLoad& load) { return checked_mul(load.sent_total, M); };
     const int n = d_.num_chunks;
 
     // Gradients (temporary). dT_O (R x M, the layer's incoming gradient, scattered to expert
@@ -660,7 +763,8 @@ class Builder {
     // preallocated by bwd.decode when the layer's backward begins and released with the saved
     // activations by bwd.gate.wgrad. Allocating them up front (rather than by their first writer)
     // makes the peak independent of timing: it is dT_O + the pool (docs/concepts.md, Memory).
-    const Buf d_t_o = buffer(l, "dT_O", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
+    const Buf d_t_o = buffer_each(
+        l, "dT_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kTemporary);
     const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
     std::vector<Buf> rec_preact(n);
     std::vector<Buf> grad_pool;  // with reuse: allocated by decode, freed by gate.wgrad
@@ -669,12 +773,10 @@ class Builder {
       const int s = std::min(run_.slots, n);
       std::vector<Buf> do_slots, di_slots;
       for (int i = 0; i < s; ++i) {
-        do_slots.push_back(buffer(l, "dDO.slot" + std::to_string(i), -1, bytes(rows_all, M),
-                                  MemoryCategory::kTemporary));
-        di_slots.push_back(buffer(l, "dDI.slot" + std::to_string(i), -1, bytes(rows_all, M),
-                                  MemoryCategory::kTemporary));
+        do_slots.push_back(buffer_each(l, "dDO.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kTemporary));
+        di_slots.push_back(buffer_each(l, "dDI.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kTemporary));
       }
-      const Buf m_slot = buffer(l, "dM.slot0", -1, bytes(rows_all, H), MemoryCategory::kTemporary);
+      const Buf m_slot = buffer_each(l, "dM.slot0", -1, slot_bytes(H), MemoryCategory::kTemporary);
       grad_pool.insert(grad_pool.end(), do_slots.begin(), do_slots.end());
       grad_pool.push_back(m_slot);
       grad_pool.insert(grad_pool.end(), di_slots.begin(), di_slots.end());
@@ -682,16 +784,20 @@ class Builder {
       // order it after the slot's previous occupant.
       if (recomputes(strategy) && F != H)
         for (int c = 0; c < n; ++c)
-          rec_preact[c] = buffer(l, "bwd.preact", c, bytes(rows_all, F), MemoryCategory::kTemporary);
+          rec_preact[c] = buffer_each(
+              l, "bwd.preact", c, [&, c](const RankLoad& load) { return bytes(received(load, c), F); },
+              MemoryCategory::kTemporary);
     } else {
-      d_do_full = buffer(l, "dDO", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
-      d_m_full = buffer(l, "dM", -1, bytes(rows_layer, H), MemoryCategory::kTemporary);
-      d_di_full = buffer(l, "dDI", -1, bytes(rows_layer, M), MemoryCategory::kTemporary);
+      d_do_full = buffer_each(l, "dDO", -1, recv_bytes(M), MemoryCategory::kTemporary);
+      d_m_full = buffer_each(l, "dM", -1, recv_bytes(H), MemoryCategory::kTemporary);
+      d_di_full = buffer_each(l, "dDI", -1, recv_bytes(M), MemoryCategory::kTemporary);
     }
 
-    const Node decode = compute(l, p, "decode", "decode", -1,
-                                elementwise(checked_mul(B, M) + ec_m_ + bk, ec_m_ + bk,
-                                            checked_mul({4, B, k, M})),
+    const Node decode = compute_each(l, p, "decode", "decode", -1,
+                                [&](const RankLoad& load) {
+                                  return Work{elementwise(checked_mul(B, M) + sent_elems(load) + bk,
+                                                          sent_elems(load) + bk, checked_mul({4, B, k, M}))};
+                                },
                                 Uses{[&] {
                                        std::vector<Buf> a = grad_pool;
                                        a.push_back(d_t_o);
@@ -738,17 +844,17 @@ class Builder {
       if (!second) {
         const Buf ddo = reuse_ ? Buf{} : (c == first_g ? d_do_full : Buf{});
         const Buf dto = c == last_g ? d_t_o : Buf{};
-        grad_combine[c] = all_to_all(l, p, "combine", "combine", c, order.first_stream, Uses{{ddo}, {dto}});
+        grad_combine[c] = all_to_all(l, p, "combine", "combine", c, order.first_stream, true, Uses{{ddo}, {dto}});
         if (redispatches(strategy)) {
           // s2/s4 restore T_DI by dispatching the chunk again, right after the gradient's
           // all-to-all as in the reference backward order.
-          redispatch[c] = all_to_all(l, p, "redispatch", "redispatch", c, order.first_stream,
+          redispatch[c] = all_to_all(l, p, "redispatch", "redispatch", c, order.first_stream, true,
                                      Uses{{rest_di[c]}, {}});
           edge(decode, redispatch[c]);
         }
       } else {
         const Buf ddi = reuse_ ? Buf{} : (c == last_d ? d_di_full : Buf{});
-        grad_dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.second_stream, Uses{{}, {ddi}});
+        grad_dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.second_stream, false, Uses{{}, {ddi}});
       }
     }
     const std::vector<int>& chunks = order.compute_chunks;
@@ -759,28 +865,32 @@ class Builder {
       // Restore T_M, then T_DI (the reference order), by prefetch (H2D copy of the offloaded
       // chunk), re-dispatch or recomputation.
       if (offloads_m(strategy)) {
-        restore_m[c] = copy(l, p, "prefetch.T_M", "prefetch", c, bytes(rows_all, H),
-                            CopyDirection::kHostToDevice, Uses{{rest_m[c]}, {}});
+        restore_m[c] = copy(l, p, "prefetch.T_M", "prefetch", c, H, CopyDirection::kHostToDevice, Uses{{rest_m[c]}, {}});
         edge(decode, restore_m[c]);
         edge(fwd_offload_m_[l][c], restore_m[c]);
         m_alloc[c] = restore_m[c];
       }
       if (offloads_di(strategy)) {
-        restore_di[c] = copy(l, p, "prefetch.T_DI", "prefetch", c, bytes(rows_all, M),
-                             CopyDirection::kHostToDevice, Uses{{rest_di[c]}, {}});
+        restore_di[c] = copy(l, p, "prefetch.T_DI", "prefetch", c, M, CopyDirection::kHostToDevice,
+                             Uses{{rest_di[c]}, {}});
         edge(decode, restore_di[c]);
         edge(fwd_offload_di_[l][c], restore_di[c]);
       }
       if (redispatches(strategy)) restore_di[c] = redispatch[c];
       if (recomputes(strategy)) {
-        const Node rfc1 = compute(l, p, "recompute.fc1", "recompute", c, gemm(El, rows, M, F),
-                                  Uses{{rest_m[c], rec_preact[c]}, {}});
+        const Node rfc1 = compute_each(
+            l, p, "recompute.fc1", "recompute", c,
+            [&](const RankLoad& load) { return Work{gemm(El, expert_rows(load, c), M, F)}; },
+            Uses{{rest_m[c], rec_preact[c]}, {}});
         edge(restore_di[c], rfc1);
         m_alloc[c] = rfc1;
-        restore_m[c] = compute(l, p, "recompute.act", "recompute", c,
-                               elementwise(checked_mul(rows_all, F), checked_mul(rows_all, H),
-                                           checked_mul(rows_all, H)),
-                               Uses{{}, {rec_preact[c]}});
+        restore_m[c] = compute_each(
+            l, p, "recompute.act", "recompute", c,
+            [&](const RankLoad& load) {
+              const std::int64_t r = received(load, c);
+              return Work{elementwise(checked_mul(r, F), checked_mul(r, H), checked_mul(r, H))};
+            },
+            Uses{{}, {rec_preact[c]}});
         edge(rfc1, restore_m[c]);
       }
       // With reuse the chunk gradients live in the preallocated slots (no alloc/free here).
@@ -788,14 +898,22 @@ class Builder {
       const Buf dm_alloc = reuse_ ? Buf{} : (first ? d_m_full : Buf{});
       const Buf dm_free = reuse_ ? Buf{} : (last ? d_m_full : Buf{});
       const Buf ddi = reuse_ ? Buf{} : (first ? d_di_full : Buf{});
-      const Node fc2_d = compute(l, p, "fc2.dgrad", "fc2", c, gemm(El, rows, M, H), Uses{{dm_alloc}, {}});
-      const Node act = compute(l, p, "act", "act", c,
-                               elementwise(checked_mul(rows_all, H) + checked_mul(rows_all, F),
-                                           checked_mul(rows_all, F), checked_mul(rows_all, F)));
-      fc2_ws[c] = compute(l, p, "fc2.wgrad", "fc2", c, gemm(El, H, rows, M),
-                          Uses{{}, {ddo}});
-      fc1_ws[c] = compute(l, p, "fc1.wgrad", "fc1", c, gemm(El, M, rows, F));
-      const Node fc1_d = compute(l, p, "fc1.dgrad", "fc1", c, gemm(El, rows, F, M), Uses{{ddi}, {dm_free}});
+      const auto rows_of = [&, c](const RankLoad& load) { return expert_rows(load, c); };
+      const Node fc2_d = compute_each(
+          l, p, "fc2.dgrad", "fc2", c, [&](const RankLoad& load) { return Work{gemm(El, rows_of(load), M, H)}; },
+          Uses{{dm_alloc}, {}});
+      const Node act = compute_each(l, p, "act", "act", c, [&](const RankLoad& load) {
+        const std::int64_t r = received(load, c);
+        return Work{elementwise(checked_mul(r, H) + checked_mul(r, F), checked_mul(r, F), checked_mul(r, F))};
+      });
+      fc2_ws[c] = compute_each(
+          l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{gemm(El, H, rows_of(load), M)}; },
+          Uses{{}, {ddo}});
+      fc1_ws[c] = compute_each(l, p, "fc1.wgrad", "fc1", c,
+                               [&](const RankLoad& load) { return Work{gemm(El, M, rows_of(load), F)}; });
+      const Node fc1_d = compute_each(
+          l, p, "fc1.dgrad", "fc1", c, [&](const RankLoad& load) { return Work{gemm(El, rows_of(load), F, M)}; },
+          Uses{{ddi}, {dm_free}});
       edge(decode, grad_combine[c]);
       edge(grad_combine[c], fc2_d);
       edge(fc2_d, act);
@@ -844,8 +962,10 @@ class Builder {
         if (g >= 1) edge(fc1_ds[chunks[g - 1]], fc2_ds[c], DepKind::kReuse);
       }
     }
-    const Node encode = compute(l, p, "encode", "encode", -1,
-                                elementwise(ec_m_, checked_mul(B, M), ec_m_), Uses{{d_t_i}, {}});
+    const Node encode = compute_each(
+        l, p, "encode", "encode", -1,
+        [&](const RankLoad& load) { return Work{elementwise(sent_elems(load), checked_mul(B, M), sent_elems(load))}; },
+        Uses{{d_t_i}, {}});
     for (int c = 0; c < n; ++c) edge(grad_dispatch[c], encode);
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1, elementwise(be + bk, be, checked_mul(4, be)));
@@ -871,7 +991,8 @@ class Builder {
   bool single_comm_stream_ = false;
   GroupId group_ = 0;
   int eb_ = 4;
-  std::int64_t ec_m_ = 0;
+  std::vector<RankLoad> loads_;                       // per simulated rank, in simulated_ranks() order
+  std::vector<std::shared_ptr<const TrafficMatrix>> traffic_;  // per chunk, with a routing plan
   std::int64_t shared_h_ = 0;
   std::int64_t shared_fc1_out_ = 0;
   bool reuse_ = false;
@@ -887,13 +1008,38 @@ class Builder {
 
 }  // namespace
 
+std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSpec& run) {
+  if (run.routing.balanced()) return std::nullopt;
+  RoutingShape shape;
+  shape.ranks = dims.ep_size;
+  shape.experts = dims.num_experts;
+  shape.top_k = dims.top_k;
+  shape.tokens = dims.tokens;
+  shape.capacity = dims.capacity;
+  shape.chunks = dims.num_chunks;
+  return make_routing_plan(run.routing, shape, run.seed);
+}
+
 TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
-                          const BuildOptions& options) {
+                          const BuildOptions& options, const RoutingPlan* routing) {
   const LayerDims dims = derive_layer_dims(model, cluster, run);
+  std::optional<RoutingPlan> own_routing;
+  if (routing == nullptr && !run.routing.balanced()) {
+    own_routing = make_layer_routing(dims, run);
+    routing = &*own_routing;
+  }
+  if (routing != nullptr) {
+    const RoutingShape& shape = routing->shape();
+    MOESIM_CHECK(shape.ranks == dims.ep_size && shape.experts == dims.num_experts &&
+                     shape.chunks == dims.num_chunks && shape.capacity == dims.capacity,
+                 "the routing plan was made for other layer sizes");
+  }
+  // A representative rank stands for all only when every rank does the same work.
+  const bool representative = options.representative_rank && routing == nullptr;
   // Refuse graphs too large to hold, before allocating them: per layer and simulated rank about
   // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation),
   // plus 4 collectives per chunk (5 with re-dispatch).
-  const std::int64_t simulated = options.representative_rank ? 1 : dims.ep_size;
+  const std::int64_t simulated = representative ? 1 : dims.ep_size;
   const bool strategy = run.strategy != MemoryStrategy::kNone;
   const std::int64_t estimate = checked_mul(
       run.num_moe_layers,
@@ -907,13 +1053,13 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
                      "; simulate fewer layers, chunks or ranks");
   }
   std::vector<int> ranks;
-  if (options.representative_rank) {
+  if (representative) {
     ranks.push_back(0);
   } else {
     for (int r = 0; r < dims.ep_size; ++r) ranks.push_back(r);
   }
   TaskGraph graph(dims.ep_size, std::move(ranks));
-  Builder(model, run, dims, graph, options.single_comm_stream).build();
+  Builder(model, run, dims, graph, options.single_comm_stream, routing).build();
   return graph;
 }
 

@@ -17,8 +17,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "sim/graph/task_graph.h"
+#include "sim/routing/routing.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/run_spec.h"
@@ -55,6 +57,7 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
 
 struct BuildOptions {
   // Simulate one representative rank (balanced routing: every EP rank is symmetric) instead of all.
+  // Ignored (every rank is simulated) when the routing is imbalanced.
   bool representative_rank = true;
   // Put every collective of a rank on one stream (comm.dispatch), as the PipeMoE model's single
   // communication channel. The mpipemoe order then issues its forward like fastermoe (all
@@ -66,9 +69,16 @@ struct BuildOptions {
 // Largest graph build_moe_graph accepts (a graph this size takes a few GiB).
 inline constexpr std::int64_t kMaxGraphTasks = 20'000'000;
 
-// Builds the forward and backward graph of run.num_moe_layers MoE layers. Throws InputError when
-// the graph would exceed kMaxGraphTasks.
+// The routing plan of run.routing for these dims: nullopt for uniform routing (the padded,
+// balanced layout). Throws InputError for a bad routing matrix file.
+std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSpec& run);
+
+// Builds the forward and backward graph of run.num_moe_layers MoE layers. With imbalanced
+// routing (run.routing not uniform) every rank is simulated with its own rows: the all-to-alls
+// are all-to-allv over `routing`'s per-chunk traffic (made from run.routing when null), the expert
+// GEMMs, copies and expert buffers are sized by the rows each rank receives, encode/decode by
+// the rows it sends. Throws InputError when the graph would exceed kMaxGraphTasks.
 TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
-                          const BuildOptions& options = {});
+                          const BuildOptions& options = {}, const RoutingPlan* routing = nullptr);
 
 }  // namespace moesim

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,14 +60,37 @@ enum class CollectiveOp { kAllToAll, kAllReduce, kAllGather, kReduceScatter };
 std::string_view to_string(CollectiveOp op);
 std::optional<CollectiveOp> parse_collective_op(std::string_view s);
 
+// Rows each member of an all-to-allv sends to each member: rows[s * size + d] from group member s
+// to member d (the diagonal stays local), row_bytes bytes each. Shared by the tasks that move the
+// same rows (a chunk's dispatch, its combine as the transpose, their gradients).
+struct TrafficMatrix {
+  int size = 0;
+  std::int64_t row_bytes = 0;
+  std::vector<std::int64_t> rows;  // size x size
+
+  std::int64_t bytes(int s, int d) const;
+};
+
 // A collective over a rank group. For all-to-all, every member sends bytes_per_peer to every
-// member (itself included: that part is a local copy). For all-reduce, all-gather and
+// member (itself included: that part is a local copy) -- unless `traffic` is set: then it is an
+// all-to-allv whose member s sends traffic->bytes(s, d) to member d (transposed: bytes(d, s), the
+// reverse direction) and bytes_per_peer is unused. For all-reduce, all-gather and
 // reduce-scatter, bytes_per_peer is the size of each rank's contribution (nccl-tests "size" / n
 // for all-gather, the whole buffer for all-reduce is bytes_per_peer * group size).
 struct CollectiveWork {
+  CollectiveWork() = default;
+  CollectiveWork(CollectiveOp op_, GroupId group_, std::int64_t bytes_per_peer_)
+      : op(op_), group(group_), bytes_per_peer(bytes_per_peer_) {}
+
   CollectiveOp op = CollectiveOp::kAllToAll;
   GroupId group = 0;
   std::int64_t bytes_per_peer = 0;
+  std::shared_ptr<const TrafficMatrix> traffic;
+  bool transposed = false;
+
+  // Bytes member s sends to member d (group positions), for either form.
+  std::int64_t pair_bytes(int s, int d) const;
+  bool is_all_to_allv() const { return traffic != nullptr; }
 };
 
 enum class CopyDirection { kDeviceToHost, kHostToDevice, kDeviceToDevice };

@@ -74,8 +74,10 @@ std::vector<int> TaskGraph::ranks_of(TaskIndex i) const {
 }
 
 BufferId TaskGraph::add_buffer(Buffer buffer) {
-  if (buffer.bytes <= 0)
-    throw InputError("buffer '" + buffer.name + "' must have a positive size, got " +
+  // Zero is allowed: with imbalanced routing a rank whose experts receive no rows holds empty
+  // expert buffers.
+  if (buffer.bytes < 0)
+    throw InputError("buffer '" + buffer.name + "' must not have a negative size, got " +
                      std::to_string(buffer.bytes) + " bytes");
   if (!is_simulated(buffer.rank))
     throw InputError("buffer '" + buffer.name + "' is on rank " + std::to_string(buffer.rank) +

@@ -69,7 +69,7 @@ class TaskGraph {
   std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> edges() const;
 
   // Registers a buffer; tasks refer to it by id in Task::allocates / Task::frees. Throws
-  // InputError for a non-positive size, a rank the graph does not simulate, or a duplicate
+  // InputError for a negative size, a rank the graph does not simulate, or a duplicate
   // (rank, name).
   BufferId add_buffer(Buffer buffer);
   const Buffer& buffer(BufferId id) const { return buffers_.at(id); }

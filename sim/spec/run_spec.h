@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "sim/spec/routing_spec.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -17,9 +18,10 @@ struct RunSpec {
   MemoryStrategy strategy = MemoryStrategy::kNone;
   int slots = 2;                    // buffer slots per reused tensor with s1-s4: 1 or 2
   Optimizer optimizer = Optimizer::kAdam;
-  bool count_routing_data = true;
+  bool count_routing_data = true;   // gate scores and indices kept for backward (off = the papers' accounting)
   NetworkModel network = NetworkModel::kAuto;              // collective model (docs/network.md)
-  AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;  // dispatch/combine algorithm (flow model)   // gate scores and indices kept for backward (off = the papers' accounting)
+  AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;  // dispatch/combine algorithm (flow model)
+  RoutingSpec routing;              // uniform (balanced), zipf:<s> or matrix:<file> (sim/routing)
 };
 
 }  // namespace moesim

@@ -144,7 +144,8 @@ TEST(MemoryTracker, FreeingBeforeAllocatingIsAnInternalError) {
 
 TEST(TaskGraphBuffers, RejectsMisuse) {
   TaskGraph g(2, {0});
-  EXPECT_THROW(g.add_buffer({"Z", 0, 0, MemoryCategory::kActivations, false}), InputError);
+  EXPECT_THROW(g.add_buffer({"Z", 0, -1, MemoryCategory::kActivations, false}), InputError);
+  g.add_buffer({"empty", 0, 0, MemoryCategory::kActivations, false});  // a rank whose experts get no rows
   EXPECT_THROW(g.add_buffer({"Z", 1, 8, MemoryCategory::kActivations, false}), InputError);
   const BufferId x = g.add_buffer({"X", 0, 8, MemoryCategory::kActivations, false});
   EXPECT_THROW(g.add_buffer({"X", 0, 8, MemoryCategory::kActivations, false}), InputError);
