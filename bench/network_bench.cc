@@ -1,8 +1,9 @@
 // Network model speed (issue 5): a 64 MiB-per-rank all-to-all on the rail-optimised DGX A100
 // preset, grown from 128 to 4,096 GPUs (16-node leaves, 8 rails, non-blocking), with the class
 // aggregation of collective_plan.h and, on small sizes, one flow per pair for comparison; and a
-// whole MoE layer step (forward and backward, n = 4) on 1,024 GPUs with uniform routing under the
-// flow model. Each iteration builds the topology and the plan from scratch.
+// whole MoE layer step (forward and backward, n = 4) on 1,024 GPUs under the
+// flow model, with uniform routing (one representative rank) and with zipf:1.2 routing (every rank
+// simulated, all-to-allv coflows). Each iteration builds the topology and the plan from scratch.
 #include <benchmark/benchmark.h>
 
 #include <numeric>
@@ -51,7 +52,8 @@ BENCHMARK(BM_RailAllToAll64MiB)->RangeMultiplier(2)->Range(128, 4096)->Unit(benc
 void BM_RailAllToAll64MiBPerPair(benchmark::State& state) { all_to_all(state, false); }
 BENCHMARK(BM_RailAllToAll64MiBPerPair)->RangeMultiplier(2)->Range(64, 512)->Unit(benchmark::kMillisecond)->Complexity();
 
-void BM_MoeStep1024Uniform(benchmark::State& state) {
+// The MoE layer of the issue's speed targets: 1,024 experts (one per GPU), top-2, B = 8192.
+void moe_step_1024(benchmark::State& state, const RoutingSpec& routing) {
   ModelSpec model;
   model.name = "bench-1024e";
   model.d_model = 1024;
@@ -67,14 +69,26 @@ void BM_MoeStep1024Uniform(benchmark::State& state) {
   run.tokens_per_gpu = 8192;
   run.num_chunks = 4;
   run.network = NetworkModel::kFlow;
+  run.routing = routing;
   TimeNs step = 0;
+  std::size_t ranks = 0;
   for (auto _ : state) {
     SimulationResult r = simulate_step(model, c, run);
     step = r.metrics.step_ns;
+    ranks = r.graph.simulated_ranks().size();
     benchmark::DoNotOptimize(step);
   }
   state.counters["simulated_step_ms"] = static_cast<double>(step) / 1e6;
+  state.counters["simulated_ranks"] = static_cast<double>(ranks);
 }
+
+void BM_MoeStep1024Uniform(benchmark::State& state) { moe_step_1024(state, RoutingSpec{}); }
 BENCHMARK(BM_MoeStep1024Uniform)->Unit(benchmark::kMillisecond);
+
+// Zipf routing (s = 1.2): every rank simulated, all-to-allv of the routed rows.
+void BM_MoeStep1024Zipf(benchmark::State& state) {
+  moe_step_1024(state, parse_routing_spec("zipf:1.2", SourceLocation{}));
+}
+BENCHMARK(BM_MoeStep1024Zipf)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

@@ -73,6 +73,8 @@ struct StepArgs {
   bool no_routing_data = false;
   std::string network = "auto";
   std::string a2a = "pairwise";
+  std::string routing = "uniform";
+  std::string routing_base;  // the run file's folder, for a matrix path given there
 };
 
 void add_step_options(CLI::App* app, StepArgs& a) {
@@ -104,6 +106,10 @@ void add_step_options(CLI::App* app, StepArgs& a) {
       ->capture_default_str();
   app->add_flag("--no-routing-data", a.no_routing_data,
                 "do not count gate scores and indices kept for backward (the papers' accounting)");
+  app->add_option("--routing", a.routing,
+                  "token routing: uniform (balanced, padded to capacity) | zipf:<s> | matrix:<csv file>; "
+                  "other than uniform, every rank is simulated with its own rows")
+      ->capture_default_str();
 }
 
 std::string join(const std::vector<std::string>& names) {
@@ -133,6 +139,7 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--no-routing-data")) a.no_routing_data = !file.run.count_routing_data;
     if (!given(a, "--network")) a.network = std::string(to_string(file.run.network));
     if (!given(a, "--a2a")) a.a2a = std::string(to_string(file.run.all_to_all));
+    if (!given(a, "--routing")) a.routing = file.run.routing.to_string();  // paths already resolved
   }
   if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
   if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
@@ -177,6 +184,11 @@ RunSpec to_run_spec(const StepArgs& a) {
     throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +
                      join(all_to_all_algorithm_names()));
   run.all_to_all = *a2a;
+  try {
+    run.routing = parse_routing_spec(a.routing, SourceLocation{});
+  } catch (const InputError& e) {
+    throw InputError("--routing: " + e.rule());
+  }
   return run;
 }
 
@@ -194,7 +206,10 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   options.representative_rank = !a.all_ranks;
   options = build_options_for(cluster, options);
   const LayerDims dims = derive_layer_dims(model, cluster, run);
-  const TaskGraph graph = build_moe_graph(model, cluster, run, options);
+  const std::optional<RoutingPlan> routing = make_layer_routing(dims, run);
+  const RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
+  timer.mark("routing");
+  const TaskGraph graph = build_moe_graph(model, cluster, run, options, routing ? &*routing : nullptr);
   timer.mark("build");
   const EngineRun result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   const Trace& trace = result.trace;
@@ -205,7 +220,8 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
           ? std::string("pure alpha-beta costs (hardware alpha_beta.simulate)")
           : std::string(to_string(resolve_network_model(cluster, run.network))) + " model, " +
                 std::string(to_string(run.all_to_all)) + " all-to-all";
-  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, kVersion, network};
+  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, kVersion, network,
+                        &routing_stats};
   std::ostringstream summary;
   write_summary(summary, in);
   // When a machine-readable output goes to stdout, the summary moves to stderr.
@@ -308,7 +324,7 @@ int main_impl(int argc, char** argv) {
   sweep->add_option("--tokens", sweep_args.tokens, "tokens per GPU: list or ranges");
   sweep->add_option("--chunks,-n", sweep_args.chunks, "pipeline degrees (default without --grid: 1,2,4,8)");
   sweep->add_option("--strategies", sweep_args.strategies, "memory strategies: all or none,s1,s2,s3,s4 (default none)");
-  sweep->add_option("--routing", sweep_args.routing, "routing models (this build: uniform)");
+  sweep->add_option("--routing", sweep_args.routing, "routing values, comma-separated: uniform, zipf:<s>, matrix:<csv file>");
   sweep->add_option("--order", sweep_args.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel");
   sweep->add_option("--layers", sweep_args.layers, "MoE layers simulated back to back (default 1)");
   sweep->add_option("--step-target-ms", sweep_args.step_target_ms, "capacity view: the step must take at most this (ms)");

@@ -1,5 +1,7 @@
 #include "sim/cost/pure_alpha_beta_model.h"
 
+#include <algorithm>
+
 #include <string>
 
 #include "sim/core/checked_math.h"
@@ -26,7 +28,8 @@ TimeNs PureAlphaBetaModel::isolated_duration(const Task& task) const {
   }
   if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
     const auto members = static_cast<std::int64_t>(graph_.group(c->group).size());
-    const double bytes = static_cast<double>(checked_mul(c->bytes_per_peer, members));
+    const double bytes = c->is_all_to_allv() ? static_cast<double>(largest_member_bytes(*c))
+                                             : static_cast<double>(checked_mul(c->bytes_per_peer, members));
     const double ns = (costs_.a2a_alpha_s + costs_.a2a_beta_s_per_byte * bytes) * kNsPerS;
     return to_duration_ns(ns, true, "collective " + task.id);
   }
@@ -35,6 +38,23 @@ TimeNs PureAlphaBetaModel::isolated_duration(const Task& task) const {
   }
   if (const auto* h = std::get_if<HostWork>(&task.work)) return pcie_.host_duration(*h);
   return 0;  // elementwise
+}
+
+std::int64_t PureAlphaBetaModel::largest_member_bytes(const CollectiveWork& work) const {
+  // Transposing swaps what members send and receive, so the answer does not depend on it.
+  if (auto it = allv_bytes_.find(work.traffic.get()); it != allv_bytes_.end()) return it->second;
+  const int p = work.traffic->size;
+  std::int64_t largest = 0;
+  for (int a = 0; a < p; ++a) {
+    std::int64_t out = 0, in = 0;
+    for (int b = 0; b < p; ++b) {
+      out = checked_add(out, work.pair_bytes(a, b));
+      in = checked_add(in, work.pair_bytes(b, a));
+    }
+    largest = std::max({largest, out, in});
+  }
+  allv_bytes_.emplace(work.traffic.get(), largest);
+  return largest;
 }
 
 void PureAlphaBetaModel::start(TaskIndex task, TimeNs now, const Concurrency&) {

@@ -2,7 +2,8 @@
 //
 // Selected when the hardware file's `alpha_beta` section says `simulate: true` (see
 // AlphaBetaCosts in hardware_spec.h). Durations, with x = bytes a rank sends in a collective
-// (bytes_per_peer * group size) and w = a GEMM's FLOP:
+// (bytes_per_peer * group size; for an all-to-allv, the most any member sends or receives) and
+// w = a GEMM's FLOP:
 //   GEMM:                      a_g + b_g * w
 //   collective (any op):       a_a + b_a * x
 //   elementwise, device copy:  0   (the PipeMoE model has no term for them)
@@ -15,6 +16,7 @@
 // (sim/search/pipemoe_model.h), up to the rounding of each task to whole nanoseconds.
 #pragma once
 
+#include <map>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -47,6 +49,9 @@ class PureAlphaBetaModel final : public ActivityModel {
   AlphaBetaCosts costs_;
   ComputeCostModel pcie_;
   RatedActivities activities_;
+  // All-to-allv: the most bytes a member sends or receives, by traffic matrix.
+  std::int64_t largest_member_bytes(const CollectiveWork& work) const;
+  mutable std::map<const TrafficMatrix*, std::int64_t> allv_bytes_;
 };
 
 }  // namespace moesim

@@ -80,11 +80,14 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options) {
   LayerDims dims = derive_layer_dims(model, cluster, run);
-  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options));
+  const std::optional<RoutingPlan> routing = make_layer_routing(dims, run);
+  RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
+  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options),
+                                    routing ? &*routing : nullptr);
   EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
   return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),
-                          std::move(run_result.memory)};
+                          std::move(run_result.memory), std::move(routing_stats)};
 }
 
 }  // namespace moesim

@@ -29,6 +29,7 @@ struct SimulationResult {
   Trace trace;
   StepMetrics metrics;
   std::vector<RankMemory> memory;  // per simulated rank, in rank order
+  RoutingStats routing;            // the imbalance the run's routing causes
 };
 
 // The outcome of one engine run: when every task ran, and the memory it used.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -184,7 +186,9 @@ std::vector<int> int_list(const Json& v, const std::string& what, const Reader& 
   return out;
 }
 
-Task read_task(const Json& j, std::size_t index, const std::string& source) {
+using TrafficList = std::vector<std::shared_ptr<const TrafficMatrix>>;
+
+Task read_task(const Json& j, std::size_t index, const std::string& source, const TrafficList& traffic) {
   const std::string where = "task #" + std::to_string(index);
   Reader pre(j, where, source);
   const std::string id = pre.string("id");
@@ -223,8 +227,14 @@ Task read_task(const Json& j, std::size_t index, const std::string& source) {
                                   {"all-to-all", "all-reduce", "all-gather", "reduce-scatter"});
       w.group = static_cast<GroupId>(r.integer("group", 0, std::numeric_limits<GroupId>::max()));
       w.bytes_per_peer = r.integer("bytes_per_peer", 0);
+      if (r.has("traffic")) {
+        const auto m = r.integer("traffic", 0, static_cast<std::int64_t>(traffic.size()) - 1);
+        w.traffic = traffic[static_cast<std::size_t>(m)];
+        w.transposed = r.boolean("transposed");
+        if (w.op != CollectiveOp::kAllToAll) r.fail("only an all-to-all can carry a traffic matrix");
+      }
       t.work = w;
-      allowed.insert(allowed.end(), {"op", "group", "bytes_per_peer"});
+      allowed.insert(allowed.end(), {"op", "group", "bytes_per_peer", "traffic", "transposed"});
       break;
     }
     case TaskKind::kCopy:
@@ -261,6 +271,28 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
   const Json& edges = root.at("edges");
 
   TaskGraph graph(world, ranks);
+  TrafficList traffic;
+  if (top.has("traffic")) {
+    const Json& list = top.field("traffic");
+    if (!list.is_array()) top.fail("traffic must be an array of matrices");
+    for (std::size_t m = 0; m < list.size(); ++m) {
+      const Reader r(list[m], "traffic matrix #" + std::to_string(m), source_name);
+      r.allow_only({"size", "row_bytes", "rows"});
+      auto matrix = std::make_shared<TrafficMatrix>();
+      matrix->size = static_cast<int>(r.integer("size", 1, 1 << 20));
+      matrix->row_bytes = r.integer("row_bytes", 0);
+      const Json& rows = r.field("rows");
+      const auto cells = static_cast<std::size_t>(matrix->size) * static_cast<std::size_t>(matrix->size);
+      if (!rows.is_array() || rows.size() != cells)
+        r.fail("rows must be an array of size * size = " + std::to_string(cells) + " row counts");
+      for (const Json& x : rows) {
+        if (!x.is_number_integer() || x.get<std::int64_t>() < 0)
+          r.fail("rows must hold non-negative integers, got " + x.dump());
+        matrix->rows.push_back(x.get<std::int64_t>());
+      }
+      traffic.push_back(std::move(matrix));
+    }
+  }
   if (top.has("buffers")) {
     const Json& buffers = top.field("buffers");
     if (!buffers.is_array()) top.fail("buffers must be an array");
@@ -270,7 +302,7 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
       Buffer buf;
       buf.name = r.string("name");
       buf.rank = r.small_integer("rank", 0);
-      buf.bytes = r.integer("bytes", 1);
+      buf.bytes = r.integer("bytes", 0);
       buf.category = r.name<MemoryCategory>("category", &parse_memory_category,
                                             {"model_states", "activations", "temporary", "host_pinned"});
       buf.resident = r.boolean("resident");
@@ -283,11 +315,16 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
     if (id != g) top.fail(what + " repeats group #" + std::to_string(id));
   }
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    Task t = read_task(tasks[i], i, source_name);
+    Task t = read_task(tasks[i], i, source_name, traffic);
     if (const auto* c = std::get_if<CollectiveWork>(&t.work); c && c->group >= graph.num_groups())
       throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': unknown group " +
                                std::to_string(c->group) + " (the file defines " +
                                std::to_string(graph.num_groups()) + ")");
+    if (const auto* c = std::get_if<CollectiveWork>(&t.work);
+        c && c->traffic && static_cast<std::size_t>(c->traffic->size) != graph.group(c->group).size())
+      throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': its traffic matrix has " +
+                               std::to_string(c->traffic->size) + " ranks but group " + std::to_string(c->group) +
+                               " has " + std::to_string(graph.group(c->group).size()));
     graph.add_task(std::move(t));
   }
   for (std::size_t e = 0; e < edges.size(); ++e) {
@@ -337,6 +374,16 @@ std::string export_graph_json(const TaskGraph& graph) {
     }
     root["buffers"] = std::move(buffers);
   }
+  // Traffic matrices, numbered by first use; tasks refer to them by that number.
+  std::map<const TrafficMatrix*, std::size_t> traffic_index;
+  OrderedJson traffic = OrderedJson::array();
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    const auto* c = std::get_if<CollectiveWork>(&graph.task(i).work);
+    if (c == nullptr || !c->traffic || traffic_index.count(c->traffic.get()) != 0) continue;
+    traffic_index.emplace(c->traffic.get(), traffic_index.size());
+    traffic.push_back({{"size", c->traffic->size}, {"row_bytes", c->traffic->row_bytes}, {"rows", c->traffic->rows}});
+  }
+  if (!traffic.empty()) root["traffic"] = std::move(traffic);
   OrderedJson tasks = OrderedJson::array();
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Task& t = graph.task(i);
@@ -351,6 +398,10 @@ std::string export_graph_json(const TaskGraph& graph) {
     j["chunk"] = t.chunk;
     const OrderedJson work = work_json(t.work);
     for (const auto& [key, value] : work.items()) j[key] = value;
+    if (const auto* c = std::get_if<CollectiveWork>(&t.work); c && c->traffic) {
+      j["traffic"] = traffic_index.at(c->traffic.get());
+      j["transposed"] = c->transposed;
+    }
     if (!t.allocates.empty()) j["allocates"] = t.allocates;
     if (!t.frees.empty()) j["frees"] = t.frees;
     tasks.push_back(std::move(j));
@@ -374,7 +425,7 @@ TaskGraph import_graph_json(std::string_view text, const std::string& source_nam
     throw InputError(at, std::string("invalid JSON: ") + e.what());
   }
   const Reader top(root, "task graph", source_name);
-  top.allow_only({"schema_version", "world_size", "simulated_ranks", "groups", "buffers", "tasks", "edges"});
+  top.allow_only({"schema_version", "world_size", "simulated_ranks", "groups", "traffic", "buffers", "tasks", "edges"});
   const Json& version = top.field("schema_version");
   if (!version.is_number_integer() || version.get<std::int64_t>() != kGraphJsonSchemaVersion)
     top.fail("unsupported schema_version " + version.dump() + " (supported: " +

@@ -5,7 +5,9 @@
 //    "tasks": [{"id", "rank", "stream", "kind", "layer", "pass", "stage", "chunk", <work fields>}],
 //    "edges": [[from, to, "data" | "reuse"], ...]}
 // Work fields per kind: gemm {batch, m, n, k, dtype, element_bytes}; elementwise {bytes_read,
-// bytes_written, flops}; collective {op, group, bytes_per_peer}; copy {bytes, direction};
+// bytes_written, flops}; collective {op, group, bytes_per_peer, and for an all-to-allv traffic (an
+// index into the top-level "traffic" list of {size, row_bytes, rows: size*size row counts}) and
+// transposed}; copy {bytes, direction};
 // host {duration_ns}. Tasks are listed in index (= issue) order and edges refer to those indices;
 // stream edges are not listed because importing re-derives them from that order. Collectives
 // carry rank -1. Export uses 2-space indentation; export(import(export(g))) == export(g).

@@ -1008,8 +1008,7 @@ class Builder {
 
 }  // namespace
 
-std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSpec& run) {
-  if (run.routing.balanced()) return std::nullopt;
+RoutingShape routing_shape(const LayerDims& dims) {
   RoutingShape shape;
   shape.ranks = dims.ep_size;
   shape.experts = dims.num_experts;
@@ -1017,7 +1016,12 @@ std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSp
   shape.tokens = dims.tokens;
   shape.capacity = dims.capacity;
   shape.chunks = dims.num_chunks;
-  return make_routing_plan(run.routing, shape, run.seed);
+  return shape;
+}
+
+std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSpec& run) {
+  if (run.routing.balanced()) return std::nullopt;
+  return make_routing_plan(run.routing, routing_shape(dims), run.seed);
 }
 
 TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,

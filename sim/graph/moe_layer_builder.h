@@ -69,6 +69,8 @@ struct BuildOptions {
 // Largest graph build_moe_graph accepts (a graph this size takes a few GiB).
 inline constexpr std::int64_t kMaxGraphTasks = 20'000'000;
 
+RoutingShape routing_shape(const LayerDims& dims);
+
 // The routing plan of run.routing for these dims: nullopt for uniform routing (the padded,
 // balanced layout). Throws InputError for a bad routing matrix file.
 std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSpec& run);

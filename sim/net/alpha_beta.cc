@@ -36,38 +36,48 @@ AlphaBetaNetwork::AlphaBetaNetwork(const TaskGraph& graph, const ClusterSpec& cl
   }
 }
 
-double AlphaBetaNetwork::all_to_all_ns(std::int64_t bytes, const std::vector<int>& group) const {
-  const auto b = static_cast<double>(bytes);
-  if (group.size() == 1) {
+double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const {
+  const auto p = static_cast<int>(group.size());
+  if (p == 1) {
     const GpuSpec& gpu = cluster_.node.gpu;
     const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
     if (!(hbm > 0.0))
       throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
-    return static_cast<double>(gpu.kernel_launch_ns) + 2.0 * b / hbm;
+    return static_cast<double>(gpu.kernel_launch_ns) + 2.0 * static_cast<double>(work.pair_bytes(0, 0)) / hbm;
   }
   // The collective ends when its slowest member does: every member counts, simulated or not (with
   // one representative rank, an unevenly placed group still has slower members elsewhere).
   double worst = 0.0;
-  for (int r : group) {
-    int intra_peers = 0;
-    int inter_peers = 0;
-    for (int peer : group) {
-      if (peer == r) continue;
-      if (cluster_.node_of(peer) == cluster_.node_of(r)) {
-        ++intra_peers;
+  for (int s = 0; s < p; ++s) {
+    const int r = group[static_cast<std::size_t>(s)];
+    // Bytes r sends and receives over each link class; a class is used when r has a peer there
+    // (uniform) or traffic there (all-to-allv).
+    double intra_out = 0, intra_in = 0, inter_out = 0, inter_in = 0;
+    bool intra_used = false, inter_used = false;
+    for (int d = 0; d < p; ++d) {
+      if (d == s) continue;
+      const auto out = static_cast<double>(work.pair_bytes(s, d));
+      const auto in = static_cast<double>(work.pair_bytes(d, s));
+      const bool used = !work.is_all_to_allv() || out > 0 || in > 0;
+      if (cluster_.node_of(group[static_cast<std::size_t>(d)]) == cluster_.node_of(r)) {
+        intra_out += out;
+        intra_in += in;
+        intra_used = intra_used || used;
       } else {
-        ++inter_peers;
+        inter_out += out;
+        inter_in += in;
+        inter_used = inter_used || used;
       }
     }
     double t_intra = 0.0;
     double t_inter = 0.0;
-    if (intra_peers > 0) {
+    if (intra_used) {
       t_intra = static_cast<double>(cluster_.node.intra_node.latency_ns) +
-                intra_peers * b / link_bytes_per_ns(cluster_.node.intra_node, "intra-node", cluster_);
+                std::max(intra_out, intra_in) / link_bytes_per_ns(cluster_.node.intra_node, "intra-node", cluster_);
     }
-    if (inter_peers > 0) {
+    if (inter_used) {
       t_inter = static_cast<double>(cluster_.inter_node.latency_ns) +
-                inter_peers * b / link_bytes_per_ns(cluster_.inter_node, "inter-node", cluster_);
+                std::max(inter_out, inter_in) / link_bytes_per_ns(cluster_.inter_node, "inter-node", cluster_);
     }
     worst = std::max(worst, std::max(t_intra, t_inter));
   }
@@ -97,11 +107,18 @@ TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
                                             " GPUs)");
     }
   }
-  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer);
+  if (work.is_all_to_allv() &&
+      (work.op != CollectiveOp::kAllToAll || work.traffic->size != static_cast<int>(group.size())))
+    throw InputError("a traffic matrix of " + std::to_string(work.traffic->size) + " ranks on a " +
+                     std::string(to_string(work.op)) + " over " + std::to_string(group.size()) +
+                     " ranks: all-to-allv needs one row and column per group member");
+  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic.get(),
+                                   work.transposed);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work.bytes_per_peer, group)
+  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work, group)
                                                        : ring_ns(work.op, work.bytes_per_peer, group);
-  const TimeNs t = to_duration_ns(ns, work.bytes_per_peer > 0 && group.size() > 1,
+  const bool moves_bytes = work.is_all_to_allv() ? ns > 0 : work.bytes_per_peer > 0;
+  const TimeNs t = to_duration_ns(ns, moves_bytes && group.size() > 1,
                                   "a " + std::string(to_string(work.op)) + " of " +
                                       std::to_string(work.bytes_per_peer) + " bytes per peer");
   cache_.emplace(key, t);

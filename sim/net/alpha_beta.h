@@ -8,6 +8,9 @@
 //     t(r)    = max(t_intra, t_inter)   (NVLink and the NIC work concurrently; the part a rank
 //               sends itself is a local copy, hidden behind these)
 //     p = 1:  a device-to-device copy, launch + 2b / (hbm_bandwidth * hbm_efficiency)
+//   all-to-allv (a traffic matrix): the same per member r, with peers * b replaced by the larger
+//     of the bytes r sends and receives over the link class (links are full duplex), and a class's
+//     latency paid only when r has traffic there.
 //   all-reduce (ring), S = b * p:  2(p-1) * latency + 2(p-1)/p * S / bw
 //   all-gather, reduce-scatter (ring):  (p-1) * latency + (p-1)/p * S / bw
 //   bw and latency are the inter-node link's when the group spans more than one node, else the
@@ -44,11 +47,11 @@ class AlphaBetaNetwork final : public CollectiveModel {
   void advance_to(TimeNs now, std::vector<TaskIndex>& finished) override;
 
   // For all-to-all, the max is taken over the group's members the graph simulates (all members
-  // when it simulates none of them). Results are cached by (op, group, bytes).
+  // when it simulates none of them). Results are cached by (op, group, bytes, traffic).
   TimeNs isolated_duration(const CollectiveWork& work, const std::vector<int>& group) const override;
 
  private:
-  double all_to_all_ns(std::int64_t bytes, const std::vector<int>& group) const;
+  double all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const;
   double ring_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group) const;
   double factor(TaskIndex task, const Concurrency& concurrency) const;
 
@@ -56,7 +59,8 @@ class AlphaBetaNetwork final : public CollectiveModel {
   const ClusterSpec& cluster_;
   RatedActivities activities_;
   std::map<TaskIndex, std::vector<int>> ranks_;  // simulated ranks of each running collective
-  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t>, TimeNs> cache_;
+  // By (op, group, bytes per peer, traffic matrix address, transposed).
+  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, const TrafficMatrix*, bool>, TimeNs> cache_;
 };
 
 }  // namespace moesim

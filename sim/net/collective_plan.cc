@@ -1,6 +1,7 @@
 #include "sim/net/collective_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -185,17 +186,58 @@ CollectivePlan plan_collective(const ClusterTopology& topo, const GpuSpec& gpu, 
 
 CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<int>& group,
                                 const std::vector<std::vector<std::int64_t>>& bytes) {
-  check_group(topo, group);
   MOESIM_CHECK(bytes.size() == group.size(), "traffic matrix rows differ from the group size");
+  for (const auto& row : bytes) MOESIM_CHECK(row.size() == group.size(), "traffic matrix is not square");
+  return plan_all_to_allv(
+      topo, GpuSpec{}, group,
+      [&](int s, int d) { return bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)]; }, false);
+}
+
+CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu, const std::vector<int>& group,
+                                const std::function<std::int64_t(int, int)>& bytes, bool coflow) {
+  check_group(topo, group);
+  const auto p = static_cast<int>(group.size());
+  CollectivePlan plan;
+  if (p == 1) {  // the whole exchange is a device copy of what the rank keeps
+    plan.phases.push_back(PlanPhase{copy_ns(gpu, static_cast<double>(bytes(0, 0))), {}, 1});
+    return plan;
+  }
   PlanPhase phase;
-  for (std::size_t s = 0; s < group.size(); ++s) {
-    MOESIM_CHECK(bytes[s].size() == group.size(), "traffic matrix is not square");
-    for (std::size_t d = 0; d < group.size(); ++d) {
-      if (s == d || bytes[s][d] <= 0) continue;
-      phase.flows.push_back(pair_flow(topo, group[s], group[d], static_cast<double>(bytes[s][d])));
+  if (!coflow) {
+    for (int s = 0; s < p; ++s)
+      for (int d = 0; d < p; ++d) {
+        const std::int64_t b = s == d ? 0 : bytes(s, d);
+        if (b > 0) phase.flows.push_back(pair_flow(topo, group[static_cast<std::size_t>(s)],
+                                                   group[static_cast<std::size_t>(d)], static_cast<double>(b)));
+      }
+    plan.phases.push_back(std::move(phase));
+    return plan;
+  }
+  // One coflow: the bytes every link carries, summed over the pairs routed across it.
+  std::vector<double> load(topo.num_links(), 0.0);
+  std::vector<LinkId> route;
+  double total = 0;
+  TimeNs latency = 0;
+  for (int s = 0; s < p; ++s) {
+    for (int d = 0; d < p; ++d) {
+      const std::int64_t b = s == d ? 0 : bytes(s, d);
+      if (b <= 0) continue;
+      const int a = group[static_cast<std::size_t>(s)], c = group[static_cast<std::size_t>(d)];
+      route.clear();
+      topo.route(a, c, route);
+      for (LinkId l : route) load[static_cast<std::size_t>(l)] += static_cast<double>(b);
+      total += static_cast<double>(b);
+      latency = std::max(latency, topo.route_latency(a, c));
     }
   }
-  CollectivePlan plan;
+  if (total > 0) {
+    FlowSpec f;
+    f.bytes = total;
+    f.latency_ns = latency;
+    for (std::size_t l = 0; l < load.size(); ++l)
+      if (load[l] > 0) f.links.push_back({static_cast<LinkId>(l), load[l] / total});
+    phase.flows.push_back(std::move(f));
+  }
   plan.phases.push_back(std::move(phase));
   return plan;
 }

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "sim/graph/task.h"
@@ -62,7 +63,21 @@ bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& gro
 CollectivePlan plan_collective(const ClusterTopology& topo, const GpuSpec& gpu, const CollectiveWork& work,
                                const std::vector<int>& group, const PlanOptions& options);
 
-// bytes[s][d]: bytes group[s] sends to group[d] (the diagonal is a local copy, ignored).
+// All-to-allv: bytes(s, d) is what group[s] sends to group[d] (group positions; the diagonal is a
+// local copy, hidden behind the transfers, except in a group of one, where it is the whole
+// exchange). Per pair (coflow = false): one flow per pair with bytes, max-min fair among all
+// flows -- N^2 flows, each ending at its own time. Coflow: the exchange is one flow over every link
+// it uses, weighted by the share of its bytes that link carries, so it moves all pairs at rates
+// proportional to their sizes: alone it takes max over links of (bytes on the link / capacity)
+// (the fastest any schedule over these routes can do; max-min per pair can be slower, when an
+// early finisher leaves a bottleneck's other flows behind), it pays the largest latency among its
+// pairs, and it shares links max-min with other collectives as one flow. Uniform traffic gives the
+// same time both ways (tests). Building it costs one route per pair with traffic; running it is
+// one flow, which is what makes an every-rank simulation of 1,024 GPUs with skewed routing cheap.
+CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu, const std::vector<int>& group,
+                                const std::function<std::int64_t(int, int)>& bytes, bool coflow);
+
+// Per-pair form from a matrix: bytes[s][d] (tests and small exchanges).
 CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<int>& group,
                                 const std::vector<std::vector<std::int64_t>>& bytes);
 

@@ -191,20 +191,37 @@ FlowNetwork::FlowNetwork(const TaskGraph& graph, const ClusterSpec& cluster, Flo
 std::shared_ptr<const CollectivePlan> FlowNetwork::plan_for(const CollectiveWork& work,
                                                             const std::vector<int>& group) const {
   if (work.bytes_per_peer < 0) throw InputError("collective size must not be negative");
-  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer);
+  const PlanKey key = plan_key(work, group);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  auto plan = std::make_shared<const CollectivePlan>(
-      plan_collective(topo_, cluster_.node.gpu, work, group, options_.plan));
+  std::shared_ptr<const CollectivePlan> plan;
+  if (work.is_all_to_allv()) {
+    if (work.op != CollectiveOp::kAllToAll || work.traffic->size != static_cast<int>(group.size()))
+      throw InputError("a traffic matrix of " + std::to_string(work.traffic->size) +
+                       " ranks on a " + std::string(to_string(work.op)) + " over " + std::to_string(group.size()) +
+                       " ranks: all-to-allv needs one row and column per group member");
+    if (options_.plan.all_to_all != AllToAllAlgorithm::kPairwise)
+      throw InputError("the " + std::string(to_string(options_.plan.all_to_all)) +
+                       " all-to-all is for uniform traffic; imbalanced routing (all-to-allv) runs pairwise");
+    plan = std::make_shared<const CollectivePlan>(plan_all_to_allv(
+        topo_, cluster_.node.gpu, group, [&work](int a, int b) { return work.pair_bytes(a, b); },
+        options_.plan.aggregate));
+  } else {
+    plan = std::make_shared<const CollectivePlan>(plan_collective(topo_, cluster_.node.gpu, work, group, options_.plan));
+  }
   plans_.emplace(key, plan);
   return plan;
 }
 
 TimeNs FlowNetwork::isolated_duration(const CollectiveWork& work, const std::vector<int>& group) const {
-  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer);
+  const PlanKey key = plan_key(work, group);
   if (auto it = durations_.find(key); it != durations_.end()) return it->second;
   const TimeNs t = FlowSimulator::run_alone(topo_, plan_for(work, group));
   durations_.emplace(key, t);
   return t;
+}
+
+FlowNetwork::PlanKey FlowNetwork::plan_key(const CollectiveWork& work, const std::vector<int>& group) {
+  return {static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic.get(), work.transposed};
 }
 
 double FlowNetwork::factor(TaskIndex task, const Concurrency& concurrency) const {

@@ -33,6 +33,8 @@ struct ReportInputs {
   // The collective model that ran, as the driver resolved it (e.g. "flow, pairwise all-to-all");
   // empty when the caller does not say.
   std::string network = {};
+  // The routing's imbalance (SimulationResult::routing); null when the caller does not say.
+  const RoutingStats* routing = nullptr;
 };
 
 // The rank with the highest device peak (the one that decides whether the step fits).

@@ -19,6 +19,19 @@ std::string report_json(const ReportInputs& in) {
   j["tool"] = "moesim " + in.tool_version;
   j["config"] = config_json(in.model, in.cluster, in.run, in.dims);
   if (!in.network.empty()) j["network"] = in.network;
+  if (in.routing != nullptr) {
+    const RoutingStats& r = *in.routing;
+    j["routing"] = {{"routing", r.routing},
+                    {"balanced", in.run.routing.balanced()},
+                    {"expert_imbalance", r.expert_imbalance},
+                    {"kept_expert_imbalance", r.kept_expert_imbalance},
+                    {"rank_imbalance", r.rank_imbalance},
+                    {"busiest_expert", r.busiest_expert},
+                    {"busiest_rank", r.busiest_rank},
+                    {"routed_choices", r.routed},
+                    {"dropped_choices", r.dropped},
+                    {"dropped_fraction", r.dropped_fraction()}};
+  }
   const StepMetrics& m = in.metrics;
   j["critical_rank"] = m.rank;
   j["step_time_us"] = ns_to_us(m.step_ns);

@@ -80,7 +80,8 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
               {"strategy", std::string(to_string(run.strategy))},
               {"slots", run.slots},
               {"optimizer", std::string(to_string(run.optimizer))},
-              {"count_routing_data", run.count_routing_data}};
+              {"count_routing_data", run.count_routing_data},
+              {"routing", run.routing.to_string()}};
   j["derived"] = {{"local_experts", dims.local_experts},
                   {"capacity_per_expert", dims.capacity},
                   {"rows_per_chunk", dims.rows_per_chunk()},

@@ -48,6 +48,15 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
       << d.local_experts << " local expert(s)), n=" << d.num_chunks << " chunks, order="
       << to_string(in.run.order) << ", MoE layers=" << in.run.num_moe_layers << "\n";
   if (!in.network.empty()) out << "# network   " << in.network << "\n";
+  if (in.routing != nullptr) {
+    const RoutingStats& r = *in.routing;
+    out << "# routing   " << r.routing
+        << (in.run.routing.balanced() ? " (every expert padded to capacity C)" : " (all-to-allv of the routed rows)")
+        << ": tokens per expert max/mean " << fixed(r.expert_imbalance, 2) << " (expert " << r.busiest_expert
+        << "), after capacity " << fixed(r.kept_expert_imbalance, 2) << "; rows per rank max/mean "
+        << fixed(r.rank_imbalance, 2) << " (rank " << r.busiest_rank << "); dropped "
+        << fixed(100.0 * r.dropped_fraction(), 2) << "% of " << r.routed << " choices\n";
+  }
   out << "# derived   capacity C=" << d.capacity << " rows/expert/rank, " << d.rows_per_chunk()
       << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk\n";
   out << "# figures   rank " << m.rank

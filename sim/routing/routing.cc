@@ -218,6 +218,29 @@ std::vector<std::vector<double>> read_routing_matrix(const std::string& path, in
   return rows;
 }
 
+RoutingStats uniform_routing_stats(const RoutingShape& shape) {
+  const std::vector<std::int64_t> row =
+      demand_from_popularity(std::vector<double>(static_cast<std::size_t>(shape.experts), 1.0), shape.top_k,
+                             shape.tokens, 0);
+  RoutingStats st;
+  st.routing = "uniform";
+  std::int64_t routed = 0, kept = 0, max_routed = 0, max_kept = 0;
+  for (std::size_t e = 0; e < row.size(); ++e) {
+    routed += row[e];
+    kept += std::min(row[e], shape.capacity);
+    if (row[e] > max_routed) {
+      max_routed = row[e];
+      st.busiest_expert = static_cast<int>(e);
+    }
+    max_kept = std::max(max_kept, std::min(row[e], shape.capacity));
+  }
+  st.routed = checked_mul(routed, shape.ranks);
+  st.dropped = checked_mul(routed - kept, shape.ranks);
+  st.expert_imbalance = routed > 0 ? static_cast<double>(max_routed) * shape.experts / static_cast<double>(routed) : 1.0;
+  st.kept_expert_imbalance = kept > 0 ? static_cast<double>(max_kept) * shape.experts / static_cast<double>(kept) : 1.0;
+  return st;
+}
+
 RoutingPlan make_routing_plan(const RoutingSpec& spec, const RoutingShape& shape, std::uint64_t seed) {
   MOESIM_CHECK(!spec.balanced(), "make_routing_plan is for imbalanced routing");
   const int N = shape.ranks, E = shape.experts;

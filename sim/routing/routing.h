@@ -100,6 +100,10 @@ std::vector<double> zipf_popularity(int experts, double exponent, std::uint64_t 
 // Reads a matrix file: 1 or `ranks` rows of `experts` columns. InputError with file:line.
 std::vector<std::vector<double>> read_routing_matrix(const std::string& path, int ranks, int experts);
 
+// The imbalance of uniform routing: every source routes k*B/E choices to every expert (rounded as
+// above), capacity applied; the graph pads every expert to C rows anyway.
+RoutingStats uniform_routing_stats(const RoutingShape& shape);
+
 // The routing plan of `spec` (not uniform) for `shape`. Throws InputError for a bad matrix file.
 RoutingPlan make_routing_plan(const RoutingSpec& spec, const RoutingShape& shape, std::uint64_t seed);
 

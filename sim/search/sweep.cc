@@ -1,7 +1,9 @@
 #include "sim/search/sweep.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
@@ -34,13 +36,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
   require(spec.chunks, "chunks");
   require(spec.strategies, "strategies");
   require(spec.routing, "routing");
-  for (const std::string& r : spec.routing.values) {
-    if (std::find(routing_model_names().begin(), routing_model_names().end(), r) == routing_model_names().end()) {
-      throw InputError(spec.routing.where, "routing '" + r +
-                                               "' is not in this build (the routing model is not built yet, "
-                                               "issue 5); valid: uniform");
-    }
-  }
+  const std::vector<RoutingSpec> routings = spec.routing_specs();
   for (const std::string& path : spec.models.values) plan.models.push_back(load_model_spec(path));
   // One cluster per (hardware file, GPU count); the index of hardware h at GPU count g is
   // h * num_gpu_values + g.
@@ -73,14 +69,15 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
     for (std::size_t h = 0; h < presets.size(); ++h) {
       for (std::size_t g = 0; g < num_g; ++g) {
         for (std::int64_t tokens : spec.tokens.values) {
-          for (const std::string& routing : spec.routing.values) {
+          for (std::size_t r = 0; r < routings.size(); ++r) {
             for (MemoryStrategy s : spec.strategies.values) {
               for (int n : spec.chunks.values) {
                 SweepConfig c;
                 c.model = static_cast<int>(m);
                 c.hardware = static_cast<int>(h);
                 c.cluster = static_cast<int>(h * num_g + g);
-                c.routing = routing;
+                c.routing = spec.routing.values[r];
+                c.run.routing = routings[r];
                 c.run.tokens_per_gpu = tokens;
                 c.run.num_chunks = n;
                 c.run.strategy = s;
@@ -98,6 +95,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
     }
   }
   // Every configuration checked before any work. n above capacity is named at the chunks axis.
+  std::set<std::tuple<std::string, int, int, int, std::int64_t, std::int64_t, int>> checked_matrices;
   for (const SweepConfig& c : plan.configs) {
     const ModelSpec& model = plan.models[static_cast<std::size_t>(c.model)];
     const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];
@@ -111,7 +109,14 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
                                                 " rows per expert (" + describe(plan, c) +
                                                 "): each chunk needs at least one row per expert");
       }
-      derive_layer_dims(model, cluster, c.run);
+      const LayerDims dims = derive_layer_dims(model, cluster, c.run);
+      // A routing matrix must match the layer (rows per rank, a column per expert, k experts with
+      // traffic): build its routing now, once per layer shape, rather than fail mid-sweep.
+      if (c.run.routing.kind == RoutingKind::kMatrix) {
+        const auto key = std::make_tuple(c.run.routing.matrix_path, dims.ep_size, dims.num_experts, dims.top_k,
+                                         dims.tokens, dims.capacity, dims.num_chunks);
+        if (checked_matrices.insert(key).second) make_layer_routing(dims, c.run);
+      }
     } catch (const InputError& e) {
       if (!e.where().file.empty() && e.where().file != model.origin.file) throw;
       throw InputError(spec.origin, "configuration " + describe(plan, c) + ": " + e.what());

@@ -548,7 +548,7 @@ RunFile load_run_spec(const std::string& path) {
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "num_chunks", "order",
                                  "num_moe_layers", "seed", "strategy", "slots", "optimizer",
-                                 "routing_data", "network", "all_to_all"});
+                                 "routing_data", "network", "all_to_all", "routing"});
   check_header(m, "run", true, true);
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
@@ -573,6 +573,7 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("network")) out.run.network = v->as_enum(parse_network_model, network_model_names());
   if (auto v = m.get("all_to_all"))
     out.run.all_to_all = v->as_enum(parse_all_to_all_algorithm, all_to_all_algorithm_names());
+  if (auto v = m.get("routing")) out.run.routing = parse_routing_spec(v->as_string(), v->location(), base.string());
   if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
   return out;
 }
@@ -594,6 +595,13 @@ SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
 }
 
 }  // namespace
+
+std::vector<RoutingSpec> SweepSpec::routing_specs() const {
+  const std::string base = routing.where.file.empty() ? "" : fs::path(routing.where.file).parent_path().string();
+  std::vector<RoutingSpec> out;
+  for (const std::string& r : routing.values) out.push_back(parse_routing_spec(r, routing.where, base));
+  return out;
+}
 
 SweepSpec load_sweep_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
@@ -624,12 +632,12 @@ SweepSpec load_sweep_spec(const std::string& path) {
   spec.strategies = read_axis<MemoryStrategy>(
       m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
   if (m.has("routing")) {
-    spec.routing = read_axis<std::string>(m, "routing", [](const YamlValue& v) {
+    spec.routing = read_axis<std::string>(m, "routing", [&base](const YamlValue& v) {
       const std::string r = v.as_name();
-      if (std::find(routing_model_names().begin(), routing_model_names().end(), r) == routing_model_names().end()) {
-        v.fail("routing '" + r + "' is not in this build (the routing model is not built yet, issue 5); valid: " +
-               YamlValue::join_names(routing_model_names()));
-      }
+      const RoutingSpec parsed = parse_routing_spec(r, v.location(), base.string());
+      std::error_code ec;
+      if (parsed.kind == RoutingKind::kMatrix && !fs::exists(parsed.matrix_path, ec))
+        v.fail("cannot open routing matrix file '" + parsed.matrix_path + "': no such file");
       return r;
     });
   } else {

@@ -7,8 +7,8 @@
 //
 // A GPU count g overrides the preset's num_nodes with g / gpus_per_node, so g must be a positive
 // multiple of gpus_per_node (a partial node would change the topology); the expert-parallel group
-// spans all g GPUs. Routing: only `uniform` (balanced, equal-capacity routing) is in this build;
-// the axis exists so that a routing model is one more value, not a new column.
+// spans all g GPUs. Routing values are what `--routing` takes (uniform, zipf:<s>, matrix:<file>,
+// sim/spec/routing_spec.h); a matrix path in a sweep file is relative to that file.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/spec/routing_spec.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -36,7 +37,9 @@ struct SweepSpec {
   SweepAxis<std::int64_t> tokens;
   SweepAxis<int> chunks;
   SweepAxis<MemoryStrategy> strategies;
-  SweepAxis<std::string> routing;
+  SweepAxis<std::string> routing;   // as written (the report's label)
+  // The parsed routing values, in the axis's order (matrix paths resolved).
+  std::vector<RoutingSpec> routing_specs() const;
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   int num_moe_layers = 1;
   int slots = 2;
@@ -44,11 +47,6 @@ struct SweepSpec {
   bool count_routing_data = true;
   TimeNs step_target_ns = 0;        // capacity view: the step must take at most this; 0 = none
 };
-
-inline const std::vector<std::string>& routing_model_names() {
-  static const std::vector<std::string> names = {"uniform"};
-  return names;
-}
 
 // Loads a sweep file. Paths are relative to the file. Every list must be non-empty; models and
 // hardware files must exist (checked here, loaded by the sweep). InputError with file:line:col.

@@ -111,9 +111,23 @@ TEST_F(Cli, BadGridsFailBeforeAnyWork) {
       {"tokens: []\nchunks: [1]\nstrategies: [none]\n", "g.yaml:5:9: tokens: the axis 'tokens' is empty"},
       {"tokens: [256]\nchunks: [1, 8]\nstrategies: [none]\n", "g.yaml:6:9: n = 8 is above the capacity C = 4"},
       {"tokens: [256]\nchunks: [1]\nstrategies: [none]\nroutng: [uniform]\n", "did you mean 'routing'"},
-      {"tokens: [256]\nchunks: [1]\nstrategies: [none]\nrouting: [zipf:1.2]\n", "not in this build"},
+      {"tokens: [256]\nchunks: [1]\nstrategies: [none]\nrouting: [zipf]\n",
+       "g.yaml:8:11: routing 'zipf' needs an exponent, e.g. zipf:1.2"},
+      {"tokens: [256]\nchunks: [1]\nstrategies: [none]\nrouting: [uniform, lognormal]\n",
+       "g.yaml:8:20: unknown routing 'lognormal'; valid: uniform, zipf:<s>"},
+      {"tokens: [256]\nchunks: [1]\nstrategies: [none]\nrouting: [matrix:absent.csv]\n",
+       "cannot open routing matrix file"},
+      // 2 rows for a 16-rank group: found when the grid is checked, before any configuration runs.
+      {"tokens: [256]\nchunks: [1]\nstrategies: [none]\nrouting: [matrix:two-rows.csv]\n",
+       "two-rows.csv:3: routing matrix has 2 rows; it needs 1 (every rank alike) or 16"},
       {"tokens: [256]\nchunks: [1]\nstrategies: [none]\ngpus: [12]\n", "not a multiple of the 8 GPUs per node"},
   };
+  std::string two_rows;
+  for (int row = 0; row < 2; ++row) {
+    for (int e = 0; e < 64; ++e) two_rows += (e ? "," : "") + std::to_string(e % 3);
+    two_rows += "\n";
+  }
+  write("two-rows.csv", "# tokens per expert\n" + two_rows);
   for (const Case& c : cases) {
     const fs::path grid = write("g.yaml", head + c.body);
     const Result r = run("sweep --grid " + grid.string() + " --csv " + (dir_ / "out.csv").string());

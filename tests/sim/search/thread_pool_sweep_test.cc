@@ -91,7 +91,9 @@ TEST(SweepTest, BadGridsFailBeforeAnyWork) {
     EXPECT_EQ(std::string(e.what()).rfind("grid.yaml:7:9: n = 64 is above the capacity C = 16", 0), 0u) << e.what();
   }
   s = spec();
-  s.routing.values = {"zipf:1.1"};
+  s.routing.values = {"zipf:-1"};
+  EXPECT_THROW(prepare_sweep(s), InputError);
+  s.routing.values = {"matrix:" + kRoot + "/no-such-routing.csv"};
   EXPECT_THROW(prepare_sweep(s), InputError);
   s = spec();
   s.gpus.values = {24};  // 64 experts do not divide over 24 GPUs
