@@ -42,7 +42,7 @@ TimeNs PureAlphaBetaModel::isolated_duration(const Task& task) const {
 
 std::int64_t PureAlphaBetaModel::largest_member_bytes(const CollectiveWork& work) const {
   // Transposing swaps what members send and receive, so the answer does not depend on it.
-  if (auto it = allv_bytes_.find(work.traffic.get()); it != allv_bytes_.end()) return it->second;
+  if (auto it = allv_bytes_.find(work.traffic); it != allv_bytes_.end()) return it->second;
   const int p = work.traffic->size;
   std::int64_t largest = 0;
   for (int a = 0; a < p; ++a) {
@@ -53,7 +53,7 @@ std::int64_t PureAlphaBetaModel::largest_member_bytes(const CollectiveWork& work
     }
     largest = std::max({largest, out, in});
   }
-  allv_bytes_.emplace(work.traffic.get(), largest);
+  allv_bytes_.emplace(work.traffic, largest);
   return largest;
 }
 

@@ -51,7 +51,7 @@ class PureAlphaBetaModel final : public ActivityModel {
   RatedActivities activities_;
   // All-to-allv: the most bytes a member sends or receives, by traffic matrix.
   std::int64_t largest_member_bytes(const CollectiveWork& work) const;
-  mutable std::map<const TrafficMatrix*, std::int64_t> allv_bytes_;
+  mutable std::map<std::shared_ptr<const TrafficMatrix>, std::int64_t> allv_bytes_;
 };
 
 }  // namespace moesim

@@ -183,8 +183,12 @@ std::vector<TaskIndex> TaskGraph::successors(TaskIndex i) const {
 std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> TaskGraph::edges() const {
   std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> out;
   for (TaskIndex v = 0; v < num_tasks(); ++v) {
+    const std::size_t first = out.size();
     for (auto [it, end] = boost::out_edges(v, graph_); it != end; ++it)
       out.emplace_back(v, static_cast<TaskIndex>(boost::target(*it, graph_)), graph_[*it]);
+    // By target, not insertion: a graph read back from JSON adds its stream edges before the data
+    // edges, and must list its edges in the same order as the graph it was written from.
+    std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
   }
   return out;
 }

@@ -65,7 +65,7 @@ class TaskGraph {
 
   std::vector<TaskIndex> predecessors(TaskIndex i) const;
   std::vector<TaskIndex> successors(TaskIndex i) const;
-  // All edges in a deterministic order (by source, then insertion).
+  // All edges in a deterministic order (by source, then target; duplicates are merged).
   std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> edges() const;
 
   // Registers a buffer; tasks refer to it by id in Task::allocates / Task::frees. Throws

@@ -112,7 +112,7 @@ TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
     throw InputError("a traffic matrix of " + std::to_string(work.traffic->size) + " ranks on a " +
                      std::string(to_string(work.op)) + " over " + std::to_string(group.size()) +
                      " ranks: all-to-allv needs one row and column per group member");
-  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic.get(),
+  const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic,
                                    work.transposed);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work, group)

@@ -59,8 +59,10 @@ class AlphaBetaNetwork final : public CollectiveModel {
   const ClusterSpec& cluster_;
   RatedActivities activities_;
   std::map<TaskIndex, std::vector<int>> ranks_;  // simulated ranks of each running collective
-  // By (op, group, bytes per peer, traffic matrix address, transposed).
-  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, const TrafficMatrix*, bool>, TimeNs> cache_;
+  // By (op, group, bytes per peer, traffic matrix, transposed); the key holds the matrix, so its
+  // address cannot be reused by another while the entry exists.
+  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, std::shared_ptr<const TrafficMatrix>, bool>, TimeNs>
+      cache_;
 };
 
 }  // namespace moesim

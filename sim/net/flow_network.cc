@@ -221,7 +221,7 @@ TimeNs FlowNetwork::isolated_duration(const CollectiveWork& work, const std::vec
 }
 
 FlowNetwork::PlanKey FlowNetwork::plan_key(const CollectiveWork& work, const std::vector<int>& group) {
-  return {static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic.get(), work.transposed};
+  return {static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic, work.transposed};
 }
 
 double FlowNetwork::factor(TaskIndex task, const Concurrency& concurrency) const {

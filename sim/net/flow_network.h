@@ -110,8 +110,9 @@ class FlowNetwork final : public CollectiveModel {
   FlowSimulator sim_;
   std::map<TaskIndex, std::vector<int>> ranks_;
   // Plans and isolated durations, by (op, group, bytes per peer, traffic matrix, transposed): a
-  // traffic matrix is identified by address (the graph's tasks share one per chunk).
-  using PlanKey = std::tuple<int, std::vector<int>, std::int64_t, const TrafficMatrix*, bool>;
+  // traffic matrix is identified by address (the graph's tasks share one per chunk); the key holds
+  // it, so that address cannot be reused by another matrix while the entry exists.
+  using PlanKey = std::tuple<int, std::vector<int>, std::int64_t, std::shared_ptr<const TrafficMatrix>, bool>;
   static PlanKey plan_key(const CollectiveWork& work, const std::vector<int>& group);
   mutable std::map<PlanKey, std::shared_ptr<const CollectivePlan>> plans_;
   mutable std::map<PlanKey, TimeNs> durations_;

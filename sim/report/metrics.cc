@@ -131,14 +131,21 @@ StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int
 StepMetrics compute_step_metrics(const TaskGraph& graph, const Trace& trace) {
   int critical = graph.simulated_ranks().front();
   TimeNs latest = -1;
+  TimeNs most_work = -1;
   std::vector<TimeNs> end_of_rank(static_cast<std::size_t>(graph.world_size()), 0);
+  // Local work per rank breaks ties: collectives end together on all their members, so with
+  // imbalanced routing every rank may end at once, held back by the one with the most to compute.
+  std::vector<TimeNs> local_work(static_cast<std::size_t>(graph.world_size()), 0);
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
-    for (int r : graph.ranks_of(i))
-      end_of_rank[r] = std::max(end_of_rank[r], trace.records[i].end_ns);
+    const TaskRecord& rec = trace.records[i];
+    for (int r : graph.ranks_of(i)) end_of_rank[r] = std::max(end_of_rank[r], rec.end_ns);
+    if (!graph.task(i).is_collective()) local_work[graph.task(i).rank] += rec.end_ns - rec.start_ns;
   }
   for (int r : graph.simulated_ranks()) {
-    if (end_of_rank[r] > latest) {
-      latest = end_of_rank[r];
+    const auto k = static_cast<std::size_t>(r);
+    if (end_of_rank[k] > latest || (end_of_rank[k] == latest && local_work[k] > most_work)) {
+      latest = end_of_rank[k];
+      most_work = local_work[k];
       critical = r;
     }
   }

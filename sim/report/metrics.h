@@ -1,7 +1,9 @@
 // StepMetrics: what a user reads first about a simulated (or measured) step, derived from a graph
 // and a trace.
 //
-// Definitions (per rank; reports use the critical rank, the one whose last task ends last):
+// Definitions (per rank; reports use the critical rank, the one whose last task ends last and,
+// among ranks ending together -- collectives end on all members at once --, the one with the most
+// local task time):
 //  - step time: the end of the last task; forward: the end of the last forward task; backward: from
 //    the first backward start to the last backward end.
 //  - busy(stage): length of the union of the stage's task intervals (a stage is "pass.stage",

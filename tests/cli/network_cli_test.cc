@@ -123,3 +123,46 @@ TEST_F(NetworkCli, CollectivePrintsNcclTestsColumnsAndBusBandwidth) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(NetworkCli, RoutingReportsImbalanceAndRejectsBadValues) {
+  const std::string base = "simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml "
+                            "--tokens 4096 --chunks 2";
+  const Outcome uniform = moesim(base + " --json " + (dir_ / "u.json").string());
+  ASSERT_EQ(uniform.exit_code, 0) << uniform.err;
+  EXPECT_NE(uniform.out.find("# routing   uniform (every expert padded to capacity C)"), std::string::npos) << uniform.out;
+  const Outcome zipf = moesim(base + " --routing zipf:1.2 --json " + (dir_ / "z.json").string());
+  ASSERT_EQ(zipf.exit_code, 0) << zipf.err;
+  EXPECT_NE(zipf.out.find("# routing   zipf:1.2 (all-to-allv of the routed rows): tokens per expert max/mean "),
+            std::string::npos)
+      << zipf.out;
+  EXPECT_NE(zipf.out.find("(the slowest of the simulated ranks)"), std::string::npos);
+  const std::string json = slurp(dir_ / "z.json");
+  EXPECT_NE(json.find("\"routing\": \"zipf:1.2\""), std::string::npos);
+  EXPECT_NE(json.find("\"expert_imbalance\": "), std::string::npos);
+  EXPECT_NE(json.find("\"dropped_fraction\": "), std::string::npos);
+  EXPECT_NE(json.find("\"balanced\": false"), std::string::npos);
+
+  const Outcome typo = moesim(base + " --routing zipf");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("--routing: routing 'zipf' needs an exponent"), std::string::npos) << typo.err;
+  EXPECT_EQ(moesim(base + " --routing poisson").exit_code, 2);
+  std::ofstream(dir_ / "bad.csv") << "# one row for every rank\n1,2,3\n";
+  const Outcome bad = moesim(base + " --routing matrix:" + (dir_ / "bad.csv").string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.csv:2:1: routing matrix row has 3 columns; the model has 64 experts"), std::string::npos)
+      << bad.err;
+  // A run file's matrix path is relative to the run file.
+  std::string row;
+  for (int e = 0; e < 64; ++e) row += (e ? "," : "") + std::string(e < 8 ? "3" : "1");
+  std::ofstream(dir_ / "hot.csv") << row << "\n";
+  std::ofstream(dir_ / "run.yaml") << "schema_version: 1\nkind: run\nmodel: " << MOESIM_SOURCE_DIR
+                                   << "/models/moe-gpt-s-64e.yaml\nhardware: " << MOESIM_SOURCE_DIR
+                                   << "/hardware/clusters/dgx-a100-2node.yaml\ntokens_per_gpu: 4096\nrouting: matrix:hot.csv\n";
+  const Outcome file = moesim("simulate --run " + (dir_ / "run.yaml").string());
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_NE(file.out.find("# routing   matrix:" + (dir_ / "hot.csv").string()), std::string::npos) << file.out;
+}
+
+}  // namespace

@@ -10,23 +10,14 @@
 
 #include "sim/net/alpha_beta.h"
 #include "sim/spec/loader.h"
+#include "tests/sim/net/net_test_util.h"
 
 namespace moesim {
 namespace {
 
-const std::string kSourceDir = MOESIM_SOURCE_DIR;
-
-ClusterSpec preset(const std::string& rel) { return load_hardware_spec(kSourceDir + "/hardware/" + rel); }
-
-std::vector<int> iota(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
-  return v;
-}
-
-TimeNs run(const ClusterTopology& t, CollectivePlan plan) {
-  return FlowSimulator::run_alone(t, std::make_shared<const CollectivePlan>(std::move(plan)));
-}
+using net_test::iota;
+using net_test::preset;
+using net_test::run;
 
 TimeNs collective(const ClusterSpec& c, CollectiveOp op, std::int64_t b, const std::vector<int>& group,
                   PlanOptions options = {}) {

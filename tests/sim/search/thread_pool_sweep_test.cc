@@ -53,6 +53,27 @@ SweepSpec spec() {
   return s;
 }
 
+TEST(SweepTest, RoutingAxisRunsEveryRoutingValue) {
+  SweepSpec s = spec();
+  s.gpus.values = {16};
+  s.tokens.values = {4096};
+  s.chunks.values = {2};
+  s.strategies.values = {MemoryStrategy::kNone};
+  s.routing.values = {"uniform", "zipf:0", "zipf:1.5"};
+  const SweepPlan plan = prepare_sweep(s);
+  ASSERT_EQ(plan.configs.size(), 3u);
+  EXPECT_TRUE(plan.configs[0].run.routing.balanced());
+  EXPECT_EQ(plan.configs[2].run.routing.kind, RoutingKind::kZipf);
+  EXPECT_EQ(plan.configs[2].routing, "zipf:1.5");
+  const std::vector<SweepOutcome> out = run_sweep(plan, {0, 1, 2}, 2, nullptr);
+  // zipf:0 routes exactly the padded rows here (k*B/E = C = 64); zipf:1.5 drops most tokens of the
+  // hot experts and leaves the cold ones nearly idle: a different step.
+  EXPECT_NEAR(static_cast<double>(out[1].step_ns) / static_cast<double>(out[0].step_ns), 1.0, 0.01);
+  EXPECT_NE(out[2].step_ns, out[0].step_ns);
+  const SweepTable t = sweep_table(plan, out, "test");
+  EXPECT_EQ(t.records[2].routing, "zipf:1.5");
+}
+
 TEST(SweepTest, GridOrderAndGpuAxis) {
   const SweepPlan plan = prepare_sweep(spec());
   ASSERT_EQ(plan.configs.size(), 16u);
