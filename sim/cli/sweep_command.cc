@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -114,9 +115,14 @@ class World {
     if (size_ == 1) return mine;
     std::vector<search::SweepOutcome> all(total);
 #ifdef MOESIM_HAVE_MPI
-    constexpr int kFields = 4;
+    // Seven 64-bit fields per outcome; the doubles travel as their bit patterns (exact).
+    constexpr int kFields = 7;
     std::vector<std::int64_t> send;
-    for (const auto& o : mine) send.insert(send.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes});
+    for (const auto& o : mine)
+      send.insert(send.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes,
+                               std::bit_cast<std::int64_t>(o.expert_imbalance),
+                               std::bit_cast<std::int64_t>(o.rank_imbalance),
+                               std::bit_cast<std::int64_t>(o.dropped_fraction)});
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
     int offset = 0;
     for (int r = 0; r < size_; ++r) {
@@ -133,7 +139,9 @@ class World {
         const std::size_t n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)] / kFields);
         for (std::size_t k = 0; k < n; ++k) {
           const std::int64_t* f = recv.data() + displs[static_cast<std::size_t>(r)] + k * kFields;
-          all[static_cast<std::size_t>(r) + k * static_cast<std::size_t>(size_)] = {f[0], f[1], f[2], f[3]};
+          all[static_cast<std::size_t>(r) + k * static_cast<std::size_t>(size_)] = {
+              f[0], f[1], f[2], f[3], std::bit_cast<double>(f[4]), std::bit_cast<double>(f[5]),
+              std::bit_cast<double>(f[6])};
         }
       }
     }

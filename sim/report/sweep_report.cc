@@ -264,14 +264,16 @@ std::string sweep_csv(const SweepTable& t) {
   }
   std::string out =
       "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
-      "speedup_vs_n1_none,best\n";
+      "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction\n";
   for (std::size_t i = 0; i < t.records.size(); ++i) {
     const SweepRecord& r = t.records[i];
     out += csv_field(r.model) + "," + csv_field(r.hardware) + "," + std::to_string(r.gpus) + "," +
            std::to_string(r.tokens) + "," + csv_field(r.routing) + "," + std::string(to_string(r.strategy)) + "," +
            std::to_string(r.num_chunks) + "," + us(r.step_ns) + "," + us(r.forward_ns) + "," + us(r.backward_ns) +
            "," + std::to_string(r.peak_bytes) + "," + std::to_string(r.capacity_bytes) + "," + (r.fits ? "1" : "0") +
-           "," + (has_speedup[i] ? format_fixed(speedup[i], 4) : "") + "," + (best[i] ? "1" : "0") + "\n";
+           "," + (has_speedup[i] ? format_fixed(speedup[i], 4) : "") + "," + (best[i] ? "1" : "0") + "," +
+           format_fixed(r.expert_imbalance, 4) + "," + format_fixed(r.rank_imbalance, 4) + "," +
+           format_fixed(r.dropped_fraction, 6) + "\n";
   }
   return out;
 }
@@ -297,7 +299,10 @@ std::string sweep_json(const SweepTable& t) {
                        {"backward_ns", r.backward_ns},
                        {"peak_bytes", r.peak_bytes},
                        {"capacity_bytes", r.capacity_bytes},
-                       {"fits", r.fits}});
+                       {"fits", r.fits},
+                       {"expert_imbalance", r.expert_imbalance},
+                       {"rank_imbalance", r.rank_imbalance},
+                       {"dropped_fraction", r.dropped_fraction}});
   }
   j["records"] = records;
   ordered_json best = ordered_json::array();

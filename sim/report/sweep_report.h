@@ -34,6 +34,9 @@ struct SweepRecord {
   std::int64_t peak_bytes = 0;
   std::int64_t capacity_bytes = 0;
   bool fits = false;
+  double expert_imbalance = 1.0;  // the routing's max / mean tokens per expert (before capacity)
+  double rank_imbalance = 1.0;    // max / mean rows a rank's experts compute
+  double dropped_fraction = 0.0;
 };
 
 struct SweepTable {

@@ -233,8 +233,10 @@ void resolve_plan_request(PlanRequest& req) {
   }
 }
 
-PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
+PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                               RoutingStats* routing) {
   const SimulationResult r = simulate_step(model, cluster, run);
+  if (routing != nullptr) *routing = r.routing;
   PlanRow row;
   row.num_chunks = run.num_chunks;
   row.strategy = run.strategy;

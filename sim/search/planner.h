@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sim/report/plan_report.h"
+#include "sim/routing/routing.h"
 #include "sim/search/pipemoe_model.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -54,8 +55,9 @@ struct PlanRequest {
 // bad request fails at once with an InputError naming the configuration and the rule.
 void resolve_plan_request(PlanRequest& request);
 
-// Simulates one configuration.
-PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
+// Simulates one configuration; the routing's imbalance goes to *routing when given.
+PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                               RoutingStats* routing = nullptr);
 
 // Sorts rows by the objective (fitting rows first; ties -> smaller n, then strategy order) and
 // returns the index of the objective's pick, or -1 when no row fits.

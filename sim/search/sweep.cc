@@ -127,9 +127,11 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
 
 SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index) {
   const SweepConfig& c = plan.configs.at(index);
+  RoutingStats routing;
   const PlanRow row = evaluate_configuration(plan.models[static_cast<std::size_t>(c.model)],
-                                             plan.clusters[static_cast<std::size_t>(c.cluster)], c.run);
-  return SweepOutcome{row.step_ns, row.forward_ns, row.backward_ns, row.peak_bytes};
+                                             plan.clusters[static_cast<std::size_t>(c.cluster)], c.run, &routing);
+  return SweepOutcome{row.step_ns,           row.forward_ns,         row.backward_ns,           row.peak_bytes,
+                      routing.expert_imbalance, routing.rank_imbalance, routing.dropped_fraction()};
 }
 
 std::vector<SweepOutcome> run_sweep(const SweepPlan& plan, const std::vector<std::size_t>& indices, int jobs,
@@ -162,6 +164,9 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
     r.forward_ns = outcomes[i].forward_ns;
     r.backward_ns = outcomes[i].backward_ns;
     r.peak_bytes = outcomes[i].peak_bytes;
+    r.expert_imbalance = outcomes[i].expert_imbalance;
+    r.rank_imbalance = outcomes[i].rank_imbalance;
+    r.dropped_fraction = outcomes[i].dropped_fraction;
     r.capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
     r.fits = r.peak_bytes <= r.capacity_bytes;
     t.records.push_back(std::move(r));

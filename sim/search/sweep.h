@@ -47,6 +47,9 @@ struct SweepOutcome {
   TimeNs forward_ns = 0;
   TimeNs backward_ns = 0;
   std::int64_t peak_bytes = 0;
+  double expert_imbalance = 1.0;  // RoutingStats: max / mean tokens per expert before capacity
+  double rank_imbalance = 1.0;    // max / mean rows a rank computes
+  double dropped_fraction = 0.0;  // choices dropped by capacity
 };
 
 SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index);

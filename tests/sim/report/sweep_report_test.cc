@@ -67,10 +67,14 @@ TEST(SweepReportTest, CsvColumnsAndFixedFormats) {
   const std::string csv = sweep_csv(table());
   const std::string header =
       "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
-      "speedup_vs_n1_none,best\n";
+      "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction\n";
   ASSERT_EQ(csv.rfind(header, 0), 0u);
-  EXPECT_NE(csv.find("m,h,8,1024,uniform,s4,2,0.900,0.450,0.450,90,100,1,1.1111,1\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("m,h,16,1024,uniform,none,1,0.700,0.350,0.350,80,100,1,1.0000,0\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("m,h,8,1024,uniform,s4,2,0.900,0.450,0.450,90,100,1,1.1111,1,1.0000,1.0000,0.000000\n"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find("m,h,16,1024,uniform,none,1,0.700,0.350,0.350,80,100,1,1.0000,0,1.0000,1.0000,0.000000\n"),
+            std::string::npos)
+      << csv;
   SweepTable quoted = table();
   quoted.records[0].model = "a,\"b\"";
   EXPECT_EQ(sweep_csv(quoted).find("\"a,\"\"b\"\"\",h,8"), header.size());
