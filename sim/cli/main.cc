@@ -308,6 +308,10 @@ int main_impl(int argc, char** argv) {
   plan->add_option("--slots", plan_args.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")->capture_default_str();
   plan->add_option("--optimizer", plan_args.optimizer, "adam|momentum|sgd")->capture_default_str();
   plan->add_flag("--no-routing-data", plan_args.no_routing_data, "do not count gate scores and indices (the papers' accounting)");
+  plan->add_option("--routing", plan_args.routing,
+                   "token routing: uniform | zipf:<s> | matrix:<csv file> (the simulate method; the model-based "
+                   "methods assume balanced routing)")
+      ->capture_default_str();
   plan->add_option("--json", plan_args.json_path, "write the plan as JSON ('-' for stdout)");
   plan->add_option("--jobs,-j", plan_args.jobs, "simulations in parallel (0 = every core)")->capture_default_str();
   plan->add_flag("--fit", plan_args.fit, "find the smallest node count of the hardware preset that fits");

@@ -43,6 +43,11 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   req.run.num_moe_layers = a.layers;
   req.run.slots = a.slots;
   req.run.count_routing_data = !a.no_routing_data;
+  try {
+    req.run.routing = parse_routing_spec(a.routing, SourceLocation{});
+  } catch (const InputError& e) {
+    throw InputError("--routing: " + e.rule());
+  }
   req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
   req.run.optimizer = parse_named<Optimizer>("--optimizer", a.optimizer, parse_optimizer, optimizer_names());
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());

@@ -23,6 +23,7 @@ struct PlanArgs {
   int slots = 2;
   std::string optimizer = "adam";
   bool no_routing_data = false;
+  std::string routing = "uniform";  // --routing, as for simulate
   std::string json_path;           // "-" = stdout (the table then goes to stderr)
   int jobs = 0;                    // 0 = every hardware thread
   bool fit = false;

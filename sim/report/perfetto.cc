@@ -33,7 +33,11 @@ std::string perfetto_trace_json(const TaskGraph& graph, const Trace& trace,
       args["flops"] = g->flops();
     } else if (const auto* c = std::get_if<CollectiveWork>(&t.work)) {
       args["op"] = std::string(to_string(c->op));
-      args["bytes_per_peer"] = c->bytes_per_peer;
+      if (c->is_all_to_allv()) {
+        args["all_to_allv"] = c->transposed ? "traffic matrix, transposed" : "traffic matrix";
+      } else {
+        args["bytes_per_peer"] = c->bytes_per_peer;
+      }
       args["group_size"] = graph.group(c->group).size();
     } else if (const auto* e = std::get_if<ElementwiseWork>(&t.work)) {
       args["bytes"] = e->bytes_read + e->bytes_written;

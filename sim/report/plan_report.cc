@@ -142,7 +142,7 @@ nlohmann::ordered_json row_json(const PlanRow& r) {
 void write_plan_text(std::ostream& out, const PlanReport& r) {
   out << "# moesim " << r.tool_version << " plan\n";
   out << "# model " << r.model << " on " << r.cluster << " (" << r.num_gpus << " GPUs, EP " << r.ep_size
-      << "), order " << r.order << ", " << r.num_moe_layers << " MoE layer(s), objective "
+      << "), order " << r.order << ", routing " << r.routing << ", " << r.num_moe_layers << " MoE layer(s), objective "
       << to_string(r.objective) << "\n# n:";
   for (int n : r.chunk_counts) out << " " << n;
   out << "; strategies:";
@@ -163,6 +163,7 @@ std::string plan_json(const PlanReport& r) {
   j["num_gpus"] = r.num_gpus;
   j["ep_size"] = r.ep_size;
   j["order"] = r.order;
+  j["routing"] = r.routing;
   j["num_moe_layers"] = r.num_moe_layers;
   j["objective"] = std::string(to_string(r.objective));
   j["chunk_counts"] = r.chunk_counts;

@@ -110,6 +110,7 @@ struct PlanReport {
   int num_gpus = 0;
   int ep_size = 0;
   std::string order;
+  std::string routing = "uniform";  // RoutingSpec::to_string()
   int num_moe_layers = 1;
   PlanObjective objective = PlanObjective::kTime;
   std::vector<int> chunk_counts;

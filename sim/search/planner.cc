@@ -373,6 +373,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   report.num_gpus = req.cluster.num_gpus();
   report.ep_size = req.run.ep_size == 0 ? req.cluster.num_gpus() : req.run.ep_size;
   report.order = std::string(to_string(req.run.order));
+  report.routing = req.run.routing.to_string();
   report.num_moe_layers = req.run.num_moe_layers;
   report.objective = req.objective;
   report.chunk_counts = req.chunk_counts;

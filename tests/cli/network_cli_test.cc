@@ -163,6 +163,13 @@ TEST_F(NetworkCli, RoutingReportsImbalanceAndRejectsBadValues) {
   const Outcome file = moesim("simulate --run " + (dir_ / "run.yaml").string());
   ASSERT_EQ(file.exit_code, 0) << file.err;
   EXPECT_NE(file.out.find("# routing   matrix:" + (dir_ / "hot.csv").string()), std::string::npos) << file.out;
+  // plan takes the same option.
+  const std::string plan = "plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml "
+                           "--tokens 4096 -n 1,2 --strategies none";
+  const Outcome planned = moesim(plan + " --routing zipf:1.2");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("routing zipf:1.2"), std::string::npos) << planned.out;
+  EXPECT_EQ(moesim(plan + " --routing zipf:-2").exit_code, 2);
 }
 
 }  // namespace
