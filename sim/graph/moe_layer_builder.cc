@@ -34,7 +34,9 @@ namespace moesim {
 //   L{l}.bwd.decode <- L{l+1}.bwd.gate.dgrad, the last writer of layer l+1's input gradient.
 //
 // Memory (buffers `L{l}.<tensor>[.c{i}|.slot{s}]` on every simulated rank; R = E*C rows, R/n per chunk;
-// bytes = elements * element_bytes). A task allocates its buffers when it starts and frees them
+// bytes = elements * element_bytes). With a routing plan (imbalanced routing) sizes are per rank
+// (RankLoad): expert tensors hold the R rows the rank received (slots: its largest chunk), T_O and
+// dT_O the rows it sent, and the work above scales the same way (E*C*M becomes sent rows x M). A task allocates its buffers when it starts and frees them
 // when it ends; each buffer has at most one allocating and one freeing task.
 //   model_states (resident): params, grads, optimizer (layer_model_state_bytes, run.optimizer).
 //   host_pinned (resident): host.T_DI (R x M) with s1/s3, host.T_M (R x H) with s1/s2.
