@@ -52,8 +52,11 @@ class Transport {
   // each member's stream (later work on it sees the received data, and may overwrite the sent).
   virtual void all_to_all(const std::vector<AllToAllMember>& members, int channel) = 0;
   virtual void all_to_allv(const std::vector<AllToAllvMember>& members, int channel) = 0;
-  // Throws InternalError with the transport's message when an asynchronous error was reported.
-  virtual void check_health() {}
+  // Waits until the devices have finished the step's work. NCCL overrides it with a watchdog
+  // that aborts the communicators on an asynchronous error or a timeout and throws.
+  virtual void wait_for(const std::vector<DeviceOps*>& devices) {
+    for (DeviceOps* d : devices) d->synchronize();
+  }
 };
 
 }  // namespace moesim::runtime

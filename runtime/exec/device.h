@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/kernels/kernel_args.h"
 
@@ -82,6 +83,22 @@ class DeviceOps {
   virtual void decode_backward(const DecodeBackwardArgs& args, int stream) = 0;
   virtual void encode_backward(const EncodeBackwardArgs& args, int stream) = 0;
   virtual void route_backward(const RouteBackwardArgs& args, int stream) = 0;
+};
+
+class Transport;
+
+// Opens the devices of this process (CudaProvider in cuda_device.cu).
+class DeviceProvider {
+ public:
+  virtual ~DeviceProvider() = default;
+  // Empty when devices can be used; otherwise why not (e.g. "cudaGetDeviceCount failed: ...").
+  virtual std::string unavailable_reason() const = 0;
+  virtual int num_devices() const = 0;
+  virtual std::string describe(int ordinal) const = 0;
+  virtual std::unique_ptr<DeviceOps> open(int ordinal) = 0;
+  // A transport over `devices` (one rank each, rank = position), or InputError when this build
+  // has none (no NCCL).
+  virtual std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) = 0;
 };
 
 }  // namespace moesim::runtime

@@ -559,8 +559,10 @@ Trace LayerExecutor::run_step() {
       if (pt.records >= 0) s->dev->record(s->events[static_cast<std::size_t>(pt.records)], member_streams[i]);
     }
   }
-  for (const auto& s : states_) s->dev->synchronize();
-  transport_.check_health();
+  std::vector<DeviceOps*> devices;
+  for (const auto& s : states_)
+    if (std::find(devices.begin(), devices.end(), s->dev) == devices.end()) devices.push_back(s->dev);
+  transport_.wait_for(devices);
 
   // Times from each rank's origin; a collective's record spans its local members (latest start,
   // latest end: it begins when the last member arrives).
