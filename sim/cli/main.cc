@@ -1,7 +1,8 @@
 // The `moesim` program.
 //
 // Exit codes: 0 success; 2 bad usage or bad input (an `error: ...` line on stderr names the file,
-// line and rule); 1 internal error (a bug in moesim). Results go to stdout, diagnostics to stderr.
+// line and rule), no GPU, or `moesim run` on a build without the GPU runtime; 1 internal error (a
+// bug in moesim); 3 `moesim run --check` found results that differ from the CPU reference. Results go to stdout, diagnostics to stderr.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "sim/cli/output_file.h"
 #include "sim/cli/plan_command.h"
+#include "sim/cli/run_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/collective_command.h"
 #include "sim/core/error.h"
@@ -349,6 +351,27 @@ int main_impl(int argc, char** argv) {
   collective->add_option("--network", coll.network, "auto|alpha-beta|flow")->capture_default_str();
   collective->add_option("--a2a", coll.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
 
+  RunArgs run_args;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "measure one step of the MoE layer on GPUs next to the simulator's prediction (docs/runtime.md)");
+  run_cmd->add_option("--model", run_args.model_path, "model preset YAML")->required();
+  run_cmd->add_option("--hardware", run_args.hardware_path, "cluster, node or GPU YAML (for the prediction)")->required();
+  run_cmd->add_option("--tokens", run_args.tokens, "tokens per GPU (B)")->required();
+  run_cmd->add_option("--chunks,-n", run_args.chunks, "pipeline chunks (n)")->capture_default_str();
+  run_cmd->add_option("--strategy", run_args.strategy, "memory strategy: none|s1|s2|s3|s4")->capture_default_str();
+  run_cmd->add_option("--order", run_args.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
+  run_cmd->add_option("--slots", run_args.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")->capture_default_str();
+  run_cmd->add_option("--dtype", run_args.dtype, "storage and GEMM dtype: fp32|tf32|bf16|fp16 (default: the model's)");
+  run_cmd->add_option("--iters", run_args.iters, "timed steps")->capture_default_str();
+  run_cmd->add_option("--warmup", run_args.warmup, "untimed steps first")->capture_default_str();
+  run_cmd->add_option("--json", run_args.json_path, "write the measured report as JSON ('-' for stdout)");
+  run_cmd->add_option("--trace", run_args.trace_path, "write a Chrome/Perfetto trace of the median step");
+  run_cmd->add_flag("--check", run_args.check, "also check the numerics against the CPU reference at a small size");
+  run_cmd->add_option("--ranks", run_args.ranks, "expert-parallel ranks (GPUs of this process, or virtual with --loopback)")
+      ->capture_default_str();
+  run_cmd->add_flag("--loopback", run_args.loopback, "run every rank on GPU 0 (all-to-all as device copies)");
+  run_cmd->add_option("--seed", run_args.seed, "seed of the inputs and parameters")->capture_default_str();
+
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--version") {
@@ -381,6 +404,7 @@ int main_impl(int argc, char** argv) {
   if (plan->parsed()) return run_plan(plan_args, kVersion);
   if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
   if (collective->parsed()) return run_collective(coll, std::cout);
+  if (run_cmd->parsed()) return run_measure(run_args, kVersion);
   return 2;
 }
 

@@ -1,0 +1,244 @@
+#include "runtime/exec/cuda_device.cuh"
+
+#include <string>
+
+#include "runtime/exec/cuda_device.h"
+#include "runtime/exec/gpu_probe.h"
+#include "runtime/kernels/moe_kernels.cuh"
+#include "sim/core/error.h"
+
+#if MOESIM_HAVE_NCCL
+#include "runtime/comm/nccl_transport.h"
+#endif
+
+namespace moesim::runtime {
+
+void cuda_check(cudaError_t err, const char* call) {
+  if (err != cudaSuccess)
+    throw InternalError(std::string(call) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+#define MOESIM_CUDA(call) cuda_check((call), #call)
+
+namespace {
+
+void cublas_check(cublasStatus_t st, const char* call) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw InternalError(std::string(call) + " failed: cuBLAS status " + std::to_string(static_cast<int>(st)));
+}
+
+cudaDataType_t data_type(Storage s) {
+  switch (s) {
+    case Storage::kF32: return CUDA_R_32F;
+    case Storage::kBf16: return CUDA_R_16BF;
+    case Storage::kF16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+cublasComputeType_t compute_type(GemmMath m) {
+  return m == GemmMath::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+}  // namespace
+
+CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) { select(); }
+
+CudaDevice::~CudaDevice() {
+  // Destructors must not throw: failures here are ignored, the process is ending its use.
+  cudaSetDevice(ordinal_);
+  cudaDeviceSynchronize();
+  for (auto& [stream, h] : handles_) cublasDestroy(h);
+  for (void* w : workspaces_) cudaFree(w);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  for (cudaStream_t st : streams_) cudaStreamDestroy(st);
+}
+
+void CudaDevice::select() const { MOESIM_CUDA(cudaSetDevice(ordinal_)); }
+
+std::string CudaDevice::name() const {
+  cudaDeviceProp prop{};
+  MOESIM_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
+  return std::string(prop.name) + " (GPU " + std::to_string(ordinal_) + ")";
+}
+
+int CudaDevice::create_stream() {
+  select();
+  cudaStream_t st = nullptr;
+  MOESIM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  streams_.push_back(st);
+  return static_cast<int>(streams_.size()) - 1;
+}
+
+int CudaDevice::create_event(bool timing) {
+  select();
+  cudaEvent_t e = nullptr;
+  MOESIM_CUDA(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  events_.push_back(e);
+  return static_cast<int>(events_.size()) - 1;
+}
+
+void CudaDevice::record(int event, int stream) {
+  select();
+  MOESIM_CUDA(cudaEventRecord(events_.at(static_cast<std::size_t>(event)), s(stream)));
+}
+
+void CudaDevice::wait(int stream, int event) {
+  select();
+  MOESIM_CUDA(cudaStreamWaitEvent(s(stream), events_.at(static_cast<std::size_t>(event)), 0));
+}
+
+void CudaDevice::synchronize() {
+  select();
+  MOESIM_CUDA(cudaDeviceSynchronize());
+}
+
+bool CudaDevice::idle() {
+  select();
+  for (cudaStream_t st : streams_) {
+    const cudaError_t err = cudaStreamQuery(st);
+    if (err == cudaErrorNotReady) return false;
+    cuda_check(err, "cudaStreamQuery");
+  }
+  return true;
+}
+
+float CudaDevice::elapsed_ms(int from, int to) {
+  float ms = 0;
+  MOESIM_CUDA(cudaEventElapsedTime(&ms, events_.at(static_cast<std::size_t>(from)), events_.at(static_cast<std::size_t>(to))));
+  return ms;
+}
+
+void* CudaDevice::alloc_device(std::int64_t bytes, const char* what) {
+  select();
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, static_cast<std::size_t>(bytes > 0 ? bytes : 1));
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    std::size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    throw InputError(std::string("out of device memory for ") + what + " on " + name() + ": requested " +
+                     std::to_string(bytes) + " bytes, " + std::to_string(free_bytes) + " of " + std::to_string(total) +
+                     " bytes free");
+  }
+  cuda_check(err, "cudaMalloc");
+  return p;
+}
+
+void* CudaDevice::alloc_pinned(std::int64_t bytes, const char* what) {
+  select();
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, static_cast<std::size_t>(bytes > 0 ? bytes : 1));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw InputError(std::string("cannot pin ") + std::to_string(bytes) + " bytes of host memory for " + what + ": " +
+                     cudaGetErrorString(err));
+  }
+  return p;
+}
+
+void CudaDevice::free_device(void* p) {
+  select();
+  MOESIM_CUDA(cudaFree(p));
+}
+
+void CudaDevice::free_pinned(void* p) { MOESIM_CUDA(cudaFreeHost(p)); }
+
+std::int64_t CudaDevice::library_workspace_bytes() const {
+  return static_cast<std::int64_t>(workspaces_.size()) * kCublasWorkspaceBytes;
+}
+
+void CudaDevice::copy(void* dst, const void* src, std::int64_t bytes, int stream) {
+  select();
+  MOESIM_CUDA(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, s(stream)));
+}
+
+void CudaDevice::copy_2d(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch,
+                         std::int64_t width, std::int64_t rows, int stream) {
+  select();
+  MOESIM_CUDA(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(dst_pitch), src, static_cast<std::size_t>(src_pitch),
+                                static_cast<std::size_t>(width), static_cast<std::size_t>(rows), cudaMemcpyDefault,
+                                s(stream)));
+}
+
+void CudaDevice::zero(void* dst, std::int64_t bytes, int stream) {
+  select();
+  MOESIM_CUDA(cudaMemsetAsync(dst, 0, static_cast<std::size_t>(bytes), s(stream)));
+}
+
+void CudaDevice::download(void* host_dst, const void* src, std::int64_t bytes) {
+  select();
+  MOESIM_CUDA(cudaMemcpy(host_dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+}
+
+cublasHandle_t CudaDevice::handle_for(int stream) {
+  const auto it = handles_.find(stream);
+  if (it != handles_.end()) return it->second;
+  cublasHandle_t h = nullptr;
+  cublas_check(cublasCreate(&h), "cublasCreate");
+  void* ws = alloc_device(kCublasWorkspaceBytes, "the cuBLAS workspace");
+  workspaces_.push_back(ws);
+  cublas_check(cublasSetWorkspace(h, ws, static_cast<std::size_t>(kCublasWorkspaceBytes)), "cublasSetWorkspace");
+  cublas_check(cublasSetStream(h, s(stream)), "cublasSetStream");
+  handles_.emplace(stream, h);
+  return h;
+}
+
+void CudaDevice::gemm(const GemmArgs& g, int stream) {
+  select();
+  cublasHandle_t h = handle_for(stream);
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix with row
+  // stride ld is its transpose in column-major with the same ld, so B comes first and m, n swap.
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  cublas_check(cublasGemmStridedBatchedEx(h, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha,
+                                          g.b, data_type(g.ab_type), static_cast<int>(g.ldb), g.stride_b, g.a,
+                                          data_type(g.ab_type), static_cast<int>(g.lda), g.stride_a, &beta, g.c,
+                                          data_type(g.c_type), static_cast<int>(g.ldc), g.stride_c,
+                                          static_cast<int>(g.batch), compute_type(g.math), CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
+}
+
+void CudaDevice::fill(const FillArgs& a, int st) { select(); cuda::fill(a, s(st)); }
+void CudaDevice::route(const RouteArgs& a, int st) { select(); cuda::route(a, s(st)); }
+void CudaDevice::assign(const AssignArgs& a, int st) { select(); cuda::assign(a, s(st)); }
+void CudaDevice::encode(const EncodeArgs& a, int st) { select(); cuda::encode(a, s(st)); }
+void CudaDevice::activation(const ActivationArgs& a, int st) { select(); cuda::activation(a, s(st)); }
+void CudaDevice::activation_backward(const ActivationBackwardArgs& a, int st) { select(); cuda::activation_backward(a, s(st)); }
+void CudaDevice::decode(const DecodeArgs& a, int st) { select(); cuda::decode(a, s(st)); }
+void CudaDevice::decode_backward(const DecodeBackwardArgs& a, int st) { select(); cuda::decode_backward(a, s(st)); }
+void CudaDevice::encode_backward(const EncodeBackwardArgs& a, int st) { select(); cuda::encode_backward(a, s(st)); }
+void CudaDevice::route_backward(const RouteBackwardArgs& a, int st) { select(); cuda::route_backward(a, s(st)); }
+
+namespace {
+
+class CudaProvider final : public DeviceProvider {
+ public:
+  CudaProvider() : probe_(probe_gpus()) {}
+  std::string unavailable_reason() const override { return probe_.gpus.empty() ? probe_.no_gpu_reason : ""; }
+  int num_devices() const override { return static_cast<int>(probe_.gpus.size()); }
+  std::string describe(int ordinal) const override {
+    const GpuInfo& g = probe_.gpus.at(static_cast<std::size_t>(ordinal));
+    return g.name + ", " + std::to_string(g.total_memory_bytes >> 20) + " MiB, sm_" +
+           std::to_string(g.compute_capability_major) + std::to_string(g.compute_capability_minor) + ", CUDA runtime " +
+           std::to_string(probe_.runtime_version);
+  }
+  std::unique_ptr<DeviceOps> open(int ordinal) override { return std::make_unique<CudaDevice>(ordinal); }
+  std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) override {
+#if MOESIM_HAVE_NCCL
+    return make_nccl_transport(devices);
+#else
+    (void)devices;
+    throw InputError("this build has no NCCL: several GPUs need it (use --loopback to run the ranks on one GPU)");
+#endif
+  }
+
+ private:
+  GpuProbe probe_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceProvider> make_cuda_provider() { return std::make_unique<CudaProvider>(); }
+
+}  // namespace moesim::runtime

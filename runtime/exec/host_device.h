@@ -1,0 +1,68 @@
+// HostDevice: DeviceOps on the CPU. Every operation runs at once when issued, in fp32 storage
+// (host_kernels.h); streams and events only check that they exist. Because the executor issues
+// tasks in a topological order, running each at issue time is one of the executions the graph
+// allows, so results equal what a correct GPU run must produce up to floating-point association.
+// Event "times" count recorded events (issue order, not time): traces from it have the right
+// shape, not durations.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/exec/device.h"
+
+namespace moesim::runtime {
+
+class HostDevice final : public DeviceOps {
+ public:
+  std::string name() const override { return "host emulation (fp32)"; }
+  int create_stream() override { return streams_++; }
+  int create_event(bool timing) override;
+  void record(int event, int stream) override;
+  void wait(int stream, int event) override;
+  void synchronize() override {}
+  float elapsed_ms(int from, int to) override;
+
+  void* alloc_device(std::int64_t bytes, const char* what) override;
+  void* alloc_pinned(std::int64_t bytes, const char* what) override { return alloc_device(bytes, what); }
+  void free_device(void* p) override;
+  void free_pinned(void* p) override { free_device(p); }
+  std::int64_t library_workspace_bytes() const override { return 0; }
+
+  void copy(void* dst, const void* src, std::int64_t bytes, int stream) override;
+  void copy_2d(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch, std::int64_t width,
+               std::int64_t rows, int stream) override;
+  void zero(void* dst, std::int64_t bytes, int stream) override;
+  void download(void* host_dst, const void* src, std::int64_t bytes) override;
+
+  void gemm(const GemmArgs& args, int stream) override;
+  void fill(const FillArgs& args, int stream) override;
+  void route(const RouteArgs& args, int stream) override;
+  void assign(const AssignArgs& args, int stream) override;
+  void encode(const EncodeArgs& args, int stream) override;
+  void activation(const ActivationArgs& args, int stream) override;
+  void activation_backward(const ActivationBackwardArgs& args, int stream) override;
+  void decode(const DecodeArgs& args, int stream) override;
+  void decode_backward(const DecodeBackwardArgs& args, int stream) override;
+  void encode_backward(const EncodeBackwardArgs& args, int stream) override;
+  void route_backward(const RouteBackwardArgs& args, int stream) override;
+
+  // Operations issued per stream (what the tests inspect).
+  const std::vector<std::int64_t>& ops_per_stream() const { return ops_; }
+  std::int64_t waits() const { return waits_; }
+
+ private:
+  void on(int stream);
+
+  int streams_ = 0;
+  std::vector<std::int64_t> ops_;
+  std::vector<std::int64_t> event_stamp_;  // -1 until recorded
+  std::int64_t clock_ = 0;
+  std::int64_t waits_ = 0;
+  std::map<void*, std::unique_ptr<std::byte[]>> blocks_;
+};
+
+}  // namespace moesim::runtime

@@ -1,0 +1,640 @@
+#include "runtime/exec/layer_executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "runtime/exec/memory_plan.h"
+#include "runtime/exec/stream_plan.h"
+#include "sim/core/error.h"
+#include "sim/graph/graph_algorithms.h"
+
+namespace moesim::runtime {
+
+namespace {
+
+Storage storage_of(DType d) {
+  switch (d) {
+    case DType::kFp32:
+    case DType::kTf32: return Storage::kF32;
+    case DType::kBf16: return Storage::kBf16;
+    case DType::kFp16: return Storage::kF16;
+  }
+  return Storage::kF32;
+}
+
+GemmMath math_of(DType storage, DType gemm) {
+  if (storage != DType::kFp32 && storage != DType::kTf32) return GemmMath::kHalf;
+  return gemm == DType::kTf32 ? GemmMath::kTf32 : GemmMath::kF32;
+}
+
+std::int64_t align_up(std::int64_t v, std::int64_t a) { return (v + a - 1) / a * a; }
+
+// The op of a task id "L<layer>.<pass>.<op>[.c<chunk>]".
+std::string op_of(const Task& t) {
+  std::string s = t.id;
+  const std::size_t first = s.find('.');
+  const std::size_t second = s.find('.', first + 1);
+  s = s.substr(second + 1);
+  if (t.chunk >= 0) s = s.substr(0, s.rfind('.'));
+  return s;
+}
+
+}  // namespace
+
+// Sizes and types every rank shares.
+struct LayerExecutor::Shared {
+  LayerDims d;
+  Storage type = Storage::kF32;
+  GemmMath math = GemmMath::kF32;
+  ActivationKind act = ActivationKind::kGelu;
+  ExecutorOptions options;
+  std::int64_t eb = 4;
+  std::int64_t per_chunk = 0;   // C/n
+  std::int64_t rows = 0;        // rows per local expert per chunk: R * C/n
+  std::int64_t rows_all = 0;    // rows per chunk on either side: E_l * R * C/n = E * C/n
+  std::int64_t dispatch_rows = 0;  // E * C
+  BlockLayout source, expert;
+};
+
+// One local rank: its plans, streams, events, memory and the pointers into it.
+struct LayerExecutor::State {
+  int rank = 0;
+  DeviceOps* dev = nullptr;
+  StreamPlan streams;
+  MemoryPlan memory;
+  std::vector<int> stream_ids;  // plan stream index -> device stream
+  std::vector<int> events;      // plan event index -> device event
+  std::vector<int> start, end;  // per graph task: timing events (-1 when not the rank's)
+  std::vector<int> plan_of;     // per graph task: index into streams.tasks, -1 when not the rank's
+  int origin = -1;
+  char* arena = nullptr;
+  char* host_arena = nullptr;
+  char* workspace = nullptr;
+  std::int64_t workspace_bytes = 0;
+  std::map<std::string, BufferId> buffer_ids;  // "T_DI.slot0" -> id
+  std::vector<int> fwd_pos, bwd_pos;           // processing position of each chunk
+
+  // Workspace tensors.
+  float* logits = nullptr;
+  float* probs = nullptr;
+  float* topk_score = nullptr;
+  float* dscores = nullptr;
+  std::int32_t* topk_idx = nullptr;
+  std::int32_t* topk_row = nullptr;
+  std::int32_t* row_token = nullptr;
+  std::int32_t* row_choice = nullptr;
+  std::int32_t* tokens_per_expert = nullptr;
+  char* dlogits = nullptr;
+  char* send = nullptr;  // source-side dispatch tensor; receives the gradient all-to-all too
+  char* act_ws = nullptr;
+  char* y = nullptr;
+  char* dy = nullptr;
+
+  char* buffer(const std::string& name) const {
+    const auto it = buffer_ids.find(name);
+    MOESIM_CHECK(it != buffer_ids.end(), "the graph has no buffer " + name + " on rank " + std::to_string(rank));
+    const BufferPlacement& p = memory.placement(it->second);
+    return (p.host ? host_arena : arena) + p.offset;
+  }
+  bool has(const std::string& name) const { return buffer_ids.count(name) > 0; }
+  // Buffers named "<name>.slot<i>", in slot order.
+  std::vector<char*> pool(const std::string& name) const {
+    std::vector<char*> out;
+    for (int i = 0; has(name + ".slot" + std::to_string(i)); ++i) out.push_back(buffer(name + ".slot" + std::to_string(i)));
+    return out;
+  }
+  int stream_of(StreamClass c) const { return stream_ids.at(static_cast<std::size_t>(streams.stream_of_class[static_cast<int>(c)])); }
+};
+
+namespace {
+
+// Chunk c of a per-chunk tensor `name` (rows_all rows of `width`): a slice of the full-size
+// buffer without a strategy, else the slot of sequence position q.
+char* chunk_ptr(const LayerExecutor::State& s, const std::string& name, int chunk, std::int64_t q,
+                std::int64_t chunk_bytes) {
+  if (s.has(name)) return s.buffer(name) + chunk * chunk_bytes;
+  const std::vector<char*> pool = s.pool(name);
+  MOESIM_CHECK(!pool.empty(), "the graph has neither " + name + " nor its slots");
+  return pool[static_cast<std::size_t>(q % static_cast<std::int64_t>(pool.size()))];
+}
+
+}  // namespace
+
+LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, const LayerDims& dims,
+                             std::vector<ExecutorRank> ranks, Transport& transport, ExecutorOptions options)
+    : graph_(graph), transport_(transport), shared_(std::make_unique<Shared>()) {
+  if (model.shared_experts.count > 0)
+    throw InputError("the GPU executor does not run shared experts yet (model '" + model.name + "')");
+  if (model.activation == Activation::kSwiglu)
+    throw InputError("the GPU executor runs relu and gelu; swiglu needs FC1's 2H-wide output saved for "
+                     "backward, which the graph's T_M (H wide) does not hold");
+  if (dims.ep_size != transport.group_size())
+    throw InputError("the transport's group has " + std::to_string(transport.group_size()) +
+                     " ranks, the layer's expert-parallel group " + std::to_string(dims.ep_size));
+  if (ranks.empty()) throw InputError("the executor needs at least one local rank");
+  Shared& sh = *shared_;
+  sh.d = dims;
+  sh.type = storage_of(model.dtype);
+  sh.math = math_of(model.dtype, model.gemm_dtype);
+  sh.act = model.activation == Activation::kRelu ? ActivationKind::kRelu : ActivationKind::kGelu;
+  sh.options = options;
+  sh.eb = storage_bytes(sh.type);
+  MOESIM_CHECK(sh.eb == dims.element_bytes, "storage type and element bytes agree");
+  sh.per_chunk = dims.capacity / dims.num_chunks;
+  sh.rows = dims.rows_per_expert_chunk;
+  sh.rows_all = sh.rows * dims.local_experts;
+  sh.dispatch_rows = static_cast<std::int64_t>(dims.num_experts) * dims.capacity;
+  if (sh.dispatch_rows > std::numeric_limits<std::int32_t>::max() ||
+      dims.tokens * dims.top_k > std::numeric_limits<std::int32_t>::max())
+    throw InputError("the executor indexes dispatch rows and choices with 32-bit integers: E*C = " +
+                     std::to_string(sh.dispatch_rows) + " is too large");
+  const std::int64_t row_bytes = dims.d_model * sh.eb;
+  sh.source = source_side_layout(dims.ep_size, dims.local_experts, sh.per_chunk, row_bytes);
+  sh.expert = expert_side_layout(dims.ep_size, dims.local_experts, sh.per_chunk, row_bytes);
+
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    const Task& t = graph.task(i);
+    if (t.layer != 0) throw InputError("the GPU executor runs one MoE layer; the graph has layer " + std::to_string(t.layer));
+  }
+  order_ = topological_order(graph);
+
+  for (const ExecutorRank& r : ranks) {
+    if (!graph.is_simulated(r.rank))
+      throw InputError("rank " + std::to_string(r.rank) + " is not simulated by the graph (build it with every rank)");
+    auto s = std::make_unique<State>();
+    s->rank = r.rank;
+    s->dev = r.device;
+    s->streams = plan_streams(graph, r.rank);
+    s->memory = plan_memory(graph, r.rank);
+    for (std::size_t b = 0; b < graph.num_buffers(); ++b) {
+      const Buffer& buf = graph.buffer(static_cast<BufferId>(b));
+      if (buf.rank != r.rank) continue;
+      const std::string prefix = "L0.";
+      s->buffer_ids[buf.name.substr(prefix.size())] = static_cast<BufferId>(b);
+    }
+    for (std::size_t i = 0; i < s->streams.streams.size(); ++i) s->stream_ids.push_back(s->dev->create_stream());
+    for (std::size_t i = 0; i < s->streams.events.size(); ++i) s->events.push_back(s->dev->create_event(false));
+    s->plan_of.assign(graph.num_tasks(), -1);
+    s->start.assign(graph.num_tasks(), -1);
+    s->end.assign(graph.num_tasks(), -1);
+    for (std::size_t p = 0; p < s->streams.tasks.size(); ++p) {
+      const TaskIndex ti = s->streams.tasks[p].task;
+      s->plan_of[ti] = static_cast<int>(p);
+      s->start[ti] = s->dev->create_event(true);
+      s->end[ti] = s->dev->create_event(true);
+    }
+    s->origin = s->dev->create_event(true);
+    // Processing positions: the order of fwd.fc1 and bwd.fc2.dgrad on the compute stream.
+    s->fwd_pos.assign(dims.num_chunks, -1);
+    s->bwd_pos.assign(dims.num_chunks, -1);
+    int fwd = 0, bwd = 0;
+    for (TaskIndex ti : graph.stream_tasks(r.rank, StreamClass::kCompute)) {
+      const Task& t = graph.task(ti);
+      const std::string op = op_of(t);
+      if (t.pass == Pass::kForward && op == "fc1") s->fwd_pos[t.chunk] = fwd++;
+      if (t.pass == Pass::kBackward && op == "fc2.dgrad") s->bwd_pos[t.chunk] = bwd++;
+    }
+    MOESIM_CHECK(fwd == dims.num_chunks && bwd == dims.num_chunks, "one FC1 and one FC2 dgrad per chunk");
+
+    // Memory: the arenas and the workspace, each allocated once.
+    s->arena = static_cast<char*>(s->dev->alloc_device(s->memory.device.arena_bytes, "the buffer arena"));
+    if (s->memory.host.arena_bytes > 0)
+      s->host_arena = static_cast<char*>(s->dev->alloc_pinned(s->memory.host.arena_bytes, "the pinned host arena"));
+    const std::int64_t B = dims.tokens, E = dims.num_experts, k = dims.top_k, M = dims.d_model;
+    std::vector<std::pair<char**, std::int64_t>> parts;
+    char* logits = nullptr; char* probs = nullptr; char* score = nullptr; char* dscores = nullptr;
+    char* idx = nullptr; char* row = nullptr; char* rtok = nullptr; char* rchoice = nullptr; char* tpe = nullptr;
+    parts = {{&logits, B * E * 4}, {&probs, B * E * 4}, {&score, B * k * 4}, {&dscores, B * k * 4},
+             {&idx, B * k * 4}, {&row, B * k * 4}, {&rtok, sh.dispatch_rows * 4}, {&rchoice, sh.dispatch_rows * 4},
+             {&tpe, E * 4}, {&s->dlogits, B * E * sh.eb}, {&s->send, sh.dispatch_rows * M * sh.eb},
+             {&s->act_ws, sh.rows_all * dims.d_ffn * sh.eb}, {&s->y, B * M * sh.eb}, {&s->dy, B * M * sh.eb}};
+    std::int64_t total = 0;
+    for (const auto& part : parts) total += align_up(part.second, kDefaultArenaAlignment);
+    s->workspace = static_cast<char*>(s->dev->alloc_device(total, "the executor workspace"));
+    s->workspace_bytes = total;
+    std::int64_t off = 0;
+    for (const auto& part : parts) {
+      *part.first = s->workspace + off;
+      off += align_up(part.second, kDefaultArenaAlignment);
+    }
+    s->logits = reinterpret_cast<float*>(logits);
+    s->probs = reinterpret_cast<float*>(probs);
+    s->topk_score = reinterpret_cast<float*>(score);
+    s->dscores = reinterpret_cast<float*>(dscores);
+    s->topk_idx = reinterpret_cast<std::int32_t*>(idx);
+    s->topk_row = reinterpret_cast<std::int32_t*>(row);
+    s->row_token = reinterpret_cast<std::int32_t*>(rtok);
+    s->row_choice = reinterpret_cast<std::int32_t*>(rchoice);
+    s->tokens_per_expert = reinterpret_cast<std::int32_t*>(tpe);
+    states_.push_back(std::move(s));
+  }
+  std::sort(states_.begin(), states_.end(), [](const auto& a, const auto& b) { return a->rank < b->rank; });
+}
+
+LayerExecutor::~LayerExecutor() {
+  for (const auto& s : states_) {
+    s->dev->synchronize();
+    s->dev->free_device(s->workspace);
+    s->dev->free_device(s->arena);
+    if (s->host_arena != nullptr) s->dev->free_pinned(s->host_arena);
+  }
+}
+
+std::vector<int> LayerExecutor::local_ranks() const {
+  std::vector<int> out;
+  for (const auto& s : states_) out.push_back(s->rank);
+  return out;
+}
+
+namespace {
+
+// Parameter layout inside the graph's `params` (and `grads`) buffer: Wg (M x E), then W1
+// (E_l x M x F), then W2 (E_l x H x M), packed, in the storage type: exactly the bytes
+// layer_model_state_bytes counts.
+struct ParamPtrs {
+  char* gate;
+  char* w1;
+  char* w2;
+};
+
+ParamPtrs param_ptrs(char* base, const LayerDims& d, std::int64_t eb) {
+  ParamPtrs p;
+  p.gate = base;
+  p.w1 = p.gate + d.d_model * d.num_experts * eb;
+  p.w2 = p.w1 + d.local_experts * d.d_model * d.fc1_out * eb;
+  return p;
+}
+
+}  // namespace
+
+void LayerExecutor::initialize() {
+  const Shared& sh = *shared_;
+  const LayerDims& d = sh.d;
+  const std::uint64_t seed = sh.options.seed;
+  for (const auto& sp : states_) {
+    State& s = *sp;
+    const int compute = s.stream_of(StreamClass::kCompute);
+    MOESIM_CHECK(s.memory.placement(s.buffer_ids.at("params")).bytes >=
+                     (d.d_model * d.num_experts + d.local_experts * (d.d_model * d.fc1_out + d.d_ffn * d.d_model)) * sh.eb,
+                 "the params buffer holds the gate and the local experts");
+    const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.eb);
+    auto fill = [&](void* out, std::int64_t count, std::uint64_t sd, double scale) {
+      s.dev->fill(FillArgs{out, count, sd, scale, sh.type}, compute);
+    };
+    // reference::random_params: the gate with `seed`, expert e's W1 / W2 with
+    // seed + 1000003 (e + 1) + 1 / + 2, scaled by 1/sqrt(fan-in).
+    fill(p.gate, d.d_model * d.num_experts, seed, 1.0);
+    for (int el = 0; el < d.local_experts; ++el) {
+      const int e = s.rank * d.local_experts + el;
+      const std::uint64_t es = seed + 1000003ULL * static_cast<std::uint64_t>(e + 1);
+      fill(p.w1 + el * d.d_model * d.fc1_out * sh.eb, d.d_model * d.fc1_out, es + 1,
+           1.0 / std::sqrt(static_cast<double>(d.d_model)));
+      fill(p.w2 + el * d.d_ffn * d.d_model * sh.eb, d.d_ffn * d.d_model, es + 2,
+           1.0 / std::sqrt(static_cast<double>(d.d_ffn)));
+    }
+    // Inputs per rank: x with seed + 7919 (r + 1), dY with seed + 104729 (r + 1).
+    fill(s.buffer("T_I"), d.tokens * d.d_model, seed + 7919ULL * static_cast<std::uint64_t>(s.rank + 1), 1.0);
+    fill(s.dy, d.tokens * d.d_model, seed + 104729ULL * static_cast<std::uint64_t>(s.rank + 1), 1.0);
+  }
+  for (const auto& s : states_) s->dev->synchronize();
+}
+
+namespace {
+
+// What one task does on one rank, given the rank's state (local tasks) or as a collective.
+class Lowering {
+ public:
+  Lowering(const LayerDims& d, Storage type, GemmMath math, ActivationKind act, bool normalize, std::int64_t eb,
+           std::int64_t per_chunk, std::int64_t rows, std::int64_t rows_all, std::int64_t dispatch_rows,
+           BlockLayout source, BlockLayout expert)
+      : d_(d), type_(type), math_(math), act_(act), normalize_(normalize), eb_(eb), per_chunk_(per_chunk),
+        rows_(rows), rows_all_(rows_all), dispatch_rows_(dispatch_rows), source_(source), expert_(expert) {}
+
+  // Expert-side chunk buffers; q is the sequence position of the access.
+  char* t_di(const LayerExecutor::State& s, int c, bool backward) const {
+    const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
+    return chunk_ptr(s, "T_DI", c, q, rows_all_ * d_.d_model * eb_);
+  }
+  char* t_m(const LayerExecutor::State& s, int c, bool backward) const {
+    const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
+    return chunk_ptr(s, "T_M", c, q, rows_all_ * d_.d_ffn * eb_);
+  }
+  char* t_do(const LayerExecutor::State& s, int c) const {
+    return chunk_ptr(s, "T_DO", c, s.fwd_pos[c], rows_all_ * d_.d_model * eb_);
+  }
+  char* grad(const LayerExecutor::State& s, const std::string& name, int c, std::int64_t width) const {
+    return chunk_ptr(s, name, c, s.bwd_pos[c], rows_all_ * width * eb_);
+  }
+  // Chunk c of a source-side tensor in the chunk-major layout.
+  char* source_chunk(char* base, int c) const { return base + c * rows_all_ * d_.d_model * eb_; }
+
+  // op(A) m x k times op(B) k x n, per local expert.
+  GemmArgs expert_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const void* a,
+                       std::int64_t lda, std::int64_t sa, const void* b, std::int64_t ldb, std::int64_t sb, void* c,
+                       std::int64_t ldc, std::int64_t sc, bool accumulate) const {
+    GemmArgs g;
+    g.trans_a = ta;
+    g.trans_b = tb;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.batch = d_.local_experts;
+    g.a = a;
+    g.lda = lda;
+    g.stride_a = sa;
+    g.b = b;
+    g.ldb = ldb;
+    g.stride_b = sb;
+    g.c = c;
+    g.ldc = ldc;
+    g.stride_c = sc;
+    g.ab_type = type_;
+    g.c_type = type_;
+    g.math = math_;
+    g.accumulate = accumulate;
+    return g;
+  }
+
+  // One GEMM (the gate's).
+  GemmArgs dense_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const void* a,
+                      std::int64_t lda, const void* b, std::int64_t ldb, void* c, std::int64_t ldc,
+                      bool accumulate) const {
+    GemmArgs g = expert_gemm(ta, tb, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0, accumulate);
+    g.batch = 1;
+    return g;
+  }
+
+  void fc1(const LayerExecutor::State& s, int c, bool backward, int stream) const {
+    const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_);
+    const std::int64_t M = d_.d_model, F = d_.fc1_out;
+    s.dev->gemm(expert_gemm(false, false, rows_, F, M, t_di(s, c, backward), M, rows_ * M, p.w1, F, M * F,
+                            t_m(s, c, backward), F, rows_ * F, false),
+                stream);
+  }
+
+  void encode_rows(const LayerExecutor::State& s, std::int64_t begin, std::int64_t end, int stream) const {
+    s.dev->encode(EncodeArgs{s.buffer("T_I"), s.row_token, d_.d_model, begin, end, s.send, type_}, stream);
+  }
+
+  void local(const LayerExecutor::State& s, const Task& t, const std::string& op, int stream) const {
+    const std::int64_t B = d_.tokens, M = d_.d_model, H = d_.d_ffn, F = d_.fc1_out;
+    const int E = d_.num_experts, k = d_.top_k, c = t.chunk;
+    const bool bwd = t.pass == Pass::kBackward;
+    const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_);
+    if (!bwd) {
+      if (op == "gate") {
+        GemmArgs g = dense_gemm(false, false, B, E, M, s.buffer("T_I"), M, p.gate, E, s.logits, E, false);
+        g.c_type = Storage::kF32;  // routing decisions from fp32 logits
+        s.dev->gemm(g, stream);
+      } else if (op == "route") {
+        s.dev->route(RouteArgs{s.logits, B, E, k, normalize_, s.probs, s.topk_idx, s.topk_score}, stream);
+        s.dev->assign(AssignArgs{s.topk_idx, B, E, k, d_.capacity, d_.num_chunks, s.topk_row, s.row_token,
+                                 s.row_choice, s.tokens_per_expert},
+                      stream);
+      } else if (op == "encode") {
+        encode_rows(s, 0, dispatch_rows_, stream);
+      } else if (op == "fc1") {
+        fc1(s, c, false, stream);
+      } else if (op == "act") {
+        s.dev->activation(ActivationArgs{act_, rows_all_, H, t_m(s, c, false), s.act_ws, type_}, stream);
+      } else if (op == "fc2") {
+        s.dev->gemm(expert_gemm(false, false, rows_, M, H, s.act_ws, H, rows_ * H, p.w2, M, H * M, t_do(s, c), M,
+                                rows_ * M, false),
+                    stream);
+      } else if (op == "offload.T_DI") {
+        s.dev->copy(s.buffer("host.T_DI") + c * rows_all_ * M * eb_, t_di(s, c, false), rows_all_ * M * eb_, stream);
+      } else if (op == "offload.T_M") {
+        s.dev->copy(s.buffer("host.T_M") + c * rows_all_ * H * eb_, t_m(s, c, false), rows_all_ * H * eb_, stream);
+      } else if (op == "decode") {
+        s.dev->decode(DecodeArgs{s.buffer("T_O"), s.topk_row, s.topk_score, B, k, M, s.y, type_}, stream);
+      } else {
+        unsupported(t);
+      }
+      return;
+    }
+    const bool first = s.bwd_pos[c < 0 ? 0 : c] == 0;
+    const ParamPtrs g = param_ptrs(s.buffer("grads"), d_, eb_);
+    if (op == "decode") {
+      s.dev->decode_backward(DecodeBackwardArgs{s.dy, s.buffer("T_O"), s.topk_row, s.topk_score, s.row_token,
+                                                s.row_choice, B, k, dispatch_rows_, M, s.buffer("dT_O"), s.dscores,
+                                                type_},
+                             stream);
+    } else if (op == "prefetch.T_M") {
+      s.dev->copy(t_m(s, c, true), s.buffer("host.T_M") + c * rows_all_ * H * eb_, rows_all_ * H * eb_, stream);
+    } else if (op == "prefetch.T_DI") {
+      s.dev->copy(t_di(s, c, true), s.buffer("host.T_DI") + c * rows_all_ * M * eb_, rows_all_ * M * eb_, stream);
+    } else if (op == "recompute.fc1") {
+      fc1(s, c, true, stream);
+    } else if (op == "recompute.act") {
+      // T_M holds FC1's output h, which recompute.fc1 has restored: nothing left to compute.
+    } else if (op == "fc2.dgrad") {
+      s.dev->gemm(expert_gemm(false, true, rows_, H, M, grad(s, "dDO", c, M), M, rows_ * M, p.w2, M, H * M,
+                              grad(s, "dM", c, H), H, rows_ * H, false),
+                  stream);
+    } else if (op == "act") {
+      char* dm = grad(s, "dM", c, H);
+      s.dev->activation_backward(ActivationBackwardArgs{act_, rows_all_, H, t_m(s, c, true), dm, dm, s.act_ws, type_},
+                                 stream);
+    } else if (op == "fc2.wgrad") {
+      s.dev->gemm(expert_gemm(true, false, H, M, rows_, s.act_ws, H, rows_ * H, grad(s, "dDO", c, M), M, rows_ * M,
+                              g.w2, M, H * M, !first),
+                  stream);
+    } else if (op == "fc1.wgrad") {
+      s.dev->gemm(expert_gemm(true, false, M, F, rows_, t_di(s, c, true), M, rows_ * M, grad(s, "dM", c, H), F,
+                              rows_ * F, g.w1, F, M * F, !first),
+                  stream);
+    } else if (op == "fc1.dgrad") {
+      s.dev->gemm(expert_gemm(false, true, rows_, M, F, grad(s, "dM", c, H), F, rows_ * F, p.w1, F, M * F,
+                              grad(s, "dDI", c, M), M, rows_ * M, false),
+                  stream);
+    } else if (op == "encode") {
+      s.dev->encode_backward(EncodeBackwardArgs{s.send, s.topk_row, B, k, M, s.buffer("dT_I"), type_}, stream);
+    } else if (op == "route") {
+      s.dev->route_backward(
+          RouteBackwardArgs{s.probs, s.topk_idx, s.topk_score, s.dscores, B, E, k, normalize_, s.dlogits, type_}, stream);
+    } else if (op == "gate.dgrad") {
+      // Accumulates: dX = encode's backward + the router's.
+      s.dev->gemm(dense_gemm(false, true, B, M, E, s.dlogits, E, p.gate, E, s.buffer("dT_I"), M, true), stream);
+    } else if (op == "gate.wgrad") {
+      s.dev->gemm(dense_gemm(true, false, M, E, B, s.buffer("T_I"), M, s.dlogits, E, g.gate, E, false), stream);
+    } else {
+      unsupported(t);
+    }
+  }
+
+  // The all-to-all of a collective task, for every local member.
+  void collective(const std::vector<LayerExecutor::State*>& members, const Task& t, const std::string& op,
+                  const std::vector<int>& streams, Transport& transport) const {
+    const bool bwd = t.pass == Pass::kBackward;
+    const int c = t.chunk;
+    std::vector<AllToAllMember> parts;
+    int channel = t.stream == StreamClass::kCommCombine ? 1 : 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const LayerExecutor::State& s = *members[i];
+      AllToAllMember m;
+      m.rank = s.rank;
+      m.device = s.dev;
+      m.stream = streams[i];
+      const bool to_experts = (!bwd && op == "dispatch") || (bwd && (op == "combine" || op == "redispatch"));
+      m.send_layout = to_experts ? source_ : expert_;
+      m.recv_layout = to_experts ? expert_ : source_;
+      if (!bwd && op == "dispatch") {
+        m.send = source_chunk(s.send, c);
+        m.recv = t_di(s, c, false);
+      } else if (!bwd && op == "combine") {
+        m.send = t_do(s, c);
+        m.recv = source_chunk(s.buffer("T_O"), c);
+      } else if (bwd && op == "combine") {
+        m.send = source_chunk(s.buffer("dT_O"), c);
+        m.recv = grad(s, "dDO", c, d_.d_model);
+      } else if (bwd && op == "redispatch") {
+        // Re-encode the chunk from T_I (the routing is kept), then send it again.
+        encode_rows(s, c * rows_all_, (c + 1) * rows_all_, streams[i]);
+        m.send = source_chunk(s.send, c);
+        m.recv = t_di(s, c, true);
+      } else if (bwd && op == "dispatch") {
+        m.send = grad(s, "dDI", c, d_.d_model);
+        m.recv = source_chunk(s.send, c);  // the source-side gradient dD, over the spent dispatch tensor
+      } else {
+        unsupported(t);
+      }
+      parts.push_back(m);
+    }
+    transport.all_to_all(parts, channel);
+  }
+
+ private:
+  [[noreturn]] static void unsupported(const Task& t) {
+    throw InputError("the GPU executor has no lowering for task '" + t.id + "'");
+  }
+
+  const LayerDims& d_;
+  Storage type_;
+  GemmMath math_;
+  ActivationKind act_;
+  bool normalize_;
+  std::int64_t eb_, per_chunk_, rows_, rows_all_, dispatch_rows_;
+  BlockLayout source_, expert_;
+};
+
+}  // namespace
+
+Trace LayerExecutor::run_step() {
+  const Shared& sh = *shared_;
+  const Lowering low(sh.d, sh.type, sh.math, sh.act, sh.options.normalize_scores, sh.eb, sh.per_chunk, sh.rows,
+                     sh.rows_all, sh.dispatch_rows, sh.source, sh.expert);
+  for (const auto& s : states_) {
+    s->dev->record(s->origin, s->stream_ids[0]);
+    for (std::size_t i = 1; i < s->stream_ids.size(); ++i) s->dev->wait(s->stream_ids[i], s->origin);
+  }
+  std::vector<State*> members;
+  std::vector<int> member_streams;
+  for (TaskIndex ti : order_) {
+    members.clear();
+    member_streams.clear();
+    for (const auto& s : states_)
+      if (s->plan_of[ti] >= 0) members.push_back(s.get());
+    if (members.empty()) continue;
+    const Task& t = graph_.task(ti);
+    const std::string op = op_of(t);
+    for (State* s : members) {
+      const PlannedTask& pt = s->streams.tasks[static_cast<std::size_t>(s->plan_of[ti])];
+      const int stream = s->stream_ids[static_cast<std::size_t>(pt.stream)];
+      for (int w : pt.waits) s->dev->wait(stream, s->events[static_cast<std::size_t>(w)]);
+      s->dev->record(s->start[ti], stream);
+      member_streams.push_back(stream);
+    }
+    if (t.is_collective())
+      low.collective(members, t, op, member_streams, transport_);
+    else
+      low.local(*members[0], t, op, member_streams[0]);
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      State* s = members[i];
+      const PlannedTask& pt = s->streams.tasks[static_cast<std::size_t>(s->plan_of[ti])];
+      s->dev->record(s->end[ti], member_streams[i]);
+      if (pt.records >= 0) s->dev->record(s->events[static_cast<std::size_t>(pt.records)], member_streams[i]);
+    }
+  }
+  std::vector<DeviceOps*> devices;
+  for (const auto& s : states_)
+    if (std::find(devices.begin(), devices.end(), s->dev) == devices.end()) devices.push_back(s->dev);
+  transport_.wait_for(devices);
+
+  // Times from each rank's origin; a collective's record spans its local members (latest start,
+  // latest end: it begins when the last member arrives).
+  Trace trace;
+  trace.records.assign(graph_.num_tasks(), TaskRecord{});
+  const auto ns = [](float ms) { return static_cast<TimeNs>(std::llround(static_cast<double>(ms) * 1e6)); };
+  for (TaskIndex ti : order_) {
+    TaskRecord& r = trace.records[ti];
+    for (const auto& s : states_) {
+      if (s->plan_of[ti] < 0) continue;
+      r.start_ns = std::max(r.start_ns, ns(s->dev->elapsed_ms(s->origin, s->start[ti])));
+      r.end_ns = std::max(r.end_ns, ns(s->dev->elapsed_ms(s->origin, s->end[ti])));
+    }
+    if (r.start_ns < 0) continue;
+    TimeNs ready = 0;
+    for (TaskIndex p : graph_.predecessors(ti)) ready = std::max(ready, trace.records[p].end_ns);
+    r.ready_ns = std::min(ready, r.start_ns);
+    r.end_ns = std::max(r.end_ns, r.start_ns);
+  }
+  return trace;
+}
+
+RankValues LayerExecutor::download(int rank) const {
+  const Shared& sh = *shared_;
+  const LayerDims& d = sh.d;
+  const auto it = std::find_if(states_.begin(), states_.end(), [&](const auto& s) { return s->rank == rank; });
+  if (it == states_.end()) throw InputError("rank " + std::to_string(rank) + " is not run by this executor");
+  const State& s = **it;
+  s.dev->synchronize();
+  const auto get = [&](const void* src, std::int64_t count) {
+    std::vector<unsigned char> raw(static_cast<std::size_t>(count * sh.eb));
+    s.dev->download(raw.data(), src, count * sh.eb);
+    std::vector<float> out(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) out[i] = storage_to_float(raw.data(), sh.type, i);
+    return out;
+  };
+  const auto get_int = [&](const std::int32_t* src, std::int64_t count) {
+    std::vector<std::int32_t> out(static_cast<std::size_t>(count));
+    s.dev->download(out.data(), src, count * 4);
+    return out;
+  };
+  const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.eb);
+  const ParamPtrs g = param_ptrs(s.buffer("grads"), d, sh.eb);
+  const std::int64_t BM = d.tokens * d.d_model, ME = d.d_model * d.num_experts;
+  const std::int64_t w1 = d.local_experts * d.d_model * d.fc1_out, w2 = d.local_experts * d.d_ffn * d.d_model;
+  RankValues v;
+  v.x = get(s.buffer("T_I"), BM);
+  v.dy = get(s.dy, BM);
+  v.gate = get(p.gate, ME);
+  v.w1 = get(p.w1, w1);
+  v.w2 = get(p.w2, w2);
+  v.y = get(s.y, BM);
+  v.dx = get(s.buffer("dT_I"), BM);
+  v.dgate = get(g.gate, ME);
+  v.dw1 = get(g.w1, w1);
+  v.dw2 = get(g.w2, w2);
+  v.topk_idx = get_int(s.topk_idx, d.tokens * d.top_k);
+  v.topk_row = get_int(s.topk_row, d.tokens * d.top_k);
+  return v;
+}
+
+RankMemoryUse LayerExecutor::memory(int rank) const {
+  for (const auto& s : states_) {
+    if (s->rank != rank) continue;
+    RankMemoryUse m;
+    m.arena_bytes = s->memory.device.arena_bytes;
+    m.host_arena_bytes = s->memory.host.arena_bytes;
+    m.workspace_bytes = s->workspace_bytes;
+    m.library_bytes = s->dev->library_workspace_bytes();
+    return m;
+  }
+  throw InputError("rank " + std::to_string(rank) + " is not run by this executor");
+}
+
+}  // namespace moesim::runtime

@@ -1,0 +1,104 @@
+#include "runtime/exec/reference_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernels/dispatch_layout.h"
+#include "runtime/reference/expert_parallel.h"
+#include "sim/core/error.h"
+
+namespace moesim::runtime {
+
+namespace ref = reference;
+
+bool CheckReport::ok() const {
+  return std::all_of(entries.begin(), entries.end(), [](const CheckEntry& e) { return e.ok(); });
+}
+
+double CheckReport::worst_ratio() const {
+  double worst = 0;
+  for (const CheckEntry& e : entries)
+    worst = std::max(worst, e.tolerance > 0 ? e.relative / e.tolerance : (e.relative > 0 ? 1e300 : 0.0));
+  return worst;
+}
+
+namespace {
+
+ref::Matrix to_matrix(const float* values, std::int64_t rows, std::int64_t cols) {
+  ref::Matrix m(rows, cols);
+  for (std::int64_t i = 0; i < rows * cols; ++i) m.values[static_cast<std::size_t>(i)] = values[i];
+  return m;
+}
+
+}  // namespace
+
+CheckReport check_against_reference(const LayerExecutor& executor, const ModelSpec& model, const LayerDims& d,
+                                    bool normalize_scores) {
+  const std::vector<int> ranks = executor.local_ranks();
+  if (static_cast<int>(ranks.size()) != d.ep_size)
+    throw InputError("the reference check needs every rank of the layer in this process (" +
+                     std::to_string(ranks.size()) + " of " + std::to_string(d.ep_size) + " are local)");
+  ref::MoeLayerShape shape = ref::MoeLayerShape::from_specs(model, d);
+  shape.scores = normalize_scores ? ref::ScoreNormalization::kTopKNormalized : ref::ScoreNormalization::kRaw;
+  const std::int64_t B = d.tokens, M = d.d_model, H = d.d_ffn, F = d.fc1_out;
+  const int E = d.num_experts, El = d.local_experts, R = d.ep_size;
+
+  std::vector<RankValues> got;
+  for (int r = 0; r < R; ++r) got.push_back(executor.download(r));
+  ref::MoeLayerParams params;
+  params.gate = to_matrix(got[0].gate.data(), M, E);
+  for (int e = 0; e < E; ++e) {
+    const RankValues& owner = got[static_cast<std::size_t>(e / El)];
+    params.w1.push_back(to_matrix(owner.w1.data() + (e % El) * M * F, M, F));
+    params.w2.push_back(to_matrix(owner.w2.data() + (e % El) * H * M, H, M));
+    params.b1.emplace_back(1, 0);
+    params.b2.emplace_back(1, 0);
+  }
+  std::vector<ref::Matrix> xs, dys;
+  for (const RankValues& v : got) {
+    xs.push_back(to_matrix(v.x.data(), B, M));
+    dys.push_back(to_matrix(v.dy.data(), B, M));
+  }
+  const ref::ExpertParallelResult want = ref::run_unpartitioned(shape, params, xs, dys);
+  const ref::Tolerance tol = ref::tolerance_for(d.gemm_dtype);
+
+  CheckReport report;
+  report.topk_margin = std::numeric_limits<double>::infinity();
+  auto add = [&](const std::string& name, const ref::Matrix& g, const ref::Matrix& w, double t) {
+    report.entries.push_back(CheckEntry{name, ref::compare(g, w).relative(), t});
+  };
+  ref::Matrix dgate(M, E);
+  for (int r = 0; r < R; ++r) {
+    const RankValues& v = got[static_cast<std::size_t>(r)];
+    const std::string at = "@" + std::to_string(r);
+    // Routing: the same experts and the same dispatch rows as the reference's slots.
+    const ref::Routing routing = ref::route(shape, params.gate, xs[static_cast<std::size_t>(r)]);
+    report.topk_margin = std::min(report.topk_margin, routing.topk_margin);
+    double mismatches = 0;
+    for (std::int64_t i = 0; i < B * d.top_k; ++i) {
+      const std::int64_t slot = routing.slot[static_cast<std::size_t>(i)];
+      const std::int64_t row =
+          slot < 0 ? -1 : dispatch_row(routing.topk_idx[static_cast<std::size_t>(i)], slot, E, d.capacity, d.num_chunks);
+      if (v.topk_idx[static_cast<std::size_t>(i)] != routing.topk_idx[static_cast<std::size_t>(i)] ||
+          v.topk_row[static_cast<std::size_t>(i)] != row)
+        mismatches += 1;
+    }
+    report.entries.push_back(CheckEntry{"routing" + at, mismatches, 0});
+    add("y" + at, to_matrix(v.y.data(), B, M), want.y[static_cast<std::size_t>(r)], tol.forward_rel);
+    add("dx" + at, to_matrix(v.dx.data(), B, M), want.dx[static_cast<std::size_t>(r)], tol.gradient_rel);
+    for (std::int64_t i = 0; i < M * E; ++i) dgate.values[static_cast<std::size_t>(i)] += v.dgate[static_cast<std::size_t>(i)];
+  }
+  add("dgate", dgate, want.grads.dgate, tol.gradient_rel);
+  for (int e = 0; e < E; ++e) {
+    const RankValues& owner = got[static_cast<std::size_t>(e / El)];
+    const std::string at = "[e" + std::to_string(e) + "]";
+    add("dw1" + at, to_matrix(owner.dw1.data() + (e % El) * M * F, M, F), want.grads.dw1[static_cast<std::size_t>(e)],
+        tol.gradient_rel);
+    add("dw2" + at, to_matrix(owner.dw2.data() + (e % El) * H * M, H, M), want.grads.dw2[static_cast<std::size_t>(e)],
+        tol.gradient_rel);
+  }
+  return report;
+}
+
+}  // namespace moesim::runtime

@@ -1,0 +1,28 @@
+// Launchers of the MoE layer's CUDA kernels: raw pointers, sizes and a stream; the storage type in
+// the argument struct selects the template instance (fp32, bf16, fp16; math in fp32). Semantics:
+// kernel_args.h, specified executably by host_kernels.cc.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "runtime/kernels/kernel_args.h"
+
+namespace moesim::runtime::cuda {
+
+void fill(const FillArgs& a, cudaStream_t s);
+void route(const RouteArgs& a, cudaStream_t s);
+// One thread block scans the choices in (choice rank, token) order: deterministic.
+void assign(const AssignArgs& a, cudaStream_t s);
+void encode(const EncodeArgs& a, cudaStream_t s);
+void activation(const ActivationArgs& a, cudaStream_t s);
+void activation_backward(const ActivationBackwardArgs& a, cudaStream_t s);
+void decode(const DecodeArgs& a, cudaStream_t s);
+void decode_backward(const DecodeBackwardArgs& a, cudaStream_t s);
+void encode_backward(const EncodeBackwardArgs& a, cudaStream_t s);
+void route_backward(const RouteBackwardArgs& a, cudaStream_t s);
+
+// Limits of the kernels above (checked by the launchers, InputError beyond them).
+inline constexpr int kMaxTopK = 8;
+inline constexpr int kMaxAssignExperts = 1024;  // shared memory of the assignment block
+
+}  // namespace moesim::runtime::cuda

@@ -1,0 +1,37 @@
+// `moesim run`: without the GPU runtime (MOESIM_WITH_CUDA=OFF) it says so and exits 2; with it but
+// without a usable GPU (a CI machine with CUDA and no driver) it names the reason and exits 2.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_fixture.h"
+
+namespace {
+
+using namespace moesim::cli_test;
+
+const std::string kArgs =
+    "run --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 256 "
+    "--chunks 2 --iters 1 --warmup 0";
+const std::string kRun = kArgs + " --strategy s1";
+
+TEST_F(Cli, RunWithoutAGpuExitsTwoWithTheReason) {
+  const Result r = run(kRun);
+#if MOESIM_CLI_HAVE_CUDA
+  if (r.exit_code == 0) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: `moesim run` needs a GPU, and none is usable: "), std::string::npos) << r.err;
+#else
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: this build of moesim has no GPU runtime"), std::string::npos) << r.err;
+#endif
+}
+
+TEST_F(Cli, RunChecksItsInputBeforeLookingForAGpu) {
+  const Result r = run(kArgs + " --strategy s9");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--strategy 's9' is not a memory strategy"), std::string::npos) << r.err;
+  EXPECT_EQ(run("run --help").exit_code, 0);
+}
+
+}  // namespace
