@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/comm/process_group.h"
 #include "runtime/exec/cuda_device.cuh"
 #include "sim/core/error.h"
 
@@ -29,18 +30,33 @@ double timeout_seconds() {
 
 class NcclTransport final : public Transport {
  public:
-  explicit NcclTransport(const std::vector<DeviceOps*>& devices) : timeout_s_(timeout_seconds()) {
+  // One process drives every rank: ranks 0..n-1 on `devices` (ncclCommInitAll).
+  explicit NcclTransport(const std::vector<DeviceOps*>& devices)
+      : group_size_(static_cast<int>(devices.size())), timeout_s_(timeout_seconds()) {
     std::vector<int> ordinals;
     for (DeviceOps* d : devices) {
-      auto* cd = dynamic_cast<CudaDevice*>(d);
-      if (cd == nullptr) throw InputError("the NCCL transport needs CUDA devices");
-      devices_.push_back(cd);
-      ordinals.push_back(cd->ordinal());
+      devices_.push_back(cuda_device(d));
+      ordinals.push_back(devices_.back()->ordinal());
     }
-    const int n = static_cast<int>(devices.size());
     for (int ch = 0; ch < kNumCommChannels; ++ch) {
-      comms_[ch].resize(static_cast<std::size_t>(n));
-      MOESIM_NCCL(ncclCommInitAll(comms_[ch].data(), n, ordinals.data()));
+      comms_[ch].resize(devices_.size());
+      MOESIM_NCCL(ncclCommInitAll(comms_[ch].data(), group_size_, ordinals.data()));
+    }
+  }
+
+  // One rank per process: this process is rank group.rank() on `device`. Rank 0 creates one
+  // unique id per channel and the group broadcasts it; every process then joins the
+  // communicator with ncclCommInitRank (which blocks until all ranks have joined).
+  NcclTransport(DeviceOps* device, ProcessGroup& group)
+      : first_rank_(group.rank()), group_size_(group.size()), timeout_s_(timeout_seconds()) {
+    devices_.push_back(cuda_device(device));
+    cuda_check(cudaSetDevice(devices_[0]->ordinal()), "cudaSetDevice");
+    for (int ch = 0; ch < kNumCommChannels; ++ch) {
+      ncclUniqueId id{};
+      if (group.rank() == 0) MOESIM_NCCL(ncclGetUniqueId(&id));
+      group.broadcast(&id, sizeof id, 0);
+      comms_[ch].resize(1);
+      MOESIM_NCCL(ncclCommInitRank(&comms_[ch][0], group_size_, id, first_rank_));
     }
   }
 
@@ -51,13 +67,13 @@ class NcclTransport final : public Transport {
   }
 
   std::string name() const override { return "nccl " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR); }
-  int group_size() const override { return static_cast<int>(devices_.size()); }
+  int group_size() const override { return group_size_; }
 
   void all_to_all(const std::vector<AllToAllMember>& members, int channel) override {
     const int n = group_size();
     MOESIM_NCCL(ncclGroupStart());
     for (const AllToAllMember& m : members) {
-      ncclComm_t comm = comms_[channel].at(static_cast<std::size_t>(m.rank));
+      ncclComm_t comm = comms_[channel].at(local_index(m.rank));
       cudaStream_t st = device(m).native_stream(m.stream);
       // Pieces to and from one peer are matched in issue order (NCCL's point-to-point semantics).
       for (int p = 0; p < n; ++p) {
@@ -78,7 +94,7 @@ class NcclTransport final : public Transport {
     const int n = group_size();
     MOESIM_NCCL(ncclGroupStart());
     for (const AllToAllvMember& m : members) {
-      ncclComm_t comm = comms_[channel].at(static_cast<std::size_t>(m.rank));
+      ncclComm_t comm = comms_[channel].at(local_index(m.rank));
       cudaStream_t st = device(m).native_stream(m.stream);
       const std::vector<std::int64_t> sd = displacements(m.send_bytes), rd = displacements(m.recv_bytes);
       for (int p = 0; p < n; ++p) {
@@ -118,9 +134,22 @@ class NcclTransport final : public Transport {
   }
 
  private:
+  static CudaDevice* cuda_device(DeviceOps* d) {
+    auto* cd = dynamic_cast<CudaDevice*>(d);
+    if (cd == nullptr) throw InputError("the NCCL transport needs CUDA devices");
+    return cd;
+  }
+
+  // Local members are ranks first_rank_ .. first_rank_ + devices_.size() - 1.
+  std::size_t local_index(int rank) const {
+    MOESIM_CHECK(rank >= first_rank_ && rank - first_rank_ < static_cast<int>(devices_.size()),
+                 "rank " + std::to_string(rank) + " is not local to this process");
+    return static_cast<std::size_t>(rank - first_rank_);
+  }
+
   template <typename Member>
   CudaDevice& device(const Member& m) const {
-    return *devices_.at(static_cast<std::size_t>(m.rank));
+    return *devices_.at(local_index(m.rank));
   }
 
   [[noreturn]] void abort_all(const std::string& why) {
@@ -132,8 +161,10 @@ class NcclTransport final : public Transport {
     throw InternalError("NCCL watchdog: " + why + "; the communicators were aborted");
   }
 
-  std::vector<CudaDevice*> devices_;
-  std::vector<ncclComm_t> comms_[kNumCommChannels];
+  std::vector<CudaDevice*> devices_;  // the local ranks' devices
+  std::vector<ncclComm_t> comms_[kNumCommChannels];  // per channel, per local rank
+  int first_rank_ = 0;
+  int group_size_ = 0;
   double timeout_s_;
 };
 
@@ -141,6 +172,10 @@ class NcclTransport final : public Transport {
 
 std::unique_ptr<Transport> make_nccl_transport(const std::vector<DeviceOps*>& devices) {
   return std::make_unique<NcclTransport>(devices);
+}
+
+std::unique_ptr<Transport> make_nccl_transport(DeviceOps* device, ProcessGroup& group) {
+  return std::make_unique<NcclTransport>(device, group);
 }
 
 }  // namespace moesim::runtime

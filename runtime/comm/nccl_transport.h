@@ -14,11 +14,16 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/comm/process_group.h"
 #include "runtime/comm/transport.h"
 
 namespace moesim::runtime {
 
 // One process, one rank per device (devices must be CudaDevices on distinct GPUs).
 std::unique_ptr<Transport> make_nccl_transport(const std::vector<DeviceOps*>& devices);
+
+// One process per rank (`mpirun -np N moesim run`): this process is rank group.rank() on
+// `device` (a CudaDevice); the unique ids are broadcast over the group.
+std::unique_ptr<Transport> make_nccl_transport(DeviceOps* device, ProcessGroup& group);
 
 }  // namespace moesim::runtime

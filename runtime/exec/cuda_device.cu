@@ -232,6 +232,15 @@ class CudaProvider final : public DeviceProvider {
     throw InputError("this build has no NCCL: several GPUs need it (use --loopback to run the ranks on one GPU)");
 #endif
   }
+  std::unique_ptr<Transport> process_transport(DeviceOps* device, ProcessGroup& group) override {
+#if MOESIM_HAVE_NCCL
+    return make_nccl_transport(device, group);
+#else
+    (void)device;
+    (void)group;
+    throw InputError("this build has no NCCL: one process per GPU under mpirun needs it");
+#endif
+  }
 
  private:
   GpuProbe probe_;

@@ -86,6 +86,7 @@ class DeviceOps {
 };
 
 class Transport;
+class ProcessGroup;
 
 // Opens the devices of this process (CudaProvider in cuda_device.cu).
 class DeviceProvider {
@@ -99,6 +100,9 @@ class DeviceProvider {
   // A transport over `devices` (one rank each, rank = position), or InputError when this build
   // has none (no NCCL).
   virtual std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) = 0;
+  // A transport for one rank per process of `group` (rank = the process's rank), `device` being
+  // this process's, or InputError when this build has none (no NCCL).
+  virtual std::unique_ptr<Transport> process_transport(DeviceOps* device, ProcessGroup& group) = 0;
 };
 
 }  // namespace moesim::runtime

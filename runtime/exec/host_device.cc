@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "runtime/comm/host_process_transport.h"
 #include "runtime/kernels/host_kernels.h"
 #include "sim/core/error.h"
 
@@ -84,5 +85,35 @@ void HostDevice::decode(const DecodeArgs& a, int s) { on(s); host::decode(a); }
 void HostDevice::decode_backward(const DecodeBackwardArgs& a, int s) { on(s); host::decode_backward(a); }
 void HostDevice::encode_backward(const EncodeBackwardArgs& a, int s) { on(s); host::encode_backward(a); }
 void HostDevice::route_backward(const RouteBackwardArgs& a, int s) { on(s); host::route_backward(a); }
+
+namespace {
+
+class HostProvider final : public DeviceProvider {
+ public:
+  explicit HostProvider(int devices) : devices_(devices) {}
+  std::string unavailable_reason() const override { return devices_ > 0 ? "" : "the host provider has no devices"; }
+  int num_devices() const override { return devices_; }
+  std::string describe(int ordinal) const override { return "host emulation (fp32) #" + std::to_string(ordinal); }
+  std::unique_ptr<DeviceOps> open(int ordinal) override {
+    MOESIM_CHECK(ordinal >= 0 && ordinal < devices_, "no host device " + std::to_string(ordinal));
+    return std::make_unique<HostDevice>();
+  }
+  std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) override {
+    throw InputError("host emulation has no transport between " + std::to_string(devices.size()) +
+                     " devices of one process (use loopback ranks, or one process per rank)");
+  }
+  std::unique_ptr<Transport> process_transport(DeviceOps* device, ProcessGroup& group) override {
+    auto* host = dynamic_cast<HostDevice*>(device);
+    MOESIM_CHECK(host != nullptr, "the host provider's transport needs its own HostDevice");
+    return make_host_process_transport(*host, group);
+  }
+
+ private:
+  int devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceProvider> make_host_provider(int devices) { return std::make_unique<HostProvider>(devices); }
 
 }  // namespace moesim::runtime

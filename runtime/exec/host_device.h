@@ -65,4 +65,9 @@ class HostDevice final : public DeviceOps {
   std::map<void*, std::unique_ptr<std::byte[]>> blocks_;
 };
 
+// `devices` HostDevices as a DeviceProvider, so that measure() runs on machines without GPUs
+// (tests): one rank or N loopback ranks on device 0, or one rank per process of a ProcessGroup
+// (host_process_transport.h). Several devices in one process have no transport (InputError).
+std::unique_ptr<DeviceProvider> make_host_provider(int devices = 1);
+
 }  // namespace moesim::runtime

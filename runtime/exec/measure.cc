@@ -1,6 +1,8 @@
 #include "runtime/exec/measure.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <iostream>
 #include <cmath>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 
 #include "runtime/comm/loopback.h"
 #include "runtime/exec/layer_executor.h"
+#include "runtime/exec/rank_values_io.h"
 #include "runtime/exec/reference_check.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
@@ -25,18 +28,35 @@ struct Devices {
   std::unique_ptr<Transport> transport;
 };
 
+// The processes of the run when there is more than one, else nullptr.
+ProcessGroup* multi_process(const MeasureRequest& req) {
+  return req.processes != nullptr && req.processes->size() > 1 ? req.processes : nullptr;
+}
+
+// The device a process of a group takes: its rank among the processes of its host, or the only
+// device it sees when the launcher gives each process its own (CUDA_VISIBLE_DEVICES per rank).
+int process_device(const ProcessGroup& group, int devices) {
+  if (devices == 1) return 0;
+  if (group.local_rank() < devices) return group.local_rank();
+  throw InputError("process " + std::to_string(group.rank()) + " is number " + std::to_string(group.local_rank()) +
+                   " on its host, which shows it only " + std::to_string(devices) +
+                   " GPUs: start at most one process per GPU on each host");
+}
+
 Devices open_devices(const MeasureRequest& req, DeviceProvider& provider) {
   Devices d;
+  if (ProcessGroup* group = multi_process(req)) {
+    d.owned.push_back(provider.open(process_device(*group, provider.num_devices())));
+    d.ranks.push_back(ExecutorRank{group->rank(), d.owned[0].get()});
+    d.transport = provider.process_transport(d.owned[0].get(), *group);
+    return d;
+  }
   if (req.ranks == 1 || req.loopback) {
     d.owned.push_back(provider.open(0));
     for (int r = 0; r < req.ranks; ++r) d.ranks.push_back(ExecutorRank{r, d.owned[0].get()});
     d.transport = std::make_unique<LoopbackTransport>(*d.owned[0], req.ranks);
     return d;
   }
-  if (provider.num_devices() < req.ranks)
-    throw InputError("--ranks " + std::to_string(req.ranks) + " needs " + std::to_string(req.ranks) +
-                     " devices, this process sees " + std::to_string(provider.num_devices()) +
-                     " (use --loopback to run the ranks on one device)");
   std::vector<DeviceOps*> raw;
   for (int r = 0; r < req.ranks; ++r) {
     d.owned.push_back(provider.open(r));
@@ -53,8 +73,24 @@ TaskGraph full_graph(const ModelSpec& model, const ClusterSpec& cluster, const R
   return build_moe_graph(model, cluster, run, build_options_for(cluster, options));
 }
 
+// One trace of the step from every process's: each holds its own rank's records (the others'
+// stay -1), timed from its own origin event (the processes start each step together after a
+// barrier). The element-wise maximum at rank 0 collects every rank's records, and a collective's
+// record becomes that of its latest member, as a single process reports its local members.
+Trace merge_at_root(ProcessGroup* group, Trace trace) {
+  if (group == nullptr) return trace;
+  std::vector<std::int64_t> v;
+  v.reserve(trace.records.size() * 3);
+  for (const TaskRecord& r : trace.records) v.insert(v.end(), {r.ready_ns, r.start_ns, r.end_ns});
+  group->max_to_root(v, 0);
+  for (std::size_t i = 0; i < trace.records.size(); ++i)
+    trace.records[i] = TaskRecord{v[3 * i], v[3 * i + 1], v[3 * i + 2]};
+  return trace;
+}
+
 // The --check configuration: the model's routing, activation and dtypes at d_model 64, d_ffn 128,
-// with enough tokens for a capacity of 4 slots per chunk.
+// with enough tokens for a capacity of 4 slots per chunk. In a process group every rank's
+// tensors go to rank 0, which checks them; the other processes return an empty report.
 CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSpec run) {
   ModelSpec small = req.model;
   small.d_model = 64;
@@ -67,36 +103,110 @@ CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSp
   LayerExecutor exec(graph, small, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
   exec.initialize();
   exec.run_step();
-  return check_against_reference(exec, small, dims);
+  ProcessGroup* group = multi_process(req);
+  if (group == nullptr) return check_against_reference(exec, small, dims);
+  const std::vector<std::vector<std::byte>> parts = group->gather(pack_rank_values(exec.download(group->rank())), 0);
+  if (group->rank() != 0) return CheckReport{};
+  std::vector<RankValues> got;
+  for (const auto& part : parts) got.push_back(unpack_rank_values(part));
+  return check_against_reference(got, small, dims);
 }
 
 double us(TimeNs ns) { return static_cast<double>(ns) / 1e3; }
 
-}  // namespace
+// Everything checked before a device is touched (the same on every process of a group).
+struct Prepared {
+  RunSpec run;
+  LayerDims dims;
+  int device = 0;  // the ordinal described in the report
+};
 
-MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
+Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
   const std::string reason = provider.unavailable_reason();
   if (!reason.empty()) throw InputError("`moesim run` needs a GPU, and none is usable: " + reason);
   if (req.ranks < 1) throw InputError("--ranks must be at least 1, got " + std::to_string(req.ranks));
-  if (req.iters < 1 || req.warmup < 0)
-    throw InputError("--iters must be at least 1 and --warmup at least 0");
-  RunSpec run = req.run;
-  run.ep_size = req.ranks;
-  run.num_moe_layers = 1;
-  const LayerDims dims = derive_layer_dims(req.model, req.cluster, run);
+  if (req.iters < 1 || req.warmup < 0) throw InputError("--iters must be at least 1 and --warmup at least 0");
+  Prepared p;
+  p.run = req.run;
+  p.run.ep_size = req.ranks;
+  p.run.num_moe_layers = 1;
+  if (ProcessGroup* group = multi_process(req)) {
+    if (req.loopback)
+      throw InputError("--loopback runs every rank in one process, but this is one of " +
+                       std::to_string(group->size()) + " processes started by an MPI launcher (one rank each); "
+                       "drop --loopback or start one process");
+    if (req.ranks != 1 && req.ranks != group->size())
+      throw InputError("--ranks " + std::to_string(req.ranks) + " differs from the " + std::to_string(group->size()) +
+                       " processes the MPI launcher started (one rank each); drop --ranks or make them equal");
+    p.run.ep_size = group->size();
+    p.device = process_device(*group, provider.num_devices());
+  } else if (!req.loopback && req.ranks > provider.num_devices()) {
+    throw InputError("--ranks " + std::to_string(req.ranks) + " needs " + std::to_string(req.ranks) +
+                     " devices, this process sees " + std::to_string(provider.num_devices()) +
+                     " (use --loopback to run the ranks on one device, or mpirun for one process per GPU)");
+  }
+  p.dims = derive_layer_dims(req.model, req.cluster, p.run);
+  return p;
+}
+
+MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p);
+
+}  // namespace
+
+MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
+  ProcessGroup* group = multi_process(req);
+  if (group == nullptr) return measure_prepared(req, provider, prepare(req, provider));
+
+  // Every process checks the same input; the failure is reported once (agree_on_input).
+  Prepared p;
+  std::string error;
+  try {
+    p = prepare(req, provider);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (!agree_on_input(group, error)) {
+    MeasureResult quiet;
+    quiet.reports = false;
+    quiet.exit_code = 2;
+    return quiet;
+  }
+  try {
+    return measure_prepared(req, provider, p);
+  } catch (const std::exception& e) {
+    std::cerr << "error: process " << group->rank() << " of " << group->size() << ": " << e.what()
+              << "\n(ending every process of the job)\n";
+    std::cerr.flush();
+    group->abort(dynamic_cast<const InputError*>(&e) != nullptr ? 2 : 1);
+    throw;  // not reached: abort ends the process
+  }
+}
+
+namespace {
+
+MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p) {
+  ProcessGroup* group = multi_process(req);
+  const bool root = group == nullptr || group->rank() == 0;
+  const RunSpec& run = p.run;
+  const LayerDims& dims = p.dims;
+  const int ranks = run.ep_size;
   const TaskGraph graph = full_graph(req.model, req.cluster, run);
 
   MeasureResult result;
+  result.reports = root;
   std::ostringstream text;
-  text << "# moesim run: " << req.model.name << ", " << req.ranks << " rank(s)" << (req.loopback ? " (loopback)" : "")
-       << ", B=" << dims.tokens << ", n=" << dims.num_chunks << ", strategy " << to_string(run.strategy) << ", "
-       << to_string(req.model.dtype) << " storage, " << to_string(req.model.gemm_dtype) << " GEMMs\n";
-  text << "# device: " << provider.describe(0) << "\n";
+  const std::string mode = group != nullptr ? " (one process each)" : req.loopback ? " (loopback)" : "";
+  text << "# moesim run: " << req.model.name << ", " << ranks << " rank(s)" << mode << ", B=" << dims.tokens
+       << ", n=" << dims.num_chunks << ", strategy " << to_string(run.strategy) << ", " << to_string(req.model.dtype)
+       << " storage, " << to_string(req.model.gemm_dtype) << " GEMMs\n";
+  text << "# device: " << provider.describe(p.device) << "\n";
 
   nlohmann::ordered_json check_json;
   if (req.check) {
     const CheckReport check = run_check(req, provider, run);
-    result.check_passed = check.ok();
+    int passed = check.ok() ? 1 : 0;
+    if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
+    result.check_passed = passed == 1;
     text << "check against the CPU reference (d_model 64, d_ffn 128): " << (check.ok() ? "passed" : "FAILED")
          << ", worst error / tolerance " << check.worst_ratio() << ", top-k margin " << check.topk_margin << "\n";
     nlohmann::ordered_json entries = nlohmann::ordered_json::array();
@@ -106,22 +216,30 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
     }
     check_json = {{"passed", check.ok()}, {"topk_margin", check.topk_margin}, {"entries", entries}};
   }
+  result.exit_code = result.check_passed ? 0 : 3;
 
   Devices devices = open_devices(req, provider);
   LayerExecutor exec(graph, req.model, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
   exec.initialize();
-  for (int i = 0; i < req.warmup; ++i) exec.run_step();
+  auto step = [&] {
+    if (group != nullptr) group->barrier();  // the processes' origin events as close as the barrier allows
+    return merge_at_root(group, exec.run_step());
+  };
+  for (int i = 0; i < req.warmup; ++i) step();
   std::vector<std::pair<TimeNs, Trace>> steps;
   for (int i = 0; i < req.iters; ++i) {
-    Trace t = exec.run_step();
+    Trace t = step();
     steps.emplace_back(t.makespan_ns(), std::move(t));
   }
+  if (!root) return result;
   std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const Trace& median = steps[steps.size() / 2].second;
 
   const EngineRun predicted = simulate_graph(graph, req.cluster, NetworkChoice{run.network, run.all_to_all});
   const StepMetrics measured_metrics = compute_step_metrics(graph, median);
   const StepMetrics predicted_metrics = compute_step_metrics(graph, predicted.trace);
+  // The memory of rank 0 (this process's first local rank): with uniform routing every rank
+  // holds the same buffers.
   const RankMemoryUse mem = exec.memory(exec.local_ranks().front());
   const RankMemory* sim_mem = peak_memory_rank(predicted.memory);
   const std::int64_t predicted_peak = sim_mem != nullptr ? sim_mem->peak_device_bytes : 0;
@@ -145,8 +263,9 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(report_json(in));
   std::vector<double> times;
   for (const auto& s : steps) times.push_back(us(s.first));
-  j["measured"] = {{"device", provider.describe(0)},
-                   {"ranks", req.ranks},
+  j["measured"] = {{"device", provider.describe(p.device)},
+                   {"ranks", ranks},
+                   {"processes", group != nullptr ? group->size() : 1},
                    {"transport", transport},
                    {"iters", req.iters},
                    {"warmup", req.warmup},
@@ -165,5 +284,7 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
   result.trace = perfetto_trace_json(graph, median);
   return result;
 }
+
+}  // namespace
 
 }  // namespace moesim::runtime

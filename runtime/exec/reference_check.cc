@@ -39,13 +39,21 @@ CheckReport check_against_reference(const LayerExecutor& executor, const ModelSp
   if (static_cast<int>(ranks.size()) != d.ep_size)
     throw InputError("the reference check needs every rank of the layer in this process (" +
                      std::to_string(ranks.size()) + " of " + std::to_string(d.ep_size) + " are local)");
+  std::vector<RankValues> got;
+  for (int r = 0; r < d.ep_size; ++r) got.push_back(executor.download(r));
+  return check_against_reference(got, model, d, normalize_scores);
+}
+
+CheckReport check_against_reference(const std::vector<RankValues>& got, const ModelSpec& model, const LayerDims& d,
+                                    bool normalize_scores) {
+  if (static_cast<int>(got.size()) != d.ep_size)
+    throw InputError("the reference check needs the values of every rank of the layer (" + std::to_string(got.size()) +
+                     " of " + std::to_string(d.ep_size) + " given)");
   ref::MoeLayerShape shape = ref::MoeLayerShape::from_specs(model, d);
   shape.scores = normalize_scores ? ref::ScoreNormalization::kTopKNormalized : ref::ScoreNormalization::kRaw;
   const std::int64_t B = d.tokens, M = d.d_model, H = d.d_ffn, F = d.fc1_out;
   const int E = d.num_experts, El = d.local_experts, R = d.ep_size;
 
-  std::vector<RankValues> got;
-  for (int r = 0; r < R; ++r) got.push_back(executor.download(r));
   ref::MoeLayerParams params;
   params.gate = to_matrix(got[0].gate.data(), M, E);
   for (int e = 0; e < E; ++e) {

@@ -31,5 +31,9 @@ struct CheckReport {
 // Every rank of the layer must be local to `executor`. Throws InputError otherwise.
 CheckReport check_against_reference(const LayerExecutor& executor, const ModelSpec& model, const LayerDims& dims,
                                     bool normalize_scores = false);
+// The same from values already downloaded: got[r] is rank r's (every rank of the layer; a run
+// with one process per rank gathers them at rank 0).
+CheckReport check_against_reference(const std::vector<RankValues>& got, const ModelSpec& model, const LayerDims& dims,
+                                    bool normalize_scores = false);
 
 }  // namespace moesim::runtime

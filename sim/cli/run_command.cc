@@ -1,12 +1,15 @@
 #include "sim/cli/run_command.h"
 
 #include <iostream>
+#include <optional>
 
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/yaml_reader.h"
+
+#include "runtime/comm/process_group.h"
 
 #if MOESIM_HAVE_CUDA
 #include "runtime/exec/cuda_device.h"
@@ -26,47 +29,76 @@ void apply_dtype(ModelSpec& model, const std::string& name) {
   model.gemm_dtype = *d;
 }
 
-}  // namespace
+// What `moesim run` takes from the command line and the spec files, checked.
+struct RunInputs {
+  ModelSpec model;
+  ClusterSpec cluster;
+  RunSpec run;
+};
 
-int run_measure(const RunArgs& a, const std::string& version) {
+RunInputs read_inputs(const RunArgs& a) {
   if (a.model_path.empty()) throw InputError("--model is required");
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
   if (a.tokens <= 0) throw InputError("--tokens is required and must be positive");
   if (a.chunks < 1) throw InputError("--chunks must be at least 1, got " + std::to_string(a.chunks));
   if (a.slots != 1 && a.slots != 2) throw InputError("--slots must be 1 or 2, got " + std::to_string(a.slots));
-  ModelSpec model = load_model_spec(a.model_path);
-  apply_dtype(model, a.dtype);
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
-  RunSpec run;
-  run.tokens_per_gpu = a.tokens;
-  run.num_chunks = a.chunks;
-  run.slots = a.slots;
-  run.seed = a.seed;
-  run.ep_size = a.ranks;
+  RunInputs in{load_model_spec(a.model_path), load_hardware_spec(a.hardware_path), RunSpec{}};
+  apply_dtype(in.model, a.dtype);
+  in.run.tokens_per_gpu = a.tokens;
+  in.run.num_chunks = a.chunks;
+  in.run.slots = a.slots;
+  in.run.seed = a.seed;
+  in.run.ep_size = a.ranks;
   const auto strategy = parse_memory_strategy(a.strategy);
   if (!strategy)
     throw InputError("--strategy '" + a.strategy + "' is not a memory strategy; valid: " +
                      YamlValue::join_names(memory_strategy_names()));
-  run.strategy = *strategy;
+  in.run.strategy = *strategy;
   const auto order = parse_order_policy(a.order);
   if (!order)
     throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " +
                      YamlValue::join_names(order_policy_names()));
-  run.order = *order;
-  derive_layer_dims(model, cluster, run);  // every size checked before any device is touched
+  in.run.order = *order;
+  derive_layer_dims(in.model, in.cluster, in.run);  // every size checked before any device is touched
+  return in;
+}
+
+}  // namespace
+
+int run_measure(const RunArgs& a, const std::string& version) {
+  // Under mpirun every process is one rank; an error is then reported once (agree_on_input). The
+  // rank count comes from the launcher there, so the sizes are checked for the group's size.
+  const auto group = runtime::launched_process_group();
+  std::optional<RunInputs> in;
+  std::string error;
+  try {
+    RunArgs args = a;
+    if (group != nullptr && args.ranks == 1) args.ranks = group->size();
+    in = read_inputs(args);  // bad input is named as such first, on builds without CUDA too
+#if !MOESIM_HAVE_CUDA
+    throw InputError(
+        "this build of moesim has no GPU runtime (it was configured without CUDA: MOESIM_WITH_CUDA=OFF or no nvcc "
+        "found), so `moesim run` cannot measure; `moesim simulate` predicts the same step");
+#endif
+  } catch (const InputError& e) {
+    if (group == nullptr) throw;
+    error = e.what();
+  }
+  if (!runtime::agree_on_input(group.get(), error)) return 2;
 #if MOESIM_HAVE_CUDA
-  runtime::MeasureRequest req{model, cluster, run, a.ranks, a.loopback, a.iters, a.warmup, a.check, version};
+  runtime::MeasureRequest req{in->model, in->cluster, in->run, a.ranks, a.loopback, a.iters, a.warmup, a.check, version};
+  req.processes = group.get();
   const auto provider = runtime::make_cuda_provider();
   const runtime::MeasureResult result = runtime::measure(req, *provider);
-  std::cout << result.summary;
-  if (!a.json_path.empty()) write_output(a.json_path, result.json);
-  if (!a.trace_path.empty()) write_output(a.trace_path, result.trace);
-  return result.check_passed ? 0 : 3;
+  if (result.reports) {
+    std::cout << result.summary;
+    if (!a.json_path.empty()) write_output(a.json_path, result.json);
+    if (!a.trace_path.empty()) write_output(a.trace_path, result.trace);
+  }
+  return result.exit_code;
 #else
   (void)version;
-  throw InputError(
-      "this build of moesim has no GPU runtime (it was configured without CUDA: MOESIM_WITH_CUDA=OFF or no nvcc "
-      "found), so `moesim run` cannot measure; `moesim simulate` predicts the same step");
+  return 2;  // not reached: without the GPU runtime agree_on_input has thrown or said no
 #endif
 }
 

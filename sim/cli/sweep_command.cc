@@ -8,12 +8,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/comm/process_group.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
@@ -25,9 +28,6 @@
 #include "sim/spec/sweep_spec.h"
 #include "sim/spec/yaml_reader.h"
 
-#ifdef MOESIM_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace moesim::cli {
 namespace {
@@ -75,84 +75,44 @@ class Progress {
 // The MPI world when started under mpirun in a build with MPI; otherwise one process.
 class World {
  public:
-  World() {
-#ifdef MOESIM_HAVE_MPI
-    // Only under a launcher: a plain `moesim sweep` must not pay for (or depend on) MPI start-up.
-    if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK")) {
-      MPI_Init(nullptr, nullptr);
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-      MPI_Comm_size(MPI_COMM_WORLD, &size_);
-      active_ = true;
-    }
-#endif
-  }
-  ~World() {
-#ifdef MOESIM_HAVE_MPI
-    if (active_) MPI_Finalize();
-#endif
-  }
-  World(const World&) = delete;
-  World& operator=(const World&) = delete;
+  World() : group_(runtime::launched_process_group()) {}
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const { return group_ ? group_->rank() : 0; }
+  int size() const { return group_ ? group_->size() : 1; }
 
   // True when every rank says ok (a rank that failed must not leave the others in a collective).
-  bool all_ok(bool ok) const {
-#ifdef MOESIM_HAVE_MPI
-    if (active_) {
-      int mine = ok ? 1 : 0, all = 0;
-      MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-      return all == 1;
-    }
-#endif
-    return ok;
-  }
+  bool all_ok(bool ok) const { return group_ ? group_->all_true(ok) : ok; }
 
   // Gathers every rank's outcomes at rank 0, in grid order (rank r holds configurations r, r+size,
-  // ...). Outcomes are integers, so the result is exactly a single process's.
+  // ...). Outcomes travel as 64-bit fields, the doubles as their bit patterns, so the result is
+  // exactly a single process's.
   std::vector<search::SweepOutcome> gather(const std::vector<search::SweepOutcome>& mine, std::size_t total) const {
-    if (size_ == 1) return mine;
-    std::vector<search::SweepOutcome> all(total);
-#ifdef MOESIM_HAVE_MPI
-    // Seven 64-bit fields per outcome; the doubles travel as their bit patterns (exact).
-    constexpr int kFields = 7;
-    std::vector<std::int64_t> send;
+    if (size() == 1) return mine;
+    constexpr std::size_t kFields = 7;
+    std::vector<std::int64_t> fields;
     for (const auto& o : mine)
-      send.insert(send.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes,
-                               std::bit_cast<std::int64_t>(o.expert_imbalance),
-                               std::bit_cast<std::int64_t>(o.rank_imbalance),
-                               std::bit_cast<std::int64_t>(o.dropped_fraction)});
-    std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
-    int offset = 0;
-    for (int r = 0; r < size_; ++r) {
-      const std::size_t share = total > static_cast<std::size_t>(r) ? (total - static_cast<std::size_t>(r) + size_ - 1) / static_cast<std::size_t>(size_) : 0;
-      counts[static_cast<std::size_t>(r)] = static_cast<int>(share) * kFields;
-      displs[static_cast<std::size_t>(r)] = offset;
-      offset += counts[static_cast<std::size_t>(r)];
-    }
-    std::vector<std::int64_t> recv(rank_ == 0 ? static_cast<std::size_t>(offset) : 0);
-    MPI_Gatherv(send.data(), static_cast<int>(send.size()), MPI_INT64_T, recv.data(), counts.data(), displs.data(),
-                MPI_INT64_T, 0, MPI_COMM_WORLD);
-    if (rank_ == 0) {
-      for (int r = 0; r < size_; ++r) {
-        const std::size_t n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)] / kFields);
-        for (std::size_t k = 0; k < n; ++k) {
-          const std::int64_t* f = recv.data() + displs[static_cast<std::size_t>(r)] + k * kFields;
-          all[static_cast<std::size_t>(r) + k * static_cast<std::size_t>(size_)] = {
-              f[0], f[1], f[2], f[3], std::bit_cast<double>(f[4]), std::bit_cast<double>(f[5]),
-              std::bit_cast<double>(f[6])};
-        }
+      fields.insert(fields.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes,
+                                   std::bit_cast<std::int64_t>(o.expert_imbalance),
+                                   std::bit_cast<std::int64_t>(o.rank_imbalance),
+                                   std::bit_cast<std::int64_t>(o.dropped_fraction)});
+    std::vector<std::byte> bytes(fields.size() * sizeof(std::int64_t));
+    if (!bytes.empty()) std::memcpy(bytes.data(), fields.data(), bytes.size());
+    const std::vector<std::vector<std::byte>> parts = group_->gather(bytes, 0);
+    std::vector<search::SweepOutcome> all(total);
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      std::vector<std::int64_t> f(parts[r].size() / sizeof(std::int64_t));
+      if (!f.empty()) std::memcpy(f.data(), parts[r].data(), parts[r].size());
+      for (std::size_t k = 0; k * kFields < f.size(); ++k) {
+        const std::int64_t* v = f.data() + k * kFields;
+        all[r + k * static_cast<std::size_t>(size())] = {v[0], v[1], v[2], v[3], std::bit_cast<double>(v[4]),
+                                                         std::bit_cast<double>(v[5]), std::bit_cast<double>(v[6])};
       }
     }
-#endif
     return all;
   }
 
  private:
-  int rank_ = 0;
-  int size_ = 1;
-  bool active_ = false;
+  std::unique_ptr<runtime::ProcessGroup> group_;
 };
 
 // A flag replaces the grid file's axis; errors about it then carry no file position.

@@ -1,24 +1,15 @@
 # Runs one sweep under `mpiexec -np 2` and as a single process and requires byte-identical CSVs.
 # Arguments: -DMOESIM=<binary> -DMPIEXEC=<mpiexec> -DSOURCE=<repo root> -DWORK=<scratch dir>.
 # Exits with 77 (CTest SKIP_RETURN_CODE) when no MPI launcher is available.
-if(NOT MPIEXEC OR NOT EXISTS "${MPIEXEC}")
-  message("mpiexec not found; skipping")
-  cmake_language(EXIT 77)
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../mpi_launcher.cmake)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(grid --model models/moe-gpt-s-64e.yaml,models/moe-bert-l-64e.yaml
          --hardware hardware/clusters/dgx-a100-2node.yaml --gpus 8,16 --tokens 1024,2048,4096
          --chunks 1-8 --strategies none,s1,s4 --step-target-ms 2)
-execute_process(COMMAND "${MPIEXEC}" --version OUTPUT_VARIABLE version ERROR_VARIABLE version)
-set(flags)
-if(version MATCHES "Open MPI|OpenRTE")
-  # Open MPI refuses to run as root and to start more ranks than cores without these.
-  set(flags --allow-run-as-root --oversubscribe)
-endif()
 execute_process(COMMAND "${MOESIM}" sweep ${grid} --jobs 1 --csv "${WORK}/single.csv" --html "${WORK}/single.html"
                 WORKING_DIRECTORY "${SOURCE}" RESULT_VARIABLE rc_single)
-execute_process(COMMAND "${MPIEXEC}" ${flags} -np 2 "${MOESIM}" sweep ${grid} --jobs 1 --csv "${WORK}/mpi.csv"
+execute_process(COMMAND "${MPIEXEC}" ${MPIEXEC_FLAGS} -np 2 "${MOESIM}" sweep ${grid} --jobs 1 --csv "${WORK}/mpi.csv"
                         --html "${WORK}/mpi.html"
                 WORKING_DIRECTORY "${SOURCE}" RESULT_VARIABLE rc_mpi)
 if(NOT rc_single EQUAL 0 OR NOT rc_mpi EQUAL 0)

@@ -1,0 +1,100 @@
+// measure() (`moesim run` without the command line) on the host emulation: the report in the
+// simulator's schema with the measured block, the reference check, and the input it rejects.
+// The one-process-per-rank mode is tested under mpiexec in tests/mpi/.
+#include "runtime/exec/measure.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "plan_test_util.h"
+#include "runtime/exec/host_device.h"
+#include "sim/core/error.h"
+
+namespace moesim::runtime {
+namespace {
+
+MeasureRequest tiny_request(int ranks, bool loopback) {
+  MeasureRequest req;
+  req.model.name = "tiny";
+  req.model.d_model = 16;
+  req.model.d_ffn = 24;
+  req.model.num_experts = 8;
+  req.model.top_k = 2;
+  req.model.capacity_factor = 1.0;
+  req.model.activation = Activation::kGelu;
+  req.cluster = testing::adira();
+  req.run.tokens_per_gpu = 48;
+  req.run.num_chunks = 2;
+  req.run.strategy = MemoryStrategy::kS1;
+  req.ranks = ranks;
+  req.loopback = loopback;
+  req.iters = 3;
+  req.warmup = 1;
+  req.check = true;
+  req.tool_version = "test";
+  return req;
+}
+
+std::string error_of(const MeasureRequest& req, DeviceProvider& provider) {
+  try {
+    measure(req, provider);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MeasureOnHost, LoopbackRanksReportTheSimulatorSchemaWithAMeasuredBlock) {
+  const auto provider = make_host_provider(1);
+  const MeasureResult r = measure(tiny_request(2, true), *provider);
+  EXPECT_TRUE(r.reports);
+  EXPECT_TRUE(r.check_passed);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.summary.find("2 rank(s) (loopback)"), std::string::npos) << r.summary;
+  EXPECT_NE(r.summary.find("check against the CPU reference (d_model 64, d_ffn 128): passed"), std::string::npos)
+      << r.summary;
+  const auto j = nlohmann::json::parse(r.json);
+  for (const char* key : {"config", "step_time_us", "stages", "memory", "tasks", "measured"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  const auto& m = j["measured"];
+  EXPECT_EQ(m["ranks"], 2);
+  EXPECT_EQ(m["processes"], 1);
+  EXPECT_EQ(m["iters"], 3);
+  EXPECT_TRUE(m["check"]["passed"].get<bool>());
+  EXPECT_GT(m["memory"]["arena_bytes"].get<std::int64_t>(), 0);
+  EXPECT_GE(m["memory"]["arena_bytes"].get<std::int64_t>(), m["memory"]["simulated_peak_bytes"].get<std::int64_t>());
+  // Both ranks' tasks, each with a measured start and end.
+  int rank1 = 0;
+  for (const auto& t : j["tasks"]) {
+    EXPECT_GE(t["start_us"].get<double>(), 0.0) << t["id"];
+    EXPECT_GE(t["end_us"].get<double>(), t["start_us"].get<double>()) << t["id"];
+    rank1 += t["rank"] == 1;
+  }
+  EXPECT_GT(rank1, 0);
+  EXPECT_NE(r.trace.find("traceEvents"), std::string::npos);
+}
+
+TEST(MeasureOnHost, RejectsWhatItCannotRunBeforeTouchingADevice) {
+  const auto one = make_host_provider(1);
+  EXPECT_NE(error_of(tiny_request(2, false), *one).find("--ranks 2 needs 2 devices, this process sees 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(tiny_request(0, true), *one).find("--ranks must be at least 1"), std::string::npos);
+  MeasureRequest no_iters = tiny_request(1, false);
+  no_iters.iters = 0;
+  EXPECT_NE(error_of(no_iters, *one).find("--iters must be at least 1"), std::string::npos);
+  MeasureRequest uneven = tiny_request(3, true);  // 8 experts over 3 ranks
+  EXPECT_NE(error_of(uneven, *one), "");
+  const auto none = make_host_provider(0);
+  EXPECT_NE(error_of(tiny_request(1, false), *none).find("needs a GPU, and none is usable: the host provider has no devices"),
+            std::string::npos);
+}
+
+TEST(MeasureOnHost, AgreeOnInputWithoutAGroupIsThisProcessAlone) {
+  EXPECT_TRUE(agree_on_input(nullptr, ""));
+  EXPECT_THROW(agree_on_input(nullptr, "bad"), InputError);
+}
+
+}  // namespace
+}  // namespace moesim::runtime
