@@ -19,6 +19,7 @@
 #include "sim/cli/run_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/collective_command.h"
+#include "sim/cli/compare_command.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
@@ -372,6 +373,18 @@ int main_impl(int argc, char** argv) {
   run_cmd->add_flag("--loopback", run_args.loopback, "run every rank on GPU 0 (all-to-all as device copies)");
   run_cmd->add_option("--seed", run_args.seed, "seed of the inputs and parameters")->capture_default_str();
 
+  CompareArgs compare_args;
+  CLI::App* compare = app.add_subcommand(
+      "compare", "put two step reports side by side per step, stage and task (measured vs simulated)");
+  compare->add_option("reference", compare_args.reference_path, "reference report, e.g. `moesim run --json`")
+      ->required();
+  compare->add_option("predicted", compare_args.predicted_path,
+                      "predicted report, e.g. `moesim simulate --all-ranks --json` of the same configuration")
+      ->required();
+  compare->add_option("--csv", compare_args.csv_path, "write one row per task ('-' for stdout)");
+  compare->add_option("--json", compare_args.json_path, "write the comparison as JSON ('-' for stdout)");
+  compare->add_option("--worst", compare_args.worst, "tasks with the largest differences listed")->capture_default_str();
+
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--version") {
@@ -405,6 +418,7 @@ int main_impl(int argc, char** argv) {
   if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
   if (collective->parsed()) return run_collective(coll, std::cout);
   if (run_cmd->parsed()) return run_measure(run_args, kVersion);
+  if (compare->parsed()) return run_compare(compare_args);
   return 2;
 }
 

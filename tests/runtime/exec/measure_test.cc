@@ -11,6 +11,10 @@
 #include "plan_test_util.h"
 #include "runtime/exec/host_device.h"
 #include "sim/core/error.h"
+#include "sim/driver/simulation.h"
+#include "sim/report/metrics.h"
+#include "sim/report/report.h"
+#include "validate/compare.h"
 
 namespace moesim::runtime {
 namespace {
@@ -74,6 +78,28 @@ TEST(MeasureOnHost, LoopbackRanksReportTheSimulatorSchemaWithAMeasuredBlock) {
   }
   EXPECT_GT(rank1, 0);
   EXPECT_NE(r.trace.find("traceEvents"), std::string::npos);
+}
+
+TEST(MeasureOnHost, TheMeasuredReportComparesWithTheSimulationOfTheSameLayer) {
+  const MeasureRequest req = tiny_request(2, true);
+  const auto provider = make_host_provider(1);
+  const MeasureResult measured = measure(req, *provider);
+  // What `moesim simulate --all-ranks --json` writes for the same layer.
+  RunSpec run = req.run;
+  run.ep_size = 2;
+  BuildOptions options;
+  options.representative_rank = false;
+  const LayerDims dims = derive_layer_dims(req.model, req.cluster, run);
+  const TaskGraph graph = build_moe_graph(req.model, req.cluster, run, build_options_for(req.cluster, options));
+  const EngineRun sim = simulate_graph(graph, req.cluster, NetworkChoice{run.network, run.all_to_all});
+  const StepMetrics metrics = compute_step_metrics(graph, sim.trace);
+  const ReportInputs in{req.model, req.cluster, run, dims, graph, sim.trace, metrics, sim.memory, "test", "flow"};
+  const validate::Comparison c = validate::compare_reports(nlohmann::json::parse(measured.json), "measured.json",
+                                                           nlohmann::json::parse(report_json(in)), "simulated.json");
+  EXPECT_EQ(c.tasks.size(), nlohmann::json::parse(measured.json)["tasks"].size());  // every task matched
+  EXPECT_TRUE(c.notes.empty());
+  EXPECT_GT(c.step.reference_us, 0.0);
+  EXPECT_NE(c.reference_kind.find("measured"), std::string::npos) << c.reference_kind;
 }
 
 TEST(MeasureOnHost, RejectsWhatItCannotRunBeforeTouchingADevice) {
