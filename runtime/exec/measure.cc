@@ -1,10 +1,10 @@
 #include "runtime/exec/measure.h"
 
 #include <algorithm>
-#include <cstddef>
-#include <iostream>
 #include <cmath>
+#include <cstddef>
 #include <iomanip>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -43,10 +43,11 @@ int process_device(const ProcessGroup& group, int devices) {
                    " GPUs: start at most one process per GPU on each host");
 }
 
-Devices open_devices(const MeasureRequest& req, DeviceProvider& provider) {
+// `ordinal`: the device of this process in a group (Prepared::device).
+Devices open_devices(const MeasureRequest& req, DeviceProvider& provider, int ordinal) {
   Devices d;
   if (ProcessGroup* group = multi_process(req)) {
-    d.owned.push_back(provider.open(process_device(*group, provider.num_devices())));
+    d.owned.push_back(provider.open(ordinal));
     d.ranks.push_back(ExecutorRank{group->rank(), d.owned[0].get()});
     d.transport = provider.process_transport(d.owned[0].get(), *group);
     return d;
@@ -91,7 +92,7 @@ Trace merge_at_root(ProcessGroup* group, Trace trace) {
 // The --check configuration: the model's routing, activation and dtypes at d_model 64, d_ffn 128,
 // with enough tokens for a capacity of 4 slots per chunk. In a process group every rank's
 // tensors go to rank 0, which checks them; the other processes return an empty report.
-CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSpec run) {
+CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSpec run, int ordinal) {
   ModelSpec small = req.model;
   small.d_model = 64;
   small.d_ffn = 128;
@@ -99,7 +100,7 @@ CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSp
   run.tokens_per_gpu = static_cast<std::int64_t>(std::ceil(4.0 * run.num_chunks / per_token)) + 1;
   const TaskGraph graph = full_graph(small, req.cluster, run);
   const LayerDims dims = derive_layer_dims(small, req.cluster, run);
-  Devices devices = open_devices(req, provider);
+  Devices devices = open_devices(req, provider, ordinal);
   LayerExecutor exec(graph, small, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
   exec.initialize();
   exec.run_step();
@@ -203,7 +204,7 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
 
   nlohmann::ordered_json check_json;
   if (req.check) {
-    const CheckReport check = run_check(req, provider, run);
+    const CheckReport check = run_check(req, provider, run, p.device);
     int passed = check.ok() ? 1 : 0;
     if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
     result.check_passed = passed == 1;
@@ -218,7 +219,7 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
   }
   result.exit_code = result.check_passed ? 0 : 3;
 
-  Devices devices = open_devices(req, provider);
+  Devices devices = open_devices(req, provider, p.device);
   LayerExecutor exec(graph, req.model, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
   exec.initialize();
   auto step = [&] {

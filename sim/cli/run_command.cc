@@ -3,13 +3,12 @@
 #include <iostream>
 #include <optional>
 
+#include "runtime/comm/process_group.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/yaml_reader.h"
-
-#include "runtime/comm/process_group.h"
 
 #if MOESIM_HAVE_CUDA
 #include "runtime/exec/cuda_device.h"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../runtime/exec/layer_test_util.h"
 #include "runtime/comm/host_process_transport.h"
 #include "runtime/comm/loopback.h"
 #include "runtime/comm/process_group.h"
@@ -22,28 +23,15 @@
 #include "runtime/exec/reference_check.h"
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
-#include "sim/spec/loader.h"
 
 namespace moesim::runtime {
 namespace {
 
 ProcessGroup* g_world = nullptr;
 
-ModelSpec tiny_model() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.d_model = 16;
-  m.d_ffn = 24;
-  m.num_experts = 8;
-  m.top_k = 2;
-  m.capacity_factor = 1.0;
-  m.activation = Activation::kGelu;
-  return m;
-}
-
-ClusterSpec adira() {
-  return load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/adira-8x-dgx-a100.yaml");
-}
+using testing::adira;
+using testing::same_results;
+using testing::tiny_model;
 
 RunSpec tiny_run(int ranks, int chunks, MemoryStrategy strategy) {
   RunSpec run;
@@ -58,11 +46,6 @@ TaskGraph full_graph(const ModelSpec& model, const ClusterSpec& cluster, const R
   BuildOptions options;
   options.representative_rank = false;
   return build_moe_graph(model, cluster, run, options);
-}
-
-bool same_results(const RankValues& a, const RankValues& b) {
-  return a.y == b.y && a.dx == b.dx && a.dgate == b.dgate && a.dw1 == b.dw1 && a.dw2 == b.dw2 &&
-         a.topk_row == b.topk_row;
 }
 
 TEST(RuntimeMpi, OneRankPerProcessEqualsLoopbackRanksAndTheReference) {
@@ -95,8 +78,11 @@ TEST(RuntimeMpi, OneRankPerProcessEqualsLoopbackRanksAndTheReference) {
       LayerExecutor single(graph, model, dims, local, loopback, ExecutorOptions{});
       single.initialize();
       single.run_step();
-      for (int r = 0; r < size; ++r)
-        EXPECT_TRUE(same_results(got[static_cast<std::size_t>(r)], single.download(r))) << label << " rank " << r;
+      for (int r = 0; r < size; ++r) {
+        const RankValues one_process = single.download(r);
+        EXPECT_TRUE(same_results(got[static_cast<std::size_t>(r)], one_process)) << label << " rank " << r;
+        EXPECT_EQ(got[static_cast<std::size_t>(r)].topk_row, one_process.topk_row) << label << " rank " << r;
+      }
     }
 }
 

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "plan_test_util.h"
+#include "layer_test_util.h"
 #include "runtime/comm/loopback.h"
 #include "runtime/exec/host_device.h"
 #include "runtime/exec/reference_check.h"
@@ -15,17 +15,8 @@
 namespace moesim::runtime {
 namespace {
 
-ModelSpec tiny_model(int experts, int top_k, Activation act) {
-  ModelSpec m;
-  m.name = "tiny";
-  m.d_model = 16;
-  m.d_ffn = 24;
-  m.num_experts = experts;
-  m.top_k = top_k;
-  m.capacity_factor = 1.0;
-  m.activation = act;
-  return m;
-}
+using testing::same_results;
+using testing::tiny_model;
 
 struct LayerRun {
   LayerDims dims;
@@ -70,10 +61,6 @@ void expect_matches_reference(const LayerRun& run, const std::string& label) {
   EXPECT_GT(run.check.topk_margin, 1e-6) << label << ": pick another seed, the routing is nearly tied";
   for (const CheckEntry& e : run.check.entries)
     EXPECT_TRUE(e.ok()) << label << ": " << e.tensor << " relative error " << e.relative << " > " << e.tolerance;
-}
-
-bool same_results(const RankValues& a, const RankValues& b) {
-  return a.y == b.y && a.dx == b.dx && a.dgate == b.dgate && a.dw1 == b.dw1 && a.dw2 == b.dw2;
 }
 
 TEST(LayerExecutor, MatchesTheReferenceForEveryStrategyRankAndChunkCount) {

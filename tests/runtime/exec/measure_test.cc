@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "plan_test_util.h"
+#include "layer_test_util.h"
 #include "runtime/exec/host_device.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
@@ -21,13 +21,7 @@ namespace {
 
 MeasureRequest tiny_request(int ranks, bool loopback) {
   MeasureRequest req;
-  req.model.name = "tiny";
-  req.model.d_model = 16;
-  req.model.d_ffn = 24;
-  req.model.num_experts = 8;
-  req.model.top_k = 2;
-  req.model.capacity_factor = 1.0;
-  req.model.activation = Activation::kGelu;
+  req.model = testing::tiny_model();
   req.cluster = testing::adira();
   req.run.tokens_per_gpu = 48;
   req.run.num_chunks = 2;
