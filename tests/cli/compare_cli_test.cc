@@ -39,6 +39,9 @@ TEST_F(Cli, CompareRejectsDifferentLayersAndBadFiles) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("error: the reports describe different layers: config/run/num_chunks is 2 in " + a), std::string::npos)
       << r.err;
+  r = run("compare " + a + " " + a + " --worst -1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--worst must be 0 or more, got -1"), std::string::npos) << r.err;
   r = run("compare " + a + " " + (dir_ / "missing.json").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("missing.json: cannot open the file"), std::string::npos) << r.err;

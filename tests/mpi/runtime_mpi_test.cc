@@ -150,6 +150,29 @@ TEST(RuntimeMpi, InputErrorsAreReportedOnceByRankZero) {
     EXPECT_EQ(measure(req, *provider).exit_code, 2);
 }
 
+TEST(RuntimeMpi, MoreProcessesOnAHostThanDevicesIsAnInputErrorNamingTheProcess) {
+  const int size = g_world->size();
+  if (size < 3) GTEST_SKIP() << "needs 3 or more processes (one device would be shared by design)";
+  const auto provider = make_host_provider(size - 1);  // every process on one host: the last has none
+  const MeasureRequest req = tiny_request();
+  if (g_world->rank() == size - 1) {
+    try {
+      measure(req, *provider);
+      ADD_FAILURE() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("process " + std::to_string(size - 1) + ": process " +
+                                           std::to_string(size - 1) + " is number " + std::to_string(size - 1) +
+                                           " on its host, which shows it only " + std::to_string(size - 1) + " GPUs"),
+                std::string::npos)
+          << e.what();
+    }
+  } else {
+    const MeasureResult r = measure(req, *provider);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_FALSE(r.reports);
+  }
+}
+
 TEST(RuntimeMpi, AFailureOnAnotherHostNamesItsProcess) {
   const int last = g_world->size() - 1;
   const std::string error = g_world->rank() == last ? "no GPU here" : "";
