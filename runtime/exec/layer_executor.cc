@@ -129,9 +129,6 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
     : graph_(graph), transport_(transport), shared_(std::make_unique<Shared>()) {
   if (model.shared_experts.count > 0)
     throw InputError("the GPU executor does not run shared experts yet (model '" + model.name + "')");
-  if (model.activation == Activation::kSwiglu)
-    throw InputError("the GPU executor runs relu and gelu; swiglu needs FC1's 2H-wide output saved for "
-                     "backward, which the graph's T_M (H wide) does not hold");
   if (dims.ep_size != transport.group_size())
     throw InputError("the transport's group has " + std::to_string(transport.group_size()) +
                      " ranks, the layer's expert-parallel group " + std::to_string(dims.ep_size));
@@ -140,7 +137,11 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   sh.d = dims;
   sh.type = storage_of(model.dtype);
   sh.math = math_of(model.dtype, model.gemm_dtype);
-  sh.act = model.activation == Activation::kRelu ? ActivationKind::kRelu : ActivationKind::kGelu;
+  switch (model.activation) {
+    case Activation::kRelu: sh.act = ActivationKind::kRelu; break;
+    case Activation::kGelu: sh.act = ActivationKind::kGelu; break;
+    case Activation::kSwiglu: sh.act = ActivationKind::kSwiglu; break;
+  }
   sh.options = options;
   sh.eb = storage_bytes(sh.type);
   MOESIM_CHECK(sh.eb == dims.element_bytes, "storage type and element bytes agree");
@@ -319,9 +320,16 @@ class Lowering {
     const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
     return chunk_ptr(s, "T_DI", c, q, rows_all_ * d_.d_model * eb_);
   }
+  // FC1's output, F wide.
   char* t_m(const LayerExecutor::State& s, int c, bool backward) const {
     const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
-    return chunk_ptr(s, "T_M", c, q, rows_all_ * d_.d_ffn * eb_);
+    return chunk_ptr(s, "T_M", c, q, rows_all_ * d_.fc1_out * eb_);
+  }
+  // FC2's input gradient dA (H wide): swiglu's own per-chunk buffer, else dM, which the
+  // activation's backward then overwrites in place with its F = H wide input gradient.
+  char* d_a(const LayerExecutor::State& s, int c) const {
+    const std::string own = "bwd.dA.c" + std::to_string(c);
+    return s.has(own) ? s.buffer(own) : grad(s, "dM", c, d_.fc1_out);
   }
   char* t_do(const LayerExecutor::State& s, int c) const {
     return chunk_ptr(s, "T_DO", c, s.fwd_pos[c], rows_all_ * d_.d_model * eb_);
@@ -408,7 +416,7 @@ class Lowering {
       } else if (op == "offload.T_DI") {
         s.dev->copy(s.buffer("host.T_DI") + c * rows_all_ * M * eb_, t_di(s, c, false), rows_all_ * M * eb_, stream);
       } else if (op == "offload.T_M") {
-        s.dev->copy(s.buffer("host.T_M") + c * rows_all_ * H * eb_, t_m(s, c, false), rows_all_ * H * eb_, stream);
+        s.dev->copy(s.buffer("host.T_M") + c * rows_all_ * F * eb_, t_m(s, c, false), rows_all_ * F * eb_, stream);
       } else if (op == "decode") {
         s.dev->decode(DecodeArgs{s.buffer("T_O"), s.topk_row, s.topk_score, B, k, M, s.y, type_}, stream);
       } else {
@@ -424,7 +432,7 @@ class Lowering {
                                                 type_},
                              stream);
     } else if (op == "prefetch.T_M") {
-      s.dev->copy(t_m(s, c, true), s.buffer("host.T_M") + c * rows_all_ * H * eb_, rows_all_ * H * eb_, stream);
+      s.dev->copy(t_m(s, c, true), s.buffer("host.T_M") + c * rows_all_ * F * eb_, rows_all_ * F * eb_, stream);
     } else if (op == "prefetch.T_DI") {
       s.dev->copy(t_di(s, c, true), s.buffer("host.T_DI") + c * rows_all_ * M * eb_, rows_all_ * M * eb_, stream);
     } else if (op == "recompute.fc1") {
@@ -433,22 +441,22 @@ class Lowering {
       // T_M holds FC1's output h, which recompute.fc1 has restored: nothing left to compute.
     } else if (op == "fc2.dgrad") {
       s.dev->gemm(expert_gemm(false, true, rows_, H, M, grad(s, "dDO", c, M), M, rows_ * M, p.w2, M, H * M,
-                              grad(s, "dM", c, H), H, rows_ * H, false),
+                              d_a(s, c), H, rows_ * H, false),
                   stream);
     } else if (op == "act") {
-      char* dm = grad(s, "dM", c, H);
-      s.dev->activation_backward(ActivationBackwardArgs{act_, rows_all_, H, t_m(s, c, true), dm, dm, s.act_ws, type_},
-                                 stream);
+      s.dev->activation_backward(
+          ActivationBackwardArgs{act_, rows_all_, H, t_m(s, c, true), d_a(s, c), grad(s, "dM", c, F), s.act_ws, type_},
+          stream);
     } else if (op == "fc2.wgrad") {
       s.dev->gemm(expert_gemm(true, false, H, M, rows_, s.act_ws, H, rows_ * H, grad(s, "dDO", c, M), M, rows_ * M,
                               g.w2, M, H * M, !first),
                   stream);
     } else if (op == "fc1.wgrad") {
-      s.dev->gemm(expert_gemm(true, false, M, F, rows_, t_di(s, c, true), M, rows_ * M, grad(s, "dM", c, H), F,
+      s.dev->gemm(expert_gemm(true, false, M, F, rows_, t_di(s, c, true), M, rows_ * M, grad(s, "dM", c, F), F,
                               rows_ * F, g.w1, F, M * F, !first),
                   stream);
     } else if (op == "fc1.dgrad") {
-      s.dev->gemm(expert_gemm(false, true, rows_, M, F, grad(s, "dM", c, H), F, rows_ * F, p.w1, F, M * F,
+      s.dev->gemm(expert_gemm(false, true, rows_, M, F, grad(s, "dM", c, F), F, rows_ * F, p.w1, F, M * F,
                               grad(s, "dDI", c, M), M, rows_ * M, false),
                   stream);
     } else if (op == "encode") {

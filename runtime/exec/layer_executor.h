@@ -25,7 +25,7 @@
 //
 // Weight gradients are stored like the parameters (the simulator's accounting: grads in the
 // model's dtype), the first chunk in backward order writing them and later chunks accumulating.
-// Supported now: one MoE layer, relu or gelu, no shared experts, raw or renormalised scores;
+// Supported now: one MoE layer, relu, gelu or swiglu, no shared experts, raw or renormalised scores;
 // other graphs are rejected with InputError naming what is missing.
 #pragma once
 

@@ -20,7 +20,7 @@ namespace moesim {
 //   fwd.decode  weighted gather: reads E*C*M + B*k scores, writes B*M; 2*B*k*M FLOP.
 //   bwd.decode  reads dY (B*M), T_O (E*C*M) and the scores (B*k); writes dT_O (E*C*M) and
 //               dscores (B*k); 2*B*k*M FLOP for each of the two products.
-//   bwd.act     reads dA (rows*H) and the saved pre-activation (rows*fc1_out); writes rows*fc1_out.
+//   bwd.act     reads dA (rows*H) and the saved FC1 output (rows*fc1_out); writes rows*fc1_out.
 //   bwd.encode  gather-add of dT_DI back to tokens: reads E*C*M, writes B*M; 1 FLOP per read row
 //               element.
 //   bwd.route   softmax/top-k backward: reads B*E probabilities + B*k dscores, writes B*E; 4 FLOP
@@ -39,16 +39,19 @@ namespace moesim {
 // dT_O the rows it sent, and the work above scales the same way (E*C*M becomes sent rows x M). A task allocates its buffers when it starts and frees them
 // when it ends; each buffer has at most one allocating and one freeing task.
 //   model_states (resident): params, grads, optimizer (layer_model_state_bytes, run.optimizer).
-//   host_pinned (resident): host.T_DI (R x M) with s1/s3, host.T_M (R x H) with s1/s2.
+//   host_pinned (resident): host.T_DI (R x M) with s1/s3, host.T_M (R x F) with s1/s2.
 //   activations, freed together by bwd.gate.wgrad, the layer's last backward task (the saved
 //   tensors of one autograd Function are released together):
 //     T_I (B x M, fwd.gate), T_O (R x M, the first fwd.combine), scores (B x E) and topk
 //     (B x k x 8 bytes) from fwd.route when run.count_routing_data, and with strategy none the
-//     full-size T_DI (R x M, first fwd.dispatch), T_M (R x H, first fwd.fc1), T_DO (R x M, first
-//     fwd.fc2).
+//     full-size T_DI (R x M, first fwd.dispatch), T_M (R x F, first fwd.fc1), T_DO (R x M, first
+//     fwd.fc2). F = fc1_out: T_M is FC1's output, what the activation's backward needs (H wide
+//     for relu / gelu, where it is the papers' T_M; 2H for swiglu, whose backward needs both
+//     halves). The activation's output (FC2's input, R/n x H) is recomputed from it where needed
+//     and is not a graph buffer, as in the papers (fused into FC2's input).
 //   activations with s1-s4, slot buffers instead (MPipeMoE preallocates them once per layer):
 //     T_DI.slot{s} (R/n x M, s < min(slots, 2n)), T_DO.slot{s} (R/n x M, s < min(slots, n)) and
-//     T_M.slot0 (R/n x H, one slot). The chunk at sequence position q (its processing position g
+//     T_M.slot0 (R/n x F, one slot). The chunk at sequence position q (its processing position g
 //     in forward; n + g for a backward restore, which continues the forward's sequence) writes
 //     slot q % slots; the first writer of a slot allocates it, and bwd.gate.wgrad frees it with
 //     the other saved activations. Writers: fwd.dispatch.c{i} (T_DI), fwd.fc1.c{i} (T_M),
@@ -56,14 +59,16 @@ namespace moesim {
 //     (s3/s4) restore T_M, bwd.prefetch.T_DI.c{i} (s1/s3) or bwd.redispatch.c{i} (s2/s4) T_DI,
 //     into the same slots: backward allocates a slot only when n < slots (T_DI with n = 1). The
 //     activation maximum is then T_I + T_O + the slots, MPipeMoE's Eq. 5 exactly.
-//   temporary: fwd.preact.c{i} (R/n x 2H, swiglu only: FC1's output before the activation):
-//     fwd.fc1.c{i} -> fwd.act.c{i}; likewise bwd.preact.c{i} for the recomputation;
-//     dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode -> bwd.gate.wgrad;
+//   temporary: dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode -> bwd.gate.wgrad;
 //     the chunk gradients dDO (written by bwd.combine, read by fc2.dgrad/fc2.wgrad), dM (fc2.dgrad
 //     -> act -> fc1.wgrad/fc1.dgrad) and dDI (fc1.dgrad -> bwd.dispatch): with strategy none
-//     full-size (R x M, R x H, R x M), allocated by the first chunk's task and freed by the last's;
+//     full-size (R x M, R x F, R x M), allocated by the first chunk's task and freed by the last's;
 //     with s1-s4 slot buffers dDO.slot{s}, dDI.slot{s} (R/n x M, s < min(slots, n)) and dM.slot0
-//     (R/n x H), allocated by bwd.decode and freed by bwd.gate.wgrad (a preallocated pool).
+//     (R/n x F), allocated by bwd.decode and freed by bwd.gate.wgrad (a preallocated pool). dM
+//     holds the activation's input gradient (F wide); relu / gelu compute it in place over dA,
+//     FC2's input gradient. swiglu cannot (dA is H wide, its gradient 2H): bwd.dA.c{i} (R/n x H,
+//     temporary) carries dA from bwd.fc2.dgrad.c{i}, which allocates it, to bwd.act.c{i}, which
+//     frees it.
 //
 // Strategy tasks (MPipeMoE Table II): offload = D2H copy on copy.d2h (stage "offload"), prefetch =
 // H2D copy on copy.h2d ("prefetch"), recompute = FC1 GEMM + activation on compute ("recompute"),
@@ -562,7 +567,7 @@ class Builder {
     if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
       buffer(l, "optimizer", -1, ms.optimizer_bytes, MemoryCategory::kModelStates, true);
     if (offloads_di(strategy)) buffer_each(l, "host.T_DI", -1, recv_bytes(M), MemoryCategory::kHostPinned, true);
-    if (offloads_m(strategy)) buffer_each(l, "host.T_M", -1, recv_bytes(H), MemoryCategory::kHostPinned, true);
+    if (offloads_m(strategy)) buffer_each(l, "host.T_M", -1, recv_bytes(F), MemoryCategory::kHostPinned, true);
 
     // Activations saved for backward.
     std::vector<Buf>& saved = saved_[l];
@@ -582,8 +587,8 @@ class Builder {
     // slot buffers per tensor (`slots` for T_DI and T_DO, 1 for T_M), allocated by the first task
     // that writes each slot and kept until the layer's backward ends. The chunk at sequence
     // position q writes slot q % slots; the reuse edges below order it after the release of the
-    // slot's previous chunk. T_DI's sequence continues into the backward restores.
-    std::vector<Buf> preact(n);
+    // slot's previous chunk. T_DI's sequence continues into the backward restores. T_M is FC1's
+    // output, F wide.
     Buf t_di_full, t_m_full, t_do_full;
     if (reuse_) {
       const int s = run_.slots;
@@ -592,25 +597,18 @@ class Builder {
       std::vector<Buf>& dout = do_slots_[l];
       for (int i = 0; i < std::min(s, 2 * n); ++i)
         di.push_back(buffer_each(l, "T_DI.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kActivations));
-      m.push_back(buffer_each(l, "T_M.slot0", -1, slot_bytes(H), MemoryCategory::kActivations));
+      m.push_back(buffer_each(l, "T_M.slot0", -1, slot_bytes(F), MemoryCategory::kActivations));
       for (int i = 0; i < std::min(s, n); ++i)
         dout.push_back(buffer_each(l, "T_DO.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kActivations));
       for (const std::vector<Buf>* pool : {&di, &m, &dout})
         saved.insert(saved.end(), pool->begin(), pool->end());
     } else {
       t_di_full = buffer_each(l, "T_DI", -1, recv_bytes(M), MemoryCategory::kActivations);
-      t_m_full = buffer_each(l, "T_M", -1, recv_bytes(H), MemoryCategory::kActivations);
+      t_m_full = buffer_each(l, "T_M", -1, recv_bytes(F), MemoryCategory::kActivations);
       t_do_full = buffer_each(l, "T_DO", -1, recv_bytes(M), MemoryCategory::kActivations);
       saved.push_back(t_di_full);
       saved.push_back(t_m_full);
       saved.push_back(t_do_full);
-    }
-    if (F != H) {
-      // swiglu: FC1 writes R/n x 2H; the activation reads it and writes T_M.
-      for (int c = 0; c < n; ++c)
-        preact[c] = buffer_each(
-            l, "fwd.preact", c, [&, c](const RankLoad& load) { return bytes(received(load, c), F); },
-            MemoryCategory::kTemporary);
     }
 
     const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{t_i}, {}});
@@ -668,7 +666,7 @@ class Builder {
       const int c = chunks[g];
       const bool first = g == 0;
       Uses fc1_uses;
-      fc1_uses.alloc = {reuse_ ? first_write(m_slots_[l], g) : (first ? t_m_full : Buf{}), preact[c]};
+      fc1_uses.alloc = {reuse_ ? first_write(m_slots_[l], g) : (first ? t_m_full : Buf{})};
       const Node fc1 = compute_each(
           l, p, "fc1", "fc1", c, [&](const RankLoad& load) { return Work{gemm(El, expert_rows(load, c), M, F)}; },
           fc1_uses);
@@ -677,8 +675,7 @@ class Builder {
           [&](const RankLoad& load) {
             const std::int64_t r = received(load, c);
             return Work{elementwise(checked_mul(r, F), checked_mul(r, H), checked_mul(r, H))};
-          },
-          Uses{{}, {preact[c]}});
+          });
       Uses fc2_uses;
       fc2_uses.alloc = {reuse_ ? first_write(do_slots_[l], g) : (first ? t_do_full : Buf{})};
       fc2[c] = compute_each(
@@ -702,7 +699,7 @@ class Builder {
         fwd_offload_di_[l][c] = off;
       }
       if (offloads_m(strategy)) {
-        const Node off = copy(l, p, "offload.T_M", "offload", c, H, CopyDirection::kDeviceToHost, Uses{});
+        const Node off = copy(l, p, "offload.T_M", "offload", c, F, CopyDirection::kDeviceToHost, Uses{});
         edge(act, off);
         edge(fc2[c], off);
         m_freer[c] = off;
@@ -768,7 +765,6 @@ class Builder {
     const Buf d_t_o = buffer_each(
         l, "dT_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kTemporary);
     const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
-    std::vector<Buf> rec_preact(n);
     std::vector<Buf> grad_pool;  // with reuse: allocated by decode, freed by gate.wgrad
     Buf d_do_full, d_m_full, d_di_full;
     if (reuse_) {
@@ -778,22 +774,24 @@ class Builder {
         do_slots.push_back(buffer_each(l, "dDO.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kTemporary));
         di_slots.push_back(buffer_each(l, "dDI.slot" + std::to_string(i), -1, slot_bytes(M), MemoryCategory::kTemporary));
       }
-      const Buf m_slot = buffer_each(l, "dM.slot0", -1, slot_bytes(H), MemoryCategory::kTemporary);
+      const Buf m_slot = buffer_each(l, "dM.slot0", -1, slot_bytes(F), MemoryCategory::kTemporary);
       grad_pool.insert(grad_pool.end(), do_slots.begin(), do_slots.end());
       grad_pool.push_back(m_slot);
       grad_pool.insert(grad_pool.end(), di_slots.begin(), di_slots.end());
       // The chunk processed at position g uses slot g % s of each pool; the reuse edges below
       // order it after the slot's previous occupant.
-      if (recomputes(strategy) && F != H)
-        for (int c = 0; c < n; ++c)
-          rec_preact[c] = buffer_each(
-              l, "bwd.preact", c, [&, c](const RankLoad& load) { return bytes(received(load, c), F); },
-              MemoryCategory::kTemporary);
     } else {
       d_do_full = buffer_each(l, "dDO", -1, recv_bytes(M), MemoryCategory::kTemporary);
-      d_m_full = buffer_each(l, "dM", -1, recv_bytes(H), MemoryCategory::kTemporary);
+      d_m_full = buffer_each(l, "dM", -1, recv_bytes(F), MemoryCategory::kTemporary);
       d_di_full = buffer_each(l, "dDI", -1, recv_bytes(M), MemoryCategory::kTemporary);
     }
+    // swiglu's dA (FC2's input gradient, R/n x H per chunk): fc2.dgrad -> act (see the header).
+    std::vector<Buf> d_a(n);
+    if (F != H)
+      for (int c = 0; c < n; ++c)
+        d_a[c] = buffer_each(
+            l, "bwd.dA", c, [&, c](const RankLoad& load) { return bytes(received(load, c), H); },
+            MemoryCategory::kTemporary);
 
     const Node decode = compute_each(l, p, "decode", "decode", -1,
                                 [&](const RankLoad& load) {
@@ -867,7 +865,7 @@ class Builder {
       // Restore T_M, then T_DI (the reference order), by prefetch (H2D copy of the offloaded
       // chunk), re-dispatch or recomputation.
       if (offloads_m(strategy)) {
-        restore_m[c] = copy(l, p, "prefetch.T_M", "prefetch", c, H, CopyDirection::kHostToDevice, Uses{{rest_m[c]}, {}});
+        restore_m[c] = copy(l, p, "prefetch.T_M", "prefetch", c, F, CopyDirection::kHostToDevice, Uses{{rest_m[c]}, {}});
         edge(decode, restore_m[c]);
         edge(fwd_offload_m_[l][c], restore_m[c]);
         m_alloc[c] = restore_m[c];
@@ -883,7 +881,7 @@ class Builder {
         const Node rfc1 = compute_each(
             l, p, "recompute.fc1", "recompute", c,
             [&](const RankLoad& load) { return Work{gemm(El, expert_rows(load, c), M, F)}; },
-            Uses{{rest_m[c], rec_preact[c]}, {}});
+            Uses{{rest_m[c]}, {}});
         edge(restore_di[c], rfc1);
         m_alloc[c] = rfc1;
         restore_m[c] = compute_each(
@@ -891,8 +889,7 @@ class Builder {
             [&](const RankLoad& load) {
               const std::int64_t r = received(load, c);
               return Work{elementwise(checked_mul(r, F), checked_mul(r, H), checked_mul(r, H))};
-            },
-            Uses{{}, {rec_preact[c]}});
+            });
         edge(rfc1, restore_m[c]);
       }
       // With reuse the chunk gradients live in the preallocated slots (no alloc/free here).
@@ -903,11 +900,14 @@ class Builder {
       const auto rows_of = [&, c](const RankLoad& load) { return expert_rows(load, c); };
       const Node fc2_d = compute_each(
           l, p, "fc2.dgrad", "fc2", c, [&](const RankLoad& load) { return Work{gemm(El, rows_of(load), M, H)}; },
-          Uses{{dm_alloc}, {}});
-      const Node act = compute_each(l, p, "act", "act", c, [&](const RankLoad& load) {
-        const std::int64_t r = received(load, c);
-        return Work{elementwise(checked_mul(r, H) + checked_mul(r, F), checked_mul(r, F), checked_mul(r, F))};
-      });
+          Uses{{dm_alloc, d_a[c]}, {}});
+      const Node act = compute_each(
+          l, p, "act", "act", c,
+          [&](const RankLoad& load) {
+            const std::int64_t r = received(load, c);
+            return Work{elementwise(checked_mul(r, H) + checked_mul(r, F), checked_mul(r, F), checked_mul(r, F))};
+          },
+          Uses{{}, {d_a[c]}});
       fc2_ws[c] = compute_each(
           l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{gemm(El, H, rows_of(load), M)}; },
           Uses{{}, {ddo}});

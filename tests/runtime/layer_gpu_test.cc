@@ -27,7 +27,7 @@ ClusterSpec dgx() {
   return load_hardware_spec(root + "/hardware/clusters/adira-8x-dgx-a100.yaml");
 }
 
-ModelSpec small_model(int experts, int top_k, DType storage, DType gemm) {
+ModelSpec small_model(int experts, int top_k, DType storage, DType gemm, Activation act = Activation::kGelu) {
   ModelSpec m;
   m.name = "small";
   m.d_model = 64;
@@ -36,7 +36,7 @@ ModelSpec small_model(int experts, int top_k, DType storage, DType gemm) {
   m.top_k = top_k;
   m.dtype = storage;
   m.gemm_dtype = gemm;
-  m.activation = Activation::kGelu;
+  m.activation = act;
   return m;
 }
 
@@ -115,6 +115,18 @@ TEST(LayerGpu, StrategiesGiveBitwiseIdenticalResults) {
       }
     }
   }
+}
+
+// relu and swiglu (FC1 2H wide, its own dA buffer, 2H-wide restores) in fp32 and bf16.
+TEST(LayerGpu, OtherActivationsMatchTheReferenceWithEveryStrategy) {
+  MOESIM_REQUIRE_GPU_OR_SKIP();
+  for (Activation act : {Activation::kRelu, Activation::kSwiglu})
+    for (DType dtype : {DType::kFp32, DType::kBf16})
+      for (MemoryStrategy st : kStrategies) {
+        const std::string label = std::string(to_string(act)) + " " + std::string(to_string(dtype)) + " n4 " +
+                                  std::string(to_string(st));
+        expect_ok(run_on_gpu(small_model(8, 2, dtype, dtype, act), 2, 4, st, 128), label);
+      }
 }
 
 TEST(LayerGpu, SixtyFourExpertsOverEightLoopbackRanksEqualOneRank) {

@@ -277,7 +277,9 @@ TEST(StrategyGraph, OffloadNeedsPcie) {
   EXPECT_NO_THROW(build_moe_graph(small_model(), small_cluster(), run));
 }
 
-TEST(StrategyGraph, SwigluKeepsAPreActivationTemporaryPerChunk) {
+// swiglu saves FC1's 2H-wide output as T_M (its backward needs both halves) and carries FC2's
+// input gradient dA (H wide) from fc2.dgrad to act in a temporary per chunk.
+TEST(StrategyGraph, SwigluSavesFc1OutputAndCarriesDaPerChunk) {
   ModelSpec model = small_model();
   model.activation = Activation::kSwiglu;
   const ClusterSpec cluster = cluster_with_pcie();
@@ -285,18 +287,31 @@ TEST(StrategyGraph, SwigluKeepsAPreActivationTemporaryPerChunk) {
     RunSpec run = small_run(2);
     run.strategy = s;
     const TaskGraph g = build_moe_graph(model, cluster, run);
-    const TaskIndex fc1 = *g.find("L0.fwd.fc1.c1", 0);
-    const TaskIndex act = *g.find("L0.fwd.act.c1", 0);
+    const LayerDims d = derive_layer_dims(model, cluster, run);
+    const std::int64_t chunk_rows = d.rows_per_chunk(), eb = model.element_bytes();
+    const TaskIndex dgrad = *g.find("L0.bwd.fc2.dgrad.c1", 0);
+    const TaskIndex act = *g.find("L0.bwd.act.c1", 0);
     bool found = false;
-    for (BufferId b : g.task(fc1).allocates) {
-      if (g.buffer(b).name != "L0.fwd.preact.c1") continue;
+    for (BufferId b : g.task(dgrad).allocates) {
+      if (g.buffer(b).name != "L0.bwd.dA.c1") continue;
       found = true;
       EXPECT_EQ(g.buffer(b).category, MemoryCategory::kTemporary);
-      EXPECT_EQ(g.buffer(b).bytes,
-                derive_layer_dims(model, cluster, run).rows_per_chunk() * 2 * model.d_ffn * model.element_bytes());
+      EXPECT_EQ(g.buffer(b).bytes, chunk_rows * model.d_ffn * eb);
       EXPECT_THAT(g.task(act).frees, ::testing::Contains(b));
     }
     EXPECT_TRUE(found) << to_string(s);
+    for (BufferId b = 0; b < g.num_buffers(); ++b) {
+      const Buffer& buf = g.buffer(b);
+      if (buf.rank != 0) continue;
+      const std::int64_t full = 2 * chunk_rows * 2 * model.d_ffn * eb, slot = chunk_rows * 2 * model.d_ffn * eb;
+      if (buf.name == "L0.T_M" || buf.name == "L0.dM" || buf.name == "L0.host.T_M") {
+        EXPECT_EQ(buf.bytes, full) << buf.name;
+      }
+      if (buf.name == "L0.T_M.slot0" || buf.name == "L0.dM.slot0") {
+        EXPECT_EQ(buf.bytes, slot) << buf.name;
+      }
+      EXPECT_EQ(buf.name.find("preact"), std::string::npos) << buf.name;
+    }
   }
 }
 

@@ -25,38 +25,44 @@
 //   T_O    R x M = 2560*256*2          = 1310720
 //   scores B x E = 1024*16*2           =   32768
 //   topk   B*k*8 = 1024*2*8            =   16384
+//   T_M is FC1's output, F = fc1_out wide: H for gelu, 2H for swiglu (its backward needs both
+//   halves).
 //   strategy none (full-size):
-//     T_DI R x M = 1310720, T_M R x H = 2560*1024*2 = 5242880, T_DO R x M = 1310720
-//     all saved tensors live from the forward until bwd.gate.wgrad, so the maximum is their sum:
-//     524288 + 1310720 + 32768 + 16384 + 1310720 + 5242880 + 1310720 = 9748480 (gelu and swiglu:
-//     T_M is R x H in both; swiglu's R x 2H pre-activation is temporary).
+//     T_DI R x M = 1310720, T_DO R x M = 1310720, T_M R x F: gelu 2560*1024*2 = 5242880, swiglu
+//     2560*2048*2 = 10485760.
+//     All saved tensors live from the forward until bwd.gate.wgrad, so the maximum is their sum:
+//     gelu   524288 + 1310720 + 32768 + 16384 + 1310720 + 5242880 + 1310720 = 9748480,
+//     swiglu 524288 + 1310720 + 32768 + 16384 + 1310720 + 10485760 + 1310720 = 14991360.
 //   strategy s4, n = 4, slots 2: min(2, 2n) = 2 T_DI slots and min(2, n) = 2 T_DO slots of
-//     R/n x M = 640*256*2 = 327680 each, one T_M slot of R/n x H = 640*1024*2 = 1310720:
-//     524288 + 1310720 + 32768 + 16384 + 2*327680 + 1310720 + 2*327680 = 4505600
+//     R/n x M = 640*256*2 = 327680 each, one T_M slot of R/n x F (gelu 640*1024*2 = 1310720,
+//     swiglu 640*2048*2 = 2621440):
+//     gelu   524288 + 1310720 + 32768 + 16384 + 2*327680 + 1310720 + 2*327680 = 4505600,
+//     swiglu 524288 + 1310720 + 32768 + 16384 + 2*327680 + 2621440 + 2*327680 = 5816320
 //     (all slots are written in the forward, n = 4 >= slots, and freed by bwd.gate.wgrad).
 //
 // Temporary, strategy none, n = 1 (every chunk task is the first and last one; one compute stream
 // runs fc2.dgrad, act, fc2.wgrad, fc1.wgrad, fc1.dgrad in this order):
-//   forward:  fwd.preact (swiglu only) R x 2H = 2560*2048*2 = 10485760, fc1 -> act, alone.
+//   forward:  none (FC1 writes T_M).
 //   backward: bwd.combine: dT_O + dDO = 2 * R x M = 2621440;
-//             fc2.dgrad .. fc2.wgrad: dDO + dM = R x (M + H) = 2560*1280*2 = 6553600;
-//             fc1.dgrad: dM + dDI = 6553600 (dDO was freed by fc2.wgrad);
+//             gelu   fc2.dgrad .. fc2.wgrad: dDO + dM = R x (M + H) = 2560*1280*2 = 6553600;
+//                    fc1.dgrad: dM + dDI = 6553600 (dDO was freed by fc2.wgrad);
+//             swiglu fc2.dgrad: dDO + dM (R x 2H) + dA (R x H, freed by act) =
+//                    1310720 + 10485760 + 5242880 = 17039360;
+//                    fc1.dgrad: dM + dDI = 10485760 + 1310720 = 11796480;
 //             encode .. gate.wgrad: dT_I = B x M = 524288 (dDI freed by the dispatch before).
-//   max: gelu 6553600; swiglu max(10485760, 6553600) = 10485760.
-// Peak device bytes, strategy none, n = 1:
-//   gelu: the backward (all activations + R x (M + H)) dominates:
-//         33619968 + 9748480 + 6553600 = 49922048.
-//   swiglu: candidates are the forward FC1 (T_I, scores, topk, T_DI, T_M live; T_DO and T_O not
-//         yet written; plus the R x 2H pre-activation):
-//         50397184 + 524288 + 32768 + 16384 + 1310720 + 5242880 + 10485760 = 68009984,
-//         and the backward: 50397184 + 9748480 + 6553600 = 66699264. The forward one wins, with
-//         7127040 bytes of activations and 10485760 of temporaries at the peak.
+//   max: gelu 6553600; swiglu 17039360.
+// Peak device bytes, strategy none, n = 1: the backward's first expert GEMM (all activations plus
+//   the temporary maximum) dominates:
+//   gelu   33619968 + 9748480 + 6553600 = 49922048;
+//   swiglu 50397184 + 14991360 + 17039360 = 82427904.
 //
 // Temporary with s4 (n = 4) depends on how far the gradient all-to-alls and re-dispatches run ahead
 // of the compute stream, so only inequalities are asserted:
 //   >= dT_O + dDO.c0 = R x M + R/n x M = 1310720 + 327680 = 1638400 (both live during the first
 //      gradient combine; dT_O is freed by the last one),
-//   >= swiglu fwd.preact.c0 = R/n x 2H = 640*2048*2 = 2621440,
+//   >= swiglu: the gradient pool (2 dDO and 2 dDI slots of R/n x M, dM.slot0 R/n x 2H, all
+//      allocated by bwd.decode) plus dA of the chunk in fc2.dgrad .. act (R/n x H):
+//      4*327680 + 2621440 + 1310720 = 5242880,
 //   <= the sum of all temporary buffers of the graph (no bound from strategy none is claimed
 //      here: the recomputation's pre-activation and the run-ahead all-to-alls are timing dependent).
 //   Likewise ms + activations <= peak <= ms + activations + temporary maximum.
@@ -164,7 +170,7 @@ TEST(GeneralCaseMemory, NoneGeluN1) {
   EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DI"), 1310720);
   EXPECT_EQ(buffer_bytes(s.graph, "L0.T_M"), 5242880);
   EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DO"), 1310720);
-  EXPECT_EQ(buffer_bytes(s.graph, "L0.fwd.preact.c0"), -1);  // gelu: FC1 writes T_M directly
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.bwd.dA.c0"), -1);  // gelu: dA is computed over in place
   EXPECT_EQ(max_of(s, MemoryCategory::kModelStates), 33619968);
   EXPECT_EQ(max_of(s, MemoryCategory::kActivations), 9748480);
   EXPECT_EQ(max_of(s, MemoryCategory::kTemporary), 6553600);
@@ -174,15 +180,17 @@ TEST(GeneralCaseMemory, NoneGeluN1) {
 
 TEST(GeneralCaseMemory, NoneSwigluN1) {
   const Simulated s = simulate(small_model(Activation::kSwiglu), small_run(1, MemoryStrategy::kNone));
-  EXPECT_EQ(buffer_bytes(s.graph, "L0.fwd.preact.c0"), 10485760);
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.T_M"), 10485760);
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.dM"), 10485760);
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.bwd.dA.c0"), 5242880);
   EXPECT_EQ(max_of(s, MemoryCategory::kModelStates), 50397184);
-  EXPECT_EQ(max_of(s, MemoryCategory::kActivations), 9748480);
-  EXPECT_EQ(max_of(s, MemoryCategory::kTemporary), 10485760);
-  // The peak is in the forward FC1, before T_DO and T_O exist.
-  EXPECT_EQ(s.memory.peak_device_bytes, 68009984);
+  EXPECT_EQ(max_of(s, MemoryCategory::kActivations), 14991360);
+  EXPECT_EQ(max_of(s, MemoryCategory::kTemporary), 17039360);
+  // The peak is in the backward's fc2.dgrad, with every activation still saved.
+  EXPECT_EQ(s.memory.peak_device_bytes, 82427904);
   EXPECT_EQ(at_peak(s, MemoryCategory::kModelStates), 50397184);
-  EXPECT_EQ(at_peak(s, MemoryCategory::kActivations), 7127040);
-  EXPECT_EQ(at_peak(s, MemoryCategory::kTemporary), 10485760);
+  EXPECT_EQ(at_peak(s, MemoryCategory::kActivations), 14991360);
+  EXPECT_EQ(at_peak(s, MemoryCategory::kTemporary), 17039360);
 }
 
 TEST(GeneralCaseMemory, S4N4Slots2) {
@@ -193,22 +201,24 @@ TEST(GeneralCaseMemory, S4N4Slots2) {
     EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DI.slot0"), 327680);
     EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DI.slot1"), 327680);
     EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DI.slot2"), -1);
-    EXPECT_EQ(buffer_bytes(s.graph, "L0.T_M.slot0"), 1310720);
+    EXPECT_EQ(buffer_bytes(s.graph, "L0.T_M.slot0"), swiglu ? 2621440 : 1310720);
+    EXPECT_EQ(buffer_bytes(s.graph, "L0.dM.slot0"), swiglu ? 2621440 : 1310720);
     EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DO.slot0"), 327680);
     EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DO.slot1"), 327680);
     EXPECT_EQ(max_of(s, MemoryCategory::kModelStates), swiglu ? 50397184 : 33619968);
-    EXPECT_EQ(max_of(s, MemoryCategory::kActivations), 4505600);
+    const std::int64_t acts = swiglu ? 5816320 : 4505600;
+    EXPECT_EQ(max_of(s, MemoryCategory::kActivations), acts);
     EXPECT_EQ(s.memory.peak_host_pinned_bytes, 0);  // s4 offloads nothing
     // Temporary: inequalities only (see the header).
     const std::int64_t tmp = max_of(s, MemoryCategory::kTemporary);
     EXPECT_GE(tmp, 1638400);
     if (swiglu) {
-      EXPECT_GE(tmp, 2621440);
+      EXPECT_GE(tmp, 5242880);
     }
     EXPECT_LE(tmp, total_bytes(s.graph, MemoryCategory::kTemporary));
     const std::int64_t ms = max_of(s, MemoryCategory::kModelStates);
-    EXPECT_GE(s.memory.peak_device_bytes, ms + 4505600);
-    EXPECT_LE(s.memory.peak_device_bytes, ms + 4505600 + tmp);
+    EXPECT_GE(s.memory.peak_device_bytes, ms + acts);
+    EXPECT_LE(s.memory.peak_device_bytes, ms + acts + tmp);
   }
 }
 
@@ -225,8 +235,14 @@ TEST(GeneralCaseMemory, Bf16HalvesFp32Activations) {
       };
       const std::int64_t bf16 = acts(DType::kBf16, false), fp32 = acts(DType::kFp32, false);
       EXPECT_EQ(2 * bf16, fp32);
-      // none: 9748480 - 32768 - 16384 = 9699328; s4: 4505600 - 49152 = 4456448.
-      EXPECT_EQ(bf16, strategy == MemoryStrategy::kNone ? 9699328 : 4456448);
+      // Without scores (32768) and topk (16384): gelu none 9748480 - 49152 = 9699328, s4
+      // 4505600 - 49152 = 4456448; swiglu none 14991360 - 49152 = 14942208, s4 5816320 - 49152 =
+      // 5767168.
+      const bool swiglu = act == Activation::kSwiglu;
+      if (strategy == MemoryStrategy::kNone)
+        EXPECT_EQ(bf16, swiglu ? 14942208 : 9699328);
+      else
+        EXPECT_EQ(bf16, swiglu ? 5767168 : 4456448);
       const std::int64_t bf16_r = acts(DType::kBf16, true), fp32_r = acts(DType::kFp32, true);
       EXPECT_EQ(2 * (bf16_r - 16384), fp32_r - 16384);
     }
