@@ -78,6 +78,8 @@ measure() {  # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer
 }
 for s in none s1 s2 s3 s4; do measure "$s-n4" 1 --chunks 4 --strategy $s --check; done
 for n in 1 2 8; do measure "none-n$n" 1 --chunks $n --strategy none; done
+# Two layers back to back, checked layer by layer.
+measure layers2-s4-n4 1 --chunks 4 --strategy s4 --layers 2 --check
 # Eight virtual ranks on the one GPU (all-to-all as device copies; the simulation is of NVLink).
 measure loopback8-s1-n4 8 --chunks 4 --strategy s1 --loopback --check
 # Speed: the layer against its GEMMs alone (target <= 1.25x), and plain PyTorch on the same GPU.

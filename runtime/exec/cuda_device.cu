@@ -104,6 +104,7 @@ bool CudaDevice::idle() {
 }
 
 float CudaDevice::elapsed_ms(int from, int to) {
+  select();
   float ms = 0;
   MOESIM_CUDA(cudaEventElapsedTime(&ms, events_.at(static_cast<std::size_t>(from)), events_.at(static_cast<std::size_t>(to))));
   return ms;
@@ -142,7 +143,10 @@ void CudaDevice::free_device(void* p) {
   MOESIM_CUDA(cudaFree(p));
 }
 
-void CudaDevice::free_pinned(void* p) { MOESIM_CUDA(cudaFreeHost(p)); }
+void CudaDevice::free_pinned(void* p) {
+  select();
+  MOESIM_CUDA(cudaFreeHost(p));
+}
 
 std::int64_t CudaDevice::library_workspace_bytes() const {
   return static_cast<std::int64_t>(workspaces_.size()) * kCublasWorkspaceBytes;
@@ -176,10 +180,17 @@ cublasHandle_t CudaDevice::handle_for(int stream) {
   if (it != handles_.end()) return it->second;
   cublasHandle_t h = nullptr;
   cublas_check(cublasCreate(&h), "cublasCreate");
+  // bf16 / fp16 GEMMs accumulate in fp32 (device.h) also across split-K partial sums, which
+  // cuBLAS may otherwise reduce in the output type.
+  cublas_check(cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+               "cublasSetMathMode");
+  // The stream first: cublasSetStream resets the handle's workspace to cuBLAS's default pool, so
+  // the workspace set before it would go unused (and uncounted).
+  cublas_check(cublasSetStream(h, s(stream)), "cublasSetStream");
   void* ws = alloc_device(kCublasWorkspaceBytes, "the cuBLAS workspace");
   workspaces_.push_back(ws);
   cublas_check(cublasSetWorkspace(h, ws, static_cast<std::size_t>(kCublasWorkspaceBytes)), "cublasSetWorkspace");
-  cublas_check(cublasSetStream(h, s(stream)), "cublasSetStream");
   handles_.emplace(stream, h);
   return h;
 }
@@ -222,6 +233,11 @@ class CudaProvider final : public DeviceProvider {
     return g.name + ", " + std::to_string(g.total_memory_bytes >> 20) + " MiB, sm_" +
            std::to_string(g.compute_capability_major) + std::to_string(g.compute_capability_minor) + ", CUDA runtime " +
            std::to_string(probe_.runtime_version);
+  }
+  std::string identity(int ordinal) const override {
+    char bus[32] = {0};
+    cuda_check(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal), "cudaDeviceGetPCIBusId");
+    return std::string("GPU ") + bus;
   }
   std::unique_ptr<DeviceOps> open(int ordinal) override { return std::make_unique<CudaDevice>(ordinal); }
   std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) override {

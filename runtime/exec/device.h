@@ -96,6 +96,9 @@ class DeviceProvider {
   virtual std::string unavailable_reason() const = 0;
   virtual int num_devices() const = 0;
   virtual std::string describe(int ordinal) const = 0;
+  // What tells this device apart from every other one on the host (a GPU's PCI bus id), so that
+  // processes can find out that they were given the same one.
+  virtual std::string identity(int ordinal) const = 0;
   virtual std::unique_ptr<DeviceOps> open(int ordinal) = 0;
   // A transport over `devices` (one rank each, rank = position), or InputError when this build
   // has none (no NCCL).

@@ -6,6 +6,8 @@
 #include "runtime/kernels/host_kernels.h"
 #include "sim/core/error.h"
 
+#include <unistd.h>
+
 namespace moesim::runtime {
 
 void HostDevice::on(int stream) {
@@ -94,6 +96,10 @@ class HostProvider final : public DeviceProvider {
   std::string unavailable_reason() const override { return devices_ > 0 ? "" : "the host provider has no devices"; }
   int num_devices() const override { return devices_; }
   std::string describe(int ordinal) const override { return "host emulation (fp32) #" + std::to_string(ordinal); }
+  // Each process emulates its own devices: never shared with another process.
+  std::string identity(int ordinal) const override {
+    return "host emulation of process " + std::to_string(::getpid()) + " #" + std::to_string(ordinal);
+  }
   std::unique_ptr<DeviceOps> open(int ordinal) override {
     MOESIM_CHECK(ordinal >= 0 && ordinal < devices_, "no host device " + std::to_string(ordinal));
     return std::make_unique<HostDevice>();

@@ -60,6 +60,19 @@ struct LayerExecutor::Shared {
   BlockLayout source, expert;
 };
 
+// One layer's routing on one rank, from its forward to its backward.
+struct LayerRouting {
+  float* probs = nullptr;
+  float* topk_score = nullptr;
+  float* dscores = nullptr;
+  std::int32_t* topk_idx = nullptr;
+  std::int32_t* topk_row = nullptr;
+  std::int32_t* row_token = nullptr;
+  std::int32_t* row_choice = nullptr;
+  std::int32_t* tokens_per_expert = nullptr;
+  std::vector<int> fwd_pos, bwd_pos;  // processing position of each chunk
+};
+
 // One local rank: its plans, streams, events, memory and the pointers into it.
 struct LayerExecutor::State {
   int rank = 0;
@@ -75,36 +88,33 @@ struct LayerExecutor::State {
   char* host_arena = nullptr;
   char* workspace = nullptr;
   std::int64_t workspace_bytes = 0;
-  std::map<std::string, BufferId> buffer_ids;  // "T_DI.slot0" -> id
-  std::vector<int> fwd_pos, bwd_pos;           // processing position of each chunk
+  std::map<std::string, BufferId> buffer_ids;  // "L0.T_DI.slot0" -> id
+  std::vector<LayerRouting> layers;
 
-  // Workspace tensors.
+  // Workspace tensors. Shared by the layers: every access of layer l to them is ordered before
+  // every access of layer l + 1 in forward (and after it in backward) by a path of the graph
+  // (the layers are chained through decode and gate), which the executor enforces.
   float* logits = nullptr;
-  float* probs = nullptr;
-  float* topk_score = nullptr;
-  float* dscores = nullptr;
-  std::int32_t* topk_idx = nullptr;
-  std::int32_t* topk_row = nullptr;
-  std::int32_t* row_token = nullptr;
-  std::int32_t* row_choice = nullptr;
-  std::int32_t* tokens_per_expert = nullptr;
   char* dlogits = nullptr;
   char* send = nullptr;  // source-side dispatch tensor; receives the gradient all-to-all too
   char* act_ws = nullptr;
-  char* y = nullptr;
-  char* dy = nullptr;
+  char* y = nullptr;     // the top layer's output
+  char* dy = nullptr;    // the top layer's incoming gradient
 
-  char* buffer(const std::string& name) const {
-    const auto it = buffer_ids.find(name);
-    MOESIM_CHECK(it != buffer_ids.end(), "the graph has no buffer " + name + " on rank " + std::to_string(rank));
+  static std::string full_name(int layer, const std::string& name) { return "L" + std::to_string(layer) + "." + name; }
+  char* buffer(int layer, const std::string& name) const {
+    const auto it = buffer_ids.find(full_name(layer, name));
+    MOESIM_CHECK(it != buffer_ids.end(),
+                 "the graph has no buffer " + full_name(layer, name) + " on rank " + std::to_string(rank));
     const BufferPlacement& p = memory.placement(it->second);
     return (p.host ? host_arena : arena) + p.offset;
   }
-  bool has(const std::string& name) const { return buffer_ids.count(name) > 0; }
+  bool has(int layer, const std::string& name) const { return buffer_ids.count(full_name(layer, name)) > 0; }
   // Buffers named "<name>.slot<i>", in slot order.
-  std::vector<char*> pool(const std::string& name) const {
+  std::vector<char*> pool(int layer, const std::string& name) const {
     std::vector<char*> out;
-    for (int i = 0; has(name + ".slot" + std::to_string(i)); ++i) out.push_back(buffer(name + ".slot" + std::to_string(i)));
+    for (int i = 0; has(layer, name + ".slot" + std::to_string(i)); ++i)
+      out.push_back(buffer(layer, name + ".slot" + std::to_string(i)));
     return out;
   }
   int stream_of(StreamClass c) const { return stream_ids.at(static_cast<std::size_t>(streams.stream_of_class[static_cast<int>(c)])); }
@@ -112,10 +122,49 @@ struct LayerExecutor::State {
 
 namespace {
 
+// One layer of one rank: what a task of that layer reads and writes.
+struct RankLayer {
+  RankLayer(const LayerExecutor::State& state, int layer_index, int layers)
+      : st(state), layer(layer_index), num_layers(layers), dev(state.dev), rank(state.rank),
+        logits(state.logits), dlogits(state.dlogits), send(state.send), act_ws(state.act_ws),
+        routing(state.layers[static_cast<std::size_t>(layer_index)]), probs(routing.probs),
+        topk_score(routing.topk_score), dscores(routing.dscores), topk_idx(routing.topk_idx),
+        topk_row(routing.topk_row), row_token(routing.row_token), row_choice(routing.row_choice),
+        tokens_per_expert(routing.tokens_per_expert), fwd_pos(routing.fwd_pos), bwd_pos(routing.bwd_pos) {}
+
+  const LayerExecutor::State& st;
+  int layer, num_layers;
+  DeviceOps* dev;
+  int rank;
+  float* logits;
+  char* dlogits;
+  char* send;
+  char* act_ws;
+  const LayerRouting& routing;
+  float* probs;
+  float* topk_score;
+  float* dscores;
+  std::int32_t* topk_idx;
+  std::int32_t* topk_row;
+  std::int32_t* row_token;
+  std::int32_t* row_choice;
+  std::int32_t* tokens_per_expert;
+  const std::vector<int>& fwd_pos;
+  const std::vector<int>& bwd_pos;
+
+  char* buffer(const std::string& name) const { return st.buffer(layer, name); }
+  bool has(const std::string& name) const { return st.has(layer, name); }
+  std::vector<char*> pool(const std::string& name) const { return st.pool(layer, name); }
+  bool top() const { return layer + 1 == num_layers; }
+  // The layer's output y: the next layer's input T_I, or the top layer's y.
+  char* output() const { return top() ? st.y : st.buffer(layer + 1, "T_I"); }
+  // The layer's incoming gradient dY: the next layer's dT_I, or the top layer's dY.
+  char* upstream_grad() const { return top() ? st.dy : st.buffer(layer + 1, "dT_I"); }
+};
+
 // Chunk c of a per-chunk tensor `name` (rows_all rows of `width`): a slice of the full-size
 // buffer without a strategy, else the slot of sequence position q.
-char* chunk_ptr(const LayerExecutor::State& s, const std::string& name, int chunk, std::int64_t q,
-                std::int64_t chunk_bytes) {
+char* chunk_ptr(const RankLayer& s, const std::string& name, int chunk, std::int64_t q, std::int64_t chunk_bytes) {
   if (s.has(name)) return s.buffer(name) + chunk * chunk_bytes;
   const std::vector<char*> pool = s.pool(name);
   MOESIM_CHECK(!pool.empty(), "the graph has neither " + name + " nor its slots");
@@ -157,10 +206,10 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   sh.source = source_side_layout(dims.ep_size, dims.local_experts, sh.per_chunk, row_bytes);
   sh.expert = expert_side_layout(dims.ep_size, dims.local_experts, sh.per_chunk, row_bytes);
 
-  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
-    const Task& t = graph.task(i);
-    if (t.layer != 0) throw InputError("the GPU executor runs one MoE layer; the graph has layer " + std::to_string(t.layer));
-  }
+  int max_layer = -1;
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) max_layer = std::max(max_layer, graph.task(i).layer);
+  num_layers_ = max_layer + 1;
+  MOESIM_CHECK(num_layers_ >= 1, "the graph has at least one layer");
   order_ = topological_order(graph);
 
   for (const ExecutorRank& r : ranks) {
@@ -170,13 +219,17 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
     s->rank = r.rank;
     s->dev = r.device;
     s->streams = plan_streams(graph, r.rank);
-    s->memory = plan_memory(graph, r.rank);
+    // The tensors download() reads after the step (each layer's input and input gradient) keep
+    // their bytes to the step's end: dT_I of a higher layer is freed by the lower layer's decode.
+    std::vector<BufferId> kept;
     for (std::size_t b = 0; b < graph.num_buffers(); ++b) {
       const Buffer& buf = graph.buffer(static_cast<BufferId>(b));
       if (buf.rank != r.rank) continue;
-      const std::string prefix = "L0.";
-      s->buffer_ids[buf.name.substr(prefix.size())] = static_cast<BufferId>(b);
+      s->buffer_ids[buf.name] = static_cast<BufferId>(b);
+      const std::string tensor = buf.name.substr(buf.name.find('.') + 1);
+      if (tensor == "T_I" || tensor == "dT_I") kept.push_back(static_cast<BufferId>(b));
     }
+    s->memory = plan_memory(graph, r.rank, kDefaultArenaAlignment, kept);
     for (std::size_t i = 0; i < s->streams.streams.size(); ++i) s->stream_ids.push_back(s->dev->create_stream());
     for (std::size_t i = 0; i < s->streams.events.size(); ++i) s->events.push_back(s->dev->create_event(false));
     s->plan_of.assign(graph.num_tasks(), -1);
@@ -189,48 +242,57 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
       s->end[ti] = s->dev->create_event(true);
     }
     s->origin = s->dev->create_event(true);
-    // Processing positions: the order of fwd.fc1 and bwd.fc2.dgrad on the compute stream.
-    s->fwd_pos.assign(dims.num_chunks, -1);
-    s->bwd_pos.assign(dims.num_chunks, -1);
-    int fwd = 0, bwd = 0;
+    // Processing positions per layer: the order of fwd.fc1 and bwd.fc2.dgrad on the compute stream.
+    s->layers.resize(static_cast<std::size_t>(num_layers_));
+    for (LayerRouting& lr : s->layers) {
+      lr.fwd_pos.assign(dims.num_chunks, -1);
+      lr.bwd_pos.assign(dims.num_chunks, -1);
+    }
+    std::vector<int> fwd(num_layers_, 0), bwd(num_layers_, 0);
     for (TaskIndex ti : graph.stream_tasks(r.rank, StreamClass::kCompute)) {
       const Task& t = graph.task(ti);
       const std::string op = op_of(t);
-      if (t.pass == Pass::kForward && op == "fc1") s->fwd_pos[t.chunk] = fwd++;
-      if (t.pass == Pass::kBackward && op == "fc2.dgrad") s->bwd_pos[t.chunk] = bwd++;
+      LayerRouting& lr = s->layers[static_cast<std::size_t>(t.layer)];
+      if (t.pass == Pass::kForward && op == "fc1") lr.fwd_pos[t.chunk] = fwd[t.layer]++;
+      if (t.pass == Pass::kBackward && op == "fc2.dgrad") lr.bwd_pos[t.chunk] = bwd[t.layer]++;
     }
-    MOESIM_CHECK(fwd == dims.num_chunks && bwd == dims.num_chunks, "one FC1 and one FC2 dgrad per chunk");
+    for (int l = 0; l < num_layers_; ++l)
+      MOESIM_CHECK(fwd[l] == dims.num_chunks && bwd[l] == dims.num_chunks, "one FC1 and one FC2 dgrad per chunk");
 
     // Memory: the arenas and the workspace, each allocated once.
     s->arena = static_cast<char*>(s->dev->alloc_device(s->memory.device.arena_bytes, "the buffer arena"));
     if (s->memory.host.arena_bytes > 0)
       s->host_arena = static_cast<char*>(s->dev->alloc_pinned(s->memory.host.arena_bytes, "the pinned host arena"));
     const std::int64_t B = dims.tokens, E = dims.num_experts, k = dims.top_k, M = dims.d_model;
-    std::vector<std::pair<char**, std::int64_t>> parts;
-    char* logits = nullptr; char* probs = nullptr; char* score = nullptr; char* dscores = nullptr;
-    char* idx = nullptr; char* row = nullptr; char* rtok = nullptr; char* rchoice = nullptr; char* tpe = nullptr;
-    parts = {{&logits, B * E * 4}, {&probs, B * E * 4}, {&score, B * k * 4}, {&dscores, B * k * 4},
-             {&idx, B * k * 4}, {&row, B * k * 4}, {&rtok, sh.dispatch_rows * 4}, {&rchoice, sh.dispatch_rows * 4},
-             {&tpe, E * 4}, {&s->dlogits, B * E * sh.eb}, {&s->send, sh.dispatch_rows * M * sh.eb},
-             {&s->act_ws, sh.rows_all * dims.d_ffn * sh.eb}, {&s->y, B * M * sh.eb}, {&s->dy, B * M * sh.eb}};
+    std::vector<std::pair<std::function<void(char*)>, std::int64_t>> parts;  // (set the pointer, bytes)
+    const auto add = [&](auto*& ptr, std::int64_t bytes) {
+      parts.emplace_back([&ptr](char* at) { ptr = reinterpret_cast<std::remove_reference_t<decltype(ptr)>>(at); }, bytes);
+    };
+    add(s->logits, B * E * 4);
+    add(s->dlogits, B * E * sh.eb);
+    add(s->send, sh.dispatch_rows * M * sh.eb);
+    add(s->act_ws, sh.rows_all * dims.d_ffn * sh.eb);
+    add(s->y, B * M * sh.eb);
+    add(s->dy, B * M * sh.eb);
+    for (LayerRouting& lr : s->layers) {
+      add(lr.probs, B * E * 4);
+      add(lr.topk_score, B * k * 4);
+      add(lr.dscores, B * k * 4);
+      add(lr.topk_idx, B * k * 4);
+      add(lr.topk_row, B * k * 4);
+      add(lr.row_token, sh.dispatch_rows * 4);
+      add(lr.row_choice, sh.dispatch_rows * 4);
+      add(lr.tokens_per_expert, E * 4);
+    }
     std::int64_t total = 0;
     for (const auto& part : parts) total += align_up(part.second, kDefaultArenaAlignment);
     s->workspace = static_cast<char*>(s->dev->alloc_device(total, "the executor workspace"));
     s->workspace_bytes = total;
     std::int64_t off = 0;
     for (const auto& part : parts) {
-      *part.first = s->workspace + off;
+      part.first(s->workspace + off);
       off += align_up(part.second, kDefaultArenaAlignment);
     }
-    s->logits = reinterpret_cast<float*>(logits);
-    s->probs = reinterpret_cast<float*>(probs);
-    s->topk_score = reinterpret_cast<float*>(score);
-    s->dscores = reinterpret_cast<float*>(dscores);
-    s->topk_idx = reinterpret_cast<std::int32_t*>(idx);
-    s->topk_row = reinterpret_cast<std::int32_t*>(row);
-    s->row_token = reinterpret_cast<std::int32_t*>(rtok);
-    s->row_choice = reinterpret_cast<std::int32_t*>(rchoice);
-    s->tokens_per_expert = reinterpret_cast<std::int32_t*>(tpe);
     states_.push_back(std::move(s));
   }
   std::sort(states_.begin(), states_.end(), [](const auto& a, const auto& b) { return a->rank < b->rank; });
@@ -262,6 +324,11 @@ struct ParamPtrs {
   char* w2;
 };
 
+// Layer l's parameter seed.
+std::uint64_t layer_seed(std::uint64_t seed, int layer) {
+  return seed + 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(layer);
+}
+
 ParamPtrs param_ptrs(char* base, const LayerDims& d, std::int64_t eb) {
   ParamPtrs p;
   p.gate = base;
@@ -279,26 +346,32 @@ void LayerExecutor::initialize() {
   for (const auto& sp : states_) {
     State& s = *sp;
     const int compute = s.stream_of(StreamClass::kCompute);
-    MOESIM_CHECK(s.memory.placement(s.buffer_ids.at("params")).bytes >=
-                     (d.d_model * d.num_experts + d.local_experts * (d.d_model * d.fc1_out + d.d_ffn * d.d_model)) * sh.eb,
-                 "the params buffer holds the gate and the local experts");
-    const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.eb);
     auto fill = [&](void* out, std::int64_t count, std::uint64_t sd, double scale) {
       s.dev->fill(FillArgs{out, count, sd, scale, sh.type}, compute);
     };
-    // reference::random_params: the gate with `seed`, expert e's W1 / W2 with
-    // seed + 1000003 (e + 1) + 1 / + 2, scaled by 1/sqrt(fan-in).
-    fill(p.gate, d.d_model * d.num_experts, seed, 1.0);
-    for (int el = 0; el < d.local_experts; ++el) {
-      const int e = s.rank * d.local_experts + el;
-      const std::uint64_t es = seed + 1000003ULL * static_cast<std::uint64_t>(e + 1);
-      fill(p.w1 + el * d.d_model * d.fc1_out * sh.eb, d.d_model * d.fc1_out, es + 1,
-           1.0 / std::sqrt(static_cast<double>(d.d_model)));
-      fill(p.w2 + el * d.d_ffn * d.d_model * sh.eb, d.d_ffn * d.d_model, es + 2,
-           1.0 / std::sqrt(static_cast<double>(d.d_ffn)));
+    for (int l = 0; l < num_layers_; ++l) {
+      MOESIM_CHECK(s.memory.placement(s.buffer_ids.at(State::full_name(l, "params"))).bytes >=
+                       (d.d_model * d.num_experts + d.local_experts * (d.d_model * d.fc1_out + d.d_ffn * d.d_model)) *
+                           sh.eb,
+                   "the params buffer holds the gate and the local experts");
+      const ParamPtrs p = param_ptrs(s.buffer(l, "params"), d, sh.eb);
+      // reference::random_params with the layer's seed (layer_seed: `seed` itself for layer 0):
+      // the gate with it, expert e's W1 / W2 with it + 1000003 (e + 1) + 1 / + 2, scaled by
+      // 1/sqrt(fan-in).
+      const std::uint64_t ls = layer_seed(seed, l);
+      fill(p.gate, d.d_model * d.num_experts, ls, 1.0);
+      for (int el = 0; el < d.local_experts; ++el) {
+        const int e = s.rank * d.local_experts + el;
+        const std::uint64_t es = ls + 1000003ULL * static_cast<std::uint64_t>(e + 1);
+        fill(p.w1 + el * d.d_model * d.fc1_out * sh.eb, d.d_model * d.fc1_out, es + 1,
+             1.0 / std::sqrt(static_cast<double>(d.d_model)));
+        fill(p.w2 + el * d.d_ffn * d.d_model * sh.eb, d.d_ffn * d.d_model, es + 2,
+             1.0 / std::sqrt(static_cast<double>(d.d_ffn)));
+      }
     }
-    // Inputs per rank: x with seed + 7919 (r + 1), dY with seed + 104729 (r + 1).
-    fill(s.buffer("T_I"), d.tokens * d.d_model, seed + 7919ULL * static_cast<std::uint64_t>(s.rank + 1), 1.0);
+    // Inputs per rank: layer 0's x with seed + 7919 (r + 1), the top layer's dY with
+    // seed + 104729 (r + 1); the other layers' inputs and gradients are the neighbours' outputs.
+    fill(s.buffer(0, "T_I"), d.tokens * d.d_model, seed + 7919ULL * static_cast<std::uint64_t>(s.rank + 1), 1.0);
     fill(s.dy, d.tokens * d.d_model, seed + 104729ULL * static_cast<std::uint64_t>(s.rank + 1), 1.0);
   }
   for (const auto& s : states_) s->dev->synchronize();
@@ -316,25 +389,25 @@ class Lowering {
         rows_(rows), rows_all_(rows_all), dispatch_rows_(dispatch_rows), source_(source), expert_(expert) {}
 
   // Expert-side chunk buffers; q is the sequence position of the access.
-  char* t_di(const LayerExecutor::State& s, int c, bool backward) const {
+  char* t_di(const RankLayer& s, int c, bool backward) const {
     const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
     return chunk_ptr(s, "T_DI", c, q, rows_all_ * d_.d_model * eb_);
   }
   // FC1's output, F wide.
-  char* t_m(const LayerExecutor::State& s, int c, bool backward) const {
+  char* t_m(const RankLayer& s, int c, bool backward) const {
     const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
     return chunk_ptr(s, "T_M", c, q, rows_all_ * d_.fc1_out * eb_);
   }
   // FC2's input gradient dA (H wide): swiglu's own per-chunk buffer, else dM, which the
   // activation's backward then overwrites in place with its F = H wide input gradient.
-  char* d_a(const LayerExecutor::State& s, int c) const {
+  char* d_a(const RankLayer& s, int c) const {
     const std::string own = "bwd.dA.c" + std::to_string(c);
     return s.has(own) ? s.buffer(own) : grad(s, "dM", c, d_.fc1_out);
   }
-  char* t_do(const LayerExecutor::State& s, int c) const {
+  char* t_do(const RankLayer& s, int c) const {
     return chunk_ptr(s, "T_DO", c, s.fwd_pos[c], rows_all_ * d_.d_model * eb_);
   }
-  char* grad(const LayerExecutor::State& s, const std::string& name, int c, std::int64_t width) const {
+  char* grad(const RankLayer& s, const std::string& name, int c, std::int64_t width) const {
     return chunk_ptr(s, name, c, s.bwd_pos[c], rows_all_ * width * eb_);
   }
   // Chunk c of a source-side tensor in the chunk-major layout.
@@ -376,7 +449,7 @@ class Lowering {
     return g;
   }
 
-  void fc1(const LayerExecutor::State& s, int c, bool backward, int stream) const {
+  void fc1(const RankLayer& s, int c, bool backward, int stream) const {
     const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_);
     const std::int64_t M = d_.d_model, F = d_.fc1_out;
     s.dev->gemm(expert_gemm(false, false, rows_, F, M, t_di(s, c, backward), M, rows_ * M, p.w1, F, M * F,
@@ -384,11 +457,11 @@ class Lowering {
                 stream);
   }
 
-  void encode_rows(const LayerExecutor::State& s, std::int64_t begin, std::int64_t end, int stream) const {
+  void encode_rows(const RankLayer& s, std::int64_t begin, std::int64_t end, int stream) const {
     s.dev->encode(EncodeArgs{s.buffer("T_I"), s.row_token, d_.d_model, begin, end, s.send, type_}, stream);
   }
 
-  void local(const LayerExecutor::State& s, const Task& t, const std::string& op, int stream) const {
+  void local(const RankLayer& s, const Task& t, const std::string& op, int stream) const {
     const std::int64_t B = d_.tokens, M = d_.d_model, H = d_.d_ffn, F = d_.fc1_out;
     const int E = d_.num_experts, k = d_.top_k, c = t.chunk;
     const bool bwd = t.pass == Pass::kBackward;
@@ -418,7 +491,7 @@ class Lowering {
       } else if (op == "offload.T_M") {
         s.dev->copy(s.buffer("host.T_M") + c * rows_all_ * F * eb_, t_m(s, c, false), rows_all_ * F * eb_, stream);
       } else if (op == "decode") {
-        s.dev->decode(DecodeArgs{s.buffer("T_O"), s.topk_row, s.topk_score, B, k, M, s.y, type_}, stream);
+        s.dev->decode(DecodeArgs{s.buffer("T_O"), s.topk_row, s.topk_score, B, k, M, s.output(), type_}, stream);
       } else {
         unsupported(t);
       }
@@ -427,7 +500,7 @@ class Lowering {
     const bool first = s.bwd_pos[c < 0 ? 0 : c] == 0;
     const ParamPtrs g = param_ptrs(s.buffer("grads"), d_, eb_);
     if (op == "decode") {
-      s.dev->decode_backward(DecodeBackwardArgs{s.dy, s.buffer("T_O"), s.topk_row, s.topk_score, s.row_token,
+      s.dev->decode_backward(DecodeBackwardArgs{s.upstream_grad(), s.buffer("T_O"), s.topk_row, s.topk_score, s.row_token,
                                                 s.row_choice, B, k, dispatch_rows_, M, s.buffer("dT_O"), s.dscores,
                                                 type_},
                              stream);
@@ -475,14 +548,14 @@ class Lowering {
   }
 
   // The all-to-all of a collective task, for every local member.
-  void collective(const std::vector<LayerExecutor::State*>& members, const Task& t, const std::string& op,
+  void collective(const std::vector<RankLayer>& members, const Task& t, const std::string& op,
                   const std::vector<int>& streams, Transport& transport) const {
     const bool bwd = t.pass == Pass::kBackward;
     const int c = t.chunk;
     std::vector<AllToAllMember> parts;
     int channel = t.stream == StreamClass::kCommCombine ? 1 : 0;
     for (std::size_t i = 0; i < members.size(); ++i) {
-      const LayerExecutor::State& s = *members[i];
+      const RankLayer& s = members[i];
       AllToAllMember m;
       m.rank = s.rank;
       m.device = s.dev;
@@ -556,10 +629,12 @@ Trace LayerExecutor::run_step() {
       s->dev->record(s->start[ti], stream);
       member_streams.push_back(stream);
     }
+    std::vector<RankLayer> views;
+    for (State* s : members) views.emplace_back(*s, t.layer, num_layers_);
     if (t.is_collective())
-      low.collective(members, t, op, member_streams, transport_);
+      low.collective(views, t, op, member_streams, transport_);
     else
-      low.local(*members[0], t, op, member_streams[0]);
+      low.local(views[0], t, op, member_streams[0]);
     for (std::size_t i = 0; i < members.size(); ++i) {
       State* s = members[i];
       const PlannedTask& pt = s->streams.tasks[static_cast<std::size_t>(s->plan_of[ti])];
@@ -593,12 +668,15 @@ Trace LayerExecutor::run_step() {
   return trace;
 }
 
-RankValues LayerExecutor::download(int rank) const {
+RankValues LayerExecutor::download(int rank, int layer) const {
   const Shared& sh = *shared_;
   const LayerDims& d = sh.d;
   const auto it = std::find_if(states_.begin(), states_.end(), [&](const auto& s) { return s->rank == rank; });
   if (it == states_.end()) throw InputError("rank " + std::to_string(rank) + " is not run by this executor");
-  const State& s = **it;
+  if (layer < 0 || layer >= num_layers_)
+    throw InputError("layer " + std::to_string(layer) + " is not in the graph (" + std::to_string(num_layers_) +
+                     " layer(s))");
+  const RankLayer s(**it, layer, num_layers_);
   s.dev->synchronize();
   const auto get = [&](const void* src, std::int64_t count) {
     std::vector<unsigned char> raw(static_cast<std::size_t>(count * sh.eb));
@@ -618,11 +696,11 @@ RankValues LayerExecutor::download(int rank) const {
   const std::int64_t w1 = d.local_experts * d.d_model * d.fc1_out, w2 = d.local_experts * d.d_ffn * d.d_model;
   RankValues v;
   v.x = get(s.buffer("T_I"), BM);
-  v.dy = get(s.dy, BM);
+  v.dy = get(s.upstream_grad(), BM);
   v.gate = get(p.gate, ME);
   v.w1 = get(p.w1, w1);
   v.w2 = get(p.w2, w2);
-  v.y = get(s.y, BM);
+  v.y = get(s.output(), BM);
   v.dx = get(s.buffer("dT_I"), BM);
   v.dgate = get(g.gate, ME);
   v.dw1 = get(g.w1, w1);

@@ -25,7 +25,10 @@
 //
 // Weight gradients are stored like the parameters (the simulator's accounting: grads in the
 // model's dtype), the first chunk in backward order writing them and later chunks accumulating.
-// Supported now: one MoE layer, relu, gelu or swiglu, no shared experts, raw or renormalised scores;
+// Layers: every MoE layer of the graph, chained as the builder chains them (layer l's decode
+// writes layer l+1's T_I; layer l's backward decode reads layer l+1's dT_I); each layer has its
+// own parameters (seeded per layer) and routing state, and shares the transient workspace.
+// Supported now: relu, gelu or swiglu, no shared experts, raw or renormalised scores;
 // other graphs are rejected with InputError naming what is missing.
 #pragma once
 
@@ -84,7 +87,10 @@ class LayerExecutor {
   // Issues every local task once, waits for the devices, and returns the trace of the local
   // ranks' tasks (times from each rank's origin event; other ranks' records stay -1).
   Trace run_step();
-  RankValues download(int rank) const;
+  // Layer `layer`'s inputs, parameters, results and routing on `rank` (its x is the output of
+  // the layer below, its dY the input gradient of the layer above).
+  RankValues download(int rank, int layer = 0) const;
+  int num_layers() const { return num_layers_; }
   RankMemoryUse memory(int rank) const;
   std::vector<int> local_ranks() const;
 
@@ -96,6 +102,7 @@ class LayerExecutor {
   std::vector<std::unique_ptr<State>> states_;
   const TaskGraph& graph_;
   std::vector<TaskIndex> order_;
+  int num_layers_ = 1;
   Transport& transport_;
   std::unique_ptr<Shared> shared_;
 };

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <map>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -16,6 +19,8 @@
 #include "sim/driver/simulation.h"
 #include "sim/report/metrics.h"
 #include "sim/report/report.h"
+
+#include <unistd.h>
 
 namespace moesim::runtime {
 
@@ -41,6 +46,25 @@ int process_device(const ProcessGroup& group, int devices) {
   throw InputError("process " + std::to_string(group.rank()) + " is number " + std::to_string(group.local_rank()) +
                    " on its host, which shows it only " + std::to_string(devices) +
                    " GPUs: start at most one process per GPU on each host");
+}
+
+// This host's name and the device's identity on it.
+std::string identity_of_device(const DeviceProvider& provider, int ordinal) {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown host");
+  return std::string(host) + ": " + provider.identity(ordinal);
+}
+
+// Gathers every process's device identity at rank 0; there, the error naming processes that share
+// a device (empty elsewhere and when none do).
+std::string shared_device_error(ProcessGroup& group, const std::string& mine) {
+  std::vector<std::byte> bytes(mine.size());
+  std::memcpy(bytes.data(), mine.data(), mine.size());
+  const std::vector<std::vector<std::byte>> all = group.gather(bytes, 0);
+  if (group.rank() != 0) return "";
+  std::vector<std::string> identities;
+  for (const auto& b : all) identities.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
+  return processes_sharing_a_device(identities);
 }
 
 // `ordinal`: the device of this process in a group (Prepared::device).
@@ -106,11 +130,16 @@ CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSp
   exec.run_step();
   ProcessGroup* group = multi_process(req);
   if (group == nullptr) return check_against_reference(exec, small, dims);
-  const std::vector<std::vector<std::byte>> parts = group->gather(pack_rank_values(exec.download(group->rank())), 0);
-  if (group->rank() != 0) return CheckReport{};
-  std::vector<RankValues> got;
-  for (const auto& part : parts) got.push_back(unpack_rank_values(part));
-  return check_against_reference(got, small, dims);
+  CheckReport report;
+  for (int l = 0; l < exec.num_layers(); ++l) {
+    const std::vector<std::vector<std::byte>> parts =
+        group->gather(pack_rank_values(exec.download(group->rank(), l)), 0);
+    if (group->rank() != 0) continue;
+    std::vector<RankValues> got;
+    for (const auto& part : parts) got.push_back(unpack_rank_values(part));
+    append_layer(report, check_against_reference(got, small, dims), l, exec.num_layers());
+  }
+  return report;
 }
 
 double us(TimeNs ns) { return static_cast<double>(ns) / 1e3; }
@@ -130,7 +159,6 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
   Prepared p;
   p.run = req.run;
   p.run.ep_size = req.ranks;
-  p.run.num_moe_layers = 1;
   if (ProcessGroup* group = multi_process(req)) {
     if (req.loopback)
       throw InputError("--loopback runs every rank in one process, but this is one of " +
@@ -154,6 +182,24 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
 
 }  // namespace
 
+std::string processes_sharing_a_device(const std::vector<std::string>& identities) {
+  std::map<std::string, std::vector<std::size_t>> by_device;
+  for (std::size_t r = 0; r < identities.size(); ++r) by_device[identities[r]].push_back(r);
+  std::string error;
+  for (const auto& [device, ranks] : by_device) {
+    if (ranks.size() < 2) continue;
+    std::string list;
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+    error += (error.empty() ? "" : "; ") + std::string("processes ") + list + " were given the same device (" + device +
+             ")";
+  }
+  if (!error.empty())
+    error += ": NCCL needs one GPU per process; give each process its own (e.g. CUDA_VISIBLE_DEVICES per local "
+             "rank, or no more processes per host than GPUs)";
+  return error;
+}
+
 MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
   ProcessGroup* group = multi_process(req);
   if (group == nullptr) return measure_prepared(req, provider, prepare(req, provider));
@@ -166,12 +212,23 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
   } catch (const InputError& e) {
     error = e.what();
   }
-  if (!agree_on_input(group, error)) {
-    MeasureResult quiet;
-    quiet.reports = false;
-    quiet.exit_code = 2;
-    return quiet;
+  MeasureResult quiet;
+  quiet.reports = false;
+  quiet.exit_code = 2;
+  if (!agree_on_input(group, error)) return quiet;
+  // Two processes on one GPU: NCCL does not support two ranks of a communicator on one device
+  // (ncclCommInitRank fails or hangs), so it is an input error, found before any device work.
+  // Every process reaches the gather (an identity that cannot be read is reported after it).
+  std::string identity;
+  try {
+    identity = identity_of_device(provider, p.device);
+  } catch (const std::exception& e) {
+    error = std::string("cannot identify this process's device: ") + e.what();
+    identity = "unidentified device of process " + std::to_string(group->rank());
   }
+  const std::string shared = shared_device_error(*group, identity);
+  if (error.empty()) error = shared;
+  if (!agree_on_input(group, error)) return quiet;
   try {
     return measure_prepared(req, provider, p);
   } catch (const std::exception& e) {
@@ -198,7 +255,8 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
   std::ostringstream text;
   const std::string mode = group != nullptr ? " (one process each)" : req.loopback ? " (loopback)" : "";
   text << "# moesim run: " << req.model.name << ", " << ranks << " rank(s)" << mode << ", B=" << dims.tokens
-       << ", n=" << dims.num_chunks << ", strategy " << to_string(run.strategy) << ", " << to_string(req.model.dtype)
+       << ", n=" << dims.num_chunks << ", " << run.num_moe_layers << " MoE layer(s), strategy " << to_string(run.strategy)
+       << ", " << to_string(req.model.dtype)
        << " storage, " << to_string(req.model.gemm_dtype) << " GEMMs\n";
   text << "# device: " << provider.describe(p.device) << "\n";
 
@@ -209,13 +267,19 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
     if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
     result.check_passed = passed == 1;
     text << "check against the CPU reference (d_model 64, d_ffn 128): " << (check.ok() ? "passed" : "FAILED")
-         << ", worst error / tolerance " << check.worst_ratio() << ", top-k margin " << check.topk_margin << "\n";
+         << ", worst error / tolerance " << check.worst_ratio() << ", top-k margin " << check.topk_margin;
+    if (check.ambiguous_tokens > 0)
+      text << ", " << check.ambiguous_tokens << " near-tied token(s) routed as the devices chose";
+    text << "\n";
     nlohmann::ordered_json entries = nlohmann::ordered_json::array();
     for (const CheckEntry& e : check.entries) {
       if (!e.ok()) text << "  mismatch: " << e.tensor << " " << e.relative << " > " << e.tolerance << "\n";
       entries.push_back({{"tensor", e.tensor}, {"relative", e.relative}, {"tolerance", e.tolerance}, {"ok", e.ok()}});
     }
-    check_json = {{"passed", check.ok()}, {"topk_margin", check.topk_margin}, {"entries", entries}};
+    check_json = {{"passed", check.ok()},
+                  {"topk_margin", check.topk_margin},
+                  {"ambiguous_tokens", check.ambiguous_tokens},
+                  {"entries", entries}};
   }
   result.exit_code = result.check_passed ? 0 : 3;
 

@@ -60,4 +60,9 @@ struct MeasureResult {
 // none is left waiting in a collective.
 MeasureResult measure(const MeasureRequest& request, DeviceProvider& provider);
 
+// From every process's device identity, in rank order ("host: GPU <pci bus id>"): the error naming
+// the processes given the same device, or "" when each has its own. measure() checks it in a
+// process group before any device work.
+std::string processes_sharing_a_device(const std::vector<std::string>& identities);
+
 }  // namespace moesim::runtime

@@ -56,7 +56,7 @@ bool reaches(const TaskGraph& graph, TaskIndex from, TaskIndex to) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment) {
+MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment, const std::vector<BufferId>& keep) {
   if (!graph.is_simulated(rank))
     throw InputError("memory plan: rank " + std::to_string(rank) + " is not simulated by the graph");
   if (alignment <= 0) throw InputError("memory plan: alignment must be positive, got " + std::to_string(alignment));
@@ -77,13 +77,19 @@ MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment)
     return (bytes + alignment - 1) / alignment * alignment;
   };
 
+  std::vector<bool> kept(nb, false);
+  for (BufferId b : keep) {
+    if (b >= graph.num_buffers() || local_of[b] < 0)
+      throw InputError("memory plan: a buffer to keep is not one of rank " + std::to_string(rank) + "'s");
+    kept[static_cast<std::size_t>(local_of[b])] = true;
+  }
   std::vector<std::int64_t> alloc_task(nb, kStepBoundary), free_task(nb, kStepBoundary);
   std::vector<BufferSet> freed_by(graph.num_tasks(), BufferSet(nb));
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     for (BufferId b : graph.task(i).allocates)
       if (local_of[b] >= 0) alloc_task[static_cast<std::size_t>(local_of[b])] = i;
     for (BufferId b : graph.task(i).frees)
-      if (local_of[b] >= 0) {
+      if (local_of[b] >= 0 && !kept[static_cast<std::size_t>(local_of[b])]) {
         free_task[static_cast<std::size_t>(local_of[b])] = i;
         freed_by[i].add(static_cast<std::size_t>(local_of[b]));
       }

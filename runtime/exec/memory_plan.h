@@ -64,7 +64,10 @@ struct MemoryPlan {
 };
 
 // Throws InputError when `rank` is not simulated or alignment is not positive, InternalError when
-// a buffer's allocating task does not precede its freeing task.
-MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment = kDefaultArenaAlignment);
+// a buffer's allocating task does not precede its freeing task. The buffers in `keep` live to the
+// step's end whatever task frees them: their bytes are read after the step (the executor's
+// results), so no later buffer may share them.
+MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment = kDefaultArenaAlignment,
+                       const std::vector<BufferId>& keep = {});
 
 }  // namespace moesim::runtime

@@ -39,9 +39,23 @@ CheckReport check_against_reference(const LayerExecutor& executor, const ModelSp
   if (static_cast<int>(ranks.size()) != d.ep_size)
     throw InputError("the reference check needs every rank of the layer in this process (" +
                      std::to_string(ranks.size()) + " of " + std::to_string(d.ep_size) + " are local)");
-  std::vector<RankValues> got;
-  for (int r = 0; r < d.ep_size; ++r) got.push_back(executor.download(r));
-  return check_against_reference(got, model, d, normalize_scores);
+  CheckReport report;
+  for (int l = 0; l < executor.num_layers(); ++l) {
+    std::vector<RankValues> got;
+    for (int r = 0; r < d.ep_size; ++r) got.push_back(executor.download(r, l));
+    append_layer(report, check_against_reference(got, model, d, normalize_scores), l, executor.num_layers());
+  }
+  return report;
+}
+
+void append_layer(CheckReport& report, const CheckReport& layer_report, int layer, int num_layers) {
+  const std::string prefix = num_layers > 1 ? "L" + std::to_string(layer) + "." : "";
+  for (CheckEntry e : layer_report.entries) {
+    e.tensor = prefix + e.tensor;
+    report.entries.push_back(std::move(e));
+  }
+  report.topk_margin = layer == 0 ? layer_report.topk_margin : std::min(report.topk_margin, layer_report.topk_margin);
+  report.ambiguous_tokens += layer_report.ambiguous_tokens;
 }
 
 CheckReport check_against_reference(const std::vector<RankValues>& got, const ModelSpec& model, const LayerDims& d,
@@ -64,11 +78,17 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
     params.b2.emplace_back(1, 0);
   }
   std::vector<ref::Matrix> xs, dys;
+  std::vector<std::vector<int>> device_topk;
   for (const RankValues& v : got) {
     xs.push_back(to_matrix(v.x.data(), B, M));
     dys.push_back(to_matrix(v.dy.data(), B, M));
+    if (static_cast<std::int64_t>(v.topk_idx.size()) != B * d.top_k)
+      throw InputError("the reference check needs B x k top-k indices per rank");
+    device_topk.emplace_back(v.topk_idx.begin(), v.topk_idx.end());
   }
-  const ref::ExpertParallelResult want = ref::run_unpartitioned(shape, params, xs, dys);
+  // The reference takes the experts the devices chose; where that differs from its own choice,
+  // the token must be a near-tie (below kAmbiguousMargin), else it counts as a routing error.
+  const ref::ExpertParallelResult want = ref::run_unpartitioned(shape, params, xs, dys, &device_topk);
   const ref::Tolerance tol = ref::tolerance_for(d.gemm_dtype);
 
   CheckReport report;
@@ -80,17 +100,24 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
   for (int r = 0; r < R; ++r) {
     const RankValues& v = got[static_cast<std::size_t>(r)];
     const std::string at = "@" + std::to_string(r);
-    // Routing: the same experts and the same dispatch rows as the reference's slots.
-    const ref::Routing routing = ref::route(shape, params.gate, xs[static_cast<std::size_t>(r)]);
+    // Routing: the experts the reference would choose, except at near-ties, and then exactly the
+    // dispatch rows its capacity assignment gives to those experts.
+    const ref::Routing routing =
+        ref::route(shape, params.gate, xs[static_cast<std::size_t>(r)], &device_topk[static_cast<std::size_t>(r)]);
     report.topk_margin = std::min(report.topk_margin, routing.topk_margin);
     double mismatches = 0;
+    for (std::int64_t t = 0; t < B; ++t) {
+      if (!routing.differs_from_own[static_cast<std::size_t>(t)]) continue;
+      if (routing.token_margin[static_cast<std::size_t>(t)] < kAmbiguousMargin)
+        report.ambiguous_tokens += 1;
+      else
+        mismatches += 1;
+    }
     for (std::int64_t i = 0; i < B * d.top_k; ++i) {
       const std::int64_t slot = routing.slot[static_cast<std::size_t>(i)];
       const std::int64_t row =
           slot < 0 ? -1 : dispatch_row(routing.topk_idx[static_cast<std::size_t>(i)], slot, E, d.capacity, d.num_chunks);
-      if (v.topk_idx[static_cast<std::size_t>(i)] != routing.topk_idx[static_cast<std::size_t>(i)] ||
-          v.topk_row[static_cast<std::size_t>(i)] != row)
-        mismatches += 1;
+      if (v.topk_row[static_cast<std::size_t>(i)] != row) mismatches += 1;
     }
     report.entries.push_back(CheckEntry{"routing" + at, mismatches, 0});
     add("y" + at, to_matrix(v.y.data(), B, M), want.y[static_cast<std::size_t>(r)], tol.forward_rel);

@@ -235,21 +235,25 @@ __global__ void scatter_grad_kernel(DecodeBackwardArgs a) {
   }
 }
 
-// One warp per (token, choice): a fixed-order shuffle reduction, so the result is deterministic.
+// One warp per (token, choice), grid-stride over the pairs (blocks_for caps the grid): a
+// fixed-order shuffle reduction, so the result is deterministic. The loop bound is the same for
+// every lane of a warp, so the full-mask shuffle stays warp-uniform.
 template <typename T>
 __global__ void dscores_kernel(DecodeBackwardArgs a) {
-  const long long w = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
   const int lane = threadIdx.x & 31;
-  if (w >= a.tokens * a.top_k) return;
-  const long long t = w / a.top_k;
-  const int row = a.topk_row[w];
-  float sum = 0.f;
-  if (row >= 0)
-    for (long long c = lane; c < a.d_model; c += 32)
-      sum += load(static_cast<const T*>(a.dy), t * a.d_model + c) *
-             load(static_cast<const T*>(a.expert_out), row * a.d_model + c);
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) a.dscores[w] = sum;
+  for (long long w = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; w < a.tokens * a.top_k;
+       w += warps) {
+    const long long t = w / a.top_k;
+    const int row = a.topk_row[w];
+    float sum = 0.f;
+    if (row >= 0)
+      for (long long c = lane; c < a.d_model; c += 32)
+        sum += load(static_cast<const T*>(a.dy), t * a.d_model + c) *
+               load(static_cast<const T*>(a.expert_out), row * a.d_model + c);
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) a.dscores[w] = sum;
+  }
 }
 
 template <typename T>

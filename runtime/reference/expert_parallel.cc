@@ -8,12 +8,15 @@
 namespace moesim::runtime::reference {
 
 ExpertParallelResult run_unpartitioned(const MoeLayerShape& shape, const MoeLayerParams& params,
-                                       const std::vector<Matrix>& x, const std::vector<Matrix>& dy) {
+                                       const std::vector<Matrix>& x, const std::vector<Matrix>& dy,
+                                       const std::vector<std::vector<int>>* forced_topk) {
   if (x.size() != dy.size()) throw InputError("run_unpartitioned: one dY per batch of x");
+  if (forced_topk != nullptr && forced_topk->size() != x.size())
+    throw InputError("run_unpartitioned: one forced top-k per batch of x");
   ExpertParallelResult res;
   res.grads = zero_gradients(shape);
   for (std::size_t r = 0; r < x.size(); ++r) {
-    const MoeForward f = moe_forward(shape, params, x[r]);
+    const MoeForward f = moe_forward(shape, params, x[r], forced_topk != nullptr ? &(*forced_topk)[r] : nullptr);
     backward_accumulate(shape, params, x[r], f, dy[r], res.grads);
     res.y.push_back(f.y);
     res.dx.push_back(std::move(res.grads.dx));

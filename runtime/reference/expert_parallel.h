@@ -64,9 +64,11 @@ struct ExpertParallelResult {
 };
 
 // One process owning all E experts runs every rank's batch: the ground truth for the partitioned
-// runs (batch r is routed with its own capacity C, as on rank r).
+// runs (batch r is routed with its own capacity C, as on rank r). With `forced_topk`, batch r
+// takes the experts (*forced_topk)[r] (see route()).
 ExpertParallelResult run_unpartitioned(const MoeLayerShape& shape, const MoeLayerParams& params,
-                                       const std::vector<Matrix>& x, const std::vector<Matrix>& dy);
+                                       const std::vector<Matrix>& x, const std::vector<Matrix>& dy,
+                                       const std::vector<std::vector<int>>* forced_topk = nullptr);
 
 // x and dy hold one batch per rank. Throws InputError when E is not divisible by R, C by n, the
 // batch count is not R, or slots is not 1 or 2.

@@ -131,13 +131,16 @@ MoeLayerParams random_params(const MoeLayerShape& shape, std::uint64_t seed) {
   return p;
 }
 
-Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x) {
+Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x, const std::vector<int>* forced_topk) {
   shape.validate();
   if (x.rows != shape.tokens || x.cols != shape.d_model)
     throw InputError("MoE reference: x must be B x M = " + std::to_string(shape.tokens) + " x " +
                      std::to_string(shape.d_model));
   const std::int64_t B = shape.tokens;
   const int E = shape.num_experts, k = shape.top_k;
+  if (forced_topk != nullptr && static_cast<std::int64_t>(forced_topk->size()) != B * k)
+    throw InputError("MoE reference: a forced top-k needs B x k = " + std::to_string(B * k) + " indices, got " +
+                     std::to_string(forced_topk->size()));
   Routing r;
   r.logits = matmul(x, gate, nullptr);
   r.probs = Matrix(B, E);
@@ -146,6 +149,8 @@ Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x) {
   r.slot.assign(static_cast<std::size_t>(B * k), -1);
   r.num_tokens_per_expert.assign(static_cast<std::size_t>(E), 0);
   r.topk_margin = std::numeric_limits<double>::infinity();
+  r.token_margin.assign(static_cast<std::size_t>(B), std::numeric_limits<double>::infinity());
+  r.differs_from_own.assign(static_cast<std::size_t>(B), false);
   std::vector<bool> taken(static_cast<std::size_t>(E));
   for (std::int64_t t = 0; t < B; ++t) {
     double mx = r.logits.at(t, 0);
@@ -167,8 +172,24 @@ Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x) {
     double best_rest = -1;
     for (int e = 0; e < E; ++e)
       if (!taken[static_cast<std::size_t>(e)]) best_rest = std::max(best_rest, r.probs.at(t, e));
-    if (best_rest >= 0)
-      r.topk_margin = std::min(r.topk_margin, r.probs.at(t, r.topk_idx[idx(t, k - 1, k)]) - best_rest);
+    if (best_rest >= 0) {
+      r.token_margin[static_cast<std::size_t>(t)] = r.probs.at(t, r.topk_idx[idx(t, k - 1, k)]) - best_rest;
+      r.topk_margin = std::min(r.topk_margin, r.token_margin[static_cast<std::size_t>(t)]);
+    }
+    if (forced_topk != nullptr) {
+      chosen_sum = 0;
+      std::fill(taken.begin(), taken.end(), false);
+      for (int j = 0; j < k; ++j) {
+        const int e = (*forced_topk)[idx(t, j, k)];
+        if (e < 0 || e >= E || taken[static_cast<std::size_t>(e)])
+          throw InputError("MoE reference: forced expert " + std::to_string(e) + " of token " + std::to_string(t) +
+                           " is out of range or repeated");
+        taken[static_cast<std::size_t>(e)] = true;
+        if (r.topk_idx[idx(t, j, k)] != e) r.differs_from_own[static_cast<std::size_t>(t)] = true;
+        r.topk_idx[idx(t, j, k)] = e;
+        chosen_sum += r.probs.at(t, e);
+      }
+    }
     for (int j = 0; j < k; ++j) {
       const double p = r.probs.at(t, r.topk_idx[idx(t, j, k)]);
       r.topk_score[idx(t, j, k)] = shape.scores == ScoreNormalization::kRaw ? p : p / chosen_sum;
@@ -349,9 +370,10 @@ Matrix router_and_encode_backward(const MoeLayerShape& shape, const MoeLayerPara
 
 }  // namespace detail
 
-MoeForward moe_forward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x) {
+MoeForward moe_forward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x,
+                       const std::vector<int>* forced_topk) {
   MoeForward f;
-  f.routing = route(shape, params.gate, x);
+  f.routing = route(shape, params.gate, x, forced_topk);
   const std::int64_t C = shape.capacity, M = shape.d_model;
   f.dispatched = Matrix(shape.dispatch_rows(), M);
   for (std::int64_t t = 0; t < shape.tokens; ++t)

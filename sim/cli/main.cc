@@ -359,6 +359,8 @@ int main_impl(int argc, char** argv) {
   run_cmd->add_option("--hardware", run_args.hardware_path, "cluster, node or GPU YAML (for the prediction)")->required();
   run_cmd->add_option("--tokens", run_args.tokens, "tokens per GPU (B)")->required();
   run_cmd->add_option("--chunks,-n", run_args.chunks, "pipeline chunks (n)")->capture_default_str();
+  run_cmd->add_option("--layers", run_args.layers, "MoE layers back to back, each with its own parameters")
+      ->capture_default_str();
   run_cmd->add_option("--strategy", run_args.strategy, "memory strategy: none|s1|s2|s3|s4")->capture_default_str();
   run_cmd->add_option("--order", run_args.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
   run_cmd->add_option("--slots", run_args.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")->capture_default_str();

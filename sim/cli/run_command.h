@@ -13,6 +13,7 @@ struct RunArgs {
   std::string hardware_path;
   long long tokens = 0;
   int chunks = 1;
+  int layers = 1;  // MoE layers back to back
   std::string strategy = "none";
   std::string order = "mpipemoe";
   int slots = 2;

@@ -42,7 +42,8 @@ namespace moesim {
 //   host_pinned (resident): host.T_DI (R x M) with s1/s3, host.T_M (R x F) with s1/s2.
 //   activations, freed together by bwd.gate.wgrad, the layer's last backward task (the saved
 //   tensors of one autograd Function are released together):
-//     T_I (B x M, fwd.gate), T_O (R x M, the first fwd.combine), scores (B x E) and topk
+//     T_I (B x M; layer 0's allocated by its fwd.gate, layer l's by L{l-1}.fwd.decode, which
+//     writes it as its output), T_O (R x M, the first fwd.combine), scores (B x E) and topk
 //     (B x k x 8 bytes) from fwd.route when run.count_routing_data, and with strategy none the
 //     full-size T_DI (R x M, first fwd.dispatch), T_M (R x F, first fwd.fc1), T_DO (R x M, first
 //     fwd.fc2). F = fc1_out: T_M is FC1's output, what the activation's backward needs (H wide
@@ -59,7 +60,9 @@ namespace moesim {
 //     (s3/s4) restore T_M, bwd.prefetch.T_DI.c{i} (s1/s3) or bwd.redispatch.c{i} (s2/s4) T_DI,
 //     into the same slots: backward allocates a slot only when n < slots (T_DI with n = 1). The
 //     activation maximum is then T_I + T_O + the slots, MPipeMoE's Eq. 5 exactly.
-//   temporary: dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode -> bwd.gate.wgrad;
+//   temporary: dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode ->
+//     bwd.gate.wgrad in layer 0, -> L{l-1}.bwd.decode (its last reader: the incoming gradient of
+//     the layer below) in layer l > 0;
 //     the chunk gradients dDO (written by bwd.combine, read by fc2.dgrad/fc2.wgrad), dM (fc2.dgrad
 //     -> act -> fc1.wgrad/fc1.dgrad) and dDI (fc1.dgrad -> bwd.dispatch): with strategy none
 //     full-size (R x M, R x F, R x M), allocated by the first chunk's task and freed by the last's;
@@ -312,8 +315,16 @@ class Builder {
     const int layers = run_.num_moe_layers;
     std::vector<Node> fwd_decode(layers);
     Node prev_output;
+    d_t_i_.assign(layers, Buf{});
+    // Layer l's input T_I: the step's input for layer 0 (allocated by its gate), else the output of
+    // layer l-1, allocated by that layer's decode, which writes it.
+    Buf next_input = buffer(0, "T_I", -1, bytes(d_.tokens, d_.d_model), MemoryCategory::kActivations);
     for (int l = 0; l < layers; ++l) {
-      fwd_decode[l] = forward_layer(l, prev_output);
+      const Buf input = next_input;
+      next_input = l + 1 < layers
+                       ? buffer(l + 1, "T_I", -1, bytes(d_.tokens, d_.d_model), MemoryCategory::kActivations)
+                       : Buf{};
+      fwd_decode[l] = forward_layer(l, prev_output, input, next_input);
       prev_output = fwd_decode[l];
     }
     Node upstream_grad = fwd_decode[layers - 1];
@@ -545,7 +556,7 @@ class Builder {
     return {first, last};
   }
 
-  Node forward_layer(int l, const Node& input) {
+  Node forward_layer(int l, const Node& input, const Buf& t_i, const Buf& output) {
     const Pass p = Pass::kForward;
     const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
@@ -571,7 +582,6 @@ class Builder {
 
     // Activations saved for backward.
     std::vector<Buf>& saved = saved_[l];
-    const Buf t_i = buffer(l, "T_I", -1, bytes(B, M), MemoryCategory::kActivations);
     const Buf t_o = buffer_each(
         l, "T_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kActivations);
     saved.push_back(t_i);
@@ -611,7 +621,7 @@ class Builder {
       saved.push_back(t_do_full);
     }
 
-    const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{t_i}, {}});
+    const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{l == 0 ? t_i : Buf{}}, {}});
     if (!input.empty()) edge(input, gate);
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1,
@@ -730,10 +740,13 @@ class Builder {
     }
     // Decode reads the combined rows and the scores, plus the shared experts' output it adds.
     const std::int64_t shared_read = shared_h_ > 0 ? checked_mul(B, M) : 0;
-    const Node decode = compute_each(l, p, "decode", "decode", -1, [&](const RankLoad& load) {
-      return Work{elementwise(checked_mul(load.sent_total, M) + checked_mul(B, k) + shared_read, checked_mul(B, M),
-                              checked_mul({2, B, k, M}))};
-    });
+    const Node decode = compute_each(
+        l, p, "decode", "decode", -1,
+        [&](const RankLoad& load) {
+          return Work{elementwise(checked_mul(load.sent_total, M) + checked_mul(B, k) + shared_read, checked_mul(B, M),
+                                  checked_mul({2, B, k, M}))};
+        },
+        Uses{{output}, {}});
     for (int c = 0; c < n; ++c) edge(combine[c], decode);
     edge(route, decode);
     if (!shared_out.empty()) edge(shared_out, decode);
@@ -765,6 +778,9 @@ class Builder {
     const Buf d_t_o = buffer_each(
         l, "dT_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kTemporary);
     const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
+    d_t_i_[l] = d_t_i;
+    // The layer's incoming gradient: dT_I of the layer above, which this decode reads last.
+    const Buf upstream_d = l + 1 < run_.num_moe_layers ? d_t_i_[l + 1] : Buf{};
     std::vector<Buf> grad_pool;  // with reuse: allocated by decode, freed by gate.wgrad
     Buf d_do_full, d_m_full, d_di_full;
     if (reuse_) {
@@ -803,7 +819,7 @@ class Builder {
                                        a.push_back(d_t_o);
                                        return a;
                                      }(),
-                                     {}});
+                                     {upstream_d}});
     edge(upstream_grad, decode);
 
     // Shared experts right after decode: they run on the compute stream while the first
@@ -977,9 +993,10 @@ class Builder {
     edge(encode, gate_d);
     if (!shared_dgrad.empty()) edge(shared_dgrad, gate_d);
     // The layer's last task: the saved activations are released together when the layer's
-    // backward ends, and so is dT_I (the lower layer's decode has consumed it by then).
+    // backward ends, and so is layer 0's dT_I, the step's input gradient (a higher layer's dT_I is
+    // freed by the decode of the layer below, its last reader).
     std::vector<Buf> release = saved_[l];
-    release.push_back(d_t_i);
+    if (l == 0) release.push_back(d_t_i);
     release.insert(release.end(), grad_pool.begin(), grad_pool.end());
     const Node gate_w = compute(l, p, "gate.wgrad", "gate", -1, gemm(1, E, B, M), Uses{{}, release});
     edge(route, gate_w);
@@ -997,6 +1014,7 @@ class Builder {
   std::vector<std::shared_ptr<const TrafficMatrix>> traffic_;  // per chunk, with a routing plan
   std::int64_t shared_h_ = 0;
   std::int64_t shared_fc1_out_ = 0;
+  std::vector<Buf> d_t_i_;  // per layer: its input gradient dT_I
   bool reuse_ = false;
   std::vector<std::vector<Buf>> saved_;             // per layer: activations freed by gate.wgrad
   std::vector<std::vector<Buf>> di_slots_;          // per layer: T_DI slot buffers (s1-s4)

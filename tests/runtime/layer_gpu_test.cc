@@ -47,8 +47,10 @@ struct GpuRun {
   std::int64_t simulated_peak = 0;
 };
 
-GpuRun run_on_gpu(const ModelSpec& model, int ranks, int chunks, MemoryStrategy strategy, std::int64_t tokens) {
+GpuRun run_on_gpu(const ModelSpec& model, int ranks, int chunks, MemoryStrategy strategy, std::int64_t tokens,
+                  int layers = 1) {
   RunSpec run;
+  run.num_moe_layers = layers;
   run.tokens_per_gpu = tokens;
   run.ep_size = ranks;
   run.num_chunks = chunks;
@@ -127,6 +129,14 @@ TEST(LayerGpu, OtherActivationsMatchTheReferenceWithEveryStrategy) {
                                   std::string(to_string(st));
         expect_ok(run_on_gpu(small_model(8, 2, dtype, dtype, act), 2, 4, st, 128), label);
       }
+}
+
+// Three layers back to back, each checked from the inputs its device holds.
+TEST(LayerGpu, StackedLayersMatchTheReferenceLayerByLayer) {
+  MOESIM_REQUIRE_GPU_OR_SKIP();
+  for (MemoryStrategy st : {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS4})
+    expect_ok(run_on_gpu(small_model(8, 2, DType::kBf16, DType::kBf16), 2, 2, st, 128, 3),
+              "3 layers " + std::string(to_string(st)));
 }
 
 TEST(LayerGpu, SixtyFourExpertsOverEightLoopbackRanksEqualOneRank) {

@@ -74,6 +74,24 @@ TEST(MeasureOnHost, LoopbackRanksReportTheSimulatorSchemaWithAMeasuredBlock) {
   EXPECT_NE(r.trace.find("traceEvents"), std::string::npos);
 }
 
+TEST(MeasureOnHost, SeveralLayersAreMeasuredAndCheckedLayerByLayer) {
+  MeasureRequest req = tiny_request(2, true);
+  req.run.num_moe_layers = 2;
+  req.model.activation = Activation::kSwiglu;
+  const auto provider = make_host_provider(1);
+  const MeasureResult r = measure(req, *provider);
+  EXPECT_TRUE(r.check_passed) << r.summary;
+  EXPECT_NE(r.summary.find("2 MoE layer(s)"), std::string::npos) << r.summary;
+  const auto j = nlohmann::json::parse(r.json);
+  EXPECT_EQ(j["config"]["run"]["num_moe_layers"], 2);
+  int layer1_tasks = 0, layer1_checks = 0;
+  for (const auto& t : j["tasks"]) layer1_tasks += t["id"].get<std::string>().rfind("L1.", 0) == 0;
+  for (const auto& e : j["measured"]["check"]["entries"]) layer1_checks += e["tensor"].get<std::string>().rfind("L1.", 0) == 0;
+  EXPECT_GT(layer1_tasks, 0);
+  EXPECT_GT(layer1_checks, 0);
+  EXPECT_TRUE(j["measured"]["check"].contains("ambiguous_tokens"));
+}
+
 TEST(MeasureOnHost, TheMeasuredReportComparesWithTheSimulationOfTheSameLayer) {
   const MeasureRequest req = tiny_request(2, true);
   const auto provider = make_host_provider(1);
@@ -109,6 +127,17 @@ TEST(MeasureOnHost, RejectsWhatItCannotRunBeforeTouchingADevice) {
   const auto none = make_host_provider(0);
   EXPECT_NE(error_of(tiny_request(1, false), *none).find("needs a GPU, and none is usable: the host provider has no devices"),
             std::string::npos);
+}
+
+TEST(MeasureOnHost, ProcessesGivenTheSameGpuAreNamed) {
+  EXPECT_EQ(processes_sharing_a_device({"a: GPU 0000:01:00.0", "a: GPU 0000:02:00.0", "b: GPU 0000:01:00.0"}), "");
+  const std::string e = processes_sharing_a_device(
+      {"a: GPU 0000:01:00.0", "a: GPU 0000:02:00.0", "a: GPU 0000:01:00.0", "a: GPU 0000:01:00.0"});
+  EXPECT_NE(e.find("processes 0, 2 and 3 were given the same device (a: GPU 0000:01:00.0)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("processes 1"), std::string::npos) << e;
+  // Host emulation: every process has its own devices.
+  const auto provider = make_host_provider(1);
+  EXPECT_NE(provider->identity(0), "");
 }
 
 TEST(MeasureOnHost, AgreeOnInputWithoutAGroupIsThisProcessAlone) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -383,6 +384,32 @@ TEST(Builder, AcyclicForEveryPolicyAndChunkCount) {
       EXPECT_FALSE(find_cycle(g).has_value()) << to_string(p) << " n=" << n;
       EXPECT_EQ(topological_order(g).size(), g.num_tasks());
     }
+  }
+}
+
+// Between layers: layer l's output is layer l+1's T_I, written (allocated) by layer l's decode;
+// layer l+1's input gradient dT_I is freed by layer l's backward decode, its last reader.
+TEST(Builder, LayerBoundaryTensorsBelongToTheirProducerAndLastReader) {
+  RunSpec r = small_run(2, OrderPolicy::kMPipeMoE);
+  r.num_moe_layers = 3;
+  const TaskGraph g = build_moe_graph(small_model(), small_cluster(), r);
+  const auto buffer_named = [&](const std::string& name) {
+    for (BufferId b = 0; b < g.num_buffers(); ++b)
+      if (g.buffer(b).name == name && g.buffer(b).rank == 0) return b;
+    ADD_FAILURE() << "no buffer " << name;
+    return BufferId{0};
+  };
+  const auto task = [&](const std::string& id) { return g.task(*g.find(id, 0)); };
+  const auto has = [](const std::vector<BufferId>& v, BufferId b) { return std::find(v.begin(), v.end(), b) != v.end(); };
+  EXPECT_TRUE(has(task("L0.fwd.gate").allocates, buffer_named("L0.T_I")));
+  EXPECT_TRUE(has(task("L0.bwd.gate.wgrad").frees, buffer_named("L0.dT_I")));
+  for (int l = 1; l < 3; ++l) {
+    const std::string below = "L" + std::to_string(l - 1), here = "L" + std::to_string(l);
+    EXPECT_TRUE(has(task(below + ".fwd.decode").allocates, buffer_named(here + ".T_I"))) << l;
+    EXPECT_FALSE(has(task(here + ".fwd.gate").allocates, buffer_named(here + ".T_I"))) << l;
+    EXPECT_TRUE(has(task(here + ".bwd.gate.wgrad").frees, buffer_named(here + ".T_I"))) << l;
+    EXPECT_TRUE(has(task(below + ".bwd.decode").frees, buffer_named(here + ".dT_I"))) << l;
+    EXPECT_FALSE(has(task(here + ".bwd.gate.wgrad").frees, buffer_named(here + ".dT_I"))) << l;
   }
 }
 
