@@ -32,6 +32,9 @@ TEST_F(Cli, RunChecksItsInputBeforeLookingForAGpu) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--strategy 's9' is not a memory strategy"), std::string::npos) << r.err;
   EXPECT_EQ(run("run --help").exit_code, 0);
+  const Result layers = run(kRun + " --layers 0");
+  EXPECT_EQ(layers.exit_code, 2);
+  EXPECT_NE(layers.err.find("--layers must be at least 1, got 0"), std::string::npos) << layers.err;
 }
 
 }  // namespace
