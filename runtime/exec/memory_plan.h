@@ -23,11 +23,12 @@
 //                >= the MemoryTracker's peak of a simulation, and >= sequential_peak_bytes (the
 //                peak when the tasks run one at a time in issue order);
 //   upper bound  arena <= total_bytes (every buffer apart).
-// Measured, not guaranteed (tests/runtime/exec/memory_plan_test.cc: 2 models x 5 strategies x 3
-// orders x n in {1, 2, 4}, two layers): the arena equals the heaviest set of pairwise conflicting
-// buffers, the least any safe static plan needs, in 81 of 90 cases, and exceeds it by at most 1.6%
-// (first fit's fragmentation, all at n = 1). It can exceed the tracker's peak even when optimal:
-// the graph lets the GPU overlap more than the simulated timing happened to (up to 3.3% here).
+// Measured, not guaranteed (tests/runtime/exec/memory_plan_test.cc: 2 models, one with a shared
+// expert, x 5 strategies x 3 orders x n in {1, 2, 4}, two layers): the arena equals the heaviest
+// set of pairwise conflicting buffers, the least any safe static plan needs, in 78 of 90 cases
+// (all 60 with n > 1), and exceeds it by at most 1.03% (first fit's fragmentation, all at n = 1).
+// It can exceed the tracker's peak: the graph lets the GPU overlap more than the simulated timing
+// happened to (up to 2.1% here).
 #pragma once
 
 #include <cstdint>

@@ -60,6 +60,11 @@ namespace moesim {
 //     (s3/s4) restore T_M, bwd.prefetch.T_DI.c{i} (s1/s3) or bwd.redispatch.c{i} (s2/s4) T_DI,
 //     into the same slots: backward allocates a slot only when n < slots (T_DI with n = 1). The
 //     activation maximum is then T_I + T_O + the slots, MPipeMoE's Eq. 5 exactly.
+//   shared experts (when the model has them): shared.T_M (B x Fs, FC1's output, activations,
+//     shared.fc1 -> bwd.gate.wgrad with the other saved tensors); temporaries shared.out (B x M,
+//     shared.fc2 -> fwd.decode), and in backward shared.dM (B x Fs, shared.fc2.dgrad ->
+//     shared.fc1.dgrad), shared.dA (B x Hs, swiglu only: shared.fc2.dgrad -> bwd.shared.act) and
+//     shared.dX (B x M, shared.fc1.dgrad -> bwd.gate.dgrad). Fs = Hs, or 2 Hs for swiglu.
 //   temporary: dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode ->
 //     bwd.gate.wgrad in layer 0, -> L{l-1}.bwd.decode (its last reader: the incoming gradient of
 //     the layer below) in layer l > 0;
@@ -634,14 +639,21 @@ class Builder {
     edge(route, encode);
 
     Node shared_out;
+    Buf shared_out_buf;
     if (shared_h_ > 0) {
-      const Node fc1 = compute(l, p, "shared.fc1", "shared", -1, gemm(1, B, M, shared_fc1_out_));
+      // The shared experts' FC1 output (B x Fs) is saved for their backward, as T_M is for the
+      // routed experts; their output (B x M) lives until decode adds it to the routed one.
+      const Buf shared_t_m = buffer(l, "shared.T_M", -1, bytes(B, shared_fc1_out_), MemoryCategory::kActivations);
+      saved.push_back(shared_t_m);
+      shared_out_buf = buffer(l, "shared.out", -1, bytes(B, M), MemoryCategory::kTemporary);
+      const Node fc1 =
+          compute(l, p, "shared.fc1", "shared", -1, gemm(1, B, M, shared_fc1_out_), Uses{{shared_t_m}, {}});
       if (!input.empty()) edge(input, fc1);
       const Node act = compute(l, p, "shared.act", "shared", -1,
                                elementwise(checked_mul(B, shared_fc1_out_), checked_mul(B, shared_h_),
                                            checked_mul(B, shared_h_)));
       edge(fc1, act);
-      shared_out = compute(l, p, "shared.fc2", "shared", -1, gemm(1, B, shared_h_, M));
+      shared_out = compute(l, p, "shared.fc2", "shared", -1, gemm(1, B, shared_h_, M), Uses{{shared_out_buf}, {}});
       edge(act, shared_out);
     }
 
@@ -746,7 +758,7 @@ class Builder {
           return Work{elementwise(checked_mul(load.sent_total, M) + checked_mul(B, k) + shared_read, checked_mul(B, M),
                                   checked_mul({2, B, k, M}))};
         },
-        Uses{{output}, {}});
+        Uses{{output}, {shared_out_buf}});
     for (int c = 0; c < n; ++c) edge(combine[c], decode);
     edge(route, decode);
     if (!shared_out.empty()) edge(shared_out, decode);
@@ -825,20 +837,34 @@ class Builder {
     // Shared experts right after decode: they run on the compute stream while the first
     // all-to-all of the routed gradients is in flight.
     Node shared_dgrad;
+    Buf shared_dx;
     if (shared_h_ > 0) {
-      const Node fc2_d = compute(l, p, "shared.fc2.dgrad", "shared", -1, gemm(1, B, M, shared_h_));
+      // Temporaries, as for the routed experts: the activation's input gradient shared.dM
+      // (B x Fs: fc2.dgrad -> act -> fc1.wgrad / fc1.dgrad, its last reader), swiglu's dA
+      // (B x Hs: fc2.dgrad -> act; relu / gelu compute over it in place), and the shared experts'
+      // input gradient shared.dX (B x M: fc1.dgrad -> gate.dgrad, which adds it into dT_I).
+      const Buf d_m = buffer(l, "shared.dM", -1, bytes(B, shared_fc1_out_), MemoryCategory::kTemporary);
+      const Buf d_a = shared_fc1_out_ != shared_h_
+                          ? buffer(l, "shared.dA", -1, bytes(B, shared_h_), MemoryCategory::kTemporary)
+                          : Buf{};
+      shared_dx = buffer(l, "shared.dX", -1, bytes(B, M), MemoryCategory::kTemporary);
+      const Node fc2_d =
+          compute(l, p, "shared.fc2.dgrad", "shared", -1, gemm(1, B, M, shared_h_), Uses{{d_m, d_a}, {}});
       edge(decode, fc2_d);
       const Node act = compute(l, p, "shared.act", "shared", -1,
                                elementwise(checked_mul(B, shared_h_) + checked_mul(B, shared_fc1_out_),
                                            checked_mul(B, shared_fc1_out_),
-                                           checked_mul(B, shared_fc1_out_)));
+                                           checked_mul(B, shared_fc1_out_)),
+                               Uses{{}, {d_a}});
       edge(fc2_d, act);
       const Node fc2_w = compute(l, p, "shared.fc2.wgrad", "shared", -1, gemm(1, shared_h_, B, M));
       edge(decode, fc2_w);
       const Node fc1_w = compute(l, p, "shared.fc1.wgrad", "shared", -1, gemm(1, M, B, shared_fc1_out_));
       edge(act, fc1_w);
-      shared_dgrad = compute(l, p, "shared.fc1.dgrad", "shared", -1, gemm(1, B, shared_fc1_out_, M));
+      shared_dgrad = compute(l, p, "shared.fc1.dgrad", "shared", -1, gemm(1, B, shared_fc1_out_, M),
+                             Uses{{shared_dx}, {d_m}});
       edge(act, shared_dgrad);
+      edge(fc1_w, shared_dgrad);  // the W1 gradient reads shared.dM, which fc1.dgrad frees
     }
 
     const CommOrder order = comm_order(p);
@@ -988,7 +1014,7 @@ class Builder {
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1, elementwise(be + bk, be, checked_mul(4, be)));
     edge(decode, route);
-    const Node gate_d = compute(l, p, "gate.dgrad", "gate", -1, gemm(1, B, E, M));
+    const Node gate_d = compute(l, p, "gate.dgrad", "gate", -1, gemm(1, B, E, M), Uses{{}, {shared_dx}});
     edge(route, gate_d);
     edge(encode, gate_d);
     if (!shared_dgrad.empty()) edge(shared_dgrad, gate_d);

@@ -101,8 +101,8 @@ TEST(MemoryPlan, ReusesMemoryAlongAPathButNotAcrossUnorderedStreams) {
 
 TEST(MemoryPlan, BuilderGraphsAreSafeAndAtLeastTheTrackerPeakAndNearTheOptimum) {
   const ClusterSpec cluster = testing::adira();
-  double worst_ratio = 1.0;
-  int optimal = 0, cases = 0;
+  double worst_ratio = 1.0, worst_over_tracker = 1.0;
+  int optimal = 0, cases = 0, optimal_above_n1 = 0, cases_above_n1 = 0;
   for (const testing::BuilderCase& c : testing::builder_cases(cluster)) {
     const MemoryPlan plan = plan_memory(c.graph, 0, 1);
     const EngineRun run = simulate_graph(c.graph, cluster);
@@ -135,13 +135,19 @@ TEST(MemoryPlan, BuilderGraphsAreSafeAndAtLeastTheTrackerPeakAndNearTheOptimum) 
     const std::int64_t clique = heaviest_conflict_clique(conflict, weight);
     EXPECT_LE(clique, plan.device.arena_bytes) << c.label;
     EXPECT_GE(clique, tracked.peak_device_bytes) << c.label;  // the tracker's live set is such a set
-    // First fit's fragmentation: measured at most 1.6% (9 of 90 cases above the optimum, all
+    // First fit's fragmentation: measured at most 1.03% (12 of 90 cases above the optimum, all
     // with n = 1); a regression guard, not a guarantee.
     const double ratio = static_cast<double>(plan.device.arena_bytes) / static_cast<double>(clique);
     EXPECT_LE(ratio, 1.02) << c.label;
     worst_ratio = std::max(worst_ratio, ratio);
     if (plan.device.arena_bytes == clique) ++optimal;
     ++cases;
+    if (c.label.find("/n1") == std::string::npos) {
+      ++cases_above_n1;
+      if (plan.device.arena_bytes == clique) ++optimal_above_n1;
+    }
+    worst_over_tracker = std::max(worst_over_tracker, static_cast<double>(plan.device.arena_bytes) /
+                                                          static_cast<double>(tracked.peak_device_bytes));
     for (std::size_t i = 0; i < plan.placements.size(); ++i)
       for (std::size_t j = i + 1; j < plan.placements.size(); ++j) {
         const BufferPlacement& x = plan.placements[i];
@@ -152,8 +158,9 @@ TEST(MemoryPlan, BuilderGraphsAreSafeAndAtLeastTheTrackerPeakAndNearTheOptimum) 
             << " share bytes but may be live together";
       }
   }
-  std::printf("arena = heaviest conflict clique (optimal) in %d of %d cases; worst arena / clique %.4f\n",
-              optimal, cases, worst_ratio);
+  std::printf("arena = heaviest conflict clique (optimal) in %d of %d cases (%d of %d with n > 1); worst arena / "
+              "clique %.4f; worst arena / tracker peak %.4f\n",
+              optimal, cases, optimal_above_n1, cases_above_n1, worst_ratio, worst_over_tracker);
   EXPECT_GT(optimal, cases / 2);
 }
 

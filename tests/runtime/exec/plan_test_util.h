@@ -36,7 +36,8 @@ struct BuilderCase {
   TaskGraph graph;
 };
 
-// Small bf16 top-2 model with swiglu (FC1 twice as wide) and the paper's fp32 top-1 gelu model,
+// Small bf16 top-2 model with swiglu (FC1 twice as wide) and a shared expert, and the paper's fp32
+// top-1 gelu model,
 // each with every strategy, two orders and n in {1, 2, 4}, two layers.
 inline std::vector<BuilderCase> builder_cases(const ClusterSpec& cluster) {
   std::vector<ModelSpec> models(2);
@@ -47,6 +48,8 @@ inline std::vector<BuilderCase> builder_cases(const ClusterSpec& cluster) {
   models[0].top_k = 2;
   models[0].dtype = models[0].gemm_dtype = DType::kBf16;
   models[0].activation = Activation::kSwiglu;
+  models[0].shared_experts.count = 1;  // the shared experts' buffers and edges too
+  models[0].shared_experts.d_ffn = 64;
   models[1].name = "gpt-s-like";
   models[1].d_model = 768;
   models[1].d_ffn = 3072;

@@ -283,5 +283,38 @@ TEST(GeneralCaseMemory, TopTwoDoublesDispatchedBuffers) {
   }
 }
 
+// Shared experts (one of Hs = 512, gelu, so Fs = 512) on the setup above, strategy none, n = 1:
+//   model states: + M*Fs + Hs*M = 256*512 + 512*256 = 262144 parameters x 16 B = 4194304
+//     -> 33619968 + 4194304 = 37814272;
+//   activations: + shared.T_M B x Fs = 1024*512*2 = 1048576 -> 9748480 + 1048576 = 10797056;
+//   temporaries: the shared experts' backward runs right after bwd.decode on the compute stream,
+//     so shared.dX (B x M = 524288, until bwd.gate.dgrad) is live through the routed experts'
+//     backward: its maximum, at fc2.dgrad, is dDO + dM + shared.dX = 6553600 + 524288 = 7077888
+//     (the shared phase itself holds at most dT_O + dDO + shared.dM + shared.dX = 1310720 +
+//     1310720 + 1048576 + 524288 = 4194304);
+//   peak: 37814272 + 10797056 + 7077888 = 55689216, with every activation still saved.
+TEST(GeneralCaseMemory, SharedExpertsSaveTheirFc1OutputAndCarryTheirGradients) {
+  ModelSpec model = small_model(Activation::kGelu);
+  model.shared_experts.count = 1;
+  model.shared_experts.d_ffn = 512;
+  const Simulated s = simulate(model, small_run(1, MemoryStrategy::kNone));
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.shared.T_M"), 1048576);
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.shared.out"), 524288);
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.shared.dM"), 1048576);
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.shared.dA"), -1);  // gelu: in place
+  EXPECT_EQ(buffer_bytes(s.graph, "L0.shared.dX"), 524288);
+  EXPECT_EQ(max_of(s, MemoryCategory::kModelStates), 37814272);
+  EXPECT_EQ(max_of(s, MemoryCategory::kActivations), 10797056);
+  EXPECT_EQ(max_of(s, MemoryCategory::kTemporary), 7077888);
+  EXPECT_EQ(s.memory.peak_device_bytes, 55689216);
+
+  model.activation = Activation::kSwiglu;  // Fs = 2 Hs = 1024, and dA (B x Hs) of its own
+  const Simulated w = simulate(model, small_run(1, MemoryStrategy::kNone));
+  EXPECT_EQ(buffer_bytes(w.graph, "L0.shared.T_M"), 2097152);
+  EXPECT_EQ(buffer_bytes(w.graph, "L0.shared.dM"), 2097152);
+  EXPECT_EQ(buffer_bytes(w.graph, "L0.shared.dA"), 1048576);
+  EXPECT_EQ(max_of(w, MemoryCategory::kActivations), 14991360 + 2097152);
+}
+
 }  // namespace
 }  // namespace moesim
