@@ -207,7 +207,12 @@ ExpertParallelResult run_expert_parallel(const MoeLayerShape& shape, const MoeLa
     const std::vector<Matrix> combined = part.all_to_all(send_back);
     for (std::size_t r = 0; r < ranks; ++r) part.put_chunk(combined[r], c, t_o[r]);
   }
-  for (std::size_t r = 0; r < ranks; ++r) res.y.push_back(detail::decode(shape, routing[r], t_o[r]));
+  // The shared experts: every rank runs them on its own tokens (data parallel).
+  std::vector<Matrix> shared_h(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    res.y.push_back(detail::decode(shape, routing[r], t_o[r]));
+    if (shape.shared_d_ffn > 0) detail::shared_forward(shape, params, x[r], shared_h[r], res.y.back());
+  }
 
   // Backward.
   res.grads = zero_gradients(shape);
@@ -262,6 +267,10 @@ ExpertParallelResult run_expert_parallel(const MoeLayerShape& shape, const MoeLa
     Matrix dx(shape.tokens, M);
     detail::router_and_encode_backward(shape, params, x[r], routing[r], dscores[r], ddispatched[r], dx,
                                        grads.dgate);
+    if (shape.shared_d_ffn > 0) {
+      const Matrix dx_shared = detail::shared_backward(shape, params, x[r], shared_h[r], dy[r], grads);
+      for (std::size_t i = 0; i < dx.values.size(); ++i) dx.values[i] += dx_shared.values[i];
+    }
     res.dx.push_back(std::move(dx));
   }
   return res;

@@ -96,6 +96,7 @@ MoeLayerShape MoeLayerShape::from_specs(const ModelSpec& model, const LayerDims&
   s.tokens = dims.tokens;
   s.d_model = dims.d_model;
   s.d_ffn = dims.d_ffn;
+  s.shared_d_ffn = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn;
   s.num_experts = dims.num_experts;
   s.top_k = dims.top_k;
   s.capacity = dims.capacity;
@@ -113,6 +114,9 @@ void MoeLayerShape::validate() const {
   if (top_k < 1 || top_k > num_experts)
     throw InputError("MoE reference shape: top_k must be in [1, E = " + std::to_string(num_experts) +
                      "], got " + std::to_string(top_k));
+  if (shared_d_ffn < 0)
+    throw InputError("MoE reference shape: the shared experts' width must not be negative, got " +
+                     std::to_string(shared_d_ffn));
 }
 
 MoeLayerParams random_params(const MoeLayerShape& shape, std::uint64_t seed) {
@@ -127,6 +131,12 @@ MoeLayerParams random_params(const MoeLayerShape& shape, std::uint64_t seed) {
     p.w2.push_back(random_matrix(H, M, s + 2, 1.0 / std::sqrt(static_cast<double>(H))));
     p.b1.push_back(shape.bias ? random_matrix(1, F, s + 3, 0.1) : Matrix(1, 0));
     p.b2.push_back(shape.bias ? random_matrix(1, M, s + 4, 0.1) : Matrix(1, 0));
+  }
+  if (shape.shared_d_ffn > 0) {
+    const std::uint64_t s = seed + kSharedSeedOffset;
+    p.shared_w1 = random_matrix(M, shape.shared_fc1_out(), s + 1, 1.0 / std::sqrt(static_cast<double>(M)));
+    p.shared_w2 = random_matrix(shape.shared_d_ffn, M, s + 2,
+                                1.0 / std::sqrt(static_cast<double>(shape.shared_d_ffn)));
   }
   return p;
 }
@@ -292,6 +302,41 @@ Matrix expert_backward_rows(const MoeLayerShape& shape, const MoeLayerParams& pa
   return matmul_bt(dh, params.w1[e]);
 }
 
+namespace {
+
+// The shared experts as expert 0 of a layer of width Hs without biases.
+MoeLayerShape shared_shape(const MoeLayerShape& shape) {
+  MoeLayerShape s = shape;
+  s.d_ffn = shape.shared_d_ffn;
+  s.bias = false;
+  return s;
+}
+
+MoeLayerParams shared_as_expert(const MoeLayerParams& params) {
+  MoeLayerParams p;
+  p.w1 = {params.shared_w1};
+  p.w2 = {params.shared_w2};
+  p.b1 = {Matrix(1, 0)};
+  p.b2 = {Matrix(1, 0)};
+  return p;
+}
+
+}  // namespace
+
+void shared_forward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x, Matrix& h,
+                    Matrix& y) {
+  Matrix a, out;
+  expert_forward_rows(shared_shape(shape), shared_as_expert(params), 0, x, h, a, out);
+  for (std::size_t i = 0; i < y.values.size(); ++i) y.values[i] += out.values[i];
+}
+
+Matrix shared_backward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x, const Matrix& h,
+                       const Matrix& dy, MoeGradients& g) {
+  Matrix no_db1(1, 0), no_db2(1, 0);
+  return expert_backward_rows(shared_shape(shape), shared_as_expert(params), 0, x, h, dy, g.dshared_w1, no_db1,
+                              g.dshared_w2, no_db2);
+}
+
 Matrix decode(const MoeLayerShape& shape, const Routing& routing, const Matrix& expert_out) {
   const std::int64_t B = shape.tokens, M = shape.d_model, C = shape.capacity;
   const int k = shape.top_k;
@@ -394,6 +439,7 @@ MoeForward moe_forward(const MoeLayerShape& shape, const MoeLayerParams& params,
     std::copy(o.values.begin(), o.values.end(), f.expert_out.row(e * C));
   }
   f.y = detail::decode(shape, f.routing, f.expert_out);
+  if (shape.shared_d_ffn > 0) detail::shared_forward(shape, params, x, f.shared_h, f.y);
   return f;
 }
 
@@ -406,6 +452,10 @@ MoeGradients zero_gradients(const MoeLayerShape& shape) {
     g.db1.emplace_back(1, shape.bias ? F : 0);
     g.dw2.emplace_back(H, M);
     g.db2.emplace_back(1, shape.bias ? M : 0);
+  }
+  if (shape.shared_d_ffn > 0) {
+    g.dshared_w1 = Matrix(M, shape.shared_fc1_out());
+    g.dshared_w2 = Matrix(shape.shared_d_ffn, M);
   }
   return g;
 }
@@ -432,6 +482,10 @@ void backward_accumulate(const MoeLayerShape& shape, const MoeLayerParams& param
   }
   g.dlogits = detail::router_and_encode_backward(shape, params, x, forward.routing, g.dscores, ddispatched,
                                                  g.dx, g.dgate);
+  if (shape.shared_d_ffn > 0) {
+    const Matrix dx_shared = detail::shared_backward(shape, params, x, forward.shared_h, dy, g);
+    for (std::size_t i = 0; i < g.dx.values.size(); ++i) g.dx.values[i] += dx_shared.values[i];
+  }
 }
 
 MoeGradients moe_backward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x,

@@ -75,6 +75,9 @@ struct MoeLayerShape {
   std::int64_t tokens = 0;    // B, per (source) rank
   std::int64_t d_model = 0;   // M
   std::int64_t d_ffn = 0;     // H
+  // Hs: the shared experts' hidden width, all of them side by side as one FFN (count x d_ffn;
+  // their outputs add up, so this is the same function); 0 without shared experts.
+  std::int64_t shared_d_ffn = 0;
   int num_experts = 0;        // E
   int top_k = 1;              // k
   std::int64_t capacity = 0;  // C per expert per source rank
@@ -83,6 +86,7 @@ struct MoeLayerShape {
   ScoreNormalization scores = ScoreNormalization::kRaw;
 
   std::int64_t fc1_out() const { return activation == Activation::kSwiglu ? 2 * d_ffn : d_ffn; }
+  std::int64_t shared_fc1_out() const { return activation == Activation::kSwiglu ? 2 * shared_d_ffn : shared_d_ffn; }
   std::int64_t dispatch_rows() const { return static_cast<std::int64_t>(num_experts) * capacity; }
 
   // The simulator's sizes: tokens, C and widths from `dims`, the activation from `model`.
@@ -99,9 +103,13 @@ struct MoeLayerParams {
   std::vector<Matrix> b1;   // E of 1 x F
   std::vector<Matrix> w2;   // E of H x M
   std::vector<Matrix> b2;   // E of 1 x M
+  Matrix shared_w1;         // M x Fs (0 x 0 without shared experts); no biases
+  Matrix shared_w2;         // Hs x M
 };
 
-// Gate in [-1, 1) (well-separated routing), expert weights scaled by 1/sqrt(fan-in).
+// Gate in [-1, 1) (well-separated routing), expert weights scaled by 1/sqrt(fan-in); the shared
+// experts' W1 / W2 with seed + kSharedSeedOffset + 1 / + 2.
+inline constexpr std::uint64_t kSharedSeedOffset = 999999937ULL;
 MoeLayerParams random_params(const MoeLayerShape& shape, std::uint64_t seed);
 
 struct Routing {
@@ -135,7 +143,8 @@ struct MoeForward {
   Matrix preact;      // [E*C, F]: h
   Matrix act;         // [E*C, H]: a
   Matrix expert_out;  // [E*C, M]: o
-  Matrix y;           // B x M
+  Matrix shared_h;    // B x Fs: the shared experts' FC1 output (0 x 0 without them)
+  Matrix y;           // B x M: the routed experts' weighted outputs plus the shared experts'
 };
 
 MoeForward moe_forward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x,
@@ -145,6 +154,7 @@ struct MoeGradients {
   Matrix dx;               // B x M
   Matrix dgate;            // M x E
   std::vector<Matrix> dw1, db1, dw2, db2;  // per expert, shaped as the parameters
+  Matrix dshared_w1, dshared_w2;           // shaped as the shared experts' parameters
   Matrix dlogits;          // B x E (for stage-by-stage GPU comparison)
   std::vector<double> dscores;  // B x k
 };
@@ -174,6 +184,12 @@ void activation_forward(const MoeLayerShape& shape, const Matrix& h, Matrix& a);
 Matrix expert_backward_rows(const MoeLayerShape& shape, const MoeLayerParams& params, int expert,
                             const Matrix& in, const Matrix& h, const Matrix& dout, Matrix& dw1,
                             Matrix& db1, Matrix& dw2, Matrix& db2);
+// The shared experts over all B tokens as one expert of width Hs: y += out; h saved.
+void shared_forward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x, Matrix& h,
+                    Matrix& y);
+// Their backward: adds to g.dshared_w1 / w2 and returns their part of dX.
+Matrix shared_backward(const MoeLayerShape& shape, const MoeLayerParams& params, const Matrix& x, const Matrix& h,
+                       const Matrix& dy, MoeGradients& g);
 // y from the expert outputs at [E*C, M] rows and the routing.
 Matrix decode(const MoeLayerShape& shape, const Routing& routing, const Matrix& expert_out);
 // dO at [E*C, M] rows and ds (B x k) from dY.

@@ -68,8 +68,11 @@ double max_rel(const std::vector<Matrix>& got, const std::vector<Matrix>& want) 
 }
 
 void expect_gradients(const MoeGradients& got, const MoeGradients& want, bool bitwise, const std::string& what) {
-  // The router's gradient depends on the chunking only through T_O, which is bitwise equal.
+  // The router's gradient depends on the chunking only through T_O, which is bitwise equal; the
+  // shared experts run on each rank's whole batch, in rank order, on both sides.
   EXPECT_EQ(got.dgate, want.dgate) << what;
+  EXPECT_EQ(got.dshared_w1, want.dshared_w1) << what;
+  EXPECT_EQ(got.dshared_w2, want.dshared_w2) << what;
   if (bitwise) {
     EXPECT_EQ(got.dw1, want.dw1) << what;
     EXPECT_EQ(got.db1, want.db1) << what;
@@ -93,6 +96,7 @@ TEST_P(ExpertParallel, SixtyFourExpertsOverRRanksAndNChunksEqualOneRankOneChunk)
   MoeLayerShape s = shape_64e(GetParam(), kRanks, 4);
   ASSERT_EQ(s.capacity, 4);
   s.bias = true;
+  s.shared_d_ffn = 16;  // a shared expert on every rank's tokens
   const MoeLayerParams p = random_params(s, 21);
   const std::vector<Matrix> x = batches(s, kRanks, 100), dy = batches(s, kRanks, 200);
   std::int64_t dropped = 0;

@@ -233,6 +233,7 @@ TEST_P(GradientCheck, EveryGradientMatchesCentralDifferences) {
   s.activation = c.activation;
   s.bias = c.bias;
   s.scores = c.scores;
+  s.shared_d_ffn = 2;  // a shared expert too (its parameters do not change the routed ones' draws)
   MoeLayerParams p = random_params(s, 11);
   Matrix x = random_matrix(s.tokens, s.d_model, 12, 1.0);
   const Matrix g = random_matrix(s.tokens, s.d_model, 13, 1.0);
@@ -262,6 +263,12 @@ TEST_P(GradientCheck, EveryGradientMatchesCentralDifferences) {
     for (std::size_t i = 0; i < p.b2[e].values.size(); ++i)
       check("db2" + ex + std::to_string(i) + "]", p.b2[e].values[i], grad.db2[e].values[i], eval);
   }
+  ASSERT_EQ(p.shared_w1.values.size(), grad.dshared_w1.values.size());
+  ASSERT_EQ(p.shared_w2.values.size(), grad.dshared_w2.values.size());
+  for (std::size_t i = 0; i < p.shared_w1.values.size(); ++i)
+    check("dshared_w1[" + std::to_string(i) + "]", p.shared_w1.values[i], grad.dshared_w1.values[i], eval);
+  for (std::size_t i = 0; i < p.shared_w2.values.size(); ++i)
+    check("dshared_w2[" + std::to_string(i) + "]", p.shared_w2.values[i], grad.dshared_w2.values[i], eval);
   // The router gradient is really exercised: with raw scores or top-2 renormalisation it is not 0.
   double gate_norm = 0;
   for (double v : grad.dgate.values) gate_norm += std::abs(v);
