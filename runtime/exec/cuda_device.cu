@@ -211,6 +211,7 @@ void CudaDevice::gemm(const GemmArgs& g, int stream) {
 }
 
 void CudaDevice::fill(const FillArgs& a, int st) { select(); cuda::fill(a, s(st)); }
+void CudaDevice::add(const AddArgs& a, int st) { select(); cuda::add(a, s(st)); }
 void CudaDevice::route(const RouteArgs& a, int st) { select(); cuda::route(a, s(st)); }
 void CudaDevice::assign(const AssignArgs& a, int st) { select(); cuda::assign(a, s(st)); }
 void CudaDevice::encode(const EncodeArgs& a, int st) { select(); cuda::encode(a, s(st)); }

@@ -51,6 +51,7 @@ class CudaDevice final : public DeviceOps {
   void download(void* host_dst, const void* src, std::int64_t bytes) override;
   void gemm(const GemmArgs& args, int stream) override;
   void fill(const FillArgs& args, int stream) override;
+  void add(const AddArgs& args, int stream) override;
   void route(const RouteArgs& args, int stream) override;
   void assign(const AssignArgs& args, int stream) override;
   void encode(const EncodeArgs& args, int stream) override;

@@ -74,6 +74,7 @@ class DeviceOps {
 
   virtual void gemm(const GemmArgs& args, int stream) = 0;
   virtual void fill(const FillArgs& args, int stream) = 0;
+  virtual void add(const AddArgs& args, int stream) = 0;
   virtual void route(const RouteArgs& args, int stream) = 0;
   virtual void assign(const AssignArgs& args, int stream) = 0;
   virtual void encode(const EncodeArgs& args, int stream) = 0;

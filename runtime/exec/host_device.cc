@@ -78,6 +78,7 @@ void HostDevice::download(void* host_dst, const void* src, std::int64_t bytes) {
 
 void HostDevice::gemm(const GemmArgs& a, int s) { on(s); host::gemm(a); }
 void HostDevice::fill(const FillArgs& a, int s) { on(s); host::fill(a); }
+void HostDevice::add(const AddArgs& a, int s) { on(s); host::add(a); }
 void HostDevice::route(const RouteArgs& a, int s) { on(s); host::route(a); }
 void HostDevice::assign(const AssignArgs& a, int s) { on(s); host::assign(a); }
 void HostDevice::encode(const EncodeArgs& a, int s) { on(s); host::encode(a); }

@@ -40,6 +40,7 @@ class HostDevice final : public DeviceOps {
 
   void gemm(const GemmArgs& args, int stream) override;
   void fill(const FillArgs& args, int stream) override;
+  void add(const AddArgs& args, int stream) override;
   void route(const RouteArgs& args, int stream) override;
   void assign(const AssignArgs& args, int stream) override;
   void encode(const EncodeArgs& args, int stream) override;

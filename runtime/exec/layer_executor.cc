@@ -9,6 +9,7 @@
 
 #include "runtime/exec/memory_plan.h"
 #include "runtime/exec/stream_plan.h"
+#include "runtime/reference/moe_reference.h"
 #include "sim/core/error.h"
 #include "sim/graph/graph_algorithms.h"
 
@@ -57,6 +58,8 @@ struct LayerExecutor::Shared {
   std::int64_t rows = 0;        // rows per local expert per chunk: R * C/n
   std::int64_t rows_all = 0;    // rows per chunk on either side: E_l * R * C/n = E * C/n
   std::int64_t dispatch_rows = 0;  // E * C
+  std::int64_t shared_h = 0;       // Hs: the shared experts side by side (0: none)
+  std::int64_t shared_f = 0;       // Fs: their FC1 width (2 Hs for swiglu)
   BlockLayout source, expert;
 };
 
@@ -98,6 +101,7 @@ struct LayerExecutor::State {
   char* dlogits = nullptr;
   char* send = nullptr;  // source-side dispatch tensor; receives the gradient all-to-all too
   char* act_ws = nullptr;
+  char* shared_act = nullptr;  // the shared experts' activation output (B x Hs)
   char* y = nullptr;     // the top layer's output
   char* dy = nullptr;    // the top layer's incoming gradient
 
@@ -127,6 +131,7 @@ struct RankLayer {
   RankLayer(const LayerExecutor::State& state, int layer_index, int layers)
       : st(state), layer(layer_index), num_layers(layers), dev(state.dev), rank(state.rank),
         logits(state.logits), dlogits(state.dlogits), send(state.send), act_ws(state.act_ws),
+        shared_act(state.shared_act),
         routing(state.layers[static_cast<std::size_t>(layer_index)]), probs(routing.probs),
         topk_score(routing.topk_score), dscores(routing.dscores), topk_idx(routing.topk_idx),
         topk_row(routing.topk_row), row_token(routing.row_token), row_choice(routing.row_choice),
@@ -140,6 +145,7 @@ struct RankLayer {
   char* dlogits;
   char* send;
   char* act_ws;
+  char* shared_act;
   const LayerRouting& routing;
   float* probs;
   float* topk_score;
@@ -176,8 +182,6 @@ char* chunk_ptr(const RankLayer& s, const std::string& name, int chunk, std::int
 LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, const LayerDims& dims,
                              std::vector<ExecutorRank> ranks, Transport& transport, ExecutorOptions options)
     : graph_(graph), transport_(transport), shared_(std::make_unique<Shared>()) {
-  if (model.shared_experts.count > 0)
-    throw InputError("the GPU executor does not run shared experts yet (model '" + model.name + "')");
   if (dims.ep_size != transport.group_size())
     throw InputError("the transport's group has " + std::to_string(transport.group_size()) +
                      " ranks, the layer's expert-parallel group " + std::to_string(dims.ep_size));
@@ -198,6 +202,8 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   sh.rows = dims.rows_per_expert_chunk;
   sh.rows_all = sh.rows * dims.local_experts;
   sh.dispatch_rows = static_cast<std::int64_t>(dims.num_experts) * dims.capacity;
+  sh.shared_h = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn;
+  sh.shared_f = model.activation == Activation::kSwiglu ? 2 * sh.shared_h : sh.shared_h;
   if (sh.dispatch_rows > std::numeric_limits<std::int32_t>::max() ||
       dims.tokens * dims.top_k > std::numeric_limits<std::int32_t>::max())
     throw InputError("the executor indexes dispatch rows and choices with 32-bit integers: E*C = " +
@@ -273,6 +279,7 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
     add(s->send, sh.dispatch_rows * M * sh.eb);
     add(s->act_ws, sh.rows_all * dims.d_ffn * sh.eb);
     add(s->y, B * M * sh.eb);
+    if (sh.shared_h > 0) add(s->shared_act, B * sh.shared_h * sh.eb);
     add(s->dy, B * M * sh.eb);
     for (LayerRouting& lr : s->layers) {
       add(lr.probs, B * E * 4);
@@ -316,12 +323,14 @@ std::vector<int> LayerExecutor::local_ranks() const {
 namespace {
 
 // Parameter layout inside the graph's `params` (and `grads`) buffer: Wg (M x E), then W1
-// (E_l x M x F), then W2 (E_l x H x M), packed, in the storage type: exactly the bytes
-// layer_model_state_bytes counts.
+// (E_l x M x F), then W2 (E_l x H x M), then the shared experts' W1s (M x Fs) and W2s (Hs x M),
+// packed, in the storage type: exactly the bytes layer_model_state_bytes counts.
 struct ParamPtrs {
   char* gate;
   char* w1;
   char* w2;
+  char* shared_w1;
+  char* shared_w2;
 };
 
 // Layer l's parameter seed.
@@ -329,11 +338,13 @@ std::uint64_t layer_seed(std::uint64_t seed, int layer) {
   return seed + 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(layer);
 }
 
-ParamPtrs param_ptrs(char* base, const LayerDims& d, std::int64_t eb) {
+ParamPtrs param_ptrs(char* base, const LayerDims& d, std::int64_t eb, std::int64_t shared_f) {
   ParamPtrs p;
   p.gate = base;
   p.w1 = p.gate + d.d_model * d.num_experts * eb;
   p.w2 = p.w1 + d.local_experts * d.d_model * d.fc1_out * eb;
+  p.shared_w1 = p.w2 + d.local_experts * d.d_ffn * d.d_model * eb;
+  p.shared_w2 = p.shared_w1 + d.d_model * shared_f * eb;
   return p;
 }
 
@@ -351,10 +362,11 @@ void LayerExecutor::initialize() {
     };
     for (int l = 0; l < num_layers_; ++l) {
       MOESIM_CHECK(s.memory.placement(s.buffer_ids.at(State::full_name(l, "params"))).bytes >=
-                       (d.d_model * d.num_experts + d.local_experts * (d.d_model * d.fc1_out + d.d_ffn * d.d_model)) *
+                       (d.d_model * d.num_experts + d.local_experts * (d.d_model * d.fc1_out + d.d_ffn * d.d_model) +
+                        d.d_model * sh.shared_f + sh.shared_h * d.d_model) *
                            sh.eb,
-                   "the params buffer holds the gate and the local experts");
-      const ParamPtrs p = param_ptrs(s.buffer(l, "params"), d, sh.eb);
+                   "the params buffer holds the gate, the local experts and the shared experts");
+      const ParamPtrs p = param_ptrs(s.buffer(l, "params"), d, sh.eb, sh.shared_f);
       // reference::random_params with the layer's seed (layer_seed: `seed` itself for layer 0):
       // the gate with it, expert e's W1 / W2 with it + 1000003 (e + 1) + 1 / + 2, scaled by
       // 1/sqrt(fan-in).
@@ -367,6 +379,11 @@ void LayerExecutor::initialize() {
              1.0 / std::sqrt(static_cast<double>(d.d_model)));
         fill(p.w2 + el * d.d_ffn * d.d_model * sh.eb, d.d_ffn * d.d_model, es + 2,
              1.0 / std::sqrt(static_cast<double>(d.d_ffn)));
+      }
+      if (sh.shared_h > 0) {  // reference::random_params: + kSharedSeedOffset + 1 / + 2
+        const std::uint64_t ss = ls + reference::kSharedSeedOffset;
+        fill(p.shared_w1, d.d_model * sh.shared_f, ss + 1, 1.0 / std::sqrt(static_cast<double>(d.d_model)));
+        fill(p.shared_w2, sh.shared_h * d.d_model, ss + 2, 1.0 / std::sqrt(static_cast<double>(sh.shared_h)));
       }
     }
     // Inputs per rank: layer 0's x with seed + 7919 (r + 1), the top layer's dY with
@@ -384,9 +401,10 @@ class Lowering {
  public:
   Lowering(const LayerDims& d, Storage type, GemmMath math, ActivationKind act, bool normalize, std::int64_t eb,
            std::int64_t per_chunk, std::int64_t rows, std::int64_t rows_all, std::int64_t dispatch_rows,
-           BlockLayout source, BlockLayout expert)
+           std::int64_t shared_h, std::int64_t shared_f, BlockLayout source, BlockLayout expert)
       : d_(d), type_(type), math_(math), act_(act), normalize_(normalize), eb_(eb), per_chunk_(per_chunk),
-        rows_(rows), rows_all_(rows_all), dispatch_rows_(dispatch_rows), source_(source), expert_(expert) {}
+        rows_(rows), rows_all_(rows_all), dispatch_rows_(dispatch_rows), shared_h_(shared_h), shared_f_(shared_f),
+        source_(source), expert_(expert) {}
 
   // Expert-side chunk buffers; q is the sequence position of the access.
   char* t_di(const RankLayer& s, int c, bool backward) const {
@@ -404,6 +422,8 @@ class Lowering {
     const std::string own = "bwd.dA.c" + std::to_string(c);
     return s.has(own) ? s.buffer(own) : grad(s, "dM", c, d_.fc1_out);
   }
+  // The shared experts' dA (B x Hs): swiglu's own buffer, else shared.dM (computed over in place).
+  char* shared_d_a(const RankLayer& s) const { return s.has("shared.dA") ? s.buffer("shared.dA") : s.buffer("shared.dM"); }
   char* t_do(const RankLayer& s, int c) const {
     return chunk_ptr(s, "T_DO", c, s.fwd_pos[c], rows_all_ * d_.d_model * eb_);
   }
@@ -450,7 +470,7 @@ class Lowering {
   }
 
   void fc1(const RankLayer& s, int c, bool backward, int stream) const {
-    const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_);
+    const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_, shared_f_);
     const std::int64_t M = d_.d_model, F = d_.fc1_out;
     s.dev->gemm(expert_gemm(false, false, rows_, F, M, t_di(s, c, backward), M, rows_ * M, p.w1, F, M * F,
                             t_m(s, c, backward), F, rows_ * F, false),
@@ -465,7 +485,7 @@ class Lowering {
     const std::int64_t B = d_.tokens, M = d_.d_model, H = d_.d_ffn, F = d_.fc1_out;
     const int E = d_.num_experts, k = d_.top_k, c = t.chunk;
     const bool bwd = t.pass == Pass::kBackward;
-    const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_);
+    const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_, shared_f_);
     if (!bwd) {
       if (op == "gate") {
         GemmArgs g = dense_gemm(false, false, B, E, M, s.buffer("T_I"), M, p.gate, E, s.logits, E, false);
@@ -492,13 +512,24 @@ class Lowering {
         s.dev->copy(s.buffer("host.T_M") + c * rows_all_ * F * eb_, t_m(s, c, false), rows_all_ * F * eb_, stream);
       } else if (op == "decode") {
         s.dev->decode(DecodeArgs{s.buffer("T_O"), s.topk_row, s.topk_score, B, k, M, s.output(), type_}, stream);
+        if (shared_h_ > 0) s.dev->add(AddArgs{s.output(), s.buffer("shared.out"), B * M, type_}, stream);
+      } else if (op == "shared.fc1") {
+        s.dev->gemm(dense_gemm(false, false, B, shared_f_, M, s.buffer("T_I"), M, p.shared_w1, shared_f_,
+                               s.buffer("shared.T_M"), shared_f_, false),
+                    stream);
+      } else if (op == "shared.act") {
+        s.dev->activation(ActivationArgs{act_, B, shared_h_, s.buffer("shared.T_M"), s.shared_act, type_}, stream);
+      } else if (op == "shared.fc2") {
+        s.dev->gemm(dense_gemm(false, false, B, M, shared_h_, s.shared_act, shared_h_, p.shared_w2, M,
+                               s.buffer("shared.out"), M, false),
+                    stream);
       } else {
         unsupported(t);
       }
       return;
     }
     const bool first = s.bwd_pos[c < 0 ? 0 : c] == 0;
-    const ParamPtrs g = param_ptrs(s.buffer("grads"), d_, eb_);
+    const ParamPtrs g = param_ptrs(s.buffer("grads"), d_, eb_, shared_f_);
     if (op == "decode") {
       s.dev->decode_backward(DecodeBackwardArgs{s.upstream_grad(), s.buffer("T_O"), s.topk_row, s.topk_score, s.row_token,
                                                 s.row_choice, B, k, dispatch_rows_, M, s.buffer("dT_O"), s.dscores,
@@ -538,8 +569,29 @@ class Lowering {
       s.dev->route_backward(
           RouteBackwardArgs{s.probs, s.topk_idx, s.topk_score, s.dscores, B, E, k, normalize_, s.dlogits, type_}, stream);
     } else if (op == "gate.dgrad") {
-      // Accumulates: dX = encode's backward + the router's.
+      // Accumulates: dX = encode's backward + the router's (+ the shared experts').
       s.dev->gemm(dense_gemm(false, true, B, M, E, s.dlogits, E, p.gate, E, s.buffer("dT_I"), M, true), stream);
+      if (shared_h_ > 0) s.dev->add(AddArgs{s.buffer("dT_I"), s.buffer("shared.dX"), B * M, type_}, stream);
+    } else if (op == "shared.fc2.dgrad") {
+      s.dev->gemm(dense_gemm(false, true, B, shared_h_, M, s.upstream_grad(), M, p.shared_w2, M, shared_d_a(s),
+                             shared_h_, false),
+                  stream);
+    } else if (op == "shared.act") {
+      s.dev->activation_backward(ActivationBackwardArgs{act_, B, shared_h_, s.buffer("shared.T_M"), shared_d_a(s),
+                                                        s.buffer("shared.dM"), s.shared_act, type_},
+                                 stream);
+    } else if (op == "shared.fc2.wgrad") {
+      s.dev->gemm(dense_gemm(true, false, shared_h_, M, B, s.shared_act, shared_h_, s.upstream_grad(), M,
+                             g.shared_w2, M, false),
+                  stream);
+    } else if (op == "shared.fc1.wgrad") {
+      s.dev->gemm(dense_gemm(true, false, M, shared_f_, B, s.buffer("T_I"), M, s.buffer("shared.dM"), shared_f_,
+                             g.shared_w1, shared_f_, false),
+                  stream);
+    } else if (op == "shared.fc1.dgrad") {
+      s.dev->gemm(dense_gemm(false, true, B, M, shared_f_, s.buffer("shared.dM"), shared_f_, p.shared_w1, shared_f_,
+                             s.buffer("shared.dX"), M, false),
+                  stream);
     } else if (op == "gate.wgrad") {
       s.dev->gemm(dense_gemm(true, false, M, E, B, s.buffer("T_I"), M, s.dlogits, E, g.gate, E, false), stream);
     } else {
@@ -598,7 +650,7 @@ class Lowering {
   GemmMath math_;
   ActivationKind act_;
   bool normalize_;
-  std::int64_t eb_, per_chunk_, rows_, rows_all_, dispatch_rows_;
+  std::int64_t eb_, per_chunk_, rows_, rows_all_, dispatch_rows_, shared_h_, shared_f_;
   BlockLayout source_, expert_;
 };
 
@@ -607,7 +659,7 @@ class Lowering {
 Trace LayerExecutor::run_step() {
   const Shared& sh = *shared_;
   const Lowering low(sh.d, sh.type, sh.math, sh.act, sh.options.normalize_scores, sh.eb, sh.per_chunk, sh.rows,
-                     sh.rows_all, sh.dispatch_rows, sh.source, sh.expert);
+                     sh.rows_all, sh.dispatch_rows, sh.shared_h, sh.shared_f, sh.source, sh.expert);
   for (const auto& s : states_) {
     s->dev->record(s->origin, s->stream_ids[0]);
     for (std::size_t i = 1; i < s->stream_ids.size(); ++i) s->dev->wait(s->stream_ids[i], s->origin);
@@ -690,8 +742,8 @@ RankValues LayerExecutor::download(int rank, int layer) const {
     s.dev->download(out.data(), src, count * 4);
     return out;
   };
-  const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.eb);
-  const ParamPtrs g = param_ptrs(s.buffer("grads"), d, sh.eb);
+  const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.eb, sh.shared_f);
+  const ParamPtrs g = param_ptrs(s.buffer("grads"), d, sh.eb, sh.shared_f);
   const std::int64_t BM = d.tokens * d.d_model, ME = d.d_model * d.num_experts;
   const std::int64_t w1 = d.local_experts * d.d_model * d.fc1_out, w2 = d.local_experts * d.d_ffn * d.d_model;
   RankValues v;
@@ -705,6 +757,13 @@ RankValues LayerExecutor::download(int rank, int layer) const {
   v.dgate = get(g.gate, ME);
   v.dw1 = get(g.w1, w1);
   v.dw2 = get(g.w2, w2);
+  if (sh.shared_h > 0) {
+    const std::int64_t s1 = d.d_model * sh.shared_f, s2 = sh.shared_h * d.d_model;
+    v.shared_w1 = get(p.shared_w1, s1);
+    v.shared_w2 = get(p.shared_w2, s2);
+    v.dshared_w1 = get(g.shared_w1, s1);
+    v.dshared_w2 = get(g.shared_w2, s2);
+  }
   v.topk_idx = get_int(s.topk_idx, d.tokens * d.top_k);
   v.topk_row = get_int(s.topk_row, d.tokens * d.top_k);
   return v;

@@ -28,7 +28,11 @@
 // Layers: every MoE layer of the graph, chained as the builder chains them (layer l's decode
 // writes layer l+1's T_I; layer l's backward decode reads layer l+1's dT_I); each layer has its
 // own parameters (seeded per layer) and routing state, and shares the transient workspace.
-// Supported now: relu, gelu or swiglu, no shared experts, raw or renormalised scores;
+// Shared experts: one dense FFN of width count x d_ffn over every token of the rank (their
+// parameters after the routed experts' in `params`), its output added to y after decode and its
+// input gradient to dT_I after the gate's; FC1's output in shared.T_M, the activation's output in
+// a workspace, the gradients in the graph's shared.dM / dA / dX.
+// Supported now: relu, gelu or swiglu, with or without shared experts, raw or renormalised scores;
 // other graphs are rejected with InputError naming what is missing.
 #pragma once
 
@@ -60,6 +64,8 @@ struct ExecutorOptions {
 struct RankValues {
   std::vector<float> x, dy, gate, w1, w2;      // inputs: B x M, B x M, M x E, E_l x M x F, E_l x H x M
   std::vector<float> y, dx, dgate, dw1, dw2;   // results, shaped as their inputs
+  // The shared experts (empty without them): W1s M x Fs, W2s Hs x M, and their gradients.
+  std::vector<float> shared_w1, shared_w2, dshared_w1, dshared_w2;
   std::vector<std::int32_t> topk_idx;          // B x k
   std::vector<std::int32_t> topk_row;          // B x k, runtime dispatch row or -1
 };

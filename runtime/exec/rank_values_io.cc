@@ -10,12 +10,14 @@ namespace moesim::runtime {
 
 namespace {
 
-constexpr std::size_t kTensors = 12;
+constexpr std::size_t kTensors = 16;
 
 // Every tensor of RankValues in a fixed order, as (pointer to vector, element size).
 template <typename Values, typename Visit>
 void for_each_tensor(Values& v, Visit visit) {
-  for (auto* f : {&v.x, &v.dy, &v.gate, &v.w1, &v.w2, &v.y, &v.dx, &v.dgate, &v.dw1, &v.dw2}) visit(*f);
+  for (auto* f : {&v.x, &v.dy, &v.gate, &v.w1, &v.w2, &v.y, &v.dx, &v.dgate, &v.dw1, &v.dw2, &v.shared_w1,
+                  &v.shared_w2, &v.dshared_w1, &v.dshared_w2})
+    visit(*f);
   for (auto* i : {&v.topk_idx, &v.topk_row}) visit(*i);
 }
 

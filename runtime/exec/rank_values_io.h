@@ -1,6 +1,6 @@
 // RankValues as bytes, so that the ranks of a one-process-per-rank run (mpirun) can send their
-// tensors to rank 0 for the reference check. A header of 12 lengths, then the ten float tensors
-// and the two index tensors in declaration order.
+// tensors to rank 0 for the reference check. A header of 16 lengths, then the fourteen float
+// tensors and the two index tensors in declaration order.
 #pragma once
 
 #include <cstddef>

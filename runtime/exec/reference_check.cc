@@ -77,6 +77,14 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
     params.b1.emplace_back(1, 0);
     params.b2.emplace_back(1, 0);
   }
+  const std::int64_t Hs = shape.shared_d_ffn, Fs = shape.shared_fc1_out();
+  if (Hs > 0) {
+    if (static_cast<std::int64_t>(got[0].shared_w1.size()) != M * Fs ||
+        static_cast<std::int64_t>(got[0].shared_w2.size()) != Hs * M)
+      throw InputError("the reference check needs the shared experts' parameters of rank 0");
+    params.shared_w1 = to_matrix(got[0].shared_w1.data(), M, Fs);
+    params.shared_w2 = to_matrix(got[0].shared_w2.data(), Hs, M);
+  }
   std::vector<ref::Matrix> xs, dys;
   std::vector<std::vector<int>> device_topk;
   for (const RankValues& v : got) {
@@ -125,6 +133,16 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
     for (std::int64_t i = 0; i < M * E; ++i) dgate.values[static_cast<std::size_t>(i)] += v.dgate[static_cast<std::size_t>(i)];
   }
   add("dgate", dgate, want.grads.dgate, tol.gradient_rel);
+  if (Hs > 0) {
+    // Replicated like the gate: every rank's gradient of its own tokens, summed.
+    ref::Matrix dw1(M, Fs), dw2(Hs, M);
+    for (const RankValues& v : got) {
+      for (std::int64_t i = 0; i < M * Fs; ++i) dw1.values[static_cast<std::size_t>(i)] += v.dshared_w1[static_cast<std::size_t>(i)];
+      for (std::int64_t i = 0; i < Hs * M; ++i) dw2.values[static_cast<std::size_t>(i)] += v.dshared_w2[static_cast<std::size_t>(i)];
+    }
+    add("dshared_w1", dw1, want.grads.dshared_w1, tol.gradient_rel);
+    add("dshared_w2", dw2, want.grads.dshared_w2, tol.gradient_rel);
+  }
   for (int e = 0; e < E; ++e) {
     const RankValues& owner = got[static_cast<std::size_t>(e / El)];
     const std::string at = "[e" + std::to_string(e) + "]";

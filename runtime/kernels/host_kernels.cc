@@ -72,6 +72,11 @@ float sigmoid(float x) { return static_cast<float>(1.0 / (1.0 + std::exp(-static
 
 }  // namespace
 
+void add(const AddArgs& a) {
+  require_f32(a.type, "add");
+  for (std::int64_t i = 0; i < a.count; ++i) f(a.dst)[i] += static_cast<const float*>(a.src)[i];
+}
+
 void fill(const FillArgs& a) {
   require_f32(a.type, "fill");
   std::uint64_t state = a.seed;

@@ -10,6 +10,7 @@
 namespace moesim::runtime::host {
 
 void fill(const FillArgs& a);
+void add(const AddArgs& a);
 void route(const RouteArgs& a);
 void assign(const AssignArgs& a);
 void encode(const EncodeArgs& a);

@@ -36,6 +36,15 @@ struct FillArgs {
   Storage type = Storage::kF32;
 };
 
+// dst += src, elementwise in fp32, rounded to the storage type: the shared experts' output into
+// y, their input gradient into dX.
+struct AddArgs {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::int64_t count = 0;
+  Storage type = Storage::kF32;
+};
+
 // Per token: probs = softmax(logits), the top-k experts and their scores.
 struct RouteArgs {
   const float* logits = nullptr;  // B x E

@@ -61,6 +61,13 @@ __device__ __forceinline__ float act_derivative(ActivationKind k, float x) {
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 template <typename T>
+__global__ void add_kernel(T* dst, const T* src, long long count) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    store(dst, i, load(dst, i) + load(src, i));
+}
+
+template <typename T>
 __global__ void fill_kernel(T* out, long long count, unsigned long long seed, double scale) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -290,6 +297,15 @@ void check_top_k(int k) {
 }
 
 }  // namespace
+
+void add(const AddArgs& a, cudaStream_t s) {
+  by_type(a.type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    add_kernel<T><<<blocks_for(a.count, 256), 256, 0, s>>>(static_cast<T*>(a.dst), static_cast<const T*>(a.src),
+                                                           a.count);
+  });
+  check_launch("add");
+}
 
 void fill(const FillArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {

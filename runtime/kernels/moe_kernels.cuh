@@ -10,6 +10,7 @@
 namespace moesim::runtime::cuda {
 
 void fill(const FillArgs& a, cudaStream_t s);
+void add(const AddArgs& a, cudaStream_t s);
 void route(const RouteArgs& a, cudaStream_t s);
 // One thread block scans the choices in (choice rank, token) order: deterministic.
 void assign(const AssignArgs& a, cudaStream_t s);

@@ -131,6 +131,15 @@ TEST(LayerGpu, OtherActivationsMatchTheReferenceWithEveryStrategy) {
       }
 }
 
+// A shared expert next to the routed ones, bf16 and swiglu, every strategy.
+TEST(LayerGpu, SharedExpertsMatchTheReference) {
+  MOESIM_REQUIRE_GPU_OR_SKIP();
+  ModelSpec model = small_model(8, 2, DType::kBf16, DType::kBf16, Activation::kSwiglu);
+  model.shared_experts.count = 1;
+  model.shared_experts.d_ffn = 96;
+  for (MemoryStrategy st : kStrategies) expect_ok(run_on_gpu(model, 2, 4, st, 128), "shared " + std::string(to_string(st)));
+}
+
 // Three layers back to back, each checked from the inputs its device holds.
 TEST(LayerGpu, StackedLayersMatchTheReferenceLayerByLayer) {
   MOESIM_REQUIRE_GPU_OR_SKIP();

@@ -138,6 +138,39 @@ TEST(LayerExecutor, SwigluMatchesTheReferenceAndEveryStrategyGivesTheSameBits) {
   }
 }
 
+// Shared experts (two of width 12, side by side): added to y after decode and to dX after the
+// gate, their gradients summed over the ranks like the gate's.
+TEST(LayerExecutor, SharedExpertsMatchTheReferenceWithEveryStrategy) {
+  for (Activation act : {Activation::kGelu, Activation::kSwiglu}) {
+    ModelSpec model = tiny_model(8, 2, act);
+    model.shared_experts.count = 2;
+    model.shared_experts.d_ffn = 12;
+    const LayerRun base = run_layer(model, 2, 2, MemoryStrategy::kNone, OrderPolicy::kMPipeMoE);
+    expect_matches_reference(base, std::string(to_string(act)) + " shared none");
+    bool checked_shared = false;
+    for (const CheckEntry& e : base.check.entries) checked_shared = checked_shared || e.tensor == "dshared_w1";
+    EXPECT_TRUE(checked_shared);
+    EXPECT_EQ(base.values[0].shared_w1, base.values[1].shared_w1);  // replicated
+    EXPECT_NE(base.values[0].dshared_w1, base.values[1].dshared_w1);  // each rank's own tokens
+    for (MemoryStrategy st : {MemoryStrategy::kS1, MemoryStrategy::kS2, MemoryStrategy::kS3, MemoryStrategy::kS4}) {
+      const LayerRun other = run_layer(model, 2, 2, st, OrderPolicy::kMPipeMoE);
+      const std::string label = std::string(to_string(act)) + " shared " + std::string(to_string(st));
+      expect_matches_reference(other, label);
+      for (int r = 0; r < 2; ++r) {
+        EXPECT_TRUE(same_results(base.values[r], other.values[r])) << label;
+        EXPECT_EQ(base.values[r].dshared_w1, other.values[r].dshared_w1) << label;
+        EXPECT_EQ(base.values[r].dshared_w2, other.values[r].dshared_w2) << label;
+      }
+    }
+  }
+  // Two layers with shared experts.
+  ModelSpec model = tiny_model(8, 2, Activation::kGelu);
+  model.shared_experts.count = 1;
+  model.shared_experts.d_ffn = 16;
+  expect_matches_reference(run_layer(model, 2, 2, MemoryStrategy::kS3, OrderPolicy::kMPipeMoE, 2, 48, 1, 2),
+                           "shared 2 layers");
+}
+
 TEST(LayerExecutor, RejectsWhatItCannotRun) {
   RunSpec run;
   run.tokens_per_gpu = 48;
@@ -145,14 +178,8 @@ TEST(LayerExecutor, RejectsWhatItCannotRun) {
   const ClusterSpec cluster = testing::adira();
   HostDevice device;
   LoopbackTransport one(device, 1);
-  ModelSpec shared = tiny_model(8, 2, Activation::kGelu);
-  shared.shared_experts.count = 1;
-  shared.shared_experts.d_ffn = 32;
   BuildOptions every_rank;
   every_rank.representative_rank = false;
-  const TaskGraph g = build_moe_graph(shared, cluster, run, every_rank);
-  const LayerDims dims = derive_layer_dims(shared, cluster, run);
-  EXPECT_THROW(LayerExecutor(g, shared, dims, {{0, &device}}, one), InputError);  // shared experts
   const ModelSpec gelu = tiny_model(8, 2, Activation::kGelu);
   const TaskGraph plain = build_moe_graph(gelu, cluster, run, every_rank);
   EXPECT_THROW(LayerExecutor(plain, gelu, derive_layer_dims(gelu, cluster, run), {{0, &device}}, one),
