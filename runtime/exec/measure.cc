@@ -19,6 +19,7 @@
 #include "sim/driver/simulation.h"
 #include "sim/report/metrics.h"
 #include "sim/report/report.h"
+#include "sim/report/spec_json.h"
 
 #include <unistd.h>
 
@@ -55,16 +56,37 @@ std::string identity_of_device(const DeviceProvider& provider, int ordinal) {
   return std::string(host) + ": " + provider.identity(ordinal);
 }
 
-// Gathers every process's device identity at rank 0; there, the error naming processes that share
-// a device (empty elsewhere and when none do).
-std::string shared_device_error(ProcessGroup& group, const std::string& mine) {
-  std::vector<std::byte> bytes(mine.size());
-  std::memcpy(bytes.data(), mine.data(), mine.size());
+// Gathers every process's configuration fingerprint and device identity at rank 0; there, the
+// error naming processes whose configuration differs from rank 0's or that share a device (empty
+// elsewhere and when all is well).
+std::string group_input_error(ProcessGroup& group, std::uint64_t fingerprint, const std::string& identity) {
+  std::vector<std::byte> bytes(sizeof fingerprint + identity.size());
+  std::memcpy(bytes.data(), &fingerprint, sizeof fingerprint);
+  std::memcpy(bytes.data() + sizeof fingerprint, identity.data(), identity.size());
   const std::vector<std::vector<std::byte>> all = group.gather(bytes, 0);
   if (group.rank() != 0) return "";
+  std::vector<std::uint64_t> fingerprints;
   std::vector<std::string> identities;
-  for (const auto& b : all) identities.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
-  return processes_sharing_a_device(identities);
+  for (const auto& b : all) {
+    MOESIM_CHECK(b.size() >= sizeof fingerprint, "every process sends its configuration fingerprint");
+    std::uint64_t f = 0;
+    std::memcpy(&f, b.data(), sizeof f);
+    fingerprints.push_back(f);
+    identities.emplace_back(reinterpret_cast<const char*>(b.data()) + sizeof f, b.size() - sizeof f);
+  }
+  const std::string differ = processes_configured_differently(fingerprints);
+  return differ.empty() ? processes_sharing_a_device(identities) : differ;
+}
+
+// FNV-1a over the resolved configuration every process must share (the sizes NCCL exchanges
+// follow from it) and the run's options.
+std::uint64_t configuration_fingerprint(const MeasureRequest& req, const RunSpec& run, const LayerDims& dims) {
+  const std::string text = config_json(req.model, req.cluster, run, dims).dump() + "|iters " +
+                           std::to_string(req.iters) + "|warmup " + std::to_string(req.warmup) + "|check " +
+                           std::to_string(req.check) + "|seed " + std::to_string(run.seed);
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ULL;
+  return h;
 }
 
 // `ordinal`: the device of this process in a group (Prepared::device).
@@ -182,6 +204,19 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
 
 }  // namespace
 
+std::string processes_configured_differently(const std::vector<std::uint64_t>& fingerprints) {
+  std::string list;
+  int count = 0;
+  for (std::size_t r = 1; r < fingerprints.size(); ++r)
+    if (fingerprints[r] != fingerprints[0]) {
+      list += (count++ == 0 ? "" : ", ") + std::to_string(r);
+    }
+  if (count == 0) return "";
+  return std::string(count == 1 ? "process " : "processes ") + list + (count == 1 ? " was" : " were") +
+         " started with a configuration that differs from process 0's (model, hardware and run options, as "
+         "resolved from the files and the command line, must be the same on every process)";
+}
+
 std::string processes_sharing_a_device(const std::vector<std::string>& identities) {
   std::map<std::string, std::vector<std::size_t>> by_device;
   for (std::size_t r = 0; r < identities.size(); ++r) by_device[identities[r]].push_back(r);
@@ -216,9 +251,10 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
   quiet.reports = false;
   quiet.exit_code = 2;
   if (!agree_on_input(group, error)) return quiet;
-  // Two processes on one GPU: NCCL does not support two ranks of a communicator on one device
-  // (ncclCommInitRank fails or hangs), so it is an input error, found before any device work.
-  // Every process reaches the gather (an identity that cannot be read is reported after it).
+  // Before any device work: processes started with different configurations (NCCL would hang or
+  // exchange wrong sizes) and two processes on one GPU (NCCL does not support two ranks of a
+  // communicator on one device: ncclCommInitRank fails or hangs) are input errors. Every process
+  // reaches the gather (an identity that cannot be read is reported after it).
   std::string identity;
   try {
     identity = identity_of_device(provider, p.device);
@@ -226,7 +262,7 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
     error = std::string("cannot identify this process's device: ") + e.what();
     identity = "unidentified device of process " + std::to_string(group->rank());
   }
-  const std::string shared = shared_device_error(*group, identity);
+  const std::string shared = group_input_error(*group, configuration_fingerprint(req, p.run, p.dims), identity);
   if (error.empty()) error = shared;
   if (!agree_on_input(group, error)) return quiet;
   try {

@@ -64,5 +64,8 @@ MeasureResult measure(const MeasureRequest& request, DeviceProvider& provider);
 // the processes given the same device, or "" when each has its own. measure() checks it in a
 // process group before any device work.
 std::string processes_sharing_a_device(const std::vector<std::string>& identities);
+// From every process's configuration fingerprint, in rank order: the error naming the processes
+// whose configuration differs from rank 0's, or "". Checked together with the devices.
+std::string processes_configured_differently(const std::vector<std::uint64_t>& fingerprints);
 
 }  // namespace moesim::runtime

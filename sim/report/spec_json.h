@@ -1,4 +1,5 @@
-// JSON views of the resolved inputs, for the `config` section of reports (private to sim/report).
+// JSON views of the resolved inputs, for the `config` section of reports and for the runtime's
+// check that every process of a launch resolved the same configuration.
 #pragma once
 
 #include <nlohmann/json.hpp>

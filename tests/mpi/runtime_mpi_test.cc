@@ -173,6 +173,30 @@ TEST(RuntimeMpi, MoreProcessesOnAHostThanDevicesIsAnInputErrorNamingTheProcess) 
   }
 }
 
+// NCCL would hang or exchange wrong sizes if the processes disagreed: rank 0 names the ones whose
+// resolved configuration differs from its own, before any device work.
+TEST(RuntimeMpi, AProcessStartedWithAnotherConfigurationIsNamed) {
+  const auto provider = make_host_provider(1);
+  MeasureRequest req = tiny_request();
+  const int last = g_world->size() - 1;
+  if (g_world->rank() == last) req.run.seed += 1;
+  if (g_world->rank() == 0) {
+    try {
+      measure(req, *provider);
+      ADD_FAILURE() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("process " + std::to_string(last) +
+                                           " was started with a configuration that differs from process 0's"),
+                std::string::npos)
+          << e.what();
+    }
+  } else {
+    const MeasureResult r = measure(req, *provider);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_FALSE(r.reports);
+  }
+}
+
 TEST(RuntimeMpi, AFailureOnAnotherHostNamesItsProcess) {
   const int last = g_world->size() - 1;
   const std::string error = g_world->rank() == last ? "no GPU here" : "";

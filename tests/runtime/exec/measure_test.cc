@@ -135,6 +135,12 @@ TEST(MeasureOnHost, ProcessesGivenTheSameGpuAreNamed) {
       {"a: GPU 0000:01:00.0", "a: GPU 0000:02:00.0", "a: GPU 0000:01:00.0", "a: GPU 0000:01:00.0"});
   EXPECT_NE(e.find("processes 0, 2 and 3 were given the same device (a: GPU 0000:01:00.0)"), std::string::npos) << e;
   EXPECT_EQ(e.find("processes 1"), std::string::npos) << e;
+  EXPECT_EQ(processes_configured_differently({7, 7, 7}), "");
+  const std::string d = processes_configured_differently({7, 7, 8, 9});
+  EXPECT_NE(d.find("processes 2, 3 were started with a configuration that differs from process 0's"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(processes_configured_differently({7, 8}).find("process 1 was started"), std::string::npos);
   // Host emulation: every process has its own devices.
   const auto provider = make_host_provider(1);
   EXPECT_NE(provider->identity(0), "");
