@@ -150,27 +150,32 @@ TEST(RuntimeMpi, InputErrorsAreReportedOnceByRankZero) {
     EXPECT_EQ(measure(req, *provider).exit_code, 2);
 }
 
+// measure() on every process: `reporter` throws the InputError that contains `expected`, every
+// other process returns exit code 2 without reporting.
+void expect_reported_once(const MeasureRequest& req, DeviceProvider& provider, int reporter,
+                          const std::string& expected) {
+  if (g_world->rank() == reporter) {
+    try {
+      measure(req, provider);
+      ADD_FAILURE() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  } else {
+    const MeasureResult r = measure(req, provider);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_FALSE(r.reports);
+  }
+}
+
 TEST(RuntimeMpi, MoreProcessesOnAHostThanDevicesIsAnInputErrorNamingTheProcess) {
   const int size = g_world->size();
   if (size < 3) GTEST_SKIP() << "needs 3 or more processes (one device would be shared by design)";
   const auto provider = make_host_provider(size - 1);  // every process on one host: the last has none
-  const MeasureRequest req = tiny_request();
-  if (g_world->rank() == size - 1) {
-    try {
-      measure(req, *provider);
-      ADD_FAILURE() << "expected an InputError";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("process " + std::to_string(size - 1) + ": process " +
-                                           std::to_string(size - 1) + " is number " + std::to_string(size - 1) +
-                                           " on its host, which shows it only " + std::to_string(size - 1) + " GPUs"),
-                std::string::npos)
-          << e.what();
-    }
-  } else {
-    const MeasureResult r = measure(req, *provider);
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_FALSE(r.reports);
-  }
+  const std::string last = std::to_string(size - 1);
+  expect_reported_once(tiny_request(), *provider, size - 1,
+                       "process " + last + ": process " + last + " is number " + last +
+                           " on its host, which shows it only " + last + " GPUs");
 }
 
 // NCCL would hang or exchange wrong sizes if the processes disagreed: rank 0 names the ones whose
@@ -180,21 +185,9 @@ TEST(RuntimeMpi, AProcessStartedWithAnotherConfigurationIsNamed) {
   MeasureRequest req = tiny_request();
   const int last = g_world->size() - 1;
   if (g_world->rank() == last) req.run.seed += 1;
-  if (g_world->rank() == 0) {
-    try {
-      measure(req, *provider);
-      ADD_FAILURE() << "expected an InputError";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("process " + std::to_string(last) +
-                                           " was started with a configuration that differs from process 0's"),
-                std::string::npos)
-          << e.what();
-    }
-  } else {
-    const MeasureResult r = measure(req, *provider);
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_FALSE(r.reports);
-  }
+  expect_reported_once(req, *provider, 0,
+                       "process " + std::to_string(last) + " was started with a configuration that differs from "
+                                                           "process 0's");
 }
 
 TEST(RuntimeMpi, AFailureOnAnotherHostNamesItsProcess) {
