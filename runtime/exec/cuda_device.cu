@@ -235,10 +235,19 @@ class CudaProvider final : public DeviceProvider {
            std::to_string(g.compute_capability_major) + std::to_string(g.compute_capability_minor) + ", CUDA runtime " +
            std::to_string(probe_.runtime_version);
   }
+  // The UUID: unique across hosts (two nodes with the same hostname and the same PCI layout are
+  // still told apart), and the same for two processes given one GPU.
   std::string identity(int ordinal) const override {
-    char bus[32] = {0};
-    cuda_check(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal), "cudaDeviceGetPCIBusId");
-    return std::string("GPU ") + bus;
+    cudaDeviceProp prop{};
+    cuda_check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+    static const char* hex = "0123456789abcdef";
+    std::string id = "GPU-";
+    for (int i = 0; i < 16; ++i) {
+      const auto b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+      id += hex[b >> 4];
+      id += hex[b & 15];
+    }
+    return id;
   }
   std::unique_ptr<DeviceOps> open(int ordinal) override { return std::make_unique<CudaDevice>(ordinal); }
   std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) override {

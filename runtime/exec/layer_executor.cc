@@ -233,7 +233,7 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
       if (buf.rank != r.rank) continue;
       s->buffer_ids[buf.name] = static_cast<BufferId>(b);
       const std::string tensor = buf.name.substr(buf.name.find('.') + 1);
-      if (tensor == "T_I" || tensor == "dT_I") kept.push_back(static_cast<BufferId>(b));
+      if (options.keep_layer_io && (tensor == "T_I" || tensor == "dT_I")) kept.push_back(static_cast<BufferId>(b));
     }
     s->memory = plan_memory(graph, r.rank, kDefaultArenaAlignment, kept);
     for (std::size_t i = 0; i < s->streams.streams.size(); ++i) s->stream_ids.push_back(s->dev->create_stream());
@@ -420,10 +420,17 @@ class Lowering {
   // activation's backward then overwrites in place with its F = H wide input gradient.
   char* d_a(const RankLayer& s, int c) const {
     const std::string own = "bwd.dA.c" + std::to_string(c);
-    return s.has(own) ? s.buffer(own) : grad(s, "dM", c, d_.fc1_out);
+    if (s.has(own)) return s.buffer(own);
+    // In place only where dA and the activation's input gradient have the same width.
+    MOESIM_CHECK(act_ != ActivationKind::kSwiglu, "a swiglu graph has its bwd.dA buffers");
+    return grad(s, "dM", c, d_.fc1_out);
   }
   // The shared experts' dA (B x Hs): swiglu's own buffer, else shared.dM (computed over in place).
-  char* shared_d_a(const RankLayer& s) const { return s.has("shared.dA") ? s.buffer("shared.dA") : s.buffer("shared.dM"); }
+  char* shared_d_a(const RankLayer& s) const {
+    if (s.has("shared.dA")) return s.buffer("shared.dA");
+    MOESIM_CHECK(act_ != ActivationKind::kSwiglu, "a swiglu graph with shared experts has their shared.dA buffer");
+    return s.buffer("shared.dM");
+  }
   char* t_do(const RankLayer& s, int c) const {
     return chunk_ptr(s, "T_DO", c, s.fwd_pos[c], rows_all_ * d_.d_model * eb_);
   }
@@ -747,13 +754,15 @@ RankValues LayerExecutor::download(int rank, int layer) const {
   const std::int64_t BM = d.tokens * d.d_model, ME = d.d_model * d.num_experts;
   const std::int64_t w1 = d.local_experts * d.d_model * d.fc1_out, w2 = d.local_experts * d.d_ffn * d.d_model;
   RankValues v;
-  v.x = get(s.buffer("T_I"), BM);
-  v.dy = get(s.upstream_grad(), BM);
+  if (sh.options.keep_layer_io) {
+    v.x = get(s.buffer("T_I"), BM);
+    v.dy = get(s.upstream_grad(), BM);
+    v.y = get(s.output(), BM);
+    v.dx = get(s.buffer("dT_I"), BM);
+  }
   v.gate = get(p.gate, ME);
   v.w1 = get(p.w1, w1);
   v.w2 = get(p.w2, w2);
-  v.y = get(s.output(), BM);
-  v.dx = get(s.buffer("dT_I"), BM);
   v.dgate = get(g.gate, ME);
   v.dw1 = get(g.w1, w1);
   v.dw2 = get(g.w2, w2);

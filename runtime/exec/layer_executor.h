@@ -58,6 +58,9 @@ struct ExecutorRank {
 struct ExecutorOptions {
   std::uint64_t seed = 1;         // inputs and parameters, as reference::random_params draws them
   bool normalize_scores = false;  // kTopKNormalized
+  // Keep every layer's input and input gradient (T_I, dT_I) to the step's end, so that download()
+  // can read them; off for timed runs, whose arena is then what the graph's lifetimes need.
+  bool keep_layer_io = true;
 };
 
 // One rank's tensors copied to the host as fp32 (values as stored, rounded to the storage type).
@@ -94,7 +97,8 @@ class LayerExecutor {
   // ranks' tasks (times from each rank's origin event; other ranks' records stay -1).
   Trace run_step();
   // Layer `layer`'s inputs, parameters, results and routing on `rank` (its x is the output of
-  // the layer below, its dY the input gradient of the layer above).
+  // the layer below, its dY the input gradient of the layer above). Without keep_layer_io only
+  // the parameters, their gradients and the routing (x, dy, y and dx stay empty).
   RankValues download(int rank, int layer = 0) const;
   int num_layers() const { return num_layers_; }
   RankMemoryUse memory(int rank) const;

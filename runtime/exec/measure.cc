@@ -53,7 +53,7 @@ int process_device(const ProcessGroup& group, int devices) {
 std::string identity_of_device(const DeviceProvider& provider, int ordinal) {
   char host[256] = {0};
   if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown host");
-  return std::string(host) + ": " + provider.identity(ordinal);
+  return std::string(host) + ": " + provider.identity(ordinal);  // the host disambiguates emulated devices
 }
 
 // Gathers every process's configuration fingerprint and device identity at rank 0; there, the
@@ -78,12 +78,25 @@ std::string group_input_error(ProcessGroup& group, std::uint64_t fingerprint, co
   return differ.empty() ? processes_sharing_a_device(identities) : differ;
 }
 
+// Drops the files the specs came from: the same content under another path is the same
+// configuration.
+void erase_file_names(nlohmann::ordered_json& j) {
+  if (j.is_object()) {
+    j.erase("file");
+    for (auto& [key, value] : j.items()) erase_file_names(value);
+  } else if (j.is_array()) {
+    for (auto& value : j) erase_file_names(value);
+  }
+}
+
 // FNV-1a over the resolved configuration every process must share (the sizes NCCL exchanges
-// follow from it) and the run's options.
+// follow from it), the run's options and the build.
 std::uint64_t configuration_fingerprint(const MeasureRequest& req, const RunSpec& run, const LayerDims& dims) {
-  const std::string text = config_json(req.model, req.cluster, run, dims).dump() + "|iters " +
-                           std::to_string(req.iters) + "|warmup " + std::to_string(req.warmup) + "|check " +
-                           std::to_string(req.check) + "|seed " + std::to_string(run.seed);
+  nlohmann::ordered_json config = config_json(req.model, req.cluster, run, dims);
+  erase_file_names(config);
+  const std::string text = config.dump() + "|iters " + std::to_string(req.iters) + "|warmup " +
+                           std::to_string(req.warmup) + "|check " + std::to_string(req.check) + "|seed " +
+                           std::to_string(run.seed) + "|build " + req.tool_version;
   std::uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ULL;
   return h;
@@ -320,7 +333,8 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
   result.exit_code = result.check_passed ? 0 : 3;
 
   Devices devices = open_devices(req, provider, p.device);
-  LayerExecutor exec(graph, req.model, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
+  // Timed: the arena exactly as the graph's lifetimes need it (nothing is downloaded).
+  LayerExecutor exec(graph, req.model, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false, false});
   exec.initialize();
   auto step = [&] {
     if (group != nullptr) group->barrier();  // the processes' origin events as close as the barrier allows

@@ -33,6 +33,41 @@ ref::Matrix to_matrix(const float* values, std::int64_t rows, std::int64_t cols)
 
 }  // namespace
 
+RoutingJudgement judge_routing(const reference::Routing& own, const std::vector<std::int32_t>& device_topk,
+                               std::int64_t tokens, int top_k, int num_experts) {
+  RoutingJudgement j;
+  j.forced.assign(own.topk_idx.begin(), own.topk_idx.end());
+  std::vector<bool> taken(static_cast<std::size_t>(num_experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const auto at = [&](int c) { return static_cast<std::size_t>(t * top_k + c); };
+    std::fill(taken.begin(), taken.end(), false);
+    bool valid = true;
+    for (int c = 0; c < top_k; ++c) {
+      const std::int32_t e = device_topk[at(c)];
+      valid = valid && e >= 0 && e < num_experts && !taken[static_cast<std::size_t>(e)];
+      if (valid) taken[static_cast<std::size_t>(e)] = true;
+    }
+    if (!valid) {  // not a routing at all: an error, and the reference keeps its own choice
+      j.errors += 1;
+      continue;
+    }
+    bool same = true, near = true;
+    for (int c = 0; c < top_k; ++c) {
+      const int mine = own.topk_idx[at(c)], theirs = device_topk[at(c)];
+      if (mine == theirs) continue;
+      same = false;
+      near = near && std::abs(own.probs.at(t, theirs) - own.probs.at(t, mine)) <= kAmbiguousMargin;
+    }
+    for (int c = 0; c < top_k; ++c) j.forced[at(c)] = device_topk[at(c)];
+    if (same) continue;
+    if (near)
+      j.ambiguous += 1;
+    else
+      j.errors += 1;
+  }
+  return j;
+}
+
 CheckReport check_against_reference(const LayerExecutor& executor, const ModelSpec& model, const LayerDims& d,
                                     bool normalize_scores) {
   const std::vector<int> ranks = executor.local_ranks();
@@ -86,20 +121,28 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
     params.shared_w2 = to_matrix(got[0].shared_w2.data(), Hs, M);
   }
   std::vector<ref::Matrix> xs, dys;
-  std::vector<std::vector<int>> device_topk;
-  for (const RankValues& v : got) {
+  std::vector<std::vector<int>> forced;
+  std::vector<double> choice_errors(static_cast<std::size_t>(R), 0.0);
+  CheckReport report;
+  for (int r = 0; r < R; ++r) {
+    const RankValues& v = got[static_cast<std::size_t>(r)];
+    if (static_cast<std::int64_t>(v.x.size()) != B * M || static_cast<std::int64_t>(v.dy.size()) != B * M)
+      throw InputError("the reference check needs every layer's x and dY (an executor that keeps them)");
     xs.push_back(to_matrix(v.x.data(), B, M));
     dys.push_back(to_matrix(v.dy.data(), B, M));
     if (static_cast<std::int64_t>(v.topk_idx.size()) != B * d.top_k)
       throw InputError("the reference check needs B x k top-k indices per rank");
-    device_topk.emplace_back(v.topk_idx.begin(), v.topk_idx.end());
+    const RoutingJudgement j =
+        judge_routing(ref::route(shape, params.gate, xs.back()), v.topk_idx, B, d.top_k, E);
+    forced.push_back(j.forced);
+    choice_errors[static_cast<std::size_t>(r)] = static_cast<double>(j.errors);
+    report.ambiguous_tokens += j.ambiguous;
   }
-  // The reference takes the experts the devices chose; where that differs from its own choice,
-  // the token must be a near-tie (below kAmbiguousMargin), else it counts as a routing error.
-  const ref::ExpertParallelResult want = ref::run_unpartitioned(shape, params, xs, dys, &device_topk);
+  // The reference takes the experts the devices chose (where valid), so that the outputs compare
+  // like with like; judge_routing has counted the choices that were not near-ties.
+  const ref::ExpertParallelResult want = ref::run_unpartitioned(shape, params, xs, dys, &forced);
   const ref::Tolerance tol = ref::tolerance_for(d.gemm_dtype);
 
-  CheckReport report;
   report.topk_margin = std::numeric_limits<double>::infinity();
   auto add = [&](const std::string& name, const ref::Matrix& g, const ref::Matrix& w, double t) {
     report.entries.push_back(CheckEntry{name, ref::compare(g, w).relative(), t});
@@ -108,19 +151,12 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
   for (int r = 0; r < R; ++r) {
     const RankValues& v = got[static_cast<std::size_t>(r)];
     const std::string at = "@" + std::to_string(r);
-    // Routing: the experts the reference would choose, except at near-ties, and then exactly the
-    // dispatch rows its capacity assignment gives to those experts.
+    // Routing: the experts the reference would choose, up to near-ties (judge_routing), and then
+    // exactly the dispatch rows its capacity assignment gives to the experts taken.
     const ref::Routing routing =
-        ref::route(shape, params.gate, xs[static_cast<std::size_t>(r)], &device_topk[static_cast<std::size_t>(r)]);
+        ref::route(shape, params.gate, xs[static_cast<std::size_t>(r)], &forced[static_cast<std::size_t>(r)]);
     report.topk_margin = std::min(report.topk_margin, routing.topk_margin);
-    double mismatches = 0;
-    for (std::int64_t t = 0; t < B; ++t) {
-      if (!routing.differs_from_own[static_cast<std::size_t>(t)]) continue;
-      if (routing.token_margin[static_cast<std::size_t>(t)] < kAmbiguousMargin)
-        report.ambiguous_tokens += 1;
-      else
-        mismatches += 1;
-    }
+    double mismatches = choice_errors[static_cast<std::size_t>(r)];
     for (std::int64_t i = 0; i < B * d.top_k; ++i) {
       const std::int64_t slot = routing.slot[static_cast<std::size_t>(i)];
       const std::int64_t row =

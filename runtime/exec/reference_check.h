@@ -3,10 +3,12 @@
 //
 // The reference is computed from the values the devices actually hold (downloaded after
 // rounding to the storage type), so only the arithmetic is compared. Routing: the reference takes
-// the experts the devices chose (so the outputs compare like with like); a token where that
-// differs from the reference's own choice is a routing error unless the reference's top-k margin
-// there is below kAmbiguousMargin (a near-tie the fp32 logits may break either way: counted in
-// ambiguous_tokens); the dispatch rows must equal the reference's capacity assignment exactly.
+// the experts the devices chose (so the outputs compare like with like); a token's choice is a
+// routing error unless, at every position where it differs from the reference's own, the two
+// experts' reference probabilities are within kAmbiguousMargin (a near-tie the fp32 logits may
+// break either way: counted in ambiguous_tokens); an invalid choice (an index out of range or
+// repeated) is an error too. The dispatch rows must equal the reference's capacity assignment
+// of the experts taken, exactly.
 // Near-ties are common where the layer's input is small, e.g. deep in a stack of MoE layers
 // without the residual connections and normalisation a real model has between them.
 #pragma once
@@ -15,11 +17,13 @@
 #include <vector>
 
 #include "runtime/exec/layer_executor.h"
+#include "runtime/reference/moe_reference.h"
 
 namespace moesim::runtime {
 
-// Probability gap below which the top-k choice is a tie up to fp32 logit rounding.
-inline constexpr double kAmbiguousMargin = 1e-5;
+// Probability gap below which two experts tie up to the rounding of fp32 logits (a few units of
+// 1e-7 relative at the logit scales of the checks).
+inline constexpr double kAmbiguousMargin = 1e-6;
 
 struct CheckEntry {
   std::string tensor;  // "y@0", "dx@1", "dgate", "dw1[e3]", "routing@0", ...
@@ -35,6 +39,15 @@ struct CheckReport {
   bool ok() const;
   double worst_ratio() const;  // max relative / tolerance
 };
+
+// One rank's top-k choices against the reference's own routing of the same tokens.
+struct RoutingJudgement {
+  std::vector<int> forced;     // B x k: the device's choice where valid, else the reference's
+  std::int64_t errors = 0;     // tokens chosen invalidly or unlike the reference beyond a near-tie
+  std::int64_t ambiguous = 0;  // tokens chosen differently at near-ties only
+};
+RoutingJudgement judge_routing(const reference::Routing& own, const std::vector<std::int32_t>& device_topk,
+                               std::int64_t tokens, int top_k, int num_experts);
 
 // Every rank of the layer must be local to `executor`. Throws InputError otherwise. With several
 // layers each is checked from its own inputs as the devices hold them (its x is the layer below's

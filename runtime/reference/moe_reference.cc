@@ -159,8 +159,6 @@ Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x, c
   r.slot.assign(static_cast<std::size_t>(B * k), -1);
   r.num_tokens_per_expert.assign(static_cast<std::size_t>(E), 0);
   r.topk_margin = std::numeric_limits<double>::infinity();
-  r.token_margin.assign(static_cast<std::size_t>(B), std::numeric_limits<double>::infinity());
-  r.differs_from_own.assign(static_cast<std::size_t>(B), false);
   std::vector<bool> taken(static_cast<std::size_t>(E));
   for (std::int64_t t = 0; t < B; ++t) {
     double mx = r.logits.at(t, 0);
@@ -182,10 +180,8 @@ Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x, c
     double best_rest = -1;
     for (int e = 0; e < E; ++e)
       if (!taken[static_cast<std::size_t>(e)]) best_rest = std::max(best_rest, r.probs.at(t, e));
-    if (best_rest >= 0) {
-      r.token_margin[static_cast<std::size_t>(t)] = r.probs.at(t, r.topk_idx[idx(t, k - 1, k)]) - best_rest;
-      r.topk_margin = std::min(r.topk_margin, r.token_margin[static_cast<std::size_t>(t)]);
-    }
+    if (best_rest >= 0)
+      r.topk_margin = std::min(r.topk_margin, r.probs.at(t, r.topk_idx[idx(t, k - 1, k)]) - best_rest);
     if (forced_topk != nullptr) {
       chosen_sum = 0;
       std::fill(taken.begin(), taken.end(), false);
@@ -195,7 +191,6 @@ Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x, c
           throw InputError("MoE reference: forced expert " + std::to_string(e) + " of token " + std::to_string(t) +
                            " is out of range or repeated");
         taken[static_cast<std::size_t>(e)] = true;
-        if (r.topk_idx[idx(t, j, k)] != e) r.differs_from_own[static_cast<std::size_t>(t)] = true;
         r.topk_idx[idx(t, j, k)] = e;
         chosen_sum += r.probs.at(t, e);
       }

@@ -123,16 +123,12 @@ struct Routing {
   // Smallest gap p_(k) - p_(k+1) over tokens (infinity when k = E): a GPU test whose inputs have
   // a margin far above its dtype's rounding cannot pick different experts than this reference.
   double topk_margin = 0;
-  // Per token: the gap p_(k) - p_(k+1) of this reference's own choice (infinity when k = E).
-  std::vector<double> token_margin;
-  // Per token: whether this reference's own top-k (as a list, in order) differs from topk_idx,
-  // which happens only with a forced choice.
-  std::vector<bool> differs_from_own;
 };
 
 // With `forced_topk` (B x k expert indices, distinct per token), those experts are taken instead
-// of this reference's own arg-max (probabilities, scores, margins and the capacity assignment are
-// computed as usual): the choice of a device whose fp32 logits tie-break a near-tie differently.
+// of this reference's own arg-max (probabilities, scores and the capacity assignment follow them;
+// topk_margin stays that of the own choice): the choice of a device whose fp32 logits tie-break a
+// near-tie differently.
 // Throws InputError for a forced index out of range or repeated within a token.
 Routing route(const MoeLayerShape& shape, const Matrix& gate, const Matrix& x,
               const std::vector<int>* forced_topk = nullptr);

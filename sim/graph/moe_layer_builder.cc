@@ -66,8 +66,9 @@ namespace moesim {
 //     shared.fc1.dgrad), shared.dA (B x Hs, swiglu only: shared.fc2.dgrad -> bwd.shared.act) and
 //     shared.dX (B x M, shared.fc1.dgrad -> bwd.gate.dgrad). Fs = Hs, or 2 Hs for swiglu.
 //   temporary: dT_O (R x M): bwd.decode -> the last bwd.combine; dT_I (B x M): bwd.encode ->
-//     bwd.gate.wgrad in layer 0, -> L{l-1}.bwd.decode (its last reader: the incoming gradient of
-//     the layer below) in layer l > 0;
+//     bwd.gate.wgrad in layer 0; in layer l > 0 it is the incoming gradient of the layer below,
+//     freed by its last reader there: L{l-1}.bwd.shared.fc2.wgrad with shared experts, else
+//     L{l-1}.bwd.decode;
 //     the chunk gradients dDO (written by bwd.combine, read by fc2.dgrad/fc2.wgrad), dM (fc2.dgrad
 //     -> act -> fc1.wgrad/fc1.dgrad) and dDI (fc1.dgrad -> bwd.dispatch): with strategy none
 //     full-size (R x M, R x F, R x M), allocated by the first chunk's task and freed by the last's;
@@ -791,7 +792,8 @@ class Builder {
         l, "dT_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kTemporary);
     const Buf d_t_i = buffer(l, "dT_I", -1, bytes(B, M), MemoryCategory::kTemporary);
     d_t_i_[l] = d_t_i;
-    // The layer's incoming gradient: dT_I of the layer above, which this decode reads last.
+    // The layer's incoming gradient: dT_I of the layer above, freed by its last reader here: the
+    // shared experts' W2 gradient when there are shared experts, else decode.
     const Buf upstream_d = l + 1 < run_.num_moe_layers ? d_t_i_[l + 1] : Buf{};
     std::vector<Buf> grad_pool;  // with reuse: allocated by decode, freed by gate.wgrad
     Buf d_do_full, d_m_full, d_di_full;
@@ -831,7 +833,7 @@ class Builder {
                                        a.push_back(d_t_o);
                                        return a;
                                      }(),
-                                     {upstream_d}});
+                                     {shared_h_ > 0 ? Buf{} : upstream_d}});
     edge(upstream_grad, decode);
 
     // Shared experts right after decode: they run on the compute stream while the first
@@ -857,8 +859,12 @@ class Builder {
                                            checked_mul(B, shared_fc1_out_)),
                                Uses{{}, {d_a}});
       edge(fc2_d, act);
-      const Node fc2_w = compute(l, p, "shared.fc2.wgrad", "shared", -1, gemm(1, shared_h_, B, M));
+      // The W2 gradient reads dY and the activation's output, which the backward shared.act
+      // recomputes; it is the last reader of dY (after shared.fc2.dgrad, through act).
+      const Node fc2_w = compute(l, p, "shared.fc2.wgrad", "shared", -1, gemm(1, shared_h_, B, M),
+                                 Uses{{}, {upstream_d}});
       edge(decode, fc2_w);
+      edge(act, fc2_w);
       const Node fc1_w = compute(l, p, "shared.fc1.wgrad", "shared", -1, gemm(1, M, B, shared_fc1_out_));
       edge(act, fc1_w);
       shared_dgrad = compute(l, p, "shared.fc1.dgrad", "shared", -1, gemm(1, B, shared_fc1_out_, M),

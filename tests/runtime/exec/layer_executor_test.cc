@@ -28,7 +28,8 @@ struct LayerRun {
 };
 
 LayerRun run_layer(const ModelSpec& model, int ranks, int chunks, MemoryStrategy strategy, OrderPolicy order,
-                   int slots = 2, std::int64_t tokens = 48, std::uint64_t seed = 1, int layers = 1) {
+                   int slots = 2, std::int64_t tokens = 48, std::uint64_t seed = 1, int layers = 1,
+                   bool keep_layer_io = true) {
   RunSpec run;
   run.num_moe_layers = layers;
   run.tokens_per_gpu = tokens;
@@ -47,11 +48,11 @@ LayerRun run_layer(const ModelSpec& model, int ranks, int chunks, MemoryStrategy
   LoopbackTransport transport(device, ranks);
   std::vector<ExecutorRank> local;
   for (int r = 0; r < ranks; ++r) local.push_back(ExecutorRank{r, &device});
-  LayerExecutor exec(graph, model, out.dims, local, transport, ExecutorOptions{seed, false});
+  LayerExecutor exec(graph, model, out.dims, local, transport, ExecutorOptions{seed, false, keep_layer_io});
   exec.initialize();
   out.trace = exec.run_step();
   out.trace = exec.run_step();  // a second step over the same buffers gives the same results
-  out.check = check_against_reference(exec, model, out.dims);
+  if (keep_layer_io) out.check = check_against_reference(exec, model, out.dims);
   for (int r = 0; r < ranks; ++r) out.values.push_back(exec.download(r));
   out.layer_values.resize(static_cast<std::size_t>(layers));
   for (int l = 0; l < layers; ++l)
@@ -67,6 +68,10 @@ void expect_matches_reference(const LayerRun& run, const std::string& label) {
   if (run.layer_values.size() == 1) {
     EXPECT_GT(run.check.topk_margin, 1e-6) << label << ": pick another seed, the routing is nearly tied";
     EXPECT_EQ(run.check.ambiguous_tokens, 0) << label;
+  } else {
+    // Near-ties stay rare, so that the routing check keeps its teeth in the deeper layers.
+    const std::int64_t tokens = static_cast<std::int64_t>(run.layer_values.size() * run.values.size()) * run.dims.tokens;
+    EXPECT_LE(run.check.ambiguous_tokens * 20, tokens) << label << ": " << run.check.ambiguous_tokens << " of " << tokens;
   }
   for (const CheckEntry& e : run.check.entries)
     EXPECT_TRUE(e.ok()) << label << ": " << e.tensor << " relative error " << e.relative << " > " << e.tolerance;
@@ -217,9 +222,8 @@ TEST(LayerExecutor, SeveralLayersAreChainedAndIdenticalAcrossStrategies) {
   const ModelSpec model = tiny_model(8, 2, Activation::kGelu);
   const LayerRun base = run_layer(model, 2, 4, MemoryStrategy::kNone, OrderPolicy::kMPipeMoE, 2, 48, 1, 2);
   for (int r = 0; r < 2; ++r) {
-    // Layer 1 starts from layer 0's output; the layers' parameters differ (seeded per layer).
-    EXPECT_EQ(base.layer_values[1][r].x, base.layer_values[0][r].y);
-    EXPECT_EQ(base.layer_values[0][r].dy, base.layer_values[1][r].dx);
+    // The link itself (layer 0's y is layer 1's x, one buffer) is checked by the reference check
+    // of both layers; here: the layers' parameters differ (seeded per layer).
     EXPECT_NE(base.layer_values[0][r].gate, base.layer_values[1][r].gate);
     EXPECT_NE(base.layer_values[0][r].x, base.layer_values[1][r].x);
   }
@@ -230,6 +234,34 @@ TEST(LayerExecutor, SeveralLayersAreChainedAndIdenticalAcrossStrategies) {
         EXPECT_TRUE(same_results(base.layer_values[l][r], other.layer_values[l][r]))
             << to_string(st) << " layer " << l << " rank " << r;
   }
+}
+
+// Without keep_layer_io the arena follows the graph's lifetimes alone (as in timed runs): a
+// buffer freed before its last reader would be overwritten by a later one sharing its bytes and
+// change the gradients (dY of a lower layer read by its shared experts after decode did this).
+TEST(LayerExecutor, TheGraphsLifetimesAloneGiveTheSameGradients) {
+  ModelSpec model = tiny_model(8, 2, Activation::kGelu);
+  model.shared_experts.count = 1;
+  model.shared_experts.d_ffn = 16;
+  for (MemoryStrategy st : {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS2, MemoryStrategy::kS3,
+                            MemoryStrategy::kS4})
+    for (int chunks : {1, 4}) {
+      const LayerRun kept = run_layer(model, 2, chunks, st, OrderPolicy::kMPipeMoE, 2, 48, 1, 2, true);
+      const LayerRun lean = run_layer(model, 2, chunks, st, OrderPolicy::kMPipeMoE, 2, 48, 1, 2, false);
+      for (int l = 0; l < 2; ++l)
+        for (int r = 0; r < 2; ++r) {
+          const RankValues& a = kept.layer_values[l][r];
+          const RankValues& b = lean.layer_values[l][r];
+          const std::string label = std::string(to_string(st)) + " n" + std::to_string(chunks) + " layer " +
+                                    std::to_string(l) + " rank " + std::to_string(r);
+          EXPECT_TRUE(b.x.empty()) << label;
+          EXPECT_EQ(a.dgate, b.dgate) << label;
+          EXPECT_EQ(a.dw1, b.dw1) << label;
+          EXPECT_EQ(a.dw2, b.dw2) << label;
+          EXPECT_EQ(a.dshared_w1, b.dshared_w1) << label;
+          EXPECT_EQ(a.dshared_w2, b.dshared_w2) << label;
+        }
+    }
 }
 
 }  // namespace

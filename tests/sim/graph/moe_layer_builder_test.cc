@@ -413,6 +413,33 @@ TEST(Builder, LayerBoundaryTensorsBelongToTheirProducerAndLastReader) {
   }
 }
 
+// With shared experts the lower layer's last reader of dY is their W2 gradient, after their
+// dgrad (through the activation): it frees the upper layer's dT_I.
+TEST(Builder, SharedExpertsReadTheIncomingGradientLast) {
+  RunSpec r = small_run(2, OrderPolicy::kMPipeMoE);
+  r.num_moe_layers = 2;
+  ModelSpec m = small_model();
+  m.shared_experts.count = 1;
+  m.shared_experts.d_ffn = 32;
+  const TaskGraph g = build_moe_graph(m, small_cluster(), r);
+  BufferId d_t_i = 0;
+  for (BufferId b = 0; b < g.num_buffers(); ++b)
+    if (g.buffer(b).name == "L1.dT_I" && g.buffer(b).rank == 0) d_t_i = b;
+  const auto task = [&](const std::string& id) { return *g.find(id, 0); };
+  const auto frees = [&](const std::string& id) {
+    const auto& f = g.task(task(id)).frees;
+    return std::find(f.begin(), f.end(), d_t_i) != f.end();
+  };
+  EXPECT_TRUE(frees("L0.bwd.shared.fc2.wgrad"));
+  EXPECT_FALSE(frees("L0.bwd.decode"));
+  const auto edge = [&](const std::string& from, const std::string& to) {
+    const auto& p = g.predecessors(task(to));
+    return std::find(p.begin(), p.end(), task(from)) != p.end();
+  };
+  EXPECT_TRUE(edge("L0.bwd.shared.fc2.dgrad", "L0.bwd.shared.act"));
+  EXPECT_TRUE(edge("L0.bwd.shared.act", "L0.bwd.shared.fc2.wgrad"));
+}
+
 TEST(Builder, RepresentativeAndFullGraphs) {
   const RunSpec r = small_run(3, OrderPolicy::kMPipeMoE, 4);
   const TaskGraph rep = build_moe_graph(small_model(), small_cluster(), r);
