@@ -663,6 +663,30 @@ class Lowering {
 
 }  // namespace
 
+void LayerExecutor::scramble(std::uint64_t seed) {
+  const Shared& sh = *shared_;
+  for (const auto& sp : states_) {
+    State& s = *sp;
+    const int compute = s.stream_of(StreamClass::kCompute);
+    const auto noise = [&](void* at, std::int64_t bytes, Storage type) {
+      s.dev->fill(FillArgs{at, bytes / storage_bytes(type), seed++, 4.0, type}, compute);
+    };
+    for (const BufferPlacement& p : s.memory.placements) {
+      const Buffer& b = graph_.buffer(p.buffer);
+      if (b.resident || p.host || b.name == State::full_name(0, "T_I")) continue;
+      noise(s.arena + p.offset, p.bytes, sh.type);
+    }
+    const std::int64_t B = sh.d.tokens, E = sh.d.num_experts, M = sh.d.d_model;
+    noise(s.logits, B * E * 4, Storage::kF32);
+    noise(s.dlogits, B * E * sh.eb, sh.type);
+    noise(s.send, sh.dispatch_rows * M * sh.eb, sh.type);
+    noise(s.act_ws, sh.rows_all * sh.d.d_ffn * sh.eb, sh.type);
+    noise(s.y, B * M * sh.eb, sh.type);
+    if (s.shared_act != nullptr) noise(s.shared_act, B * sh.shared_h * sh.eb, sh.type);
+  }
+  for (const auto& s : states_) s->dev->synchronize();
+}
+
 Trace LayerExecutor::run_step() {
   const Shared& sh = *shared_;
   const Lowering low(sh.d, sh.type, sh.math, sh.act, sh.options.normalize_scores, sh.eb, sh.per_chunk, sh.rows,

@@ -93,6 +93,11 @@ class LayerExecutor {
 
   // Fills parameters, inputs and dY on the devices (seeded; waits for completion).
   void initialize();
+  // Overwrites every tensor a step recomputes (the graph's non-resident buffers but layer 0's
+  // input, and the float workspaces but dY) with seeded noise, and waits. A step after it must
+  // give the same results: on a GPU, a task that ran before the data it reads was written (a
+  // missing wait) would read the noise instead of the previous step's identical values.
+  void scramble(std::uint64_t seed);
   // Issues every local task once, waits for the devices, and returns the trace of the local
   // ranks' tasks (times from each rank's origin event; other ranks' records stay -1).
   Trace run_step();
