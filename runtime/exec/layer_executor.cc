@@ -129,34 +129,13 @@ namespace {
 // One layer of one rank: what a task of that layer reads and writes.
 struct RankLayer {
   RankLayer(const LayerExecutor::State& state, int layer_index, int layers)
-      : st(state), layer(layer_index), num_layers(layers), dev(state.dev), rank(state.rank),
-        logits(state.logits), dlogits(state.dlogits), send(state.send), act_ws(state.act_ws),
-        shared_act(state.shared_act),
-        routing(state.layers[static_cast<std::size_t>(layer_index)]), probs(routing.probs),
-        topk_score(routing.topk_score), dscores(routing.dscores), topk_idx(routing.topk_idx),
-        topk_row(routing.topk_row), row_token(routing.row_token), row_choice(routing.row_choice),
-        tokens_per_expert(routing.tokens_per_expert), fwd_pos(routing.fwd_pos), bwd_pos(routing.bwd_pos) {}
+      : st(state), r(state.layers[static_cast<std::size_t>(layer_index)]), layer(layer_index), num_layers(layers),
+        dev(state.dev) {}
 
-  const LayerExecutor::State& st;
+  const LayerExecutor::State& st;  // the rank: its device, buffers and shared workspace
+  const LayerRouting& r;           // the layer's routing state on the rank
   int layer, num_layers;
   DeviceOps* dev;
-  int rank;
-  float* logits;
-  char* dlogits;
-  char* send;
-  char* act_ws;
-  char* shared_act;
-  const LayerRouting& routing;
-  float* probs;
-  float* topk_score;
-  float* dscores;
-  std::int32_t* topk_idx;
-  std::int32_t* topk_row;
-  std::int32_t* row_token;
-  std::int32_t* row_choice;
-  std::int32_t* tokens_per_expert;
-  const std::vector<int>& fwd_pos;
-  const std::vector<int>& bwd_pos;
 
   char* buffer(const std::string& name) const { return st.buffer(layer, name); }
   bool has(const std::string& name) const { return st.has(layer, name); }
@@ -399,21 +378,19 @@ namespace {
 // What one task does on one rank, given the rank's state (local tasks) or as a collective.
 class Lowering {
  public:
-  Lowering(const LayerDims& d, Storage type, GemmMath math, ActivationKind act, bool normalize, std::int64_t eb,
-           std::int64_t per_chunk, std::int64_t rows, std::int64_t rows_all, std::int64_t dispatch_rows,
-           std::int64_t shared_h, std::int64_t shared_f, BlockLayout source, BlockLayout expert)
-      : d_(d), type_(type), math_(math), act_(act), normalize_(normalize), eb_(eb), per_chunk_(per_chunk),
-        rows_(rows), rows_all_(rows_all), dispatch_rows_(dispatch_rows), shared_h_(shared_h), shared_f_(shared_f),
-        source_(source), expert_(expert) {}
+  explicit Lowering(const LayerExecutor::Shared& sh)
+      : d_(sh.d), type_(sh.type), math_(sh.math), act_(sh.act), normalize_(sh.options.normalize_scores), eb_(sh.eb),
+        rows_(sh.rows), rows_all_(sh.rows_all), dispatch_rows_(sh.dispatch_rows), shared_h_(sh.shared_h),
+        shared_f_(sh.shared_f), source_(sh.source), expert_(sh.expert) {}
 
   // Expert-side chunk buffers; q is the sequence position of the access.
   char* t_di(const RankLayer& s, int c, bool backward) const {
-    const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
+    const std::int64_t q = backward ? d_.num_chunks + s.r.bwd_pos[c] : s.r.fwd_pos[c];
     return chunk_ptr(s, "T_DI", c, q, rows_all_ * d_.d_model * eb_);
   }
   // FC1's output, F wide.
   char* t_m(const RankLayer& s, int c, bool backward) const {
-    const std::int64_t q = backward ? d_.num_chunks + s.bwd_pos[c] : s.fwd_pos[c];
+    const std::int64_t q = backward ? d_.num_chunks + s.r.bwd_pos[c] : s.r.fwd_pos[c];
     return chunk_ptr(s, "T_M", c, q, rows_all_ * d_.fc1_out * eb_);
   }
   // FC2's input gradient dA (H wide): swiglu's own per-chunk buffer, else dM, which the
@@ -432,10 +409,10 @@ class Lowering {
     return s.buffer("shared.dM");
   }
   char* t_do(const RankLayer& s, int c) const {
-    return chunk_ptr(s, "T_DO", c, s.fwd_pos[c], rows_all_ * d_.d_model * eb_);
+    return chunk_ptr(s, "T_DO", c, s.r.fwd_pos[c], rows_all_ * d_.d_model * eb_);
   }
   char* grad(const RankLayer& s, const std::string& name, int c, std::int64_t width) const {
-    return chunk_ptr(s, name, c, s.bwd_pos[c], rows_all_ * width * eb_);
+    return chunk_ptr(s, name, c, s.r.bwd_pos[c], rows_all_ * width * eb_);
   }
   // Chunk c of a source-side tensor in the chunk-major layout.
   char* source_chunk(char* base, int c) const { return base + c * rows_all_ * d_.d_model * eb_; }
@@ -485,7 +462,7 @@ class Lowering {
   }
 
   void encode_rows(const RankLayer& s, std::int64_t begin, std::int64_t end, int stream) const {
-    s.dev->encode(EncodeArgs{s.buffer("T_I"), s.row_token, d_.d_model, begin, end, s.send, type_}, stream);
+    s.dev->encode(EncodeArgs{s.buffer("T_I"), s.r.row_token, d_.d_model, begin, end, s.st.send, type_}, stream);
   }
 
   void local(const RankLayer& s, const Task& t, const std::string& op, int stream) const {
@@ -495,22 +472,22 @@ class Lowering {
     const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_, shared_f_);
     if (!bwd) {
       if (op == "gate") {
-        GemmArgs g = dense_gemm(false, false, B, E, M, s.buffer("T_I"), M, p.gate, E, s.logits, E, false);
+        GemmArgs g = dense_gemm(false, false, B, E, M, s.buffer("T_I"), M, p.gate, E, s.st.logits, E, false);
         g.c_type = Storage::kF32;  // routing decisions from fp32 logits
         s.dev->gemm(g, stream);
       } else if (op == "route") {
-        s.dev->route(RouteArgs{s.logits, B, E, k, normalize_, s.probs, s.topk_idx, s.topk_score}, stream);
-        s.dev->assign(AssignArgs{s.topk_idx, B, E, k, d_.capacity, d_.num_chunks, s.topk_row, s.row_token,
-                                 s.row_choice, s.tokens_per_expert},
+        s.dev->route(RouteArgs{s.st.logits, B, E, k, normalize_, s.r.probs, s.r.topk_idx, s.r.topk_score}, stream);
+        s.dev->assign(AssignArgs{s.r.topk_idx, B, E, k, d_.capacity, d_.num_chunks, s.r.topk_row, s.r.row_token,
+                                 s.r.row_choice, s.r.tokens_per_expert},
                       stream);
       } else if (op == "encode") {
         encode_rows(s, 0, dispatch_rows_, stream);
       } else if (op == "fc1") {
         fc1(s, c, false, stream);
       } else if (op == "act") {
-        s.dev->activation(ActivationArgs{act_, rows_all_, H, t_m(s, c, false), s.act_ws, type_}, stream);
+        s.dev->activation(ActivationArgs{act_, rows_all_, H, t_m(s, c, false), s.st.act_ws, type_}, stream);
       } else if (op == "fc2") {
-        s.dev->gemm(expert_gemm(false, false, rows_, M, H, s.act_ws, H, rows_ * H, p.w2, M, H * M, t_do(s, c), M,
+        s.dev->gemm(expert_gemm(false, false, rows_, M, H, s.st.act_ws, H, rows_ * H, p.w2, M, H * M, t_do(s, c), M,
                                 rows_ * M, false),
                     stream);
       } else if (op == "offload.T_DI") {
@@ -518,16 +495,16 @@ class Lowering {
       } else if (op == "offload.T_M") {
         s.dev->copy(s.buffer("host.T_M") + c * rows_all_ * F * eb_, t_m(s, c, false), rows_all_ * F * eb_, stream);
       } else if (op == "decode") {
-        s.dev->decode(DecodeArgs{s.buffer("T_O"), s.topk_row, s.topk_score, B, k, M, s.output(), type_}, stream);
+        s.dev->decode(DecodeArgs{s.buffer("T_O"), s.r.topk_row, s.r.topk_score, B, k, M, s.output(), type_}, stream);
         if (shared_h_ > 0) s.dev->add(AddArgs{s.output(), s.buffer("shared.out"), B * M, type_}, stream);
       } else if (op == "shared.fc1") {
         s.dev->gemm(dense_gemm(false, false, B, shared_f_, M, s.buffer("T_I"), M, p.shared_w1, shared_f_,
                                s.buffer("shared.T_M"), shared_f_, false),
                     stream);
       } else if (op == "shared.act") {
-        s.dev->activation(ActivationArgs{act_, B, shared_h_, s.buffer("shared.T_M"), s.shared_act, type_}, stream);
+        s.dev->activation(ActivationArgs{act_, B, shared_h_, s.buffer("shared.T_M"), s.st.shared_act, type_}, stream);
       } else if (op == "shared.fc2") {
-        s.dev->gemm(dense_gemm(false, false, B, M, shared_h_, s.shared_act, shared_h_, p.shared_w2, M,
+        s.dev->gemm(dense_gemm(false, false, B, M, shared_h_, s.st.shared_act, shared_h_, p.shared_w2, M,
                                s.buffer("shared.out"), M, false),
                     stream);
       } else {
@@ -535,11 +512,11 @@ class Lowering {
       }
       return;
     }
-    const bool first = s.bwd_pos[c < 0 ? 0 : c] == 0;
+    const bool first = s.r.bwd_pos[c < 0 ? 0 : c] == 0;
     const ParamPtrs g = param_ptrs(s.buffer("grads"), d_, eb_, shared_f_);
     if (op == "decode") {
-      s.dev->decode_backward(DecodeBackwardArgs{s.upstream_grad(), s.buffer("T_O"), s.topk_row, s.topk_score, s.row_token,
-                                                s.row_choice, B, k, dispatch_rows_, M, s.buffer("dT_O"), s.dscores,
+      s.dev->decode_backward(DecodeBackwardArgs{s.upstream_grad(), s.buffer("T_O"), s.r.topk_row, s.r.topk_score, s.r.row_token,
+                                                s.r.row_choice, B, k, dispatch_rows_, M, s.buffer("dT_O"), s.r.dscores,
                                                 type_},
                              stream);
     } else if (op == "prefetch.T_M") {
@@ -556,10 +533,10 @@ class Lowering {
                   stream);
     } else if (op == "act") {
       s.dev->activation_backward(
-          ActivationBackwardArgs{act_, rows_all_, H, t_m(s, c, true), d_a(s, c), grad(s, "dM", c, F), s.act_ws, type_},
+          ActivationBackwardArgs{act_, rows_all_, H, t_m(s, c, true), d_a(s, c), grad(s, "dM", c, F), s.st.act_ws, type_},
           stream);
     } else if (op == "fc2.wgrad") {
-      s.dev->gemm(expert_gemm(true, false, H, M, rows_, s.act_ws, H, rows_ * H, grad(s, "dDO", c, M), M, rows_ * M,
+      s.dev->gemm(expert_gemm(true, false, H, M, rows_, s.st.act_ws, H, rows_ * H, grad(s, "dDO", c, M), M, rows_ * M,
                               g.w2, M, H * M, !first),
                   stream);
     } else if (op == "fc1.wgrad") {
@@ -571,13 +548,13 @@ class Lowering {
                               grad(s, "dDI", c, M), M, rows_ * M, false),
                   stream);
     } else if (op == "encode") {
-      s.dev->encode_backward(EncodeBackwardArgs{s.send, s.topk_row, B, k, M, s.buffer("dT_I"), type_}, stream);
+      s.dev->encode_backward(EncodeBackwardArgs{s.st.send, s.r.topk_row, B, k, M, s.buffer("dT_I"), type_}, stream);
     } else if (op == "route") {
       s.dev->route_backward(
-          RouteBackwardArgs{s.probs, s.topk_idx, s.topk_score, s.dscores, B, E, k, normalize_, s.dlogits, type_}, stream);
+          RouteBackwardArgs{s.r.probs, s.r.topk_idx, s.r.topk_score, s.r.dscores, B, E, k, normalize_, s.st.dlogits, type_}, stream);
     } else if (op == "gate.dgrad") {
       // Accumulates: dX = encode's backward + the router's (+ the shared experts').
-      s.dev->gemm(dense_gemm(false, true, B, M, E, s.dlogits, E, p.gate, E, s.buffer("dT_I"), M, true), stream);
+      s.dev->gemm(dense_gemm(false, true, B, M, E, s.st.dlogits, E, p.gate, E, s.buffer("dT_I"), M, true), stream);
       if (shared_h_ > 0) s.dev->add(AddArgs{s.buffer("dT_I"), s.buffer("shared.dX"), B * M, type_}, stream);
     } else if (op == "shared.fc2.dgrad") {
       s.dev->gemm(dense_gemm(false, true, B, shared_h_, M, s.upstream_grad(), M, p.shared_w2, M, shared_d_a(s),
@@ -585,10 +562,10 @@ class Lowering {
                   stream);
     } else if (op == "shared.act") {
       s.dev->activation_backward(ActivationBackwardArgs{act_, B, shared_h_, s.buffer("shared.T_M"), shared_d_a(s),
-                                                        s.buffer("shared.dM"), s.shared_act, type_},
+                                                        s.buffer("shared.dM"), s.st.shared_act, type_},
                                  stream);
     } else if (op == "shared.fc2.wgrad") {
-      s.dev->gemm(dense_gemm(true, false, shared_h_, M, B, s.shared_act, shared_h_, s.upstream_grad(), M,
+      s.dev->gemm(dense_gemm(true, false, shared_h_, M, B, s.st.shared_act, shared_h_, s.upstream_grad(), M,
                              g.shared_w2, M, false),
                   stream);
     } else if (op == "shared.fc1.wgrad") {
@@ -600,7 +577,7 @@ class Lowering {
                              s.buffer("shared.dX"), M, false),
                   stream);
     } else if (op == "gate.wgrad") {
-      s.dev->gemm(dense_gemm(true, false, M, E, B, s.buffer("T_I"), M, s.dlogits, E, g.gate, E, false), stream);
+      s.dev->gemm(dense_gemm(true, false, M, E, B, s.buffer("T_I"), M, s.st.dlogits, E, g.gate, E, false), stream);
     } else {
       unsupported(t);
     }
@@ -616,14 +593,14 @@ class Lowering {
     for (std::size_t i = 0; i < members.size(); ++i) {
       const RankLayer& s = members[i];
       AllToAllMember m;
-      m.rank = s.rank;
+      m.rank = s.st.rank;
       m.device = s.dev;
       m.stream = streams[i];
       const bool to_experts = (!bwd && op == "dispatch") || (bwd && (op == "combine" || op == "redispatch"));
       m.send_layout = to_experts ? source_ : expert_;
       m.recv_layout = to_experts ? expert_ : source_;
       if (!bwd && op == "dispatch") {
-        m.send = source_chunk(s.send, c);
+        m.send = source_chunk(s.st.send, c);
         m.recv = t_di(s, c, false);
       } else if (!bwd && op == "combine") {
         m.send = t_do(s, c);
@@ -634,11 +611,11 @@ class Lowering {
       } else if (bwd && op == "redispatch") {
         // Re-encode the chunk from T_I (the routing is kept), then send it again.
         encode_rows(s, c * rows_all_, (c + 1) * rows_all_, streams[i]);
-        m.send = source_chunk(s.send, c);
+        m.send = source_chunk(s.st.send, c);
         m.recv = t_di(s, c, true);
       } else if (bwd && op == "dispatch") {
         m.send = grad(s, "dDI", c, d_.d_model);
-        m.recv = source_chunk(s.send, c);  // the source-side gradient dD, over the spent dispatch tensor
+        m.recv = source_chunk(s.st.send, c);  // the source-side gradient dD, over the spent dispatch tensor
       } else {
         unsupported(t);
       }
@@ -657,7 +634,7 @@ class Lowering {
   GemmMath math_;
   ActivationKind act_;
   bool normalize_;
-  std::int64_t eb_, per_chunk_, rows_, rows_all_, dispatch_rows_, shared_h_, shared_f_;
+  std::int64_t eb_, rows_, rows_all_, dispatch_rows_, shared_h_, shared_f_;
   BlockLayout source_, expert_;
 };
 
@@ -689,8 +666,7 @@ void LayerExecutor::scramble(std::uint64_t seed) {
 
 Trace LayerExecutor::run_step() {
   const Shared& sh = *shared_;
-  const Lowering low(sh.d, sh.type, sh.math, sh.act, sh.options.normalize_scores, sh.eb, sh.per_chunk, sh.rows,
-                     sh.rows_all, sh.dispatch_rows, sh.shared_h, sh.shared_f, sh.source, sh.expert);
+  const Lowering low(sh);
   for (const auto& s : states_) {
     s->dev->record(s->origin, s->stream_ids[0]);
     for (std::size_t i = 1; i < s->stream_ids.size(); ++i) s->dev->wait(s->stream_ids[i], s->origin);
@@ -797,8 +773,8 @@ RankValues LayerExecutor::download(int rank, int layer) const {
     v.dshared_w1 = get(g.shared_w1, s1);
     v.dshared_w2 = get(g.shared_w2, s2);
   }
-  v.topk_idx = get_int(s.topk_idx, d.tokens * d.top_k);
-  v.topk_row = get_int(s.topk_row, d.tokens * d.top_k);
+  v.topk_idx = get_int(s.r.topk_idx, d.tokens * d.top_k);
+  v.topk_row = get_int(s.r.topk_row, d.tokens * d.top_k);
   return v;
 }
 

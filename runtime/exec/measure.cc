@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
