@@ -63,6 +63,7 @@ struct StepArgs {
   std::string run_path;
   std::string model_path;
   std::string hardware_path;
+  std::string calibration_path;
   long long tokens = 0;
   int chunks = 1;
   std::string order = "mpipemoe";
@@ -86,6 +87,8 @@ void add_step_options(CLI::App* app, StepArgs& a) {
                   "run file (kind: run) with the model, hardware and run options; flags override it");
   app->add_option("--model", a.model_path, "model preset YAML (models/*.yaml)");
   app->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML (hardware/**.yaml)");
+  app->add_option("--calibration", a.calibration_path,
+                  "calibration YAML measured by `moesim calibrate` on this GPU (hardware/calibration/)");
   app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)");
   app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")->capture_default_str();
   app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
@@ -202,7 +205,7 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   PhaseTimer timer;
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   const RunSpec run = to_run_spec(a);
   timer.mark("load");
   BuildOptions options;
@@ -245,7 +248,7 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
 int run_graph_export(StepArgs& a, const std::string& out_path) {
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   const RunSpec run = to_run_spec(a);
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
@@ -298,6 +301,7 @@ int main_impl(int argc, char** argv) {
       "plan", "rank pipeline degrees and memory strategies for a model on a cluster (docs/planning.md)");
   plan->add_option("--model", plan_args.model_path, "model preset YAML")->required();
   plan->add_option("--hardware", plan_args.hardware_path, "cluster, node or GPU YAML")->required();
+  plan->add_option("--calibration", plan_args.calibration_path, "calibration YAML measured by `moesim calibrate`");
   plan->add_option("--tokens", plan_args.tokens, "tokens per GPU: one count or a list (2048,4096)")->required();
   plan->add_option("--chunks,-n", plan_args.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity)");
   plan->add_option("--strategies", plan_args.strategies, "memory strategies: all or a list of none,s1,s2,s3,s4")
@@ -357,6 +361,8 @@ int main_impl(int argc, char** argv) {
       "run", "measure one step of the MoE layer on GPUs next to the simulator's prediction (docs/runtime.md)");
   run_cmd->add_option("--model", run_args.model_path, "model preset YAML")->required();
   run_cmd->add_option("--hardware", run_args.hardware_path, "cluster, node or GPU YAML (for the prediction)")->required();
+  run_cmd->add_option("--calibration", run_args.calibration_path,
+                      "calibration YAML of this GPU, for the prediction (`moesim calibrate`)");
   run_cmd->add_option("--tokens", run_args.tokens, "tokens per GPU (B)")->required();
   run_cmd->add_option("--chunks,-n", run_args.chunks, "pipeline chunks (n)")->capture_default_str();
   run_cmd->add_option("--layers", run_args.layers, "MoE layers back to back, each with its own parameters")

@@ -38,7 +38,7 @@ int run_plan(const PlanArgs& a, const std::string& version) {
 
   search::PlanRequest req;
   req.model = load_model_spec(a.model_path);
-  req.cluster = load_hardware_spec(a.hardware_path);
+  req.cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   req.run.ep_size = a.ep_size;
   req.run.num_moe_layers = a.layers;
   req.run.slots = a.slots;

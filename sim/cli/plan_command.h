@@ -12,6 +12,7 @@ namespace moesim::cli {
 struct PlanArgs {
   std::string model_path;
   std::string hardware_path;
+  std::string calibration_path;  // empty: none
   std::string tokens;              // "4096" or "2048,4096,8192"
   std::string chunks;              // "" = 1..min(16, capacity); "1-8", "1,2,4,8"
   std::string strategies = "all";  // "all" or "none,s1,..."

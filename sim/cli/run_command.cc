@@ -42,7 +42,7 @@ RunInputs read_inputs(const RunArgs& a) {
   if (a.chunks < 1) throw InputError("--chunks must be at least 1, got " + std::to_string(a.chunks));
   if (a.slots != 1 && a.slots != 2) throw InputError("--slots must be 1 or 2, got " + std::to_string(a.slots));
   if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
-  RunInputs in{load_model_spec(a.model_path), load_hardware_spec(a.hardware_path), RunSpec{}};
+  RunInputs in{load_model_spec(a.model_path), load_hardware_spec(a.hardware_path, a.calibration_path), RunSpec{}};
   apply_dtype(in.model, a.dtype);
   in.run.tokens_per_gpu = a.tokens;
   in.run.num_chunks = a.chunks;

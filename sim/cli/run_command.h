@@ -11,6 +11,7 @@ namespace moesim::cli {
 struct RunArgs {
   std::string model_path;
   std::string hardware_path;
+  std::string calibration_path;  // empty: none
   long long tokens = 0;
   int chunks = 1;
   int layers = 1;  // MoE layers back to back

@@ -7,6 +7,7 @@
 #include "sim/core/checked_math.h"
 #include "sim/core/duration.h"
 #include "sim/core/error.h"
+#include "sim/cost/gemm_calibration.h"
 
 namespace moesim {
 namespace {
@@ -58,6 +59,14 @@ double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::in
 }
 
 TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
+  const GpuSpec& gpu = cluster_.node.gpu;
+  if (gpu.calibration) {
+    const auto table = gpu.calibration->gemm.find(work.dtype);
+    // A measured time already holds the launch gap and any memory-boundness: no roofline on top.
+    if (table != gpu.calibration->gemm.end()) {
+      return round_duration_ns(calibrated_gemm_ns(table->second, work), work.flops() > 0);
+    }
+  }
   const double peak = peak_flops(work.dtype);
   const std::int64_t flops = work.flops();
   const std::int64_t bytes = work.bytes_moved();

@@ -4,6 +4,8 @@
 //   GEMM:        launch + max(flops / (peak(dtype) * eff(m, n, k)),
 //                             bytes_moved / (hbm_bandwidth * hbm_efficiency))
 //                eff(m, n, k) = peak_fraction * s(m) * s(n) * s(k),  s(d) = d / (d + half_saturation_dim)
+//                or, when the GPU carries a calibration table for the GEMM's dtype, the measured
+//                time interpolated in log space (gemm_calibration.h), which includes the launch gap
 //   elementwise: launch + max(flops / peak(fp32), (read + written) / (hbm_bandwidth * hbm_efficiency))
 //   copy d2h/h2d: latency + bytes / effective PCIe bandwidth of that direction (copy engines: no
 //                kernel launch)

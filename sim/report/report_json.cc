@@ -1,6 +1,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/report/report.h"
+
+#include "sim/cost/gemm_calibration.h"
 #include "sim/report/spec_json.h"
 
 namespace moesim {
@@ -19,6 +21,7 @@ std::string report_json(const ReportInputs& in) {
   j["tool"] = "moesim " + in.tool_version;
   j["config"] = config_json(in.model, in.cluster, in.run, in.dims);
   if (!in.network.empty()) j["network"] = in.network;
+  if (in.cluster.node.gpu.calibration) j["warnings"] = calibration_range_warnings(in.graph, in.cluster.node.gpu);
   if (in.routing != nullptr) {
     const RoutingStats& r = *in.routing;
     j["routing"] = {{"routing", r.routing},

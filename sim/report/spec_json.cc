@@ -12,6 +12,15 @@ ordered_json link_json(const LinkSpec& l) {
           {"latency_ns", l.latency_ns}};
 }
 
+ordered_json calibration_json(const std::optional<GpuCalibration>& c) {
+  if (!c) return nullptr;
+  ordered_json tables = ordered_json::object();
+  for (const auto& [dtype, t] : c->gemm) {
+    tables[std::string(to_string(dtype))] = {{"m", t.m}, {"n", t.n}, {"k", t.k}};
+  }
+  return {{"file", c->file}, {"device", c->device}, {"gemm_tables", tables}};
+}
+
 ordered_json gpu_json(const GpuSpec& g) {
   ordered_json peaks = ordered_json::object();
   for (const auto& [dtype, flops] : g.peak_flops) peaks[std::string(to_string(dtype))] = flops;
@@ -24,7 +33,8 @@ ordered_json gpu_json(const GpuSpec& g) {
           {"kernel_launch_ns", g.kernel_launch_ns},
           {"gemm_efficiency",
            {{"peak_fraction", g.gemm_efficiency.peak_fraction},
-            {"half_saturation_dim", g.gemm_efficiency.half_saturation_dim}}}};
+            {"half_saturation_dim", g.gemm_efficiency.half_saturation_dim}}},
+          {"calibration", calibration_json(g.calibration)}};
 }
 
 ordered_json interference_json(const InterferenceTable& t) {

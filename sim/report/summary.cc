@@ -4,6 +4,8 @@
 
 #include "sim/report/report.h"
 
+#include "sim/cost/gemm_calibration.h"
+
 namespace moesim {
 namespace {
 
@@ -48,6 +50,14 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
       << d.local_experts << " local expert(s)), n=" << d.num_chunks << " chunks, order="
       << to_string(in.run.order) << ", MoE layers=" << in.run.num_moe_layers << "\n";
   if (!in.network.empty()) out << "# network   " << in.network << "\n";
+  if (const auto& cal = cl.node.gpu.calibration) {
+    out << "# calibrated " << cal->file << " (measured on " << (cal->device.empty() ? "an unnamed device" : cal->device)
+        << "); GEMM tables:";
+    for (const auto& [dtype, table] : cal->gemm) out << " " << to_string(dtype);
+    if (cal->gemm.empty()) out << " none (the default efficiency curve)";
+    out << "\n";
+    for (const std::string& w : calibration_range_warnings(in.graph, cl.node.gpu)) out << "# warning   " << w << "\n";
+  }
   if (in.routing != nullptr) {
     const RoutingStats& r = *in.routing;
     out << "# routing   " << r.routing

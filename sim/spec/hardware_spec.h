@@ -26,10 +26,29 @@ namespace moesim {
 
 // GEMM efficiency default curve: eff(m, n, k) = peak_fraction * s(m) * s(n) * s(k) with
 // s(d) = d / (d + half_saturation_dim). Small dimensions starve the tensor cores; large ones
-// approach peak_fraction. A calibration table replaces it when one is given (calibration issue).
+// approach peak_fraction. A calibration table (GemmTimeTable) replaces it for its dtype.
 struct GemmEfficiency {
   double peak_fraction = 0.8;
   double half_saturation_dim = 48.0;
+};
+
+// Measured GEMM times of one math dtype, from a calibration file (`moesim calibrate`): time_ns at
+// index(i, j, l) is one m[i] x n[j] x k[l] GEMM (batch 1) issued back to back on one stream, so it
+// includes the gap between kernels. Axes are strictly increasing and non-empty; every point is
+// positive. sim/cost/gemm_calibration.h interpolates it.
+struct GemmTimeTable {
+  std::vector<std::int64_t> m, n, k;
+  std::vector<double> time_ns;
+
+  std::size_t index(std::size_t i, std::size_t j, std::size_t l) const { return (i * n.size() + j) * k.size() + l; }
+};
+
+// What a calibration file applied to a GPU, kept for reports and range warnings. Its other
+// measurements (launch overhead, HBM and PCIe bandwidths) replace the preset's values directly.
+struct GpuCalibration {
+  std::string file;    // the calibration file
+  std::string device;  // the device it was measured on, as the runtime named it
+  std::map<DType, GemmTimeTable> gemm;
 };
 
 struct GpuSpec {
@@ -41,6 +60,7 @@ struct GpuSpec {
   std::int64_t hbm_capacity_bytes = 0;
   TimeNs kernel_launch_ns = 0;
   GemmEfficiency gemm_efficiency;
+  std::optional<GpuCalibration> calibration;
 };
 
 struct LinkSpec {

@@ -27,7 +27,7 @@ constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
 constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
 constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
 
-const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run", "sweep"};
+const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run", "sweep", "calibration"};
 
 std::vector<std::string> with_header(std::vector<std::string> keys) {
   keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
@@ -41,7 +41,9 @@ const std::vector<std::string> kGpuKeys =
     with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
                  "kernel_launch_overhead", "gemm_efficiency"});
 const std::vector<std::string> kNodeKeys =
-    with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference", "topology"});
+    with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference", "topology", "calibration"});
+const std::vector<std::string> kCalibrationKeys =
+    with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "gemm"});
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
 // A node file loaded on its own is a one-node cluster and may carry the cluster-level alpha_beta.
@@ -357,6 +359,82 @@ GpuSpec read_gpu(const YamlMap& m) {
   return gpu;
 }
 
+// Measured GEMM times are plain numbers of microseconds (time_us); a point outside (0, 10 s] is a
+// unit slip or a failed measurement.
+constexpr double kMaxGemmTimeUs = 1e7;
+
+// One axis of a GEMM table: a non-empty, strictly increasing list of dimensions.
+std::vector<std::int64_t> read_gemm_axis(const YamlMap& table, const char* key) {
+  const YamlValue v = table.require(key);
+  std::vector<std::int64_t> axis;
+  for (const YamlValue& item : v.as_sequence()) {
+    const std::int64_t d = item.as_int(1, std::int64_t{1} << 24);
+    if (!axis.empty() && d <= axis.back()) {
+      item.fail("the " + std::string(key) + " axis must be strictly increasing; " + std::to_string(d) +
+                " follows " + std::to_string(axis.back()));
+    }
+    axis.push_back(d);
+  }
+  if (axis.empty()) v.fail("the " + std::string(key) + " axis is empty; give at least one dimension");
+  return axis;
+}
+
+// gemm.<dtype>: {m: [...], n: [...], k: [...], time_us: one row per (m, n), m-major, of |k| times}.
+GemmTimeTable read_gemm_table(const YamlValue& v) {
+  const YamlMap m = v.as_map({"m", "n", "k", "time_us"});
+  GemmTimeTable t;
+  t.m = read_gemm_axis(m, "m");
+  t.n = read_gemm_axis(m, "n");
+  t.k = read_gemm_axis(m, "k");
+  const YamlValue times = m.require("time_us");
+  const std::vector<YamlValue> rows = times.as_sequence();
+  if (rows.size() != t.m.size() * t.n.size()) {
+    times.fail("has " + std::to_string(rows.size()) + " rows; it needs one per (m, n) pair, m-major: " +
+               std::to_string(t.m.size()) + " x " + std::to_string(t.n.size()) + " = " +
+               std::to_string(t.m.size() * t.n.size()));
+  }
+  t.time_ns.reserve(rows.size() * t.k.size());
+  for (const YamlValue& row : rows) {
+    const std::vector<YamlValue> cells = row.as_sequence();
+    if (cells.size() != t.k.size()) {
+      row.fail("has " + std::to_string(cells.size()) + " times; it needs one per k (" + std::to_string(t.k.size()) + ")");
+    }
+    for (const YamlValue& c : cells) t.time_ns.push_back(c.as_double(0, kMaxGemmTimeUs, true) * 1e3);
+  }
+  return t;
+}
+
+CalibrationSpec read_calibration(const YamlMap& m) {
+  CalibrationSpec cal;
+  cal.origin = origin_of(m);
+  cal.file = cal.origin.file;
+  if (auto n = m.get("name")) n->as_name();
+  const YamlValue gpu = m.require("gpu");
+  cal.gpu = gpu.as_name();
+  cal.gpu_where = gpu.location();
+  if (auto d = m.get("device")) cal.device = d->as_name();
+  if (auto l = m.get("kernel_launch_overhead")) cal.kernel_launch_ns = l->as_time(kMaxLaunchNs);
+  if (auto h = m.get("hbm_bandwidth")) cal.hbm_bandwidth = h->as_bandwidth(kHbmRange);
+  if (auto p = m.get("pcie")) {
+    const YamlMap pcie = p->as_map({"h2d_bandwidth", "d2h_bandwidth", "h2d_latency", "d2h_latency"});
+    const auto link = [&pcie](const char* bw, const char* lat) {
+      LinkSpec l;
+      l.bandwidth = pcie.require(bw).as_bandwidth(kPcieRange);
+      l.latency_ns = pcie.require(lat).as_time(kMaxLatencyNs);
+      return l;
+    };
+    cal.pcie_h2d = link("h2d_bandwidth", "h2d_latency");
+    cal.pcie_d2h = link("d2h_bandwidth", "d2h_latency");
+  }
+  if (auto g = m.get("gemm")) {
+    const YamlMap tables = g->as_map({"fp32", "tf32", "bf16", "fp16"});
+    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
+      if (auto t = tables.get(to_string(d))) cal.gemm[d] = read_gemm_table(*t);
+    }
+  }
+  return cal;
+}
+
 NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   NodeSpec node;
   node.name = m.require("name").as_name();
@@ -381,6 +459,10 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
       pcie.require("latency").as_time(kMaxLatencyNs);
   if (auto i = m.get("interference")) node.interference = read_interference(*i);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
+  if (auto c = m.get("calibration")) {
+    apply_calibration(node, read_reference(*c, "calibration", kCalibrationKeys, stack,
+                                           [](const YamlMap& cm) { return read_calibration(cm); }));
+  }
   return node;
 }
 
@@ -540,6 +622,48 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   cluster.name = cluster.node.name;
   cluster.origin = cluster.node.origin;
   cluster.num_nodes = 1;
+  return cluster;
+}
+
+CalibrationSpec load_calibration(const std::string& path) {
+  const YamlValue root = parse_yaml_file(path);
+  const YamlMap m = root.as_map(kCalibrationKeys);
+  check_header(m, "calibration", true, true);
+  return read_calibration(m);
+}
+
+void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
+  GpuSpec& gpu = node.gpu;
+  if (cal.gpu != gpu.name) {
+    throw InputError(cal.gpu_where, "gpu: this calibration was measured on '" + cal.gpu +
+                                        "' and cannot be applied to '" + gpu.name + "' (" +
+                                        gpu.origin.to_string() + "); calibrate that GPU or use its own file");
+  }
+  if (gpu.calibration) {
+    throw InputError(cal.origin, "node '" + node.name + "' already has a calibration (" + gpu.calibration->file +
+                                     "); give one calibration, in the node file or on the command line");
+  }
+  for (const auto& [dtype, table] : cal.gemm) {
+    if (!gpu.peak_flops.count(dtype)) {
+      throw InputError(cal.origin, "gemm." + std::string(to_string(dtype)) + ": GPU '" + gpu.name +
+                                       "' has no peak_flops for " + std::string(to_string(dtype)) +
+                                       ", so the simulator never runs GEMMs in it");
+    }
+  }
+  if (cal.kernel_launch_ns) gpu.kernel_launch_ns = *cal.kernel_launch_ns;
+  if (cal.hbm_bandwidth) {
+    // Measured streaming bandwidth is what kernels reach: it replaces datasheet x efficiency.
+    gpu.hbm_bandwidth = *cal.hbm_bandwidth;
+    gpu.hbm_efficiency = 1.0;
+  }
+  if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
+  if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
+  gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm};
+}
+
+ClusterSpec load_hardware_spec(const std::string& path, const std::string& calibration_path) {
+  ClusterSpec cluster = load_hardware_spec(path);
+  if (!calibration_path.empty()) apply_calibration(cluster.node, load_calibration(calibration_path));
   return cluster;
 }
 

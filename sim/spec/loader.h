@@ -6,6 +6,7 @@
 // nesting deeper than the schema needs.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,33 @@ ModelSpec load_model_spec(const std::string& path);
 // GPU alone is a one-GPU node without interconnect. References to other files (a node's `gpu:`, a
 // cluster's `node:`) are resolved relative to the referencing file.
 ClusterSpec load_hardware_spec(const std::string& path);
+
+// A calibration file (kind: calibration), measured by `moesim calibrate` on one GPU of a real node:
+// kernel launch gap, streaming HBM bandwidth, pinned PCIe bandwidth and latency per direction, and
+// tables of GEMM times per math dtype. It reaches the simulator only through apply_calibration
+// (a node file's `calibration:` key, or --calibration on the command line).
+struct CalibrationSpec {
+  std::string file;
+  SourceLocation origin;
+  std::string gpu;          // the GPU preset's name (GpuSpec::name) it was measured for
+  SourceLocation gpu_where;
+  std::string device;       // the device as the runtime named it
+  std::optional<TimeNs> kernel_launch_ns;
+  std::optional<double> hbm_bandwidth;  // bytes/s, a device-to-device copy's read + write
+  std::optional<LinkSpec> pcie_h2d;
+  std::optional<LinkSpec> pcie_d2h;
+  std::map<DType, GemmTimeTable> gemm;
+};
+CalibrationSpec load_calibration(const std::string& path);
+
+// Replaces the node's launch overhead, HBM and PCIe values with the measured ones and attaches the
+// GEMM tables. Throws InputError when the calibration names another GPU (an A100 file on a V100),
+// has a table for a dtype the GPU has no peak for, or the node is already calibrated.
+void apply_calibration(NodeSpec& node, const CalibrationSpec& calibration);
+
+// load_hardware_spec with a calibration file applied (none when calibration_path is empty): the
+// command line's --calibration.
+ClusterSpec load_hardware_spec(const std::string& path, const std::string& calibration_path);
 
 // A run file (kind: run): the run options, and optionally the model and hardware files to use
 // (paths relative to the run file). Keys: tokens_per_gpu (required), ep_size, num_chunks, order,

@@ -195,3 +195,46 @@ TEST_F(Cli, BadInputExitsTwoWithAClearMessage) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace moesim::cli_test;
+
+// A calibration of the example's GPU whose tf32 table covers only part of the example's GEMMs.
+const std::string kA100Calibration =
+    "schema_version: 1\nkind: calibration\ngpu: A100-SXM4-40GB\ndevice: test\n"
+    "kernel_launch_overhead: 3 us\n"
+    "gemm:\n  tf32:\n    m: [64, 512]\n    n: [768, 3072]\n    k: [768, 3072]\n"
+    "    time_us: [[20, 60], [60, 200], [90, 330], [330, 1300]]\n";
+
+TEST_F(Cli, CalibrationReplacesTheGemmCurveAndSaysWhereItDoesNotReach) {
+  const fs::path cal = write("a100.yaml", kA100Calibration);
+  const Result plain = run(kExample + " --json -");
+  const Result r = run(kExample + " --calibration " + cal.string() + " --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The summary (on stderr with --json -) names the calibration and the GEMMs outside its range.
+  EXPECT_NE(r.err.find("# calibrated " + cal.string() + " (measured on test); GEMM tables: tf32"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("# warning"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tf32 GEMM task(s) fall outside the measured range"), std::string::npos) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["config"]["hardware"]["node"]["gpu"]["calibration"]["file"], cal.string());
+  EXPECT_EQ(json["config"]["hardware"]["node"]["gpu"]["kernel_launch_ns"], 3000);
+  ASSERT_EQ(json["warnings"].size(), 1u);
+  EXPECT_NE(json["step_time_us"], nlohmann::json::parse(plain.out)["step_time_us"]);
+  EXPECT_EQ(nlohmann::json::parse(plain.out).count("warnings"), 0u);
+}
+
+TEST_F(Cli, CalibrationOfAnotherGpuIsAnInputError) {
+  const fs::path cal = write("a100.yaml", kA100Calibration);
+  const Result r = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/valor-4x-v100.yaml "
+                       "--tokens 4096 --calibration " + cal.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(cal.string() + ":3:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot be applied to 'V100-SXM2-16GB'"), std::string::npos) << r.err;
+  const Result p = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/valor-4x-v100.yaml "
+                       "--tokens 4096 --calibration " + cal.string());
+  EXPECT_EQ(p.exit_code, 2) << p.out;
+}
+
+}  // namespace

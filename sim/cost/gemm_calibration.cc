@@ -1,0 +1,112 @@
+#include "sim/cost/gemm_calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+// Where log(q) falls on a log-spaced axis: the lower corner and the weight of the upper one, with
+// q held within the axis.
+struct AxisPosition {
+  std::size_t lower = 0;
+  double weight = 0;  // of lower + 1; 0 on a one-point axis
+};
+
+AxisPosition locate(const std::vector<std::int64_t>& axis, double q) {
+  MOESIM_CHECK(!axis.empty(), "empty calibration axis");
+  const double x = std::clamp(q, static_cast<double>(axis.front()), static_cast<double>(axis.back()));
+  if (axis.size() == 1) return {};
+  // The last segment whose lower end is <= x.
+  const auto upper = std::upper_bound(axis.begin(), axis.end(), x, [](double v, std::int64_t a) {
+    return v < static_cast<double>(a);
+  });
+  std::size_t lower = static_cast<std::size_t>(upper - axis.begin()) - 1;
+  lower = std::min(lower, axis.size() - 2);
+  const double lo = std::log(static_cast<double>(axis[lower]));
+  const double hi = std::log(static_cast<double>(axis[lower + 1]));
+  return {lower, (std::log(x) - lo) / (hi - lo)};
+}
+
+bool within(const std::vector<std::int64_t>& axis, double q) {
+  return q >= static_cast<double>(axis.front()) && q <= static_cast<double>(axis.back());
+}
+
+double log_rate(const GemmTimeTable& t, std::size_t i, std::size_t j, std::size_t l) {
+  const double flops = 2.0 * static_cast<double>(t.m[i]) * static_cast<double>(t.n[j]) * static_cast<double>(t.k[l]);
+  return std::log(flops / t.time_ns[t.index(i, j, l)]);
+}
+
+std::string axis_range(const std::vector<std::int64_t>& axis) {
+  return std::to_string(axis.front()) + ".." + std::to_string(axis.back());
+}
+
+}  // namespace
+
+double calibrated_gemm_ns(const GemmTimeTable& table, const GemmWork& work) {
+  MOESIM_CHECK(table.time_ns.size() == table.m.size() * table.n.size() * table.k.size(),
+               "calibration table size does not match its axes");
+  const double rows = static_cast<double>(work.batch) * static_cast<double>(work.m);
+  const double flops = 2.0 * rows * static_cast<double>(work.n) * static_cast<double>(work.k);
+  if (flops <= 0) return 0.0;
+  const AxisPosition pm = locate(table.m, rows);
+  const AxisPosition pn = locate(table.n, static_cast<double>(work.n));
+  const AxisPosition pk = locate(table.k, static_cast<double>(work.k));
+  double log_r = 0;
+  for (int di = 0; di < 2; ++di) {
+    const double wi = di ? pm.weight : 1.0 - pm.weight;
+    if (wi == 0) continue;
+    for (int dj = 0; dj < 2; ++dj) {
+      const double wj = dj ? pn.weight : 1.0 - pn.weight;
+      if (wj == 0) continue;
+      for (int dl = 0; dl < 2; ++dl) {
+        const double wl = dl ? pk.weight : 1.0 - pk.weight;
+        if (wl == 0) continue;
+        log_r += wi * wj * wl * log_rate(table, pm.lower + di, pn.lower + dj, pk.lower + dl);
+      }
+    }
+  }
+  return flops / std::exp(log_r);
+}
+
+bool in_measured_range(const GemmTimeTable& table, const GemmWork& work) {
+  return within(table.m, static_cast<double>(work.batch) * static_cast<double>(work.m)) &&
+         within(table.n, static_cast<double>(work.n)) && within(table.k, static_cast<double>(work.k));
+}
+
+std::vector<std::string> calibration_range_warnings(const TaskGraph& graph, const GpuSpec& gpu) {
+  if (!gpu.calibration) return {};
+  struct Outside {
+    int count = 0;
+    std::string first;
+  };
+  std::map<DType, Outside> outside;
+  for (std::size_t i = 0; i < graph.num_tasks(); ++i) {
+    const Task& task = graph.task(static_cast<TaskIndex>(i));
+    const auto* work = std::get_if<GemmWork>(&task.work);
+    if (!work) continue;
+    const auto table = gpu.calibration->gemm.find(work->dtype);
+    if (table == gpu.calibration->gemm.end() || in_measured_range(table->second, *work)) continue;
+    Outside& o = outside[work->dtype];
+    if (o.count++ == 0) {
+      std::ostringstream s;
+      s << task.id << " (batch*m = " << work->batch * work->m << ", n = " << work->n << ", k = " << work->k << ")";
+      o.first = s.str();
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [dtype, o] : outside) {
+    const GemmTimeTable& t = gpu.calibration->gemm.at(dtype);
+    out.push_back(std::to_string(o.count) + " " + std::string(to_string(dtype)) +
+                  " GEMM task(s) fall outside the measured range of " + gpu.calibration->file + " (m " +
+                  axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k) + "), e.g. " + o.first +
+                  "; they get the efficiency of the nearest measured shape, not an extrapolation");
+  }
+  return out;
+}
+
+}  // namespace moesim

@@ -1,0 +1,37 @@
+// GEMM time from a calibration table (GemmTimeTable, measured by `moesim calibrate`).
+//
+// design.md section 4: efficiency piecewise-linear in the log of the dimension. The table's times
+// become rates r = 2 m n k / t at its points; a GEMM (batch, m, n, k) reads the rate at
+// (batch * m, n, k) by trilinear interpolation of log r in (log m, log n, log k), and costs
+// 2 batch m n k / r. That is exact at measured points, and between them it follows a GEMM's
+// efficiency, which grows smoothly with each dimension until the tiles fill the GPU.
+//
+// Why batch * m: a strided-batched GEMM launches batch x tiles(m) x tiles(n) blocks, as one GEMM
+// with batch times the rows does, so it fills the GPU alike (the expert GEMMs of an MoE layer are
+// batched over local experts). The tables are measured with batch 1.
+//
+// Outside the measured range each coordinate is held at the table's edge: the efficiency of the
+// nearest measured shape, never an extrapolated trend. That is not silent: range_warnings() names
+// every dtype whose GEMMs leave the range, and the CLI prints it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/graph/task.h"
+#include "sim/graph/task_graph.h"
+#include "sim/spec/hardware_spec.h"
+
+namespace moesim {
+
+// Duration in ns of `work` (its dtype's table); 0 for a GEMM without FLOPs.
+double calibrated_gemm_ns(const GemmTimeTable& table, const GemmWork& work);
+
+// Whether (batch * m, n, k) lies within the table's axes.
+bool in_measured_range(const GemmTimeTable& table, const GemmWork& work);
+
+// One line per calibrated dtype whose GEMMs in `graph` fall outside its table: how many, the
+// first one's id and shape, and the measured range. Empty without a calibration.
+std::vector<std::string> calibration_range_warnings(const TaskGraph& graph, const GpuSpec& gpu);
+
+}  // namespace moesim

@@ -1,0 +1,166 @@
+// Calibration files (kind: calibration): what they replace in a node, how they attach (a node
+// file's `calibration:` key or --calibration), and the rules of the reference's robustness table:
+// a GPU-model mismatch, an empty or non-monotone size range, a table that does not fill its grid.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/spec/loader.h"
+#include "spec_test_util.h"
+
+namespace moesim {
+namespace {
+
+using testing::input_error_of;
+using testing::replaced;
+using testing::TempFiles;
+
+const std::string kRoot = MOESIM_SOURCE_DIR;
+
+const std::string kCalibration =
+    "schema_version: 1\n"
+    "kind: calibration\n"
+    "name: a100 test calibration\n"
+    "source: \"moesim calibrate (test)\"\n"
+    "gpu: A100-SXM4-40GB\n"
+    "device: \"NVIDIA A100-SXM4-40GB\"\n"
+    "kernel_launch_overhead: 2.5 us\n"
+    "hbm_bandwidth: 2600 GB/s\n"
+    "pcie: {h2d_bandwidth: 24 GB/s, d2h_bandwidth: 22 GB/s, h2d_latency: 8 us, d2h_latency: 9 us}\n"
+    "gemm:\n"
+    "  bf16:\n"
+    "    m: [128, 1024]\n"
+    "    n: [256, 2048]\n"
+    "    k: [512]\n"
+    "    time_us:\n"
+    "      - [10.5]    # m=128 n=256\n"
+    "      - [20.25]   # m=128 n=2048\n"
+    "      - [30]      # m=1024 n=256\n"
+    "      - [150.125] # m=1024 n=2048\n";
+
+std::string node_with_calibration(const std::string& ref) {
+  return "schema_version: 1\nkind: node\nname: n\ngpu: " + kRoot +
+         "/hardware/gpus/a100-sxm4-40gb.yaml\ngpus_per_node: 1\n"
+         "pcie: {h2d_bandwidth: 25 GB/s, d2h_bandwidth: 25 GB/s, latency: 10 us}\n"
+         "calibration: " + ref + "\n";
+}
+
+TEST(CalibrationLoader, ReadsEveryMeasurement) {
+  TempFiles t;
+  const CalibrationSpec c = load_calibration(t.write("cal.yaml", kCalibration));
+  EXPECT_EQ(c.gpu, "A100-SXM4-40GB");
+  EXPECT_EQ(c.device, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(c.kernel_launch_ns, 2500);
+  EXPECT_DOUBLE_EQ(*c.hbm_bandwidth, 2600e9);
+  EXPECT_DOUBLE_EQ(c.pcie_h2d->bandwidth, 24e9);
+  EXPECT_EQ(c.pcie_d2h->latency_ns, 9000);
+  ASSERT_EQ(c.gemm.count(DType::kBf16), 1u);
+  const GemmTimeTable& g = c.gemm.at(DType::kBf16);
+  EXPECT_EQ(g.m, (std::vector<std::int64_t>{128, 1024}));
+  EXPECT_EQ(g.k, (std::vector<std::int64_t>{512}));
+  // Rows are m-major: row (m=1024, n=256) holds 30 us.
+  EXPECT_DOUBLE_EQ(g.time_ns[g.index(1, 0, 0)], 30000);
+  EXPECT_DOUBLE_EQ(g.time_ns[g.index(1, 1, 0)], 150125);
+}
+
+TEST(CalibrationLoader, NodeKeyReplacesTheMeasuredValues) {
+  TempFiles t;
+  t.write("cal/a100.yaml", kCalibration);
+  const ClusterSpec c = load_hardware_spec(t.write("node.yaml", node_with_calibration("cal/a100.yaml")));
+  const NodeSpec& n = c.node;
+  EXPECT_EQ(n.gpu.kernel_launch_ns, 2500);
+  EXPECT_DOUBLE_EQ(n.gpu.hbm_bandwidth, 2600e9);
+  EXPECT_DOUBLE_EQ(n.gpu.hbm_efficiency, 1.0);  // measured, so nothing to discount
+  EXPECT_DOUBLE_EQ(n.pcie_h2d.effective_bandwidth(), 24e9);
+  EXPECT_DOUBLE_EQ(n.pcie_d2h.effective_bandwidth(), 22e9);
+  EXPECT_EQ(n.pcie_h2d.latency_ns, 8000);
+  ASSERT_TRUE(n.gpu.calibration.has_value());
+  EXPECT_NE(n.gpu.calibration->file.find("a100.yaml"), std::string::npos);
+  EXPECT_EQ(n.gpu.calibration->gemm.size(), 1u);
+  EXPECT_EQ(n.gpu.peak_flops.at(DType::kBf16), 312e12);  // the datasheet stays for other uses
+}
+
+TEST(CalibrationLoader, CommandLineCalibrationOnAnyPreset) {
+  TempFiles t;
+  const std::string cal = t.write("cal.yaml", kCalibration);
+  const ClusterSpec c = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml", cal);
+  ASSERT_TRUE(c.node.gpu.calibration.has_value());
+  EXPECT_EQ(c.node.gpu.kernel_launch_ns, 2500);
+  EXPECT_FALSE(load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml", "").node.gpu.calibration);
+  // Only one calibration per node: a calibrated node file plus --calibration is ambiguous.
+  t.write("cal/a100.yaml", kCalibration);
+  const std::string node = t.write("node.yaml", node_with_calibration("cal/a100.yaml"));
+  const std::string msg = input_error_of([&] { load_hardware_spec(node, cal); });
+  EXPECT_NE(msg.find("already has a calibration"), std::string::npos) << msg;
+}
+
+TEST(CalibrationLoader, AnotherGpusCalibrationIsRejected) {
+  TempFiles t;
+  const std::string cal = t.write("cal.yaml", kCalibration);
+  const std::string msg =
+      input_error_of([&] { load_hardware_spec(kRoot + "/hardware/clusters/valor-4x-v100.yaml", cal); });
+  EXPECT_NE(msg.find("cal.yaml:5:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("measured on 'A100-SXM4-40GB' and cannot be applied to 'V100-SXM2-16GB'"), std::string::npos)
+      << msg;
+}
+
+TEST(CalibrationLoader, ATableForADtypeTheGpuLacksIsRejected) {
+  TempFiles t;
+  const std::string cal = t.write("cal.yaml", replaced(replaced(kCalibration, "A100-SXM4-40GB\n", "V100-SXM2-16GB\n"),
+                                                       "  bf16:", "  tf32:"));
+  const std::string msg =
+      input_error_of([&] { load_hardware_spec(kRoot + "/hardware/clusters/valor-4x-v100.yaml", cal); });
+  EXPECT_NE(msg.find("gemm.tf32: GPU 'V100-SXM2-16GB' has no peak_flops for tf32"), std::string::npos) << msg;
+}
+
+TEST(CalibrationLoader, StrictRules) {
+  TempFiles t;
+  const auto error = [&](const std::string& text) {
+    const std::string path = t.write("cal.yaml", text);
+    return input_error_of([&] { load_calibration(path); });
+  };
+  std::string msg = error(replaced(kCalibration, "m: [128, 1024]", "m: [1024, 128]"));
+  EXPECT_NE(msg.find("cal.yaml:12:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("strictly increasing; 128 follows 1024"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "m: [128, 1024]", "m: [128, 128]"));
+  EXPECT_NE(msg.find("strictly increasing"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "k: [512]", "k: []"));
+  EXPECT_NE(msg.find("the k axis is empty"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "      - [150.125] # m=1024 n=2048\n", ""));
+  EXPECT_NE(msg.find("has 3 rows; it needs one per (m, n) pair, m-major: 2 x 2 = 4"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "[30]", "[30, 31]"));
+  EXPECT_NE(msg.find("has 2 times; it needs one per k (1)"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "[30]", "[0]"));
+  EXPECT_NE(msg.find("time_us"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "[30]", "[-3]"));
+  EXPECT_NE(msg.find("time_us"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "schema_version: 1", "schema_version: 2"));
+  EXPECT_NE(msg.find("unsupported schema_version 2"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "kind: calibration", "kind: gpu"));
+  EXPECT_NE(msg.find("expected kind 'calibration'"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "hbm_bandwidth:", "hbm_bandwith:"));
+  EXPECT_NE(msg.find("did you mean 'hbm_bandwidth'"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "2600 GB/s", "2600 MB/s"));
+  EXPECT_NE(msg.find("hbm_bandwidth"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "gpu: A100-SXM4-40GB\n", ""));
+  EXPECT_NE(msg.find("missing required key 'gpu'"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "  bf16:", "  int8:"));
+  EXPECT_NE(msg.find("unknown key 'int8'"), std::string::npos) << msg;
+}
+
+TEST(CalibrationLoader, ReferencedFileMustExistAndBeACalibration) {
+  TempFiles t;
+  std::string msg = input_error_of([&] { load_hardware_spec(t.write("node.yaml", node_with_calibration("nope.yaml"))); });
+  EXPECT_NE(msg.find("cannot open referenced calibration file"), std::string::npos) << msg;
+  t.write("gpu.yaml", "schema_version: 1\nkind: gpu\nname: g\n");
+  msg = input_error_of([&] { load_hardware_spec(t.write("node.yaml", node_with_calibration("gpu.yaml"))); });
+  EXPECT_NE(msg.find("expected kind 'calibration'"), std::string::npos) << msg;
+  // A GPU file cannot carry a calibration: it is measured on a node (PCIe is the node's).
+  msg = input_error_of([&] {
+    load_hardware_spec(t.write("g.yaml", "schema_version: 1\nkind: gpu\nname: g\ncalibration: cal.yaml\n"));
+  });
+  EXPECT_NE(msg.find("unknown key 'calibration'"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace moesim
