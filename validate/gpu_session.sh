@@ -56,12 +56,20 @@ step() {
 
 moesim=dist/bin/moesim
 model=models/moe-gpt-s-64e.yaml
-node=hardware/nodes/hgx-h100.yaml
+# The node preset of the GPU the machine has (an H200 is not an H100 with more memory: HBM differs).
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+  *H200*) node=hardware/nodes/hgx-h200.yaml ;;
+  *) node=hardware/nodes/hgx-h100.yaml ;;
+esac
+cal="$work/calibration.yaml"
 
 step env 60 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim dist/bin/moesim_runtime_tests | grep -E 'not found|cublas|nccl'"
 # Correctness: every dtype x n in {1,2,4,8} x strategy against the CPU reference, bitwise equality
 # across strategies, 64 experts over 8 loopback ranks, memory next to the prediction.
 step runtime-tests 420 env MOESIM_REQUIRE_GPU=1 dist/bin/moesim_runtime_tests
+# Calibration of this GPU (launch gap, HBM, PCIe, GEMM tables in the model's tf32 and in bf16),
+# so that each run below is compared with the datasheet prediction and with the calibrated one.
+step calibrate 240 $moesim calibrate --hardware $node --out "$cal" --dtypes tf32,bf16,fp32
 # Measured against simulated, one rank: every strategy at n = 4, then n = 1, 2, 8 without reuse,
 # in the model's own dtypes (fp32 storage, TF32 GEMMs) so that `moesim simulate` describes the same
 # layer; each measured report is compared with the simulation of every rank (`moesim compare`).
@@ -75,6 +83,12 @@ measure() {  # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer
   step "sim-$name" 60 $moesim simulate --model $model --hardware $node --tokens 4096 --ep "$ranks" --all-ranks \
     "${sim_args[@]}" --json "$work/sim-$name.json"
   step "compare-$name" 60 $moesim compare "$work/run-$name.json" "$work/sim-$name.json" --csv "$work/compare-$name.csv"
+  if [ -s "$cal" ]; then
+    step "simcal-$name" 60 $moesim simulate --model $model --hardware $node --calibration "$cal" --tokens 4096 \
+      --ep "$ranks" --all-ranks "${sim_args[@]}" --json "$work/simcal-$name.json"
+    step "comparecal-$name" 60 $moesim compare "$work/run-$name.json" "$work/simcal-$name.json" \
+      --csv "$work/comparecal-$name.csv"
+  fi
 }
 for s in none s1 s2 s3 s4; do measure "$s-n4" 1 --chunks 4 --strategy $s --check; done
 for n in 1 2 8; do measure "none-n$n" 1 --chunks $n --strategy none; done

@@ -14,12 +14,29 @@
 #include <vector>
 
 #include "runtime/kernels/kernel_args.h"
+#include "sim/spec/types.h"
 
 namespace moesim::runtime {
 
 // How a GEMM multiplies: fp32, tf32 tensor cores on fp32 storage, or bf16 / fp16 storage with
 // tensor cores; always accumulated in fp32 (cuBLAS compute type 32F or 32F_FAST_TF32).
 enum class GemmMath { kF32 = 0, kTf32 = 1, kHalf = 2 };
+
+// The storage of a model dtype (tf32 is fp32 storage), and the math of its GEMMs.
+inline Storage storage_of(DType d) {
+  switch (d) {
+    case DType::kFp32:
+    case DType::kTf32: return Storage::kF32;
+    case DType::kBf16: return Storage::kBf16;
+    case DType::kFp16: return Storage::kF16;
+  }
+  return Storage::kF32;
+}
+
+inline GemmMath math_of(DType storage, DType gemm) {
+  if (storage != DType::kFp32 && storage != DType::kTf32) return GemmMath::kHalf;
+  return gemm == DType::kTf32 ? GemmMath::kTf32 : GemmMath::kF32;
+}
 
 // Row-major C[b] = op(A[b]) op(B[b]) (+ C[b] when accumulate), b < batch; op(X) = X or X^T.
 // op(A) is m x k, op(B) is k x n, C is m x n; ld* are the row strides of the stored matrices.

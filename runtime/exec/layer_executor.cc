@@ -17,21 +17,6 @@ namespace moesim::runtime {
 
 namespace {
 
-Storage storage_of(DType d) {
-  switch (d) {
-    case DType::kFp32:
-    case DType::kTf32: return Storage::kF32;
-    case DType::kBf16: return Storage::kBf16;
-    case DType::kFp16: return Storage::kF16;
-  }
-  return Storage::kF32;
-}
-
-GemmMath math_of(DType storage, DType gemm) {
-  if (storage != DType::kFp32 && storage != DType::kTf32) return GemmMath::kHalf;
-  return gemm == DType::kTf32 ? GemmMath::kTf32 : GemmMath::kF32;
-}
-
 std::int64_t align_up(std::int64_t v, std::int64_t a) { return (v + a - 1) / a * a; }
 
 // The op of a task id "L<layer>.<pass>.<op>[.c<chunk>]".

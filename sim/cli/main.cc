@@ -14,12 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/calibrate_command.h"
+#include "sim/cli/collective_command.h"
+#include "sim/cli/compare_command.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/plan_command.h"
 #include "sim/cli/run_command.h"
 #include "sim/cli/sweep_command.h"
-#include "sim/cli/collective_command.h"
-#include "sim/cli/compare_command.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
@@ -381,6 +382,20 @@ int main_impl(int argc, char** argv) {
   run_cmd->add_flag("--loopback", run_args.loopback, "run every rank on GPU 0 (all-to-all as device copies)");
   run_cmd->add_option("--seed", run_args.seed, "seed of the inputs and parameters")->capture_default_str();
 
+  CalibrateArgs cal_args;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "measure this GPU's launch gap, HBM, PCIe and GEMM times into a calibration file (docs/calibration.md)");
+  calibrate->add_option("--hardware", cal_args.hardware_path, "the node or GPU preset of this GPU (its name goes into the file)")
+      ->required();
+  calibrate->add_option("--out,-o", cal_args.out_path, "calibration YAML to write (e.g. hardware/calibration/<gpu>.yaml)")
+      ->required();
+  calibrate->add_option("--dtypes", cal_args.dtypes, "GEMM dtypes, comma-separated (default: every dtype the preset's GPU has)");
+  calibrate->add_option("--dims", cal_args.dims, "GEMM m, n and k axis, increasing (default 32,64,...,16384)");
+  calibrate->add_option("--copy-size", cal_args.copy_size, "bytes of the large copies (K, M, G)")->capture_default_str();
+  calibrate->add_option("--min-time-ms", cal_args.min_time_ms, "each point repeats for at least this long")
+      ->capture_default_str();
+  calibrate->add_option("--device", cal_args.device, "GPU ordinal")->capture_default_str();
+
   CompareArgs compare_args;
   CLI::App* compare = app.add_subcommand(
       "compare", "put two step reports side by side per step, stage and task (measured vs simulated)");
@@ -427,6 +442,10 @@ int main_impl(int argc, char** argv) {
   if (collective->parsed()) return run_collective(coll, std::cout);
   if (run_cmd->parsed()) return run_measure(run_args, kVersion);
   if (compare->parsed()) return run_compare(compare_args);
+  if (calibrate->parsed()) {
+    for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");
+    return run_calibrate(cal_args, kVersion);
+  }
   return 2;
 }
 

@@ -79,6 +79,11 @@ TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
   return round_duration_ns(ns, flops > 0 || bytes > 0);
 }
 
+double ComputeCostModel::gemm_flop_rate(const GemmWork& work) const {
+  MOESIM_CHECK(work.flops() > 0, "the FLOP rate of a GEMM without FLOPs");
+  return static_cast<double>(work.flops()) / static_cast<double>(gemm_duration(work)) * kNsPerS;
+}
+
 TimeNs ComputeCostModel::elementwise_duration(const ElementwiseWork& work) const {
   if (work.flops < 0 || work.bytes_read < 0 || work.bytes_written < 0)
     throw InputError("elementwise work must not be negative");

@@ -37,6 +37,9 @@ class ComputeCostModel {
   TimeNs copy_duration(const CopyWork& work) const;
   TimeNs host_duration(const HostWork& work) const;
 
+  // FLOP/s a GEMM achieves: flops / gemm_duration (so calibrated when the GPU is).
+  double gemm_flop_rate(const GemmWork& work) const;
+
   // eff(m, n, k) of the default curve.
   double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const;
   // Peak FLOP/s for a math dtype, or InputError naming the supported ones.

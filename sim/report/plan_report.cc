@@ -143,7 +143,9 @@ void write_plan_text(std::ostream& out, const PlanReport& r) {
   out << "# moesim " << r.tool_version << " plan\n";
   out << "# model " << r.model << " on " << r.cluster << " (" << r.num_gpus << " GPUs, EP " << r.ep_size
       << "), order " << r.order << ", routing " << r.routing << ", " << r.num_moe_layers << " MoE layer(s), objective "
-      << to_string(r.objective) << "\n# n:";
+      << to_string(r.objective) << "\n";
+  if (!r.calibration.empty()) out << "# calibrated " << r.calibration << "\n";
+  out << "# n:";
   for (int n : r.chunk_counts) out << " " << n;
   out << "; strategies:";
   for (MemoryStrategy s : r.strategies) out << " " << to_string(s);
@@ -160,6 +162,7 @@ std::string plan_json(const PlanReport& r) {
   j["tool"] = "moesim " + r.tool_version;
   j["model"] = r.model;
   j["cluster"] = r.cluster;
+  if (!r.calibration.empty()) j["calibration"] = r.calibration;
   j["num_gpus"] = r.num_gpus;
   j["ep_size"] = r.ep_size;
   j["order"] = r.order;

@@ -107,6 +107,7 @@ struct FitReport {
 struct PlanReport {
   std::string model;
   std::string cluster;
+  std::string calibration;  // the calibration file applied to the GPU, or empty
   int num_gpus = 0;
   int ep_size = 0;
   std::string order;

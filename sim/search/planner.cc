@@ -145,7 +145,14 @@ StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens,
     flops = 1.0 / c.alpha_beta->gemm_beta_s_per_flop;
     a2a = 1.0 / c.alpha_beta->a2a_beta_s_per_byte;
   } else {
-    flops = ComputeCostModel(c).peak_flops(req.model.gemm_dtype) * gpu.gemm_efficiency.peak_fraction;
+    const ComputeCostModel compute(c);
+    flops = compute.peak_flops(req.model.gemm_dtype) * gpu.gemm_efficiency.peak_fraction;
+    if (gpu.calibration && gpu.calibration->gemm.count(req.model.gemm_dtype)) {
+      // Measured: the rate of this chunk's FC1 GEMM (tokens / n rows, d_model -> d_ffn).
+      const GemmWork fc1{1, std::max<std::int64_t>(1, tokens / n), req.model.d_ffn, req.model.d_model,
+                         req.model.gemm_dtype, req.model.element_bytes()};
+      flops = compute.gemm_flop_rate(fc1);
+    }
     a2a = (c.num_nodes > 1 ? c.inter_node : c.node.intra_node).effective_bandwidth();
   }
   // A node without PCIe cannot run s1-s3 (derive_layer_dims rejects them); none and S4 have no
@@ -370,6 +377,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   report.tool_version = tool_version;
   report.model = req.model.name;
   report.cluster = req.cluster.name;
+  if (req.cluster.node.gpu.calibration) report.calibration = req.cluster.node.gpu.calibration->file;
   report.num_gpus = req.cluster.num_gpus();
   report.ep_size = req.run.ep_size == 0 ? req.cluster.num_gpus() : req.run.ep_size;
   report.order = std::string(to_string(req.run.order));

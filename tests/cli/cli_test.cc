@@ -223,6 +223,11 @@ TEST_F(Cli, CalibrationReplacesTheGemmCurveAndSaysWhereItDoesNotReach) {
   ASSERT_EQ(json["warnings"].size(), 1u);
   EXPECT_NE(json["step_time_us"], nlohmann::json::parse(plain.out)["step_time_us"]);
   EXPECT_EQ(nlohmann::json::parse(plain.out).count("warnings"), 0u);
+  // plan: its models read the same cost model, and its report names the file.
+  const Result p = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                       "--tokens 4096 --chunks 1,4 --strategies none --method all --calibration " + cal.string());
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("# calibrated " + cal.string() + "\n"), std::string::npos) << p.out;
 }
 
 TEST_F(Cli, CalibrationOfAnotherGpuIsAnInputError) {

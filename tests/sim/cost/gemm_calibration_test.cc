@@ -106,6 +106,8 @@ TEST(GemmCalibration, CostModelUsesTheTableOfTheGemmsDtypeOnly) {
   EXPECT_EQ(m.gemm_duration(bf16(1, 200, 100, 100)), 1414);
   EXPECT_EQ(m.gemm_duration(bf16(1, 400, 100, 100)), 2000);
   EXPECT_EQ(m.gemm_duration(GemmWork{1, 200, 100, 100, DType::kFp32, 4}), default_fp32);
+  // The rate a planner's model takes: 2 * 400 * 100 * 100 = 8e6 FLOP in 2000 ns.
+  EXPECT_DOUBLE_EQ(m.gemm_flop_rate(bf16(1, 400, 100, 100)), 4e12);
 }
 
 Task gemm_task(std::string id, GemmWork w) {

@@ -1,0 +1,241 @@
+#include "runtime/bench/calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "sim/core/error.h"
+
+namespace moesim::runtime {
+namespace {
+
+// Times operations issued back to back on one stream of the device.
+class OpTimer {
+ public:
+  OpTimer(DeviceOps& device, const CalibrationOptions& options)
+      : device_(device),
+        options_(options),
+        stream_(device.create_stream()),
+        start_(device.create_event(true)),
+        stop_(device.create_event(true)) {}
+
+  int stream() const { return stream_; }
+
+  // Time per operation in ns: warm-up, one timed run to size the repetitions, then the timed
+  // repetitions.
+  double per_op_ns(const std::function<void()>& op) {
+    for (int i = 0; i < options_.warmup; ++i) op();
+    const double once = timed(op, 1);
+    const double wanted = options_.min_time_ms * 1e6;
+    const double reps = once > 0 ? std::ceil(wanted / once) : options_.max_reps;
+    return timed(op, static_cast<int>(std::clamp(reps, static_cast<double>(options_.min_reps),
+                                                 static_cast<double>(options_.max_reps))));
+  }
+
+ private:
+  double timed(const std::function<void()>& op, int reps) {
+    device_.record(start_, stream_);
+    for (int i = 0; i < reps; ++i) op();
+    device_.record(stop_, stream_);
+    device_.synchronize();
+    return static_cast<double>(device_.elapsed_ms(start_, stop_)) * 1e6 / reps;
+  }
+
+  DeviceOps& device_;
+  const CalibrationOptions& options_;
+  int stream_;
+  int start_;
+  int stop_;
+};
+
+// Device memory that frees itself.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(DeviceOps& device, std::int64_t bytes, const char* what, bool pinned = false)
+      : device_(device), pinned_(pinned), p_(pinned ? device.alloc_pinned(bytes, what) : device.alloc_device(bytes, what)) {}
+  ~DeviceBuffer() { pinned_ ? device_.free_pinned(p_) : device_.free_device(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  DeviceOps& device_;
+  bool pinned_;
+  void* p_;
+};
+
+void check_options(const CalibrationOptions& o) {
+  if (o.dtypes.empty()) throw InputError("calibration: no dtype to measure GEMMs in");
+  if (o.dims.empty()) throw InputError("calibration: the GEMM dimension list is empty");
+  for (std::size_t i = 0; i < o.dims.size(); ++i) {
+    if (o.dims[i] < 1) throw InputError("calibration: GEMM dimension " + std::to_string(o.dims[i]) + " must be positive");
+    if (i > 0 && o.dims[i] <= o.dims[i - 1]) {
+      throw InputError("calibration: GEMM dimensions must be strictly increasing; " + std::to_string(o.dims[i]) +
+                       " follows " + std::to_string(o.dims[i - 1]));
+    }
+  }
+  if (o.copy_bytes < 1024) throw InputError("calibration: the copy size must be at least 1 KiB");
+  if (o.min_reps < 1 || o.max_reps < o.min_reps || o.warmup < 0 || !(o.min_time_ms >= 0))
+    throw InputError("calibration: repetitions need 1 <= min_reps <= max_reps, warmup >= 0, min_time_ms >= 0");
+}
+
+constexpr std::int64_t kSmallCopyBytes = 64;  // a copy this small costs its latency only
+
+// Latency and bandwidth of copies from `src` to `dst` (one pinned, one device buffer).
+LinkSpec measure_copy(OpTimer& timer, DeviceOps& device, void* dst, const void* src, std::int64_t bytes) {
+  const int s = timer.stream();
+  const double small_ns = timer.per_op_ns([&] { device.copy(dst, src, kSmallCopyBytes, s); });
+  const double large_ns = timer.per_op_ns([&] { device.copy(dst, src, bytes, s); });
+  if (!(large_ns > small_ns)) {
+    throw InternalError("calibration: a " + std::to_string(bytes) + "-byte copy took " + std::to_string(large_ns) +
+                        " ns, no longer than a " + std::to_string(kSmallCopyBytes) + "-byte one (" +
+                        std::to_string(small_ns) + " ns); the timing is not usable");
+  }
+  LinkSpec link;
+  link.latency_ns = static_cast<TimeNs>(std::llround(small_ns));
+  link.bandwidth = static_cast<double>(bytes) / (large_ns - small_ns) * 1e9;
+  return link;
+}
+
+GemmTimeTable measure_gemms(OpTimer& timer, DeviceOps& device, DType dtype, const CalibrationOptions& o) {
+  const Storage storage = storage_of(dtype);
+  const std::int64_t max_dim = o.dims.back();
+  const std::int64_t elems = max_dim * max_dim;
+  const std::int64_t bytes = elems * storage_bytes(storage);
+  DeviceBuffer a(device, bytes, "calibration GEMM A");
+  DeviceBuffer b(device, bytes, "calibration GEMM B");
+  DeviceBuffer c(device, bytes, "calibration GEMM C");
+  // Values like a layer's (not zeros: a GPU's power, and so its clock, depends on the data).
+  device.fill(FillArgs{a.get(), elems, 1, 1.0, storage}, timer.stream());
+  device.fill(FillArgs{b.get(), elems, 2, 1.0, storage}, timer.stream());
+
+  GemmTimeTable t;
+  t.m = t.n = t.k = o.dims;
+  const std::size_t total = o.dims.size() * o.dims.size() * o.dims.size();
+  t.time_ns.reserve(total);
+  const auto begin = std::chrono::steady_clock::now();
+  std::size_t next_report = total / 10;
+  for (std::int64_t m : t.m) {
+    for (std::int64_t n : t.n) {
+      for (std::int64_t k : t.k) {
+        GemmArgs g;
+        g.m = m;
+        g.n = n;
+        g.k = k;
+        g.a = a.get();
+        g.lda = k;
+        g.b = b.get();
+        g.ldb = n;
+        g.c = c.get();
+        g.ldc = n;
+        g.ab_type = g.c_type = storage;
+        g.math = math_of(dtype, dtype);
+        t.time_ns.push_back(timer.per_op_ns([&] { device.gemm(g, timer.stream()); }));
+        if (o.progress && t.time_ns.size() >= next_report && t.time_ns.size() < total) {
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+          o.progress(std::string(to_string(dtype)) + " GEMMs: " + std::to_string(t.time_ns.size()) + " of " +
+                     std::to_string(total) + " shapes (" + std::to_string(static_cast<int>(s)) + " s)");
+          next_report += std::max<std::size_t>(1, total / 10);
+        }
+      }
+    }
+  }
+  return t;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch == '\n' ? ' ' : ch;
+  }
+  return out + "\"";
+}
+
+std::string list(const std::vector<std::int64_t>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& options) {
+  check_options(options);
+  const auto say = [&](const std::string& s) {
+    if (options.progress) options.progress(s);
+  };
+  CalibrationMeasurement m;
+  m.device = device.name();
+  OpTimer timer(device, options);
+  const int s = timer.stream();
+
+  say("kernel launch gap");
+  DeviceBuffer one(device, 4, "calibration launch probe");
+  m.kernel_launch_ns = static_cast<TimeNs>(
+      std::llround(timer.per_op_ns([&] { device.fill(FillArgs{one.get(), 1, 0, 1.0, Storage::kF32}, s); })));
+
+  say("HBM and PCIe bandwidth (" + std::to_string(options.copy_bytes >> 20) + " MiB copies)");
+  DeviceBuffer src(device, options.copy_bytes, "calibration copy source");
+  DeviceBuffer dst(device, options.copy_bytes, "calibration copy destination");
+  DeviceBuffer host(device, options.copy_bytes, "calibration pinned host buffer", true);
+  device.zero(src.get(), options.copy_bytes, s);
+  const double d2d_ns = timer.per_op_ns([&] { device.copy(dst.get(), src.get(), options.copy_bytes, s); });
+  m.hbm_bandwidth = 2.0 * static_cast<double>(options.copy_bytes) / d2d_ns * 1e9;
+  m.pcie_h2d = measure_copy(timer, device, dst.get(), host.get(), options.copy_bytes);
+  m.pcie_d2h = measure_copy(timer, device, host.get(), src.get(), options.copy_bytes);
+
+  for (DType dtype : options.dtypes) {
+    say(std::string(to_string(dtype)) + " GEMMs: " + std::to_string(options.dims.size() * options.dims.size() * options.dims.size()) +
+        " shapes, dimensions " + list(options.dims));
+    m.gemm[dtype] = measure_gemms(timer, device, dtype, options);
+  }
+  return m;
+}
+
+std::string calibration_yaml(const CalibrationMeasurement& m, const std::string& gpu_name,
+                             const std::string& provenance) {
+  std::ostringstream y;
+  y << "# Calibration of " << gpu_name << ", measured on " << m.device << ".\n"
+    << "# " << provenance << "\n"
+    << "# Written by `moesim calibrate`; docs/calibration.md says how each value is measured and used.\n"
+    << "schema_version: 1\n"
+    << "kind: calibration\n"
+    << "name: " << quoted(gpu_name + " calibration") << "\n"
+    << "source: " << quoted(provenance) << "\n"
+    << "gpu: " << quoted(gpu_name) << "\n"
+    << "device: " << quoted(m.device) << "\n"
+    << "kernel_launch_overhead: " << fixed(static_cast<double>(m.kernel_launch_ns) / 1e3, 3) << " us\n"
+    << "hbm_bandwidth: " << fixed(m.hbm_bandwidth / 1e9, 3) << " GB/s\n"
+    << "pcie:\n"
+    << "  h2d_bandwidth: " << fixed(m.pcie_h2d.bandwidth / 1e9, 3) << " GB/s\n"
+    << "  d2h_bandwidth: " << fixed(m.pcie_d2h.bandwidth / 1e9, 3) << " GB/s\n"
+    << "  h2d_latency: " << fixed(static_cast<double>(m.pcie_h2d.latency_ns) / 1e3, 3) << " us\n"
+    << "  d2h_latency: " << fixed(static_cast<double>(m.pcie_d2h.latency_ns) / 1e3, 3) << " us\n";
+  if (!m.gemm.empty()) y << "gemm:\n";
+  for (const auto& [dtype, t] : m.gemm) {
+    y << "  " << to_string(dtype) << ":\n"
+      << "    m: " << list(t.m) << "\n"
+      << "    n: " << list(t.n) << "\n"
+      << "    k: " << list(t.k) << "\n"
+      << "    time_us:  # one row per (m, n), m-major; one time per k\n";
+    for (std::size_t i = 0; i < t.m.size(); ++i) {
+      for (std::size_t j = 0; j < t.n.size(); ++j) {
+        y << "      - [";
+        for (std::size_t l = 0; l < t.k.size(); ++l) y << (l ? ", " : "") << fixed(t.time_ns[t.index(i, j, l)] / 1e3, 4);
+        y << "]  # m=" << t.m[i] << " n=" << t.n[j] << "\n";
+      }
+    }
+  }
+  return y.str();
+}
+
+}  // namespace moesim::runtime

@@ -1,0 +1,61 @@
+// Calibration micro-benchmarks (`moesim calibrate`): measure on one device what the simulator's
+// cost models take from a hardware file, and write it as a calibration file (kind: calibration,
+// sim/spec/loader.h), the only way measurements reach the simulator (design.md lesson 11).
+//
+// Measured, each as back-to-back operations on one stream timed with events (warm-up first):
+//   kernel launch gap   a one-element fill kernel, per kernel;
+//   HBM bandwidth       a device-to-device copy: 2 x bytes / time (it reads and writes them);
+//   PCIe per direction  pinned host <-> device copies: latency = per-copy time of a 64-byte copy,
+//                       bandwidth = bytes / (time - latency) of a large copy;
+//   GEMM times          every (m, n, k) of the grid, per math dtype, row-major A[m,k] B[k,n] in
+//                       the dtype's storage, fp32 accumulation (the runtime's own GEMM path).
+// Each point repeats until it has run for at least min_time_ms (and min_reps times), so short
+// kernels are averaged over many launches and long ones are not repeated needlessly.
+//
+// Written against DeviceOps: a GPU in `moesim calibrate`, a modelled device in the tests (which
+// check that the measurement recovers the model's parameters).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/exec/device.h"
+#include "sim/spec/hardware_spec.h"
+
+namespace moesim::runtime {
+
+struct CalibrationOptions {
+  std::vector<DType> dtypes = {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16};
+  // The m, n and k axes of every GEMM table: from a gate with few experts to the largest layers.
+  std::vector<std::int64_t> dims = {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  std::int64_t copy_bytes = 256ll << 20;  // the large copies (HBM, PCIe bandwidth)
+  int warmup = 2;
+  int min_reps = 3;
+  int max_reps = 1000;
+  double min_time_ms = 1.0;
+  // Progress lines for a run of minutes (every dtype, every 10% of its grid); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+struct CalibrationMeasurement {
+  std::string device;  // DeviceOps::name()
+  TimeNs kernel_launch_ns = 0;
+  double hbm_bandwidth = 0;  // bytes/s
+  LinkSpec pcie_h2d;         // bandwidth (efficiency 1) and latency
+  LinkSpec pcie_d2h;
+  std::map<DType, GemmTimeTable> gemm;
+};
+
+// Runs every micro-benchmark on `device`. Throws InputError for empty or non-increasing dims,
+// an empty dtype list or non-positive sizes, before touching the device.
+CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& options);
+
+// The calibration file for GPU preset `gpu_name`; `provenance` goes into its header comment and
+// `source:` (the command, the tool version, the date).
+std::string calibration_yaml(const CalibrationMeasurement& m, const std::string& gpu_name,
+                             const std::string& provenance);
+
+}  // namespace moesim::runtime

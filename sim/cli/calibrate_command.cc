@@ -1,0 +1,128 @@
+#include "sim/cli/calibrate_command.h"
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "sim/cli/collective_command.h"
+#include "sim/cli/list_args.h"
+#include "sim/core/error.h"
+#include "sim/spec/loader.h"
+#include "sim/spec/yaml_reader.h"
+
+#if MOESIM_HAVE_CUDA
+#include "runtime/bench/calibrate.h"
+#include "runtime/exec/cuda_device.h"
+#endif
+
+namespace moesim::cli {
+namespace {
+
+struct CalibrateInputs {
+  ClusterSpec cluster;
+  std::vector<DType> dtypes;
+  std::vector<std::int64_t> dims;
+  std::int64_t copy_bytes = 0;
+};
+
+CalibrateInputs read_inputs(const CalibrateArgs& a) {
+  if (a.hardware_path.empty()) throw InputError("--hardware is required (the preset whose GPU is calibrated)");
+  if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
+  if (a.device < 0) throw InputError("--device must be a GPU ordinal >= 0, got " + std::to_string(a.device));
+  if (!(a.min_time_ms > 0) || a.min_time_ms > 10000)
+    throw InputError("--min-time-ms must be in (0, 10000], got " + std::to_string(a.min_time_ms));
+  CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size")};
+  const GpuSpec& gpu = in.cluster.node.gpu;
+  if (a.dtypes.empty()) {
+    for (const auto& [dtype, flops] : gpu.peak_flops) in.dtypes.push_back(dtype);
+  } else {
+    for (const std::string& name : split_list("--dtypes", a.dtypes)) {
+      const auto d = parse_dtype(name);
+      if (!d) throw InputError("--dtypes: '" + name + "' is not a dtype; valid: " + YamlValue::join_names(dtype_names()));
+      if (!gpu.peak_flops.count(*d)) {
+        throw InputError("--dtypes: GPU '" + gpu.name + "' (" + gpu.origin.to_string() + ") has no peak_flops for " +
+                         name + ", so the simulator never runs GEMMs in it");
+      }
+      in.dtypes.push_back(*d);
+    }
+  }
+  if (!a.dims.empty()) {
+    in.dims = parse_int_list("--dims", a.dims, 1, 1 << 20);
+    for (std::size_t i = 1; i < in.dims.size(); ++i) {
+      if (in.dims[i] <= in.dims[i - 1])
+        throw InputError("--dims must be strictly increasing; " + std::to_string(in.dims[i]) + " follows " +
+                         std::to_string(in.dims[i - 1]));
+    }
+  }
+  if (in.copy_bytes < 1024) throw InputError("--copy-size must be at least 1K");
+  return in;
+}
+
+// Used by the GPU build only.
+[[maybe_unused]] std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateArgs& a, const std::string& version) {
+  const CalibrateInputs in = read_inputs(a);  // bad input is named as such first, without CUDA too
+#if !MOESIM_HAVE_CUDA
+  (void)in;
+  (void)version;
+  throw InputError(
+      "this build of moesim has no GPU runtime (it was configured without CUDA: MOESIM_WITH_CUDA=OFF or no nvcc "
+      "found), so `moesim calibrate` cannot measure");
+#else
+  const auto provider = runtime::make_cuda_provider();
+  if (const std::string why = provider->unavailable_reason(); !why.empty())
+    throw InputError("`moesim calibrate` needs a GPU, and none is usable: " + why);
+  if (a.device >= provider->num_devices()) {
+    throw InputError("--device " + std::to_string(a.device) + ": this process sees " +
+                     std::to_string(provider->num_devices()) + " GPU(s)");
+  }
+  const std::string described = provider->describe(a.device);
+  std::cerr << "calibrate: " << described << " as " << in.cluster.node.gpu.name << "\n";
+  runtime::CalibrationOptions options;
+  options.dtypes = in.dtypes;
+  if (!in.dims.empty()) options.dims = in.dims;
+  options.copy_bytes = in.copy_bytes;
+  options.min_time_ms = a.min_time_ms;
+  const auto start = std::chrono::steady_clock::now();
+  options.progress = [&start](const std::string& s) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cerr << "calibrate: [" << static_cast<int>(secs) << " s] " << s << "\n";
+  };
+  const auto device = provider->open(a.device);
+  const runtime::CalibrationMeasurement m = runtime::calibrate(*device, options);
+  const std::string provenance =
+      "moesim " + version + " calibrate on " + described + ", " + utc_now() + "; command: " + a.command_line;
+  {
+    std::ofstream out(a.out_path, std::ios::binary);
+    if (!out) throw InputError("--out: cannot write '" + a.out_path + "'");
+    out << runtime::calibration_yaml(m, in.cluster.node.gpu.name, provenance);
+  }
+  // What was written must be what the simulator accepts (plausible ranges included).
+  ClusterSpec check = in.cluster;
+  try {
+    apply_calibration(check.node, load_calibration(a.out_path));
+  } catch (const InputError& e) {
+    throw InternalError("the calibration just written does not load back: " + std::string(e.what()) +
+                        " (a measurement outside the plausible range usually means a disturbed GPU; rerun)");
+  }
+  std::cout << "wrote " << a.out_path << ": launch gap " << m.kernel_launch_ns << " ns, HBM "
+            << m.hbm_bandwidth / 1e9 << " GB/s, PCIe h2d " << m.pcie_h2d.bandwidth / 1e9 << " GB/s, d2h "
+            << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s)\n"
+            << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
+  return 0;
+#endif
+}
+
+}  // namespace moesim::cli

@@ -1,0 +1,26 @@
+// `moesim calibrate`: run the calibration micro-benchmarks (runtime/bench/calibrate.h) on one GPU
+// and write the calibration file that `--calibration` or a node file's `calibration:` key feeds to
+// the simulator. The file is loaded back and applied to the named preset before the command
+// succeeds, so a file it writes is always one the simulator accepts. On a build without the GPU
+// runtime the command exists and exits 2 saying so.
+#pragma once
+
+#include <string>
+
+namespace moesim::cli {
+
+struct CalibrateArgs {
+  std::string hardware_path;  // the preset whose GPU this is (its name goes into the file)
+  std::string out_path;
+  std::string dtypes;         // "" = every dtype the preset's GPU has a peak for
+  std::string dims;           // "" = the default grid (CalibrationOptions::dims)
+  std::string copy_size = "256M";
+  double min_time_ms = 1.0;
+  int device = 0;
+  std::string command_line;   // recorded in the file
+};
+
+// Exit code 0. Throws InputError (exit 2) for bad input, no GPU, or a build without the GPU runtime.
+int run_calibrate(const CalibrateArgs& args, const std::string& version);
+
+}  // namespace moesim::cli
