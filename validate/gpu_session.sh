@@ -58,7 +58,7 @@ moesim=dist/bin/moesim
 model=models/moe-gpt-s-64e.yaml
 # The node preset of the GPU the machine has (an H200 is not an H100 with more memory: HBM differs).
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
-  *H200*) node=hardware/nodes/hgx-h200.yaml ;;
+  "NVIDIA H200"*) node=hardware/nodes/hgx-h200.yaml ;;
   *) node=hardware/nodes/hgx-h100.yaml ;;
 esac
 cal="$work/calibration.yaml"
@@ -67,7 +67,7 @@ step env 60 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim dist/bin/moesim_runt
 # Correctness: every dtype x n in {1,2,4,8} x strategy against the CPU reference, bitwise equality
 # across strategies, 64 experts over 8 loopback ranks, memory next to the prediction.
 step runtime-tests 420 env MOESIM_REQUIRE_GPU=1 dist/bin/moesim_runtime_tests
-# Calibration of this GPU (launch gap, HBM, PCIe, GEMM tables in the model's tf32 and in bf16),
+# Calibration of this GPU (launch gap, HBM, PCIe, GEMM tables in the model's tf32, bf16 and fp32),
 # so that each run below is compared with the datasheet prediction and with the calibrated one.
 step calibrate 240 $moesim calibrate --hardware $node --out "$cal" --dtypes tf32,bf16,fp32
 # Measured against simulated, one rank: every strategy at n = 4, then n = 1, 2, 8 without reuse,

@@ -55,7 +55,14 @@ class DeviceBuffer {
  public:
   DeviceBuffer(DeviceOps& device, std::int64_t bytes, const char* what, bool pinned = false)
       : device_(device), pinned_(pinned), p_(pinned ? device.alloc_pinned(bytes, what) : device.alloc_device(bytes, what)) {}
-  ~DeviceBuffer() { pinned_ ? device_.free_pinned(p_) : device_.free_device(p_); }
+  // Never throws: after a sticky CUDA error the frees fail too, and the error being reported is
+  // the one that matters.
+  ~DeviceBuffer() {
+    try {
+      pinned_ ? device_.free_pinned(p_) : device_.free_device(p_);
+    } catch (const std::exception&) {
+    }
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return p_; }

@@ -29,13 +29,14 @@ namespace moesim::runtime {
 
 struct CalibrationOptions {
   std::vector<DType> dtypes = {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16};
-  // The m, n and k axes of every GEMM table: from a gate with few experts to the largest layers.
-  std::vector<std::int64_t> dims = {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  // The m, n and k axes of every GEMM table: from a gate with 8 experts or a weight gradient over
+  // a few rows to the largest layers.
+  std::vector<std::int64_t> dims = {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
   std::int64_t copy_bytes = 256ll << 20;  // the large copies (HBM, PCIe bandwidth)
   int warmup = 2;
   int min_reps = 3;
   int max_reps = 1000;
-  double min_time_ms = 1.0;
+  double min_time_ms = 1.0;  // per point, unless max_reps come first
   // Progress lines for a run of minutes (every dtype, every 10% of its grid); may be empty.
   std::function<void(const std::string&)> progress;
 };

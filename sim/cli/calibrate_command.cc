@@ -104,19 +104,25 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
   const runtime::CalibrationMeasurement m = runtime::calibrate(*device, options);
   const std::string provenance =
       "moesim " + version + " calibrate on " + described + ", " + utc_now() + "; command: " + a.command_line;
+  // Written beside the target first: the target appears only once the simulator accepts it
+  // (plausible ranges included), so a scripted `[ -s FILE ]` never sees a rejected file.
+  const std::string pending = a.out_path + ".pending";
   {
-    std::ofstream out(a.out_path, std::ios::binary);
-    if (!out) throw InputError("--out: cannot write '" + a.out_path + "'");
+    std::ofstream out(pending, std::ios::binary);
+    if (!out) throw InputError("--out: cannot write '" + pending + "'");
     out << runtime::calibration_yaml(m, in.cluster.node.gpu.name, provenance);
   }
-  // What was written must be what the simulator accepts (plausible ranges included).
   ClusterSpec check = in.cluster;
+  check.node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
   try {
-    apply_calibration(check.node, load_calibration(a.out_path));
+    apply_calibration(check.node, load_calibration(pending));
   } catch (const InputError& e) {
-    throw InternalError("the calibration just written does not load back: " + std::string(e.what()) +
-                        " (a measurement outside the plausible range usually means a disturbed GPU; rerun)");
+    const std::string rejected = a.out_path + ".rejected";
+    std::filesystem::rename(pending, rejected);
+    throw InternalError("the calibration just measured does not load back (kept as " + rejected + "): " +
+                        std::string(e.what()) + " (a value outside the plausible range usually means a disturbed GPU; rerun)");
   }
+  std::filesystem::rename(pending, a.out_path);
   std::cout << "wrote " << a.out_path << ": launch gap " << m.kernel_launch_ns << " ns, HBM "
             << m.hbm_bandwidth / 1e9 << " GB/s, PCIe h2d " << m.pcie_h2d.bandwidth / 1e9 << " GB/s, d2h "
             << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s)\n"

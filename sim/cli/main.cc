@@ -390,9 +390,9 @@ int main_impl(int argc, char** argv) {
   calibrate->add_option("--out,-o", cal_args.out_path, "calibration YAML to write (e.g. hardware/calibration/<gpu>.yaml)")
       ->required();
   calibrate->add_option("--dtypes", cal_args.dtypes, "GEMM dtypes, comma-separated (default: every dtype the preset's GPU has)");
-  calibrate->add_option("--dims", cal_args.dims, "GEMM m, n and k axis, increasing (default 32,64,...,16384)");
+  calibrate->add_option("--dims", cal_args.dims, "GEMM m, n and k axis, increasing (default 8,16,...,16384)");
   calibrate->add_option("--copy-size", cal_args.copy_size, "bytes of the large copies (K, M, G)")->capture_default_str();
-  calibrate->add_option("--min-time-ms", cal_args.min_time_ms, "each point repeats for at least this long")
+  calibrate->add_option("--min-time-ms", cal_args.min_time_ms, "each point repeats for at least this long (at most 1000 times)")
       ->capture_default_str();
   calibrate->add_option("--device", cal_args.device, "GPU ordinal")->capture_default_str();
 

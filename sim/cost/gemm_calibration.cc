@@ -50,12 +50,17 @@ std::string axis_range(const std::vector<std::int64_t>& axis) {
 double calibrated_gemm_ns(const GemmTimeTable& table, const GemmWork& work) {
   MOESIM_CHECK(table.time_ns.size() == table.m.size() * table.n.size() * table.k.size(),
                "calibration table size does not match its axes");
-  const double rows = static_cast<double>(work.batch) * static_cast<double>(work.m);
-  const double flops = 2.0 * rows * static_cast<double>(work.n) * static_cast<double>(work.k);
-  if (flops <= 0) return 0.0;
+  if (work.batch <= 0 || work.m <= 0 || work.n <= 0 || work.k <= 0) return 0.0;
+  // Below an axis's smallest point a GEMM costs as if it had that dimension: the smallest shapes
+  // are bound by the launch gap, which does not shrink with the GEMM.
+  const double rows = std::max(static_cast<double>(work.batch) * static_cast<double>(work.m),
+                               static_cast<double>(table.m.front()));
+  const double n = std::max(static_cast<double>(work.n), static_cast<double>(table.n.front()));
+  const double k = std::max(static_cast<double>(work.k), static_cast<double>(table.k.front()));
+  const double flops = 2.0 * rows * n * k;
   const AxisPosition pm = locate(table.m, rows);
-  const AxisPosition pn = locate(table.n, static_cast<double>(work.n));
-  const AxisPosition pk = locate(table.k, static_cast<double>(work.k));
+  const AxisPosition pn = locate(table.n, n);
+  const AxisPosition pk = locate(table.k, k);
   double log_r = 0;
   for (int di = 0; di < 2; ++di) {
     const double wi = di ? pm.weight : 1.0 - pm.weight;
@@ -104,7 +109,8 @@ std::vector<std::string> calibration_range_warnings(const TaskGraph& graph, cons
     out.push_back(std::to_string(o.count) + " " + std::string(to_string(dtype)) +
                   " GEMM task(s) fall outside the measured range of " + gpu.calibration->file + " (m " +
                   axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k) + "), e.g. " + o.first +
-                  "; they get the efficiency of the nearest measured shape, not an extrapolation");
+                  "; below the range they cost as the smallest measured shape, above it they keep the edge's efficiency "
+                  "(no extrapolated trend)");
   }
   return out;
 }

@@ -10,9 +10,11 @@
 // with batch times the rows does, so it fills the GPU alike (the expert GEMMs of an MoE layer are
 // batched over local experts). The tables are measured with batch 1.
 //
-// Outside the measured range each coordinate is held at the table's edge: the efficiency of the
-// nearest measured shape, never an extrapolated trend. That is not silent: range_warnings() names
-// every dtype whose GEMMs leave the range, and the CLI prints it.
+// Outside the measured range: below an axis's smallest point a GEMM costs as if it had that
+// dimension (the smallest shapes are bound by the launch gap, which does not shrink); above its
+// largest point the rate is held at the edge, so the GEMM keeps the efficiency of the nearest
+// measured shape, never an extrapolated trend. That is not silent: range_warnings() names every
+// dtype whose GEMMs leave the range, and the CLI prints it.
 #pragma once
 
 #include <string>

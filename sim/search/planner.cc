@@ -148,8 +148,8 @@ StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens,
     const ComputeCostModel compute(c);
     flops = compute.peak_flops(req.model.gemm_dtype) * gpu.gemm_efficiency.peak_fraction;
     if (gpu.calibration && gpu.calibration->gemm.count(req.model.gemm_dtype)) {
-      // Measured: the rate of this chunk's FC1 GEMM (tokens / n rows, d_model -> d_ffn).
-      const GemmWork fc1{1, std::max<std::int64_t>(1, tokens / n), req.model.d_ffn, req.model.d_model,
+      // Measured: the rate of this chunk's FC1 GEMM (top_k x tokens / n rows, d_model -> d_ffn).
+      const GemmWork fc1{1, std::max<std::int64_t>(1, req.model.top_k * tokens / n), req.model.d_ffn, req.model.d_model,
                          req.model.gemm_dtype, req.model.element_bytes()};
       flops = compute.gemm_flop_rate(fc1);
     }

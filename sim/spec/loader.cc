@@ -56,7 +56,7 @@ std::vector<std::string> top_level_node_keys() {
 std::vector<std::string> all_hardware_keys() {
   std::vector<std::string> keys = kGpuKeys;
   const std::vector<std::string> node_keys = top_level_node_keys();
-  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys}) {
+  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys, &kCalibrationKeys}) {
     for (const std::string& k : *extra) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
@@ -408,7 +408,7 @@ CalibrationSpec read_calibration(const YamlMap& m) {
   CalibrationSpec cal;
   cal.origin = origin_of(m);
   cal.file = cal.origin.file;
-  if (auto n = m.get("name")) n->as_name();
+  m.require("name").as_name();
   const YamlValue gpu = m.require("gpu");
   cal.gpu = gpu.as_name();
   cal.gpu_where = gpu.location();
@@ -603,6 +603,10 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   if (kind == "model") {
     root.as_map(kModelKeys).require("kind").fail(
         "this is a model file; a hardware file has kind gpu, node or cluster");
+  }
+  if (kind == "calibration") {
+    root.as_map(kCalibrationKeys).require("kind").fail(
+        "this is a calibration file; give it with --calibration next to --hardware, or as a node's calibration: key");
   }
   std::error_code ec;
   LoadStack stack{fs::weakly_canonical(path, ec).string()};

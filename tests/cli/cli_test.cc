@@ -202,7 +202,7 @@ using namespace moesim::cli_test;
 
 // A calibration of the example's GPU whose tf32 table covers only part of the example's GEMMs.
 const std::string kA100Calibration =
-    "schema_version: 1\nkind: calibration\ngpu: A100-SXM4-40GB\ndevice: test\n"
+    "schema_version: 1\nkind: calibration\nname: test\ngpu: A100-SXM4-40GB\ndevice: test\n"
     "kernel_launch_overhead: 3 us\n"
     "gemm:\n  tf32:\n    m: [64, 512]\n    n: [768, 3072]\n    k: [768, 3072]\n"
     "    time_us: [[20, 60], [60, 200], [90, 330], [330, 1300]]\n";
@@ -223,11 +223,24 @@ TEST_F(Cli, CalibrationReplacesTheGemmCurveAndSaysWhereItDoesNotReach) {
   ASSERT_EQ(json["warnings"].size(), 1u);
   EXPECT_NE(json["step_time_us"], nlohmann::json::parse(plain.out)["step_time_us"]);
   EXPECT_EQ(nlohmann::json::parse(plain.out).count("warnings"), 0u);
-  // plan: its models read the same cost model, and its report names the file.
-  const Result p = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
-                       "--tokens 4096 --chunks 1,4 --strategies none --method all --calibration " + cal.string());
+  // plan: its report names the file, and its simulations and PipeMoE's fitted constants change.
+  const std::string plan = "plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                           "--tokens 4096 --chunks 1,4 --strategies none --method all";
+  const Result p = run(plan + " --calibration " + cal.string());
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_NE(p.out.find("# calibrated " + cal.string() + "\n"), std::string::npos) << p.out;
+  const auto plan_json = [&](const std::string& extra) { return nlohmann::json::parse(run(plan + extra + " --json -").out); };
+  const auto calibrated = plan_json(" --calibration " + cal.string());
+  const auto datasheet = plan_json("");
+  EXPECT_EQ(calibrated["calibration"], cal.string());
+  EXPECT_NE(calibrated["tables"][0]["baseline"]["step_ns"], datasheet["tables"][0]["baseline"]["step_ns"]);
+  const auto detail = [](const nlohmann::json& j, const std::string& method) {
+    for (const auto& m : j["tables"][0]["methods"])
+      if (m["method"] == method) return m["detail"].get<std::string>();
+    return std::string("missing");
+  };
+  EXPECT_NE(detail(calibrated, "pipemoe"), detail(datasheet, "pipemoe"));
+  EXPECT_NE(detail(calibrated, "pipemoe"), "missing");
 }
 
 TEST_F(Cli, CalibrationOfAnotherGpuIsAnInputError) {
@@ -235,7 +248,7 @@ TEST_F(Cli, CalibrationOfAnotherGpuIsAnInputError) {
   const Result r = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/valor-4x-v100.yaml "
                        "--tokens 4096 --calibration " + cal.string());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find(cal.string() + ":3:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(cal.string() + ":4:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cannot be applied to 'V100-SXM2-16GB'"), std::string::npos) << r.err;
   const Result p = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/valor-4x-v100.yaml "
                        "--tokens 4096 --calibration " + cal.string());

@@ -154,8 +154,14 @@ TEST(Calibrate, RecoversTheDevicesCostModel) {
           g.m = t.m[i];
           g.n = t.n[j];
           g.k = t.k[l];
-          g.ab_type = storage_of(dtype);
-          g.math = math_of(dtype, dtype);
+          // Written out rather than taken from the code under test: tf32 is fp32 storage with
+          // TF32 math, bf16 and fp16 are half storage with tensor-core math.
+          switch (dtype) {
+            case DType::kFp32: g.ab_type = Storage::kF32, g.math = GemmMath::kF32; break;
+            case DType::kTf32: g.ab_type = Storage::kF32, g.math = GemmMath::kTf32; break;
+            case DType::kBf16: g.ab_type = Storage::kBf16, g.math = GemmMath::kHalf; break;
+            case DType::kFp16: g.ab_type = Storage::kF16, g.math = GemmMath::kHalf; break;
+          }
           const double expected = gemm_ns(g);
           EXPECT_NEAR(t.time_ns[t.index(i, j, l)], expected, expected * 1e-6) << to_string(dtype) << " " << g.m << "x" << g.n << "x" << g.k;
         }

@@ -46,17 +46,44 @@ TEST(GemmCalibration, BatchCountsAsRows) {
   EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(4, 100, 100, 100)), 2000);
 }
 
-TEST(GemmCalibration, OutsideTheRangeKeepsTheEdgeEfficiency) {
+TEST(GemmCalibration, AboveTheRangeKeepsTheEdgeEfficiency) {
   const GemmTimeTable t = line_table();
   // m = 800 at the m = 400 rate (4000 FLOP/ns): 2 * 800 * 1e4 / 4000 = 4000 ns, not an
-  // extrapolated rate; m = 50 at the m = 100 rate: 1e6 / 2000 = 500 ns.
+  // extrapolated rate.
   EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 800, 100, 100)), 4000);
-  EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 50, 100, 100)), 500);
   EXPECT_FALSE(in_measured_range(t, bf16(1, 800, 100, 100)));
-  EXPECT_FALSE(in_measured_range(t, bf16(1, 50, 100, 100)));
   EXPECT_FALSE(in_measured_range(t, bf16(1, 100, 200, 100)));
-  EXPECT_FALSE(in_measured_range(t, bf16(1, 100, 100, 99)));
   EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 100, 100, 0)), 0);
+}
+
+TEST(GemmCalibration, BelowTheRangeCostsTheSmallestMeasuredShape) {
+  const GemmTimeTable t = line_table();
+  // The smallest shapes are launch-bound: m = 50 or m = 1 costs what m = 100 does, and so does a
+  // k or n below 100.
+  EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 50, 100, 100)), 1000);
+  EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 1, 100, 100)), 1000);
+  EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 100, 100, 7)), 1000);
+  EXPECT_DOUBLE_EQ(calibrated_gemm_ns(t, bf16(1, 200, 3, 100)), calibrated_gemm_ns(t, bf16(1, 200, 100, 100)));
+  EXPECT_FALSE(in_measured_range(t, bf16(1, 50, 100, 100)));
+  EXPECT_FALSE(in_measured_range(t, bf16(1, 100, 100, 99)));
+}
+
+TEST(GemmCalibration, LongAxesInterpolateWithinTheirSegment) {
+  GemmTimeTable t;
+  t.m = {10, 100, 1000, 10000};
+  t.n = {64};
+  t.k = {64};
+  // Rates 2 * m * 4096 / t: 1e3, 4e3, 16e3, 32e3 FLOP/ns.
+  for (double rate : {1e3, 4e3, 16e3, 32e3}) t.time_ns.push_back(2.0 * 4096 * t.m[t.time_ns.size()] / rate);
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(calibrated_gemm_ns(t, bf16(1, t.m[i], 64, 64)), t.time_ns[i], t.time_ns[i] * 1e-12);
+  // m = 316 (10^2.5, nearly) sits halfway in log between 100 and 1000: rate sqrt(4e3 * 16e3) = 8e3.
+  const double m = std::pow(10.0, 2.5);
+  const auto mi = static_cast<std::int64_t>(std::llround(m));
+  const double w = (std::log(static_cast<double>(mi)) - std::log(100.0)) / std::log(10.0);
+  const double rate = std::exp((1 - w) * std::log(4e3) + w * std::log(16e3));
+  EXPECT_NEAR(calibrated_gemm_ns(t, bf16(1, mi, 64, 64)), 2.0 * static_cast<double>(mi) * 4096 / rate, 1e-9);
+  EXPECT_NEAR(rate, 8e3, 8e3 * 2e-3);
 }
 
 TEST(GemmCalibration, TrilinearInLogSpace) {
@@ -131,6 +158,7 @@ TEST(GemmCalibration, RangeWarningsNameTheDtypeTheCountAndAnExample) {
   const std::vector<std::string> w = calibration_range_warnings(g, gpu);
   ASSERT_EQ(w.size(), 1u) << "fp32 has no table: the default curve is not a range";
   EXPECT_NE(w[0].find("2 bf16 GEMM task(s)"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("below the range they cost as the smallest measured shape"), std::string::npos) << w[0];
   EXPECT_NE(w[0].find("cal.yaml (m 100..400, n 100..100, k 100..100)"), std::string::npos) << w[0];
   EXPECT_NE(w[0].find("L0.fwd.fc1.c0 (batch*m = 1600, n = 100, k = 100)"), std::string::npos) << w[0];
 }

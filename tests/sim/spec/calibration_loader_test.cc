@@ -144,12 +144,18 @@ TEST(CalibrationLoader, StrictRules) {
   EXPECT_NE(msg.find("hbm_bandwidth"), std::string::npos) << msg;
   msg = error(replaced(kCalibration, "gpu: A100-SXM4-40GB\n", ""));
   EXPECT_NE(msg.find("missing required key 'gpu'"), std::string::npos) << msg;
+  msg = error(replaced(kCalibration, "name: a100 test calibration\n", ""));
+  EXPECT_NE(msg.find("missing required key 'name'"), std::string::npos) << msg;
   msg = error(replaced(kCalibration, "  bf16:", "  int8:"));
   EXPECT_NE(msg.find("unknown key 'int8'"), std::string::npos) << msg;
 }
 
 TEST(CalibrationLoader, ReferencedFileMustExistAndBeACalibration) {
   TempFiles t;
+  // Given where a hardware file belongs, it says where it goes instead.
+  std::string given_as_hardware = input_error_of([&] { load_hardware_spec(t.write("c.yaml", kCalibration)); });
+  EXPECT_NE(given_as_hardware.find("this is a calibration file; give it with --calibration"), std::string::npos)
+      << given_as_hardware;
   std::string msg = input_error_of([&] { load_hardware_spec(t.write("node.yaml", node_with_calibration("nope.yaml"))); });
   EXPECT_NE(msg.find("cannot open referenced calibration file"), std::string::npos) << msg;
   t.write("gpu.yaml", "schema_version: 1\nkind: gpu\nname: g\n");
