@@ -79,7 +79,7 @@ measure() {  # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer
   step "run-$name" 240 $moesim run --model $model --hardware $node --tokens 4096 --ranks "$ranks" "$@" \
     --json "$work/run-$name.json" --trace "$work/run-$name-trace.json"
   local sim_args=()
-  for a in "$@"; do [ "$a" != --check ] && [ "$a" != --loopback ] && sim_args+=("$a"); done
+  for a in "$@"; do [ "$a" != --check ] && sim_args+=("$a"); done  # --loopback: simulate the same GPU sharing
   step "sim-$name" 60 $moesim simulate --model $model --hardware $node --tokens 4096 --ep "$ranks" --all-ranks \
     "${sim_args[@]}" --json "$work/sim-$name.json"
   step "compare-$name" 60 $moesim compare "$work/run-$name.json" "$work/sim-$name.json" --csv "$work/compare-$name.csv"
@@ -94,7 +94,8 @@ for s in none s1 s2 s3 s4; do measure "$s-n4" 1 --chunks 4 --strategy $s --check
 for n in 1 2 8; do measure "none-n$n" 1 --chunks $n --strategy none; done
 # Two layers back to back, checked layer by layer.
 measure layers2-s4-n4 1 --chunks 4 --strategy s4 --layers 2 --check
-# Eight virtual ranks on the one GPU (all-to-all as device copies; the simulation is of NVLink).
+# Eight virtual ranks on the one GPU (all-to-all as device copies), simulated as a loopback node:
+# the ranks share the GPU's compute, PCIe link and memory (docs/concepts.md).
 measure loopback8-s1-n4 8 --chunks 4 --strategy s1 --loopback --check
 # Speed: the layer against its GEMMs alone (target <= 1.25x), and plain PyTorch on the same GPU.
 step bench-layer 300 dist/bin/moesim_moe_layer_gpu

@@ -184,6 +184,9 @@ double us(TimeNs ns) { return static_cast<double>(ns) / 1e3; }
 // Everything checked before a device is touched (the same on every process of a group).
 struct Prepared {
   RunSpec run;
+  // The hardware the prediction runs on: the request's, or with --loopback its GPU shared by the
+  // virtual ranks (loopback_cluster), so that the simulation describes what was measured.
+  ClusterSpec cluster;
   LayerDims dims;
   int device = 0;  // the ordinal described in the report
 };
@@ -211,7 +214,8 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
                      " devices, this process sees " + std::to_string(provider.num_devices()) +
                      " (use --loopback to run the ranks on one device, or mpirun for one process per GPU)");
   }
-  p.dims = derive_layer_dims(req.model, req.cluster, p.run);
+  p.cluster = req.loopback && multi_process(req) == nullptr ? loopback_cluster(req.cluster, req.ranks) : req.cluster;
+  p.dims = derive_layer_dims(req.model, p.cluster, p.run);
   return p;
 }
 
@@ -299,7 +303,7 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
   const RunSpec& run = p.run;
   const LayerDims& dims = p.dims;
   const int ranks = run.ep_size;
-  const TaskGraph graph = full_graph(req.model, req.cluster, run);
+  const TaskGraph graph = full_graph(req.model, p.cluster, run);
 
   MeasureResult result;
   result.reports = root;
@@ -352,7 +356,7 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
   std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const Trace& median = steps[steps.size() / 2].second;
 
-  const EngineRun predicted = simulate_graph(graph, req.cluster, NetworkChoice{run.network, run.all_to_all});
+  const EngineRun predicted = simulate_graph(graph, p.cluster, NetworkChoice{run.network, run.all_to_all});
   const StepMetrics measured_metrics = compute_step_metrics(graph, median);
   const StepMetrics predicted_metrics = compute_step_metrics(graph, predicted.trace);
   // The memory of rank 0 (this process's first local rank): with uniform routing every rank
@@ -372,10 +376,17 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
   text << "device memory of rank " << exec.local_ranks().front() << " (MiB): arena " << mib(mem.arena_bytes)
        << " + executor workspace " << mib(mem.workspace_bytes) << " + cuBLAS workspace " << mib(mem.library_bytes)
        << " = " << mib(mem.device_bytes()) << "   simulated peak " << mib(predicted_peak) << "\n";
+  // Virtual ranks each have their own arena and workspace on the one GPU; cuBLAS's is the device's.
+  std::int64_t loopback_device_bytes = mem.library_bytes;
+  for (int r : exec.local_ranks()) loopback_device_bytes += exec.memory(r).arena_bytes + exec.memory(r).workspace_bytes;
+  const std::int64_t predicted_device = device_peak_bytes(p.cluster, predicted.memory);
+  if (p.cluster.node.loopback)
+    text << "device memory of the " << ranks << " virtual ranks (MiB): " << mib(loopback_device_bytes)
+         << "   simulated " << mib(predicted_device) << " (sum of the ranks' peaks)\n";
   result.summary = text.str();
 
   const std::string transport = devices.transport->name();
-  const ReportInputs in{req.model, req.cluster, run, dims, graph, median, measured_metrics, predicted.memory,
+  const ReportInputs in{req.model, p.cluster, run, dims, graph, median, measured_metrics, predicted.memory,
                         req.tool_version, "measured (" + transport + " transport)"};
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(report_json(in));
   std::vector<double> times;
@@ -396,6 +407,10 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
                      {"library_workspace_bytes", mem.library_bytes},
                      {"device_bytes", mem.device_bytes()},
                      {"simulated_peak_bytes", predicted_peak}}}};
+  if (p.cluster.node.loopback) {
+    j["measured"]["memory"]["loopback_device_bytes"] = loopback_device_bytes;
+    j["measured"]["memory"]["simulated_device_peak_bytes"] = predicted_device;
+  }
   if (req.check) j["measured"]["check"] = check_json;
   result.json = j.dump(2) + "\n";
   result.trace = perfetto_trace_json(graph, median);

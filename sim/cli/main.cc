@@ -71,6 +71,7 @@ struct StepArgs {
   int ep_size = 0;
   int layers = 1;
   bool all_ranks = false;
+  bool loopback = false;
   unsigned long long seed = 1;
   std::string strategy = "none";
   int slots = 2;
@@ -99,6 +100,9 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--layers", a.layers, "MoE layers simulated back to back")->capture_default_str();
   app->add_flag("--all-ranks", a.all_ranks,
                 "simulate every rank instead of one representative rank");
+  app->add_flag("--loopback", a.loopback,
+                "the --ep ranks are virtual ranks sharing one GPU of the hardware, as `moesim run --loopback` runs "
+                "them (shared compute, all-to-all as device copies; every rank simulated)");
   app->add_option("--seed", a.seed, "random seed (recorded in the report)")->capture_default_str();
   app->add_option("--strategy", a.strategy, "memory-reuse strategy: none|s1|s2|s3|s4 (MPipeMoE)")
       ->capture_default_str();
@@ -199,6 +203,14 @@ RunSpec to_run_spec(const StepArgs& a) {
   return run;
 }
 
+// The hardware the step runs on: the file (with its calibration), or with --loopback its GPU
+// shared by the job's ranks (--ep, or every GPU of the file).
+ClusterSpec load_step_cluster(const StepArgs& a) {
+  ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  if (!a.loopback) return cluster;
+  return loopback_cluster(cluster, a.ep_size > 0 ? a.ep_size : cluster.num_gpus());
+}
+
 int run_simulate(StepArgs& a, const std::string& json_path, const std::string& trace_path,
                  bool timing) {
   if (json_path == "-" && trace_path == "-")
@@ -206,7 +218,7 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   PhaseTimer timer;
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  const ClusterSpec cluster = load_step_cluster(a);
   const RunSpec run = to_run_spec(a);
   timer.mark("load");
   BuildOptions options;
@@ -249,7 +261,7 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
 int run_graph_export(StepArgs& a, const std::string& out_path) {
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  const ClusterSpec cluster = load_step_cluster(a);
   const RunSpec run = to_run_spec(a);
   BuildOptions options;
   options.representative_rank = !a.all_ranks;

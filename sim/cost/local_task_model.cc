@@ -10,7 +10,13 @@ LocalTaskModel::LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluste
     : graph_(graph), cluster_(cluster), cost_(cluster) {}
 
 double LocalTaskModel::factor(const Task& task, const Concurrency& concurrency) const {
-  return interference_factor(cluster_.node.interference, task.stream, task.rank, concurrency);
+  const double interference = interference_factor(cluster_.node.interference, task.stream, task.rank, concurrency);
+  const bool comm = task.stream == StreamClass::kCommDispatch || task.stream == StreamClass::kCommCombine;
+  if (!cluster_.node.loopback || comm) return interference;  // collectives count members, not tasks
+  // Virtual ranks on one GPU: the k kernels running on its compute streams share its SMs, and the
+  // k copies in one direction its PCIe link, each progressing at 1/k (processor sharing: the
+  // device's throughput is kept, not multiplied). The count includes the task itself.
+  return interference / static_cast<double>(std::max(1, concurrency.busy(task.rank, task.stream)));
 }
 
 void LocalTaskModel::start(TaskIndex task, TimeNs now, const Concurrency& concurrency) {

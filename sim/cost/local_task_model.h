@@ -2,7 +2,9 @@
 //
 // A task's isolated duration comes from ComputeCostModel; while it runs it progresses at the
 // interference factor of its stream on its rank (MPipeMoE Fig. 3, see interference.h), recomputed
-// whenever the engine reports that the rank's busy stream classes changed.
+// whenever the engine reports that the rank's busy stream classes changed. On a loopback node
+// (virtual ranks sharing one GPU) the interference is that of the whole device, and the tasks
+// running on one stream class of the device share it equally.
 #pragma once
 
 #include <span>

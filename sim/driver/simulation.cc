@@ -13,6 +13,8 @@ namespace moesim {
 
 BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options) {
   if (cluster.pure_alpha_beta()) options.single_comm_stream = true;
+  // Virtual ranks slow each other down, so one representative rank would not show the step.
+  if (cluster.node.loopback) options.representative_rank = false;
   return options;
 }
 
@@ -26,6 +28,10 @@ NetworkModel resolve_network_model(const ClusterSpec& cluster, NetworkModel requ
 
 std::unique_ptr<CollectiveModel> make_collective_model(const TaskGraph& graph, const ClusterSpec& cluster,
                                                        NetworkChoice choice) {
+  if (cluster.node.loopback && choice.model == NetworkModel::kFlow)
+    throw InputError(cluster.origin, "--network flow needs links between GPUs; the ranks of loopback node " +
+                                         cluster.node.name + " share one GPU and exchange through its memory "
+                                         "(use --network auto or alpha-beta)");
   if (resolve_network_model(cluster, choice.model) == NetworkModel::kAlphaBeta) {
     if (choice.all_to_all != AllToAllAlgorithm::kPairwise)
       throw InputError("the " + std::string(to_string(choice.all_to_all)) +
@@ -63,6 +69,18 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
 
 EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice choice) {
   Engine engine(graph);
+  if (cluster.node.loopback) {
+    if (graph.world_size() > cluster.num_gpus())
+      throw InputError(cluster.origin, "the job has " + std::to_string(graph.world_size()) + " ranks but loopback node " +
+                                           cluster.node.name + " has " + std::to_string(cluster.num_gpus()));
+    if (static_cast<int>(graph.simulated_ranks().size()) != graph.world_size())
+      throw InputError("the graph holds " + std::to_string(graph.simulated_ranks().size()) + " of its " +
+                       std::to_string(graph.world_size()) + " ranks; on loopback node " + cluster.node.name +
+                       " the ranks share one GPU, so every rank must be simulated (--all-ranks)");
+    std::vector<int> device(static_cast<std::size_t>(graph.world_size()));
+    for (int r = 0; r < graph.world_size(); ++r) device[static_cast<std::size_t>(r)] = cluster.device_of(r);
+    engine.share_devices(std::move(device));
+  }
   if (cluster.pure_alpha_beta()) {
     engine.add_model(std::make_unique<PureAlphaBetaModel>(graph, cluster));
   } else {

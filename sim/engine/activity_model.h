@@ -3,12 +3,14 @@
 // The engine computes no durations and the models schedule no events: the engine starts tasks on
 // the model that handles them, asks every model for its next completion, advances all models to
 // the earliest one and collects what finished. Models whose speed depends on what else runs on a
-// rank (interference) are told when a rank's set of busy stream classes changes.
+// rank (interference) are told when a rank's busy stream counts change; on a device
+// shared by several ranks, every rank of the device is told.
 #pragma once
 
 #include <array>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/core/units.h"
@@ -18,15 +20,25 @@ namespace moesim {
 
 class TaskGraph;
 
-// Which stream classes are busy on each simulated rank right now.
+// Which stream classes are busy on each simulated rank right now. Ranks that share one physical
+// device (virtual ranks of a loopback run) are counted together: busy(r, s) is the number of
+// tasks on stream class s of every rank on r's device.
 class Concurrency {
  public:
-  explicit Concurrency(int world_size) : busy_(static_cast<std::size_t>(world_size)) {}
-  int busy(int rank, StreamClass s) const { return busy_[rank][static_cast<int>(s)]; }
+  explicit Concurrency(int world_size) : device_(static_cast<std::size_t>(world_size)), busy_(device_.size()) {
+    for (std::size_t r = 0; r < device_.size(); ++r) device_[r] = static_cast<int>(r);
+  }
+  // device_of_rank[r]: the device of rank r, in [0, world_size).
+  explicit Concurrency(std::vector<int> device_of_rank)
+      : device_(std::move(device_of_rank)), busy_(device_.size()) {}
+
+  int busy(int rank, StreamClass s) const { return busy_[device_[rank]][static_cast<int>(s)]; }
   bool any_busy(int rank, StreamClass s) const { return busy(rank, s) > 0; }
-  void add(int rank, StreamClass s, int delta) { busy_[rank][static_cast<int>(s)] += delta; }
+  void add(int rank, StreamClass s, int delta) { busy_[device_[rank]][static_cast<int>(s)] += delta; }
+  int device_of(int rank) const { return device_[rank]; }
 
  private:
+  std::vector<int> device_;
   std::vector<std::array<int, kNumStreamClasses>> busy_;
 };
 

@@ -1,6 +1,7 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -10,13 +11,13 @@
 namespace moesim {
 namespace {
 
-// The set of busy stream classes of one rank, as a bit mask (bit s = stream class s busy).
-std::uint32_t busy_mask(const Concurrency& concurrency, int rank) {
-  std::uint32_t mask = 0;
-  for (int s = 0; s < kNumStreamClasses; ++s) {
-    if (concurrency.any_busy(rank, static_cast<StreamClass>(s))) mask |= 1U << s;
-  }
-  return mask;
+// How many tasks run on each stream class of a rank's device. Counts, not just busy bits: on a
+// device shared by virtual ranks a second kernel on the compute streams changes the first's speed.
+using BusyCounts = std::array<int, kNumStreamClasses>;
+BusyCounts busy_counts(const Concurrency& concurrency, int rank) {
+  BusyCounts counts{};
+  for (int s = 0; s < kNumStreamClasses; ++s) counts[s] = concurrency.busy(rank, static_cast<StreamClass>(s));
+  return counts;
 }
 
 }  // namespace
@@ -31,6 +32,14 @@ void Engine::add_model(std::unique_ptr<ActivityModel> model) {
 void Engine::add_observer(EngineObserver* observer) {
   MOESIM_CHECK(observer != nullptr, "a null observer was registered");
   observers_.push_back(observer);
+}
+
+void Engine::share_devices(std::vector<int> device_of_rank) {
+  MOESIM_CHECK(static_cast<int>(device_of_rank.size()) == graph_.world_size(),
+               "share_devices needs one device per rank of the graph");
+  for (int d : device_of_rank)
+    MOESIM_CHECK(d >= 0 && d < graph_.world_size(), "a device index outside [0, world size)");
+  device_of_rank_ = std::move(device_of_rank);
 }
 
 TimeNs Engine::run() {
@@ -66,7 +75,16 @@ TimeNs Engine::run() {
     pending[i] = graph_.predecessors(i).size();
   }
 
-  Concurrency concurrency(graph_.world_size());
+  std::vector<int> device_of_rank = device_of_rank_;
+  if (device_of_rank.empty()) {
+    device_of_rank.resize(static_cast<std::size_t>(graph_.world_size()));
+    for (std::size_t r = 0; r < device_of_rank.size(); ++r) device_of_rank[r] = static_cast<int>(r);
+  }
+  // The ranks of each device, so that a change on one rank reaches every rank sharing its device.
+  std::vector<std::vector<int>> ranks_of_device(device_of_rank.size());
+  for (std::size_t r = 0; r < device_of_rank.size(); ++r)
+    ranks_of_device[static_cast<std::size_t>(device_of_rank[r])].push_back(static_cast<int>(r));
+  Concurrency concurrency(device_of_rank);
   std::vector<bool> running(num_tasks, false);
   std::vector<TaskIndex> ready;
   for (TaskIndex i = 0; i < num_tasks; ++i) {
@@ -76,9 +94,12 @@ TimeNs Engine::run() {
     }
   }
 
-  // Busy sets of the ranks touched during the current time step, as they were before it.
-  std::map<int, std::uint32_t> touched;
-  auto touch = [&](int rank) { touched.emplace(rank, busy_mask(concurrency, rank)); };
+  // Busy counts of the ranks touched during the current time step, as they were before it.
+  std::map<int, BusyCounts> touched;
+  auto touch = [&](int rank) {
+    for (int r : ranks_of_device[static_cast<std::size_t>(concurrency.device_of(rank))])
+      touched.emplace(r, busy_counts(concurrency, r));
+  };
 
   TimeNs now = 0;
   std::size_t num_done = 0;
@@ -101,10 +122,10 @@ TimeNs Engine::run() {
     }
     ready.clear();
 
-    // One concurrency notification per time step, for the ranks whose busy set changed.
+    // One concurrency notification per time step, for the ranks whose busy counts changed.
     std::vector<int> changed;
     for (const auto& [rank, before] : touched) {
-      if (busy_mask(concurrency, rank) != before) changed.push_back(rank);
+      if (busy_counts(concurrency, rank) != before) changed.push_back(rank);
     }
     touched.clear();
     if (!changed.empty()) {

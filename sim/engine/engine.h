@@ -24,6 +24,9 @@ class Engine {
   void add_model(std::unique_ptr<ActivityModel> model);
   // Observers are not owned and must outlive run().
   void add_observer(EngineObserver* observer);
+  // Ranks with equal entries run on one physical device (loopback virtual ranks): models see
+  // their busy streams together (Concurrency). Default: every rank its own device.
+  void share_devices(std::vector<int> device_of_rank);
 
   // Runs every task; returns the time the last one finished. Throws InternalError if a task has
   // no model or the run stalls (a model that never completes its activities).
@@ -33,6 +36,7 @@ class Engine {
   const TaskGraph& graph_;
   std::vector<std::unique_ptr<ActivityModel>> models_;
   std::vector<EngineObserver*> observers_;
+  std::vector<int> device_of_rank_;
 };
 
 }  // namespace moesim

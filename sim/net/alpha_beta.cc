@@ -29,6 +29,8 @@ AlphaBetaNetwork::AlphaBetaNetwork(const TaskGraph& graph, const ClusterSpec& cl
     throw InputError(cluster_.origin, "cluster " + cluster_.name +
                                           " needs at least one node and one GPU per node");
   }
+  if (cluster_.node.loopback && cluster_.num_nodes != 1)
+    throw InputError(cluster_.origin, "a cluster of loopback nodes is not supported (num_nodes must be 1)");
   if (graph_.world_size() > cluster_.num_gpus()) {
     throw InputError(cluster_.origin, "the job has " + std::to_string(graph_.world_size()) +
                                           " ranks but cluster " + cluster_.name + " has only " +
@@ -36,14 +38,23 @@ AlphaBetaNetwork::AlphaBetaNetwork(const TaskGraph& graph, const ClusterSpec& cl
   }
 }
 
+double AlphaBetaNetwork::device_copy_ns(double copies, double bytes) const {
+  const GpuSpec& gpu = cluster_.node.gpu;
+  const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
+  if (!(hbm > 0.0)) throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
+  return copies * static_cast<double>(gpu.kernel_launch_ns) + 2.0 * bytes / hbm;
+}
+
 double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const {
   const auto p = static_cast<int>(group.size());
-  if (p == 1) {
-    const GpuSpec& gpu = cluster_.node.gpu;
-    const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
-    if (!(hbm > 0.0))
-      throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
-    return static_cast<double>(gpu.kernel_launch_ns) + 2.0 * static_cast<double>(work.pair_bytes(0, 0)) / hbm;
+  if (p == 1) return device_copy_ns(1, static_cast<double>(work.pair_bytes(0, 0)));
+  if (cluster_.node.loopback) {
+    // Every block, a member's own included, is one device copy on its receiver's stream: the
+    // receivers copy in parallel, p copies each, and all the bytes go through the one GPU's memory.
+    double total = 0;
+    for (int s = 0; s < p; ++s)
+      for (int d = 0; d < p; ++d) total += static_cast<double>(work.pair_bytes(s, d));
+    return device_copy_ns(p, total);
   }
   // The collective ends when its slowest member does: every member counts, simulated or not (with
   // one representative rank, an unevenly placed group still has slower members elsewhere).
@@ -88,11 +99,16 @@ double AlphaBetaNetwork::ring_ns(CollectiveOp op, std::int64_t bytes,
                                  const std::vector<int>& group) const {
   const int p = static_cast<int>(group.size());
   if (p == 1) return 0.0;
+  const double steps = op == CollectiveOp::kAllReduce ? 2.0 * (p - 1) : static_cast<double>(p - 1);
+  if (cluster_.node.loopback) {
+    // Each step, every member copies a 1/p slice of S = b * p: p * steps / p * S bytes in all,
+    // through the one GPU's memory (the reduction's extra read is not counted).
+    return device_copy_ns(steps, steps * static_cast<double>(checked_mul(bytes, p)));
+  }
   const bool spans_nodes = cluster_.node_of(group.front()) != cluster_.node_of(group.back());
   const LinkSpec& link = spans_nodes ? cluster_.inter_node : cluster_.node.intra_node;
   const double bw = link_bytes_per_ns(link, spans_nodes ? "inter-node" : "intra-node", cluster_);
   const auto total = static_cast<double>(checked_mul(bytes, p));
-  const double steps = op == CollectiveOp::kAllReduce ? 2.0 * (p - 1) : static_cast<double>(p - 1);
   return steps * static_cast<double>(link.latency_ns) + steps / p * total / bw;
 }
 
@@ -130,10 +146,15 @@ double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) 
   // links: each gets 1/k of the bandwidth on top of the interference factor. The flow model
   // resolves this per link; here it is per rank.
   int sharing = 1;
-  for (int r : ranks_.at(task)) {
-    const int comm = concurrency.busy(r, StreamClass::kCommDispatch) +
-                     concurrency.busy(r, StreamClass::kCommCombine);
-    sharing = std::max(sharing, comm);
+  if (cluster_.node.loopback) {
+    // One node is one GPU (loader rule): every running collective copies through its memory.
+    sharing = static_cast<int>(ranks_.size());
+  } else {
+    for (int r : ranks_.at(task)) {
+      const int comm = concurrency.busy(r, StreamClass::kCommDispatch) +
+                       concurrency.busy(r, StreamClass::kCommCombine);
+      sharing = std::max(sharing, comm);
+    }
   }
   return interference_factor(cluster_.node.interference, graph_.task(task).stream, ranks_.at(task),
                              concurrency) /

@@ -40,6 +40,11 @@ struct ReportInputs {
 // The rank with the highest device peak (the one that decides whether the step fits).
 const RankMemory* peak_memory_rank(const std::vector<RankMemory>& memory);
 
+// What the fullest physical GPU must hold: the highest rank peak, or on a loopback node the sum of
+// its virtual ranks' peaks (each rank's buffers are planned on their own, as the runtime gives each
+// virtual rank its own arena). This is what is compared with the GPU's capacity.
+std::int64_t device_peak_bytes(const ClusterSpec& cluster, const std::vector<RankMemory>& memory);
+
 // The human-readable summary (stdout of `moesim simulate`).
 void write_summary(std::ostream& out, const ReportInputs& in);
 

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "sim/report/report.h"
@@ -12,6 +14,17 @@ const RankMemory* peak_memory_rank(const std::vector<RankMemory>& memory) {
   for (const RankMemory& m : memory)
     if (best == nullptr || m.peak_device_bytes > best->peak_device_bytes) best = &m;
   return best;
+}
+
+std::int64_t device_peak_bytes(const ClusterSpec& cluster, const std::vector<RankMemory>& memory) {
+  std::map<int, std::int64_t> by_device;
+  for (const RankMemory& m : memory) {
+    std::int64_t& bytes = by_device[cluster.device_of(m.rank)];
+    bytes = cluster.node.loopback ? bytes + m.peak_device_bytes : std::max(bytes, m.peak_device_bytes);
+  }
+  std::int64_t worst = 0;
+  for (const auto& [device, bytes] : by_device) worst = std::max(worst, bytes);
+  return worst;
 }
 
 std::string report_json(const ReportInputs& in) {
@@ -78,9 +91,13 @@ std::string report_json(const ReportInputs& in) {
                    {"temporary_bytes", cat(MemoryCategory::kTemporary)},
                    {"host_pinned_bytes", mem->peak_host_pinned_bytes},
                    {"capacity_bytes", capacity},
-                   {"fits", mem->peak_device_bytes <= capacity},
+                   {"fits", device_peak_bytes(in.cluster, in.memory) <= capacity},
                    {"max_bytes_by_category", max_by},
                    {"live_at_peak", live}};
+    if (in.cluster.node.loopback) {
+      j["memory"]["virtual_ranks"] = in.cluster.node.gpus_per_node;
+      j["memory"]["device_peak_bytes"] = device_peak_bytes(in.cluster, in.memory);
+    }
   }
 
   ordered_json tasks = ordered_json::array();

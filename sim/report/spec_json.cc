@@ -76,6 +76,7 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
                    {"node",
                     {{"name", node.name},
                      {"gpus_per_node", node.gpus_per_node},
+                     {"loopback", node.loopback},
                      {"intra_node", link_json(node.intra_node)},
                      {"pcie_h2d", link_json(node.pcie_h2d)},
                      {"pcie_d2h", link_json(node.pcie_d2h)},

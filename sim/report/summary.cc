@@ -41,9 +41,15 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   if (model.shared_experts.count > 0)
     out << " +" << model.shared_experts.count << " shared expert(s) H=" << model.shared_experts.d_ffn;
   out << "\n";
-  out << "# hardware  " << cl.name << " (" << cl.origin.file << "): " << cl.num_nodes << " node(s) x "
-      << cl.node.gpus_per_node << " " << cl.node.gpu.name << "; intra-node "
-      << bandwidth_text(cl.node.intra_node.effective_bandwidth());
+  out << "# hardware  " << cl.name << " (" << cl.origin.file << "): ";
+  if (cl.node.loopback) {
+    out << cl.node.gpus_per_node << " virtual rank" << (cl.node.gpus_per_node == 1 ? "" : "s") << " on one "
+        << cl.node.gpu.name
+        << " (loopback: shared compute, all-to-all as device copies)";
+  } else {
+    out << cl.num_nodes << " node(s) x " << cl.node.gpus_per_node << " " << cl.node.gpu.name << "; intra-node "
+        << bandwidth_text(cl.node.intra_node.effective_bandwidth());
+  }
   if (cl.num_nodes > 1) out << ", inter-node " << bandwidth_text(cl.inter_node.effective_bandwidth()) << " per GPU";
   out << "\n";
   out << "# run       B=" << in.run.tokens_per_gpu << " tokens/GPU, EP=" << d.ep_size << " ("
@@ -97,12 +103,17 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   } else {
     const std::int64_t capacity = cl.node.gpu.hbm_capacity_bytes;
     const auto gib = [](std::int64_t b) { return fixed(static_cast<double>(b) / kGiB, 3) + " GiB"; };
+    const std::int64_t device = device_peak_bytes(cl, in.memory);
     out << pad_right("memory peak", 20) << pad_left(gib(mem->peak_device_bytes), 18) << "  (rank "
-        << mem->rank << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us): ";
-    if (mem->peak_device_bytes <= capacity) {
-      out << "fits in " << gib(capacity) << "\n";
+        << mem->rank << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us)";
+    if (cl.node.loopback) {
+      out << "\n" << pad_right("  one GPU holds", 20) << pad_left(gib(device), 18) << "  (the peaks of its "
+          << cl.node.gpus_per_node << " virtual ranks)";
+    }
+    if (device <= capacity) {
+      out << ": fits in " << gib(capacity) << "\n";
     } else {
-      out << "does not fit: needs " << gib(mem->peak_device_bytes) << " of " << gib(capacity) << "\n";
+      out << ": does not fit: needs " << gib(device) << " of " << gib(capacity) << "\n";
     }
     for (int c = 0; c < kNumMemoryCategories; ++c) {
       const auto category = static_cast<MemoryCategory>(c);

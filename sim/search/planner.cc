@@ -157,7 +157,15 @@ StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens,
   }
   // A node without PCIe cannot run s1-s3 (derive_layer_dims rejects them); none and S4 have no
   // memcpy term, so any positive placeholder leaves their costs unchanged.
-  const double pcie = c.node.pcie_h2d.effective_bandwidth() > 0 ? c.node.pcie_h2d.effective_bandwidth() : 1.0;
+  double pcie = c.node.pcie_h2d.effective_bandwidth() > 0 ? c.node.pcie_h2d.effective_bandwidth() : 1.0;
+  if (c.node.loopback) {
+    // p virtual ranks working in step on one GPU: each has 1/p of its compute and PCIe link, and
+    // its all-to-all bytes are read and written in HBM together with the other ranks' (p x 2 x).
+    const double p = c.ranks_per_device();
+    flops /= p;
+    pcie /= p;
+    a2a = gpu.hbm_bandwidth * gpu.hbm_efficiency / (2.0 * p);
+  }
   const Throughputs w = hardware_throughputs(flops, a2a > 0 ? a2a : 1.0, pcie, req.model.element_bytes());
   StrategyModelParams p;
   p.tokens_per_chunk = std::max<std::int64_t>(1, tokens / n);
@@ -330,7 +338,9 @@ PipeMoeSetup pipemoe_setup(const ModelSpec& model, const ClusterSpec& cluster, c
     xa.push_back(static_cast<double>(peer) * d.ep_size);
     ya.push_back(static_cast<double>(network.isolated_duration(a2a, group)) / kNsPerS);
     xe.push_back(static_cast<double>(fc1.flops() + fc2.flops()));
-    ye.push_back(static_cast<double>(compute.gemm_duration(fc1) + compute.gemm_duration(fc2)) / kNsPerS);
+    // On a loopback node every virtual rank runs its experts on the one GPU at the same time.
+    ye.push_back(static_cast<double>(compute.gemm_duration(fc1) + compute.gemm_duration(fc2)) * cluster.ranks_per_device() /
+                 kNsPerS);
   }
   std::tie(p.a2a_alpha_s, p.a2a_beta_s_per_byte) = fit_line(xa, ya);
   std::tie(p.expert_alpha_s, p.expert_beta_s_per_unit) = fit_line(xe, ye);
@@ -541,6 +551,11 @@ FitReport fit_cluster(const PlanRequest& req, int max_nodes, TimeNs max_step_ns)
     ClusterSpec cluster = req.cluster;
     cluster.num_nodes = k;
     step.num_gpus = cluster.num_gpus();
+    if (k > 1 && cluster.node.loopback) {
+      step.reason = "a loopback node is one GPU shared by virtual ranks; it does not grow by nodes";
+      fit.steps.push_back(step);
+      break;
+    }
     if (k > 1 && !(cluster.inter_node.effective_bandwidth() > 0)) {
       step.reason = "the preset has no inter_node link to join nodes";
       fit.steps.push_back(step);

@@ -55,6 +55,10 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
                                                 "; a GPU count sets the number of whole nodes");
         }
         c.num_nodes = gpus / per_node;
+        if (c.num_nodes > 1 && preset.node.loopback) {
+          throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " needs " + std::to_string(c.num_nodes) +
+                                                " nodes, but " + preset.name + " is a loopback node (one GPU)");
+        }
         if (c.num_nodes > 1 && !(c.inter_node.effective_bandwidth() > 0)) {
           throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " needs " +
                                                 std::to_string(c.num_nodes) + " nodes but " + preset.name +

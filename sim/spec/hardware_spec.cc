@@ -18,4 +18,26 @@ std::string topo_device_name(TopoDevice d) {
   return kPrefix[static_cast<int>(d.kind)] + std::to_string(d.index);
 }
 
+ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks) {
+  if (ranks < 1) throw InputError("a loopback node needs at least one virtual rank, got " + std::to_string(ranks));
+  if (base.pure_alpha_beta())
+    throw InputError(base.alpha_beta->origin, "cluster " + base.name +
+                                                  " is simulated with pure alpha-beta costs, which describe no GPU; "
+                                                  "loopback ranks share a GPU's compute and memory");
+  ClusterSpec c;
+  c.node.gpu = base.node.gpu;
+  c.node.pcie_h2d = base.node.pcie_h2d;
+  c.node.pcie_d2h = base.node.pcie_d2h;
+  c.node.interference = base.node.interference;
+  c.node.gpus_per_node = ranks;
+  c.node.loopback = true;
+  c.node.name = base.node.gpu.name + " loopback x" + std::to_string(ranks);
+  c.node.origin = base.origin;
+  c.name = c.node.name;
+  c.origin = base.origin;
+  c.num_nodes = 1;
+  c.alpha_beta = base.alpha_beta;  // PipeMoE's constants for `plan`, not for simulating (checked above)
+  return c;
+}
+
 }  // namespace moesim

@@ -134,6 +134,11 @@ struct NodeSpec {
   LinkSpec pcie_d2h;        // device to host, per GPU
   InterferenceTable interference;
   NodeTopology topology;    // optional; the flow network model needs it
+  // The node's gpus_per_node ranks are virtual ranks sharing ONE physical GPU, as `moesim run
+  // --ranks N --loopback` runs them: their kernels share its compute, their PCIe copies its host
+  // link, their all-to-alls are device-to-device copies through its memory, and its capacity holds
+  // every rank's buffers (docs/concepts.md, "Loopback"). No intra_node link or topology.
+  bool loopback = false;
 };
 
 // The fabric between nodes (optional `fabric:` section of a cluster file). Every node's NIC k has a
@@ -179,7 +184,16 @@ struct ClusterSpec {
 
   int num_gpus() const { return node.gpus_per_node * num_nodes; }
   int node_of(int rank) const { return rank / node.gpus_per_node; }
+  // The physical GPU a rank runs on: its own, or its node's one GPU on a loopback node.
+  int device_of(int rank) const { return node.loopback ? node_of(rank) : rank; }
+  int num_devices() const { return node.loopback ? num_nodes : num_gpus(); }
+  int ranks_per_device() const { return node.loopback ? node.gpus_per_node : 1; }
 };
+
+// `base`'s GPU (with its calibration), host link and interference as a loopback node of `ranks`
+// virtual ranks, one node: what `moesim run --ranks N --loopback` runs on one GPU of `base`.
+// Throws InputError for ranks < 1 or a base with pure alpha-beta costs (they model no GPU).
+ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks);
 
 using HardwareSpec = ClusterSpec;
 

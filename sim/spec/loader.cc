@@ -41,7 +41,7 @@ const std::vector<std::string> kGpuKeys =
     with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
                  "kernel_launch_overhead", "gemm_efficiency"});
 const std::vector<std::string> kNodeKeys =
-    with_header({"gpu", "gpus_per_node", "intra_node", "pcie", "interference", "topology", "calibration"});
+    with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kCalibrationKeys =
     with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "gemm"});
 const std::vector<std::string> kClusterKeys =
@@ -442,9 +442,18 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   node.gpu = read_inline_or_reference(m.require("gpu"), "gpu", "a GPU", kGpuKeys, stack,
                                       [](const YamlMap& g) { return read_gpu(g); });
   node.gpus_per_node = static_cast<int>(m.require("gpus_per_node").as_int(1, 1024));
+  if (auto l = m.get("loopback")) node.loopback = l->as_bool();
+  if (node.loopback) {
+    // The virtual ranks exchange through the GPU's own memory; a link between them would be ignored.
+    for (const char* key : {"intra_node", "topology"}) {
+      if (auto v = m.get(key))
+        v->fail(std::string(key) + " does not apply to a loopback node: its virtual ranks share one GPU and "
+                "exchange through its memory (hbm_bandwidth)");
+    }
+  }
   if (auto intra = m.get("intra_node")) {
     node.intra_node = read_link(*intra, kIntraNodeRange);
-  } else if (node.gpus_per_node > 1) {
+  } else if (node.gpus_per_node > 1 && !node.loopback) {
     m.fail("missing required key 'intra_node' (needed when gpus_per_node = " +
            std::to_string(node.gpus_per_node) + " > 1)");
   }
@@ -524,6 +533,19 @@ AlphaBetaCosts read_alpha_beta(const YamlValue& v) {
   return ab;
 }
 
+// A loopback node is one GPU: a cluster of them is not one machine the runtime can run, and pure
+// alpha-beta costs would ignore what the virtual ranks share.
+void check_loopback(const ClusterSpec& cluster, const YamlMap& m) {
+  if (!cluster.node.loopback) return;
+  if (cluster.num_nodes > 1)
+    m.require("num_nodes").fail("a cluster of loopback nodes is not supported: a loopback node's virtual ranks "
+                                "share one GPU (num_nodes must be 1)");
+  if (cluster.pure_alpha_beta())
+    m.require("alpha_beta").as_map({"all_to_all", "gemm", "simulate"}).require("simulate").fail(
+        "costing every task with PipeMoE's constants cannot model virtual ranks sharing a GPU (loopback: true); "
+        "drop simulate or loopback");
+}
+
 ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   ClusterSpec cluster;
   cluster.name = m.require("name").as_name();
@@ -543,6 +565,7 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
       f->fail("a fabric needs a node with a topology section that has NICs (nics > 0)");
   }
   if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
+  check_loopback(cluster, m);
   return cluster;
 }
 
@@ -616,6 +639,7 @@ ClusterSpec load_hardware_spec(const std::string& path) {
     const YamlMap m = root.as_map(top_level_node_keys());
     cluster.node = read_node(m, stack);
     if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
+    check_loopback(cluster, m);
   } else {
     // A GPU alone: one GPU, no interconnect and no host link described.
     cluster.node.gpu = read_gpu(root.as_map(kGpuKeys));

@@ -243,6 +243,32 @@ TEST_F(Cli, CalibrationReplacesTheGemmCurveAndSaysWhereItDoesNotReach) {
   EXPECT_NE(detail(calibrated, "pipemoe"), "missing");
 }
 
+// --loopback: the --ep ranks as virtual ranks of one GPU of the hardware, as `moesim run
+// --loopback` runs them; the same as the loopback preset, and slower than as many real GPUs.
+TEST_F(Cli, LoopbackSimulatesVirtualRanksOnOneGpu) {
+  const std::string layer = "simulate --model models/moe-gpt-s-64e.yaml --tokens 2048 --chunks 2 --strategy s1 --json -";
+  const Result r = run(layer + " --hardware hardware/nodes/hgx-h100.yaml --ep 8 --loopback");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("8 virtual ranks on one H100-SXM5-80GB"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("one GPU holds"), std::string::npos) << r.err;
+  const auto loop = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(loop["config"]["hardware"]["node"]["loopback"].get<bool>());
+  EXPECT_EQ(loop["memory"]["virtual_ranks"], 8);
+  const Result preset = run(layer + " --hardware hardware/nodes/h100-loopback-8.yaml");
+  ASSERT_EQ(preset.exit_code, 0) << preset.err;
+  EXPECT_EQ(nlohmann::json::parse(preset.out)["step_time_us"], loop["step_time_us"]);
+  const Result real = run(layer + " --hardware hardware/nodes/hgx-h100.yaml --ep 8");
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  EXPECT_GT(loop["step_time_us"].get<double>(), nlohmann::json::parse(real.out)["step_time_us"].get<double>());
+
+  const Result flow = run(layer + " --hardware hardware/nodes/hgx-h100.yaml --ep 8 --loopback --network flow");
+  EXPECT_EQ(flow.exit_code, 2);
+  EXPECT_NE(flow.err.find("share one GPU"), std::string::npos) << flow.err;
+  const Result pure = run(layer + " --hardware hardware/clusters/pipemoe-alpha-beta.yaml --ep 8 --loopback");
+  EXPECT_EQ(pure.exit_code, 2);
+  EXPECT_NE(pure.err.find("pure alpha-beta costs"), std::string::npos) << pure.err;
+}
+
 TEST_F(Cli, CalibrationOfAnotherGpuIsAnInputError) {
   const fs::path cal = write("a100.yaml", kA100Calibration);
   const Result r = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/valor-4x-v100.yaml "

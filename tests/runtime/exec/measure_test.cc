@@ -96,22 +96,32 @@ TEST(MeasureOnHost, TheMeasuredReportComparesWithTheSimulationOfTheSameLayer) {
   const MeasureRequest req = tiny_request(2, true);
   const auto provider = make_host_provider(1);
   const MeasureResult measured = measure(req, *provider);
-  // What `moesim simulate --all-ranks --json` writes for the same layer.
+  // What `moesim simulate --loopback --ep 2 --json` writes for the same layer: the two ranks on
+  // one GPU of the hardware, every rank simulated.
   RunSpec run = req.run;
   run.ep_size = 2;
-  BuildOptions options;
-  options.representative_rank = false;
-  const LayerDims dims = derive_layer_dims(req.model, req.cluster, run);
-  const TaskGraph graph = build_moe_graph(req.model, req.cluster, run, build_options_for(req.cluster, options));
-  const EngineRun sim = simulate_graph(graph, req.cluster, NetworkChoice{run.network, run.all_to_all});
+  const ClusterSpec loopback = loopback_cluster(req.cluster, 2);
+  const LayerDims dims = derive_layer_dims(req.model, loopback, run);
+  const TaskGraph graph = build_moe_graph(req.model, loopback, run, build_options_for(loopback));
+  const EngineRun sim = simulate_graph(graph, loopback, NetworkChoice{run.network, run.all_to_all});
   const StepMetrics metrics = compute_step_metrics(graph, sim.trace);
-  const ReportInputs in{req.model, req.cluster, run, dims, graph, sim.trace, metrics, sim.memory, "test", "flow"};
-  const validate::Comparison c = validate::compare_reports(nlohmann::json::parse(measured.json), "measured.json",
-                                                           nlohmann::json::parse(report_json(in)), "simulated.json");
-  EXPECT_EQ(c.tasks.size(), nlohmann::json::parse(measured.json)["tasks"].size());  // every task matched
-  EXPECT_TRUE(c.notes.empty());
+  const ReportInputs in{req.model, loopback, run, dims, graph, sim.trace, metrics, sim.memory, "test", "alpha-beta"};
+  const auto mj = nlohmann::json::parse(measured.json);
+  const validate::Comparison c =
+      validate::compare_reports(mj, "measured.json", nlohmann::json::parse(report_json(in)), "simulated.json");
+  EXPECT_EQ(c.tasks.size(), mj["tasks"].size());  // every task matched
+  EXPECT_TRUE(c.notes.empty()) << c.notes.front();
   EXPECT_GT(c.step.reference_us, 0.0);
   EXPECT_NE(c.reference_kind.find("measured"), std::string::npos) << c.reference_kind;
+  // The prediction printed next to the measurement is that simulation: the GPU shared, the
+  // device's memory the sum of both ranks' peaks.
+  EXPECT_DOUBLE_EQ(mj["measured"]["simulated_step_time_us"].get<double>(), ns_to_us(metrics.step_ns));
+  EXPECT_TRUE(mj["config"]["hardware"]["node"]["loopback"].get<bool>());
+  EXPECT_EQ(mj["measured"]["memory"]["simulated_device_peak_bytes"].get<std::int64_t>(),
+            device_peak_bytes(loopback, sim.memory));
+  EXPECT_GE(mj["measured"]["memory"]["loopback_device_bytes"].get<std::int64_t>(),
+            2 * mj["measured"]["memory"]["arena_bytes"].get<std::int64_t>());
+  EXPECT_NE(measured.summary.find("device memory of the 2 virtual ranks"), std::string::npos) << measured.summary;
 }
 
 TEST(MeasureOnHost, RejectsWhatItCannotRunBeforeTouchingADevice) {

@@ -11,6 +11,7 @@
 #include "sim/engine/rated_activities.h"
 #include "sim/engine/trace.h"
 #include "sim/net/alpha_beta.h"
+#include "../task_builders.h"
 
 namespace moesim {
 namespace {
@@ -64,24 +65,8 @@ class EventLog final : public EngineObserver {
 
 bool any_task(const Task&) { return true; }
 
-Task host(std::string id, int rank, StreamClass stream, TimeNs ns) {
-  Task t;
-  t.id = std::move(id);
-  t.rank = rank;
-  t.stream = stream;
-  t.work = HostWork{ns};
-  return t;
-}
-
-Task collective(std::string id, GroupId group, std::int64_t bytes,
-                StreamClass stream = StreamClass::kCommDispatch) {
-  Task t;
-  t.id = std::move(id);
-  t.rank = -1;
-  t.stream = stream;
-  t.work = CollectiveWork{CollectiveOp::kAllToAll, group, bytes};
-  return t;
-}
+using testing::all_to_all_task;
+using testing::host_task;
 
 Trace run_fixed(const TaskGraph& g, TimeNs default_ns = 100) {
   Engine engine(g);
@@ -102,9 +87,9 @@ TEST(Engine, EmptyGraphFinishesAtZero) {
 
 TEST(Engine, DependenciesAreRespected) {
   TaskGraph g(1, {0});
-  const auto a = g.add_task(host("a", 0, StreamClass::kCompute, 100));
-  const auto b = g.add_task(host("b", 0, StreamClass::kCopyD2H, 50));
-  const auto c = g.add_task(host("c", 0, StreamClass::kCopyH2D, 30));
+  const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
+  const auto b = g.add_task(host_task("b", 0, StreamClass::kCopyD2H, 50));
+  const auto c = g.add_task(host_task("c", 0, StreamClass::kCopyH2D, 30));
   g.add_dependency(a, b);
   g.add_dependency(b, c);
   const Trace t = run_fixed(g);
@@ -120,9 +105,9 @@ TEST(Engine, DependenciesAreRespected) {
 
 TEST(Engine, StreamRunsOneTaskAtATime) {
   TaskGraph g(1, {0});
-  const auto a = g.add_task(host("a", 0, StreamClass::kCompute, 100));
-  const auto b = g.add_task(host("b", 0, StreamClass::kCompute, 100));
-  const auto c = g.add_task(host("c", 0, StreamClass::kCompute, 100));
+  const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
+  const auto b = g.add_task(host_task("b", 0, StreamClass::kCompute, 100));
+  const auto c = g.add_task(host_task("c", 0, StreamClass::kCompute, 100));
   const Trace t = run_fixed(g);
   EXPECT_EQ(t.records[a].start_ns, 0);
   EXPECT_EQ(t.records[b].start_ns, 100);
@@ -132,8 +117,8 @@ TEST(Engine, StreamRunsOneTaskAtATime) {
 
 TEST(Engine, IndependentStreamsOverlap) {
   TaskGraph g(1, {0});
-  const auto a = g.add_task(host("a", 0, StreamClass::kCompute, 100));
-  const auto b = g.add_task(host("b", 0, StreamClass::kCommDispatch, 70));
+  const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
+  const auto b = g.add_task(host_task("b", 0, StreamClass::kCommDispatch, 70));
   const Trace t = run_fixed(g);
   EXPECT_EQ(t.records[a].start_ns, 0);
   EXPECT_EQ(t.records[b].start_ns, 0);
@@ -145,13 +130,13 @@ TEST(Engine, CollectiveWaitsForEveryMember) {
   TaskGraph g(2, {0, 1});
   const GroupId both = g.add_group({0, 1});
   // The collective is on the dispatch stream; its members reach it after their compute work.
-  const auto a = g.add_task(host("a", 0, StreamClass::kCompute, 100));
-  const auto b = g.add_task(host("b", 1, StreamClass::kCompute, 300));
-  const auto c = g.add_task(collective("a2a", both, 1));
+  const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
+  const auto b = g.add_task(host_task("b", 1, StreamClass::kCompute, 300));
+  const auto c = g.add_task(all_to_all_task("a2a", both, 1));
   g.add_dependency(a, c);
   g.add_dependency(b, c);
   // A second collective on the same stream queues behind the first (stream edge on both ranks).
-  const auto d = g.add_task(collective("a2a.2", both, 1));
+  const auto d = g.add_task(all_to_all_task("a2a.2", both, 1));
   const Trace t = run_fixed(g, 50);
   EXPECT_EQ(t.records[c].ready_ns, 300);
   EXPECT_EQ(t.records[c].start_ns, 300);
@@ -162,9 +147,9 @@ TEST(Engine, CollectiveWaitsForEveryMember) {
 
 TEST(Engine, ZeroDurationTasksFinishWhenTheyStart) {
   TaskGraph g(1, {0});
-  const auto a = g.add_task(host("a", 0, StreamClass::kCompute, 0));
-  const auto b = g.add_task(host("b", 0, StreamClass::kCompute, 0));
-  const auto c = g.add_task(host("c", 0, StreamClass::kCompute, 10));
+  const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 0));
+  const auto b = g.add_task(host_task("b", 0, StreamClass::kCompute, 0));
+  const auto c = g.add_task(host_task("c", 0, StreamClass::kCompute, 10));
   const Trace t = run_fixed(g);
   EXPECT_EQ(t.records[a].end_ns, 0);
   EXPECT_EQ(t.records[b].start_ns, 0);
@@ -176,9 +161,9 @@ TEST(Engine, ZeroDurationTasksFinishWhenTheyStart) {
 // task index) order. Model "rank1" is registered first and owns tasks 1 and 2; "rank0" owns 0.
 TEST(Engine, TieBreakIsModelOrderThenTaskIndex) {
   TaskGraph g(2, {0, 1});
-  g.add_task(host("x", 0, StreamClass::kCompute, 100));
-  g.add_task(host("y", 1, StreamClass::kCompute, 100));
-  g.add_task(host("z", 1, StreamClass::kCopyD2H, 100));
+  g.add_task(host_task("x", 0, StreamClass::kCompute, 100));
+  g.add_task(host_task("y", 1, StreamClass::kCompute, 100));
+  g.add_task(host_task("z", 1, StreamClass::kCopyD2H, 100));
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "rank1", [](const Task& t) { return t.rank == 1; }));
   engine.add_model(std::make_unique<FixedModel>(g, "rank0", [](const Task& t) { return t.rank == 0; }));
@@ -191,7 +176,7 @@ TEST(Engine, TieBreakIsModelOrderThenTaskIndex) {
 
 TEST(Engine, TaskWithoutModelIsInternalError) {
   TaskGraph g(1, {0});
-  g.add_task(host("a", 0, StreamClass::kCompute, 10));
+  g.add_task(host_task("a", 0, StreamClass::kCompute, 10));
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "none", [](const Task&) { return false; }));
   EXPECT_THROW(engine.run(), InternalError);
@@ -199,7 +184,7 @@ TEST(Engine, TaskWithoutModelIsInternalError) {
 
 TEST(Engine, TaskWithTwoModelsIsInternalError) {
   TaskGraph g(1, {0});
-  g.add_task(host("a", 0, StreamClass::kCompute, 10));
+  g.add_task(host_task("a", 0, StreamClass::kCompute, 10));
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "one", any_task));
   engine.add_model(std::make_unique<FixedModel>(g, "two", any_task));
@@ -208,7 +193,7 @@ TEST(Engine, TaskWithTwoModelsIsInternalError) {
 
 TEST(Engine, StallIsInternalError) {
   TaskGraph g(1, {0});
-  g.add_task(host("a", 0, StreamClass::kCompute, 10));
+  g.add_task(host_task("a", 0, StreamClass::kCompute, 10));
   Engine engine(g);
   engine.add_model(std::make_unique<StuckModel>());
   EXPECT_THROW(engine.run(), InternalError);
@@ -273,7 +258,7 @@ TEST(EngineWithModels, InterferenceSlowsOverlappingComputeAndCommunication) {
   TaskGraph g(2, {0, 1});
   const GroupId both = g.add_group({0, 1});
   const auto mm = g.add_task(gemm("fc1", 0, 100, 100, 480));
-  const auto a2a = g.add_task(collective("dispatch", both, 36000));
+  const auto a2a = g.add_task(all_to_all_task("dispatch", both, 36000));
   const Trace t = run_real(g, c);
   EXPECT_EQ(t.records[mm].start_ns, 0);
   EXPECT_EQ(t.records[a2a].start_ns, 0);
@@ -287,7 +272,7 @@ TEST(EngineWithModels, SerialTasksRunAtIsolatedSpeed) {
   TaskGraph g(2, {0, 1});
   const GroupId both = g.add_group({0, 1});
   const auto mm = g.add_task(gemm("fc1", 0, 100, 100, 480));
-  const auto a2a = g.add_task(collective("combine", both, 36000));
+  const auto a2a = g.add_task(all_to_all_task("combine", both, 36000));
   g.add_dependency(mm, a2a);
   const Trace t = run_real(g, c);
   EXPECT_EQ(t.records[mm].end_ns, 9600);
@@ -303,7 +288,7 @@ TEST(EngineWithModels, CollectiveStartsWhenAllMembersArrive) {
   const GroupId both = g.add_group({0, 1});
   const auto g0 = g.add_task(gemm("fc1", 0, 100, 100, 100));
   const auto g1 = g.add_task(gemm("fc1", 1, 100, 100, 480));
-  const auto a2a = g.add_task(collective("combine", both, 36000, StreamClass::kCommCombine));
+  const auto a2a = g.add_task(all_to_all_task("combine", both, 36000, StreamClass::kCommCombine));
   g.add_dependency(g0, a2a);
   g.add_dependency(g1, a2a);
   const Trace t = run_real(g, c);
@@ -319,10 +304,10 @@ TEST(EngineWithModels, IdenticalRunsGiveIdenticalTraces) {
   const GroupId both = g.add_group({0, 1});
   for (int chunk = 0; chunk < 4; ++chunk) {
     const std::string s = std::to_string(chunk);
-    const auto d = g.add_task(collective("dispatch.c" + s, both, 36000 + 1000 * chunk));
+    const auto d = g.add_task(all_to_all_task("dispatch.c" + s, both, 36000 + 1000 * chunk));
     const auto m0 = g.add_task(gemm("fc1.c" + s, 0, 100, 100, 480 - 7 * chunk));
     const auto m1 = g.add_task(gemm("fc1.c" + s, 1, 100, 100, 480 + 3 * chunk));
-    const auto cb = g.add_task(collective("combine.c" + s, both, 36000, StreamClass::kCommCombine));
+    const auto cb = g.add_task(all_to_all_task("combine.c" + s, both, 36000, StreamClass::kCommCombine));
     g.add_dependency(d, m0);
     g.add_dependency(d, m1);
     g.add_dependency(m0, cb);
