@@ -151,14 +151,15 @@ Trace merge_at_root(ProcessGroup* group, Trace trace) {
 // The --check configuration: the model's routing, activation and dtypes at d_model 64, d_ffn 128,
 // with enough tokens for a capacity of 4 slots per chunk. In a process group every rank's
 // tensors go to rank 0, which checks them; the other processes return an empty report.
-CheckReport run_check(const MeasureRequest& req, DeviceProvider& provider, RunSpec run, int ordinal) {
+CheckReport run_check(const MeasureRequest& req, const ClusterSpec& cluster, DeviceProvider& provider, RunSpec run,
+                      int ordinal) {
   ModelSpec small = req.model;
   small.d_model = 64;
   small.d_ffn = 128;
   const double per_token = small.top_k * small.capacity_factor / small.num_experts;
   run.tokens_per_gpu = static_cast<std::int64_t>(std::ceil(4.0 * run.num_chunks / per_token)) + 1;
-  const TaskGraph graph = full_graph(small, req.cluster, run);
-  const LayerDims dims = derive_layer_dims(small, req.cluster, run);
+  const TaskGraph graph = full_graph(small, cluster, run);
+  const LayerDims dims = derive_layer_dims(small, cluster, run);
   Devices devices = open_devices(req, provider, ordinal);
   LayerExecutor exec(graph, small, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
   exec.initialize();
@@ -196,6 +197,9 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
   if (!reason.empty()) throw InputError("`moesim run` needs a GPU, and none is usable: " + reason);
   if (req.ranks < 1) throw InputError("--ranks must be at least 1, got " + std::to_string(req.ranks));
   if (req.iters < 1 || req.warmup < 0) throw InputError("--iters must be at least 1 and --warmup at least 0");
+  if (req.cluster.node.loopback && !req.loopback)
+    throw InputError(req.cluster.origin, "hardware " + req.cluster.name + " is a loopback node (virtual ranks on one "
+                                         "GPU); give --loopback to run the ranks that way, or a preset of real GPUs");
   Prepared p;
   p.run = req.run;
   p.run.ep_size = req.ranks;
@@ -214,7 +218,8 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
                      " devices, this process sees " + std::to_string(provider.num_devices()) +
                      " (use --loopback to run the ranks on one device, or mpirun for one process per GPU)");
   }
-  p.cluster = req.loopback && multi_process(req) == nullptr ? loopback_cluster(req.cluster, req.ranks) : req.cluster;
+  // From the hardware's GPU even when it is a loopback node already: --ranks sets the ranks.
+  p.cluster = req.loopback ? loopback_cluster(req.cluster, req.ranks) : req.cluster;
   p.dims = derive_layer_dims(req.model, p.cluster, p.run);
   return p;
 }
@@ -317,7 +322,7 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
 
   nlohmann::ordered_json check_json;
   if (req.check) {
-    const CheckReport check = run_check(req, provider, run, p.device);
+    const CheckReport check = run_check(req, p.cluster, provider, run, p.device);
     int passed = check.ok() ? 1 : 0;
     if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
     result.check_passed = passed == 1;

@@ -28,7 +28,7 @@ void LocalTaskModel::on_concurrency_change(std::span<const int> ranks, TimeNs no
                                            const Concurrency& concurrency) {
   for (TaskIndex i : activities_.running()) {
     const Task& t = graph_.task(i);
-    if (std::find(ranks.begin(), ranks.end(), t.rank) == ranks.end()) continue;
+    if (!std::binary_search(ranks.begin(), ranks.end(), t.rank)) continue;
     activities_.set_rate(i, factor(t, concurrency), now);
   }
 }

@@ -52,7 +52,8 @@ class ActivityModel {
   virtual bool handles(const Task& task) const = 0;
   // Begins executing `task` at `now`. The concurrency passed already counts the task itself.
   virtual void start(TaskIndex task, TimeNs now, const Concurrency& concurrency) = 0;
-  // The busy stream classes of `ranks` changed at `now`: update the speeds of affected activities.
+  // The busy stream counts of `ranks` (ascending) changed at `now`: update the speeds of affected
+  // activities.
   virtual void on_concurrency_change(std::span<const int> ranks, TimeNs now,
                                      const Concurrency& concurrency) = 0;
   // Time of the earliest completion among running activities, or kNever.

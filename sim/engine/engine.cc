@@ -75,16 +75,15 @@ TimeNs Engine::run() {
     pending[i] = graph_.predecessors(i).size();
   }
 
-  std::vector<int> device_of_rank = device_of_rank_;
-  if (device_of_rank.empty()) {
-    device_of_rank.resize(static_cast<std::size_t>(graph_.world_size()));
-    for (std::size_t r = 0; r < device_of_rank.size(); ++r) device_of_rank[r] = static_cast<int>(r);
+  // The ranks of each shared device, so that a change on one rank reaches every rank of its device
+  // (empty when every rank has its own).
+  std::vector<std::vector<int>> ranks_of_device;
+  if (!device_of_rank_.empty()) {
+    ranks_of_device.resize(device_of_rank_.size());
+    for (std::size_t r = 0; r < device_of_rank_.size(); ++r)
+      ranks_of_device[static_cast<std::size_t>(device_of_rank_[r])].push_back(static_cast<int>(r));
   }
-  // The ranks of each device, so that a change on one rank reaches every rank sharing its device.
-  std::vector<std::vector<int>> ranks_of_device(device_of_rank.size());
-  for (std::size_t r = 0; r < device_of_rank.size(); ++r)
-    ranks_of_device[static_cast<std::size_t>(device_of_rank[r])].push_back(static_cast<int>(r));
-  Concurrency concurrency(device_of_rank);
+  Concurrency concurrency = device_of_rank_.empty() ? Concurrency(graph_.world_size()) : Concurrency(device_of_rank_);
   std::vector<bool> running(num_tasks, false);
   std::vector<TaskIndex> ready;
   for (TaskIndex i = 0; i < num_tasks; ++i) {
@@ -97,6 +96,10 @@ TimeNs Engine::run() {
   // Busy counts of the ranks touched during the current time step, as they were before it.
   std::map<int, BusyCounts> touched;
   auto touch = [&](int rank) {
+    if (ranks_of_device.empty()) {
+      touched.emplace(rank, busy_counts(concurrency, rank));
+      return;
+    }
     for (int r : ranks_of_device[static_cast<std::size_t>(concurrency.device_of(rank))])
       touched.emplace(r, busy_counts(concurrency, r));
   };

@@ -38,23 +38,29 @@ AlphaBetaNetwork::AlphaBetaNetwork(const TaskGraph& graph, const ClusterSpec& cl
   }
 }
 
-double AlphaBetaNetwork::device_copy_ns(double copies, double bytes) const {
+double AlphaBetaNetwork::device_copy_ns(double launches, double bytes) const {
   const GpuSpec& gpu = cluster_.node.gpu;
   const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency / kNsPerS;
   if (!(hbm > 0.0)) throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth");
-  return copies * static_cast<double>(gpu.kernel_launch_ns) + 2.0 * bytes / hbm;
+  return launches * static_cast<double>(gpu.kernel_launch_ns) + 2.0 * bytes / hbm;
 }
 
 double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const {
   const auto p = static_cast<int>(group.size());
   if (p == 1) return device_copy_ns(1, static_cast<double>(work.pair_bytes(0, 0)));
   if (cluster_.node.loopback) {
-    // Every block, a member's own included, is one device copy on its receiver's stream: the
-    // receivers copy in parallel, p copies each, and all the bytes go through the one GPU's memory.
+    // Every non-empty block, a member's own included, is one device copy on its receiver's stream:
+    // the receivers copy in parallel, p copies each, all the bytes through the one GPU's memory;
+    // but one host thread issues all the copies, so small exchanges wait for their launches.
     double total = 0;
+    double blocks = 0;
     for (int s = 0; s < p; ++s)
-      for (int d = 0; d < p; ++d) total += static_cast<double>(work.pair_bytes(s, d));
-    return device_copy_ns(p, total);
+      for (int d = 0; d < p; ++d) {
+        const auto b = static_cast<double>(work.pair_bytes(s, d));
+        total += b;
+        blocks += b > 0 || !work.is_all_to_allv() ? 1 : 0;
+      }
+    return std::max(device_copy_ns(blocks, 0), device_copy_ns(p, total));
   }
   // The collective ends when its slowest member does: every member counts, simulated or not (with
   // one representative rank, an unevenly placed group still has slower members elsewhere).
@@ -147,7 +153,8 @@ double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) 
   // resolves this per link; here it is per rank.
   int sharing = 1;
   if (cluster_.node.loopback) {
-    // One node is one GPU (loader rule): every running collective copies through its memory.
+    // One node is one GPU (loader rule): every running collective copies through its memory
+    // (start() and on_concurrency_change() then update them all).
     sharing = static_cast<int>(ranks_.size());
   } else {
     for (int r : ranks_.at(task)) {
@@ -168,13 +175,22 @@ void AlphaBetaNetwork::start(TaskIndex task, TimeNs now, const Concurrency& conc
   ranks_[task] = graph_.ranks_of(task);
   activities_.add(task, isolated_duration(*work, graph_.group(work->group)), now,
                   factor(task, concurrency));
+  // On a loopback node one more collective shares the GPU's memory, even when the busy counts
+  // look the same as before (one collective ended and another started at this instant).
+  if (cluster_.node.loopback)
+    for (const auto& entry : ranks_)
+      if (entry.first != task) activities_.set_rate(entry.first, factor(entry.first, concurrency), now);
 }
 
 void AlphaBetaNetwork::on_concurrency_change(std::span<const int> ranks, TimeNs now,
                                              const Concurrency& concurrency) {
+  if (cluster_.node.loopback) {  // every collective shares the one GPU with every other task
+    for (const auto& entry : ranks_) activities_.set_rate(entry.first, factor(entry.first, concurrency), now);
+    return;
+  }
   for (const auto& [task, members] : ranks_) {
     const bool affected = std::any_of(members.begin(), members.end(), [&](int r) {
-      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+      return std::binary_search(ranks.begin(), ranks.end(), r);
     });
     if (affected) activities_.set_rate(task, factor(task, concurrency), now);
   }

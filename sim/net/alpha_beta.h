@@ -10,7 +10,9 @@
 //     p = 1:  a device-to-device copy, launch + 2b / (hbm_bandwidth * hbm_efficiency)
 //   loopback node (virtual ranks on one GPU, the runtime's loopback transport): every block, own
 //     included, is a device copy on the receiver's stream; receivers copy in parallel, p copies each:
-//       all-to-all(v):  p * launch + 2 * (sum of all pair bytes) / (hbm_bandwidth * hbm_efficiency)
+//       all-to-all(v):  max(c * launch, p * launch + 2 * (sum of all pair bytes) / (hbm_bandwidth *
+//                       hbm_efficiency)), c = the non-empty blocks (p^2 for all-to-all), all issued by
+//                       one host thread
 //       ring:           steps * launch + 2 * steps * S / (hbm_bandwidth * hbm_efficiency)
 //     and the collectives running at once share the GPU's memory: each progresses at 1/k.
 //   all-to-allv (a traffic matrix): the same per member r, with peers * b replaced by the larger
@@ -58,8 +60,8 @@ class AlphaBetaNetwork final : public CollectiveModel {
  private:
   double all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const;
   double ring_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group) const;
-  // `copies` device copies launched one after another, moving `bytes` in all through HBM.
-  double device_copy_ns(double copies, double bytes) const;
+  // `launches` kernel launches one after another, and `bytes` in all copied through HBM.
+  double device_copy_ns(double launches, double bytes) const;
   double factor(TaskIndex task, const Concurrency& concurrency) const;
 
   const TaskGraph& graph_;

@@ -241,7 +241,7 @@ void FlowNetwork::on_concurrency_change(std::span<const int> ranks, TimeNs now,
                                         const Concurrency& concurrency) {
   for (const auto& [task, members] : ranks_) {
     const bool affected = std::any_of(members.begin(), members.end(), [&](int r) {
-      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+      return std::binary_search(ranks.begin(), ranks.end(), r);
     });
     if (affected) sim_.set_factor(task, factor(task, concurrency), now);
   }

@@ -19,7 +19,9 @@ std::string topo_device_name(TopoDevice d) {
 }
 
 ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks) {
-  if (ranks < 1) throw InputError("a loopback node needs at least one virtual rank, got " + std::to_string(ranks));
+  if (ranks < 1 || ranks > kMaxLoopbackRanks)
+    throw InputError("a loopback node holds 1 to " + std::to_string(kMaxLoopbackRanks) + " virtual ranks, got " +
+                     std::to_string(ranks));
   if (base.pure_alpha_beta())
     throw InputError(base.alpha_beta->origin, "cluster " + base.name +
                                                   " is simulated with pure alpha-beta costs, which describe no GPU; "
@@ -36,7 +38,6 @@ ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks) {
   c.name = c.node.name;
   c.origin = base.origin;
   c.num_nodes = 1;
-  c.alpha_beta = base.alpha_beta;  // PipeMoE's constants for `plan`, not for simulating (checked above)
   return c;
 }
 

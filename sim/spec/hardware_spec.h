@@ -186,13 +186,15 @@ struct ClusterSpec {
   int node_of(int rank) const { return rank / node.gpus_per_node; }
   // The physical GPU a rank runs on: its own, or its node's one GPU on a loopback node.
   int device_of(int rank) const { return node.loopback ? node_of(rank) : rank; }
-  int num_devices() const { return node.loopback ? num_nodes : num_gpus(); }
   int ranks_per_device() const { return node.loopback ? node.gpus_per_node : 1; }
 };
 
 // `base`'s GPU (with its calibration), host link and interference as a loopback node of `ranks`
 // virtual ranks, one node: what `moesim run --ranks N --loopback` runs on one GPU of `base`.
-// Throws InputError for ranks < 1 or a base with pure alpha-beta costs (they model no GPU).
+// Throws InputError for ranks outside [1, 1024] (a node file's gpus_per_node range) or a base
+// with pure alpha-beta costs (they model no GPU). The base's PipeMoE constants are dropped: they
+// describe its GPUs, not one GPU shared by the ranks.
+inline constexpr int kMaxLoopbackRanks = 1024;
 ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks);
 
 using HardwareSpec = ClusterSpec;

@@ -44,6 +44,7 @@ const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kCalibrationKeys =
     with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "gemm"});
+const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
 // A node file loaded on its own is a one-node cluster and may carry the cluster-level alpha_beta.
@@ -522,7 +523,7 @@ std::pair<double, double> read_linear_cost(const YamlValue& v, const std::string
 }
 
 AlphaBetaCosts read_alpha_beta(const YamlValue& v) {
-  const YamlMap m = v.as_map({"all_to_all", "gemm", "simulate"});
+  const YamlMap m = v.as_map(kAlphaBetaKeys);
   AlphaBetaCosts ab;
   ab.origin = v.location();
   std::tie(ab.a2a_alpha_s, ab.a2a_beta_s_per_byte) =
@@ -541,7 +542,7 @@ void check_loopback(const ClusterSpec& cluster, const YamlMap& m) {
     m.require("num_nodes").fail("a cluster of loopback nodes is not supported: a loopback node's virtual ranks "
                                 "share one GPU (num_nodes must be 1)");
   if (cluster.pure_alpha_beta())
-    m.require("alpha_beta").as_map({"all_to_all", "gemm", "simulate"}).require("simulate").fail(
+    m.require("alpha_beta").as_map(kAlphaBetaKeys).require("simulate").fail(
         "costing every task with PipeMoE's constants cannot model virtual ranks sharing a GPU (loopback: true); "
         "drop simulate or loopback");
 }

@@ -37,4 +37,20 @@ TEST_F(Cli, RunChecksItsInputBeforeLookingForAGpu) {
   EXPECT_NE(layers.err.find("--layers must be at least 1, got 0"), std::string::npos) << layers.err;
 }
 
+// A loopback node file describes virtual ranks; without --loopback there is nothing to run it on.
+// With --loopback the sizes are those of the ranks on one GPU, not of the file's GPU count.
+TEST_F(Cli, RunOnALoopbackNodeNeedsLoopback) {
+  const std::string layer = "run --model models/moe-gpt-s-64e.yaml --tokens 256 --chunks 2 --iters 1 --warmup 0";
+  const Result r = run(layer + " --hardware hardware/nodes/h100-loopback-8.yaml --ranks 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("h100-loopback-8.yaml:6:1: hardware H100 loopback x8 is a loopback node"), std::string::npos)
+      << r.err;
+  // 16 ranks on the one H100 of an 8-GPU node file: past the input checks (to the GPU or build).
+  const Result sixteen = run(layer + " --hardware hardware/nodes/hgx-h100.yaml --ranks 16 --loopback");
+  EXPECT_EQ(sixteen.exit_code, 2);
+  EXPECT_TRUE(sixteen.err.find("no GPU runtime") != std::string::npos ||
+              sixteen.err.find("needs a GPU") != std::string::npos)
+      << sixteen.err;
+}
+
 }  // namespace

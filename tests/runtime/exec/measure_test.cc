@@ -119,13 +119,20 @@ TEST(MeasureOnHost, TheMeasuredReportComparesWithTheSimulationOfTheSameLayer) {
   EXPECT_TRUE(mj["config"]["hardware"]["node"]["loopback"].get<bool>());
   EXPECT_EQ(mj["measured"]["memory"]["simulated_device_peak_bytes"].get<std::int64_t>(),
             device_peak_bytes(loopback, sim.memory));
-  EXPECT_GE(mj["measured"]["memory"]["loopback_device_bytes"].get<std::int64_t>(),
-            2 * mj["measured"]["memory"]["arena_bytes"].get<std::int64_t>());
+  // Two ranks with the same buffers (uniform routing): twice rank 0's arena and workspace, plus
+  // the device's library workspace once.
+  const auto& mem = mj["measured"]["memory"];
+  EXPECT_EQ(mem["loopback_device_bytes"].get<std::int64_t>(),
+            2 * (mem["arena_bytes"].get<std::int64_t>() + mem["executor_workspace_bytes"].get<std::int64_t>()) +
+                mem["library_workspace_bytes"].get<std::int64_t>());
   EXPECT_NE(measured.summary.find("device memory of the 2 virtual ranks"), std::string::npos) << measured.summary;
 }
 
 TEST(MeasureOnHost, RejectsWhatItCannotRunBeforeTouchingADevice) {
   const auto one = make_host_provider(1);
+  MeasureRequest on_loopback_node = tiny_request(2, false);
+  on_loopback_node.cluster = loopback_cluster(on_loopback_node.cluster, 2);
+  EXPECT_NE(error_of(on_loopback_node, *one).find("is a loopback node"), std::string::npos);
   EXPECT_NE(error_of(tiny_request(2, false), *one).find("--ranks 2 needs 2 devices, this process sees 1"),
             std::string::npos);
   EXPECT_NE(error_of(tiny_request(0, true), *one).find("--ranks must be at least 1"), std::string::npos);

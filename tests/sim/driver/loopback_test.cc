@@ -53,10 +53,10 @@ TEST(Loopback, DerivedClusterIsOneGpuWithEveryRankOnIt) {
   const ClusterSpec c = test_loopback(4);
   EXPECT_TRUE(c.node.loopback);
   EXPECT_EQ(c.num_gpus(), 4);
-  EXPECT_EQ(c.num_devices(), 1);
+  EXPECT_EQ(c.ranks_per_device(), 4);
   for (int r = 0; r < 4; ++r) EXPECT_EQ(c.device_of(r), 0);
   EXPECT_EQ(c.node.gpu.name, "TestGPU");
-  EXPECT_NE(input_error_of([] { test_loopback(0); }).find("at least one virtual rank"), std::string::npos);
+  EXPECT_NE(input_error_of([] { test_loopback(0); }).find("1 to 1024 virtual ranks, got 0"), std::string::npos);
 }
 
 // Two kernels of 1000 and 3000 ns on two virtual ranks: each runs at 1/2 while both run (the
@@ -97,7 +97,7 @@ TEST(Loopback, CopiesInOneDirectionShareThePcieLink) {
 }
 
 // All-to-all of b = 1e6 B per peer over 4 virtual ranks: 16 blocks (own ones included) copied,
-// 4 copies per receiver: 4 * 1000 + 2 * 16e6 / 1000 = 4000 + 32000 = 36000 ns. A group of one
+// 4 copies per receiver: 4 * 1000 + 2 * 16e6 / 1000 = 4000 + 32000 = 36000 ns (> 16 launches). A group of one
 // keeps the device-copy formula: 1000 + 2e6 / 1000 = 3000. Ring all-reduce of 1e6 B per peer
 // over 4: 6 steps, 6 * 1000 + 2 * 6 * 4e6 / 1000 = 6000 + 48000 = 54000.
 TEST(Loopback, CollectivesAreDeviceCopiesThroughTheGpusMemory) {
@@ -107,6 +107,9 @@ TEST(Loopback, CollectivesAreDeviceCopiesThroughTheGpusMemory) {
   EXPECT_EQ(net.isolated_duration(CollectiveWork{CollectiveOp::kAllToAll, 0, 1000000}, {0, 1, 2, 3}), 36000);
   EXPECT_EQ(net.isolated_duration(CollectiveWork{CollectiveOp::kAllToAll, 0, 1000000}, {2}), 3000);
   EXPECT_EQ(net.isolated_duration(CollectiveWork{CollectiveOp::kAllReduce, 0, 1000000}, {0, 1, 2, 3}), 54000);
+  // 1,000 B per peer: the 16 copies take 4 * 1000 + 32 = 4032 ns on the GPU, but one host thread
+  // issues them one launch apart: 16 * 1000 = 16000.
+  EXPECT_EQ(net.isolated_duration(CollectiveWork{CollectiveOp::kAllToAll, 0, 1000}, {0, 1, 2, 3}), 16000);
 }
 
 // Dispatch and combine all-to-alls at once (36000 ns each alone): they share the GPU's memory and
@@ -119,6 +122,36 @@ TEST(Loopback, ConcurrentCollectivesShareTheGpusMemory) {
   const Trace t = simulate_graph(g, test_loopback(4)).trace;
   EXPECT_EQ(t.records[d].end_ns, 72000);
   EXPECT_EQ(t.records[c].end_ns, 72000);
+}
+
+// Work added partway through another's run: with interference switched off (every factor 1),
+// kernel A (3000 ns) runs alone until rank 1's host-to-device copy (1000 ns) ends, then shares the
+// GPU with kernel B (1000 ns): both at 1/2, B ends at 3000, A has 1000 left and ends at 4000.
+// Collectives alike: dispatch (36000 ns alone) runs alone until 12000, then with combine at 1/2
+// each: dispatch ends at 60000, combine, 12000 short, at 72000.
+TEST(Loopback, WorkStartingMidwaySlowsWhatRuns) {
+  ClusterSpec c = test_loopback(4);
+  for (auto& row : c.node.interference.factors) row.fill(1.0);
+  TaskGraph g(4, {0, 1, 2, 3});
+  const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 3000));
+  const auto h2d = g.add_task(copy("h2d", 1, CopyDirection::kHostToDevice, 10000));
+  const auto b = g.add_task(host_task("b", 1, StreamClass::kCompute, 1000));
+  g.add_dependency(h2d, b);
+  const Trace t = simulate_graph(g, c).trace;
+  EXPECT_EQ(t.records[b].start_ns, 1000);
+  EXPECT_EQ(t.records[b].end_ns, 3000);
+  EXPECT_EQ(t.records[a].end_ns, 4000);
+
+  TaskGraph h(4, {0, 1, 2, 3});
+  const GroupId group = h.add_group({0, 1, 2, 3});
+  const auto wait = h.add_task(host_task("wait", 2, StreamClass::kCopyD2H, 12000));
+  const auto dispatch = h.add_task(testing::all_to_all_task("dispatch", group, 1000000, StreamClass::kCommDispatch));
+  const auto combine = h.add_task(testing::all_to_all_task("combine", group, 1000000, StreamClass::kCommCombine));
+  h.add_dependency(wait, combine);
+  const Trace u = simulate_graph(h, c).trace;
+  EXPECT_EQ(u.records[combine].start_ns, 12000);
+  EXPECT_EQ(u.records[dispatch].end_ns, 60000);
+  EXPECT_EQ(u.records[combine].end_ns, 72000);
 }
 
 TEST(Loopback, NeedsEveryRankAndTheAlphaBetaModel) {
@@ -193,7 +226,7 @@ TEST(Loopback, PresetEqualsTheDerivedCluster) {
   const ClusterSpec preset = load_hardware_spec(kRoot + "/hardware/nodes/h100-loopback-8.yaml");
   EXPECT_TRUE(preset.node.loopback);
   EXPECT_EQ(preset.num_gpus(), 8);
-  EXPECT_EQ(preset.num_devices(), 1);
+  EXPECT_EQ(preset.ranks_per_device(), 8);
   const ClusterSpec derived = loopback_cluster(load_hardware_spec(kRoot + "/hardware/nodes/hgx-h100.yaml"), 8);
   EXPECT_EQ(simulate_layer(preset, 8, 2).result.trace.makespan_ns(),
             simulate_layer(derived, 8, 2).result.trace.makespan_ns());
@@ -242,12 +275,15 @@ TEST(Loopback, LoaderRules) {
                            "gpus_per_node: 4\npcie: {h2d_bandwidth: 50 GB/s, d2h_bandwidth: 50 GB/s, latency: 10 us}\n";
   const ClusterSpec ok = load_hardware_spec(tmp.write("ok.yaml", head + "loopback: true\n"));
   EXPECT_TRUE(ok.node.loopback);  // no intra_node needed
-  EXPECT_EQ(ok.num_devices(), 1);
+  EXPECT_EQ(ok.ranks_per_device(), 4);
 
   const std::string intra = tmp.write("intra.yaml", head + "loopback: true\nintra_node: {bandwidth: 450 GB/s, latency: 3 us}\n");
   const std::string e1 = input_error_of([&] { load_hardware_spec(intra); });
   EXPECT_NE(e1.find("intra.yaml:8"), std::string::npos) << e1;
   EXPECT_NE(e1.find("intra_node does not apply to a loopback node"), std::string::npos) << e1;
+
+  const std::string not_bool = tmp.write("notbool.yaml", head + "loopback: 8\n");
+  EXPECT_NE(input_error_of([&] { load_hardware_spec(not_bool); }).find("notbool.yaml:7"), std::string::npos);
 
   const std::string no_intra = tmp.write("nointra.yaml", head);
   EXPECT_NE(input_error_of([&] { load_hardware_spec(no_intra); }).find("missing required key 'intra_node'"),
