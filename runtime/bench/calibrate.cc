@@ -27,14 +27,18 @@ class OpTimer {
   // repetitions.
   double per_op_ns(const std::function<void()>& op) {
     for (int i = 0; i < options_.warmup; ++i) op();
-    const double once = timed(op, 1);
-    const double wanted = options_.min_time_ms * 1e6;
-    const double reps = once > 0 ? std::ceil(wanted / once) : options_.max_reps;
-    return timed(op, static_cast<int>(std::clamp(reps, static_cast<double>(options_.min_reps),
-                                                 static_cast<double>(options_.max_reps))));
+    return timed(op, reps_for(timed(op, 1)));
   }
 
- private:
+  // Repetitions for at least min_time_ms of an operation taking `once_ns`, within [min_reps, max_reps].
+  int reps_for(double once_ns) const {
+    const double wanted = options_.min_time_ms * 1e6;
+    const double reps = once_ns > 0 ? std::ceil(wanted / once_ns) : options_.max_reps;
+    return static_cast<int>(
+        std::clamp(reps, static_cast<double>(options_.min_reps), static_cast<double>(options_.max_reps)));
+  }
+
+  // Time per operation in ns over `reps` operations issued back to back.
   double timed(const std::function<void()>& op, int reps) {
     device_.record(start_, stream_);
     for (int i = 0; i < reps; ++i) op();
@@ -43,6 +47,7 @@ class OpTimer {
     return static_cast<double>(device_.elapsed_ms(start_, stop_)) * 1e6 / reps;
   }
 
+ private:
   DeviceOps& device_;
   const CalibrationOptions& options_;
   int stream_;
@@ -152,6 +157,25 @@ GemmTimeTable measure_gemms(OpTimer& timer, DeviceOps& device, DType dtype, cons
   return t;
 }
 
+// The speed of `foreground` (on `fg`'s stream) while `background` runs on `bg`'s, as a fraction of
+// its speed alone. The background loop is issued first and sized to outlast the foreground's timed
+// window three times over, so that the window sees it running throughout.
+double slowdown_factor(DeviceOps& device, OpTimer& fg, const std::function<void(int)>& foreground, OpTimer& bg,
+                       const std::function<void(int)>& background) {
+  const double alone = fg.per_op_ns([&] { foreground(fg.stream()); });
+  const double bg_once = bg.per_op_ns([&] { background(bg.stream()); });
+  const int reps = fg.reps_for(alone);
+  const double cover = 3.0 * reps * alone;
+  const auto bg_reps = static_cast<int>(std::ceil(cover / std::max(bg_once, 1.0)));
+  if (bg_reps > 1000000)
+    throw InternalError("calibration: the interference background would need " + std::to_string(bg_reps) +
+                        " operations; its timing is not usable");
+  for (int i = 0; i < bg_reps; ++i) background(bg.stream());
+  const double with = fg.timed([&] { foreground(fg.stream()); }, reps);
+  device.synchronize();  // the rest of the background, before anything else is timed
+  return with > 0 ? std::min(1.0, alone / with) : 1.0;
+}
+
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -171,6 +195,46 @@ std::string list(const std::vector<std::int64_t>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
   return out + "]";
+}
+
+// The GEMM of the interference cells: square, at most 4096, in the first dtype measured.
+GemmArgs interference_gemm(DType dtype, std::int64_t dim, void* a, void* b, void* c) {
+  GemmArgs g;
+  g.m = g.n = g.k = dim;
+  g.a = a;
+  g.lda = dim;
+  g.b = b;
+  g.ldb = dim;
+  g.c = c;
+  g.ldc = dim;
+  g.ab_type = g.c_type = storage_of(dtype);
+  g.math = math_of(dtype, dtype);
+  return g;
+}
+
+std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& timer, const CalibrationOptions& o,
+                                                   void* src, void* dst, void* host) {
+  const DType dtype = o.dtypes.front();
+  const std::int64_t dim = std::min<std::int64_t>(4096, o.dims.back());
+  const std::int64_t bytes = dim * dim * storage_bytes(storage_of(dtype));
+  DeviceBuffer a(device, bytes, "interference GEMM A");
+  DeviceBuffer b(device, bytes, "interference GEMM B");
+  DeviceBuffer c(device, bytes, "interference GEMM C");
+  device.fill(FillArgs{a.get(), dim * dim, 1, 1.0, storage_of(dtype)}, timer.stream());
+  device.fill(FillArgs{b.get(), dim * dim, 2, 1.0, storage_of(dtype)}, timer.stream());
+  const GemmArgs g = interference_gemm(dtype, dim, a.get(), b.get(), c.get());
+  OpTimer other(device, o);
+  const auto gemm = [&](int stream) { device.gemm(g, stream); };
+  const auto h2d = [&](int stream) { device.copy(dst, host, o.copy_bytes, stream); };
+  // The two directions share the pinned buffer: only their timing matters, not the bytes.
+  const auto d2h = [&](int stream) { device.copy(host, src, o.copy_bytes, stream); };
+  constexpr auto kComputation = InterferenceClass::kComputation;
+  constexpr auto kMemcpy = InterferenceClass::kMemcpy;
+  return {
+      InterferenceCell{kComputation, static_cast<int>(kMemcpy), slowdown_factor(device, timer, gemm, other, h2d)},
+      InterferenceCell{kMemcpy, static_cast<int>(kComputation), slowdown_factor(device, timer, h2d, other, gemm)},
+      InterferenceCell{kMemcpy, static_cast<int>(kMemcpy), slowdown_factor(device, timer, h2d, other, d2h)},
+  };
 }
 
 }  // namespace
@@ -200,6 +264,9 @@ CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& op
   m.pcie_h2d = measure_copy(timer, device, dst.get(), host.get(), options.copy_bytes);
   m.pcie_d2h = measure_copy(timer, device, host.get(), src.get(), options.copy_bytes);
 
+  say("interference (a GEMM and PCIe copies on two streams)");
+  m.interference = measure_interference(device, timer, options, src.get(), dst.get(), host.get());
+
   for (DType dtype : options.dtypes) {
     say(std::string(to_string(dtype)) + " GEMMs: " + std::to_string(options.dims.size() * options.dims.size() * options.dims.size()) +
         " shapes, dimensions " + list(options.dims));
@@ -227,6 +294,18 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
     << "  d2h_bandwidth: " << fixed(m.pcie_d2h.bandwidth / 1e9, 3) << " GB/s\n"
     << "  h2d_latency: " << fixed(static_cast<double>(m.pcie_h2d.latency_ns) / 1e3, 3) << " us\n"
     << "  d2h_latency: " << fixed(static_cast<double>(m.pcie_d2h.latency_ns) / 1e3, 3) << " us\n";
+  if (!m.interference.empty()) {
+    static constexpr const char* kRows[] = {"communication", "computation", "memcpy"};
+    static constexpr const char* kCols[] = {"with_communication", "with_computation", "with_memcpy", "with_all"};
+    y << "interference:  # measured cells: speed alone / speed while the column's class runs; the others keep the node's\n";
+    for (int row = 0; row < kNumInterferenceClasses; ++row) {
+      std::string cells;
+      for (const InterferenceCell& cell : m.interference)
+        if (static_cast<int>(cell.op) == row)
+          cells += (cells.empty() ? "" : ", ") + std::string(kCols[cell.column]) + ": " + fixed(cell.factor, 4);
+      if (!cells.empty()) y << "  " << kRows[row] << ": {" << cells << "}\n";
+    }
+  }
   if (!m.gemm.empty()) y << "gemm:\n";
   for (const auto& [dtype, t] : m.gemm) {
     y << "  " << to_string(dtype) << ":\n"

@@ -9,6 +9,13 @@
 //                       bandwidth = bytes / (time - latency) of a large copy;
 //   GEMM times          every (m, n, k) of the grid, per math dtype, row-major A[m,k] B[k,n] in
 //                       the dtype's storage, fp32 accumulation (the runtime's own GEMM path).
+//   interference        MPipeMoE Fig. 3's cells that one GPU can show: a GEMM's speed while a
+//                       host-to-device copy runs on another stream (computation with memcpy), that
+//                       copy's speed while GEMMs run (memcpy with computation) and while a
+//                       device-to-host copy runs (memcpy with memcpy). The background loop is issued
+//                       first and lasts at least three times the timed window; factor = time alone /
+//                       time with it, at most 1. Communication's cells need a collective between
+//                       GPUs and keep the node's values.
 // Each point repeats until it has run for at least min_time_ms (and min_reps times), so short
 // kernels are averaged over many launches and long ones are not repeated needlessly.
 //
@@ -48,6 +55,7 @@ struct CalibrationMeasurement {
   LinkSpec pcie_h2d;         // bandwidth (efficiency 1) and latency
   LinkSpec pcie_d2h;
   std::map<DType, GemmTimeTable> gemm;
+  std::vector<InterferenceCell> interference;
 };
 
 // Runs every micro-benchmark on `device`. Throws InputError for empty or non-increasing dims,

@@ -75,6 +75,13 @@ struct LinkSpec {
 enum class InterferenceClass { kCommunication = 0, kComputation = 1, kMemcpy = 2 };
 inline constexpr int kNumInterferenceClasses = 3;
 
+// One factor of the table: the speed of `op` while `column` runs (0..2: that class, 3: all others).
+struct InterferenceCell {
+  InterferenceClass op = InterferenceClass::kComputation;
+  int column = 0;
+  double factor = 1.0;
+};
+
 // factors[op][col]: col 0..2 = concurrent with that class alone, col 3 = concurrent with all others.
 struct InterferenceTable {
   std::array<std::array<double, 4>, kNumInterferenceClasses> factors{{
@@ -82,6 +89,8 @@ struct InterferenceTable {
       {0.96, 1.0, 1.0, 0.94},    // computation
       {0.8, 0.98, 1.0, 0.71},    // memory copy (PCIe)
   }};
+
+  void set(const InterferenceCell& c) { factors[static_cast<std::size_t>(c.op)][static_cast<std::size_t>(c.column)] = c.factor; }
 };
 
 // Node topology (optional `topology:` section of a node file): the devices of one node and the

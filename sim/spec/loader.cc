@@ -43,7 +43,7 @@ const std::vector<std::string> kGpuKeys =
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kCalibrationKeys =
-    with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "gemm"});
+    with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
@@ -269,21 +269,25 @@ FabricSpec read_fabric(const YamlValue& v) {
   return f;
 }
 
-InterferenceTable read_interference(const YamlValue& v) {
+// The factors an `interference:` map gives (rows communication / computation / memcpy, columns
+// with_communication / with_computation / with_memcpy / with_all); a node applies them over the
+// default table, a calibration over the node's.
+std::vector<InterferenceCell> read_interference_cells(const YamlValue& v) {
   static const std::vector<std::string> kOps = {"communication", "computation", "memcpy"};
   static const std::vector<std::string> kCols = {"with_communication", "with_computation",
                                                  "with_memcpy", "with_all"};
-  InterferenceTable table;
+  std::vector<InterferenceCell> cells;
   const YamlMap m = v.as_map(kOps);
   for (std::size_t op = 0; op < kOps.size(); ++op) {
     auto row = m.get(kOps[op]);
     if (!row) continue;
     const YamlMap r = row->as_map(kCols);
     for (std::size_t col = 0; col < kCols.size(); ++col) {
-      if (auto f = r.get(kCols[col])) table.factors[op][col] = f->as_double(0, 1, true);
+      if (auto f = r.get(kCols[col]))
+        cells.push_back(InterferenceCell{static_cast<InterferenceClass>(op), static_cast<int>(col), f->as_double(0, 1, true)});
     }
   }
-  return table;
+  return cells;
 }
 
 // Files being loaded, outermost first, to name a reference cycle.
@@ -427,6 +431,7 @@ CalibrationSpec read_calibration(const YamlMap& m) {
     cal.pcie_h2d = link("h2d_bandwidth", "h2d_latency");
     cal.pcie_d2h = link("d2h_bandwidth", "d2h_latency");
   }
+  if (auto i = m.get("interference")) cal.interference = read_interference_cells(*i);
   if (auto g = m.get("gemm")) {
     const YamlMap tables = g->as_map({"fp32", "tf32", "bf16", "fp16"});
     for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
@@ -467,7 +472,8 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   }
   node.pcie_h2d.latency_ns = node.pcie_d2h.latency_ns =
       pcie.require("latency").as_time(kMaxLatencyNs);
-  if (auto i = m.get("interference")) node.interference = read_interference(*i);
+  if (auto i = m.get("interference"))
+    for (const InterferenceCell& c : read_interference_cells(*i)) node.interference.set(c);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
   if (auto c = m.get("calibration")) {
     apply_calibration(node, read_reference(*c, "calibration", kCalibrationKeys, stack,
@@ -687,6 +693,7 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
   }
   if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
   if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
+  for (const InterferenceCell& c : cal.interference) node.interference.set(c);
   gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm};
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -39,12 +40,13 @@ struct CalibrationSpec {
   std::optional<double> hbm_bandwidth;  // bytes/s, a device-to-device copy's read + write
   std::optional<LinkSpec> pcie_h2d;
   std::optional<LinkSpec> pcie_d2h;
+  std::vector<InterferenceCell> interference;  // measured cells; the node keeps its other factors
   std::map<DType, GemmTimeTable> gemm;
 };
 CalibrationSpec load_calibration(const std::string& path);
 
-// Replaces the node's launch overhead, HBM and PCIe values with the measured ones and attaches the
-// GEMM tables. Throws InputError when the calibration names another GPU (an A100 file on a V100),
+// Replaces the node's launch overhead, HBM and PCIe values and the measured interference factors
+// with the calibration's and attaches the GEMM tables. Throws InputError when the calibration names another GPU (an A100 file on a V100),
 // has a table for a dtype the GPU has no peak for, or the node is already calibrated.
 void apply_calibration(NodeSpec& node, const CalibrationSpec& calibration);
 

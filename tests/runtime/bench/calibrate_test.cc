@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,13 @@ double flops_per_ns(GemmMath math, Storage type) {
   return type == Storage::kBf16 ? 240 : 250;
 }
 
+// Interference between two streams: the speed of an op of the row's class while the column's
+// runs (computation, memcpy), as in a node's table. Device-to-device copies and zero-fills meet
+// nothing (the calibration runs them alone).
+enum Kind { kCompute = 0, kPcie = 1, kNone = 2 };
+constexpr double kFactor[2][2] = {{1.0, 0.9},   // computation with computation, with memcpy
+                                  {0.8, 0.7}};  // memcpy with computation, with memcpy
+
 double gemm_ns(const GemmArgs& g) {
   return kLaunchNs + 2.0 * static_cast<double>(g.m * g.n * g.k * g.batch) / flops_per_ns(g.math, g.ab_type);
 }
@@ -40,7 +48,10 @@ class ModelledDevice final : public DeviceOps {
  public:
   std::string name() const override { return "modelled test device"; }
   int create_stream() override {
-    clock_.push_back(0);
+    const double now = clock_.empty() ? 0 : *std::max_element(clock_.begin(), clock_.end());
+    clock_.push_back(now);
+    busy_from_.push_back(now);
+    kind_.push_back(kNone);
     return host_.create_stream();
   }
   int create_event(bool timing) override {
@@ -52,7 +63,13 @@ class ModelledDevice final : public DeviceOps {
     stamp_.at(static_cast<std::size_t>(event)) = clock_.at(static_cast<std::size_t>(stream));
   }
   void wait(int stream, int event) override { host_.wait(stream, event); }
-  void synchronize() override { ++synchronizes_; }
+  // The device drains: every stream is idle from the latest clock on.
+  void synchronize() override {
+    ++synchronizes_;
+    const double now = *std::max_element(clock_.begin(), clock_.end());
+    std::fill(clock_.begin(), clock_.end(), now);
+    std::fill(busy_from_.begin(), busy_from_.end(), now);
+  }
   float elapsed_ms(int from, int to) override {
     return static_cast<float>((stamp_.at(static_cast<std::size_t>(to)) - stamp_.at(static_cast<std::size_t>(from))) / 1e6);
   }
@@ -75,24 +92,25 @@ class ModelledDevice final : public DeviceOps {
     const double b = static_cast<double>(bytes);
     advance(stream, from_host ? kH2dLatencyNs + b / kH2dBytesPerNs
                     : to_host ? kD2hLatencyNs + b / kD2hBytesPerNs
-                              : 2 * b / kHbmBytesPerNs);
+                              : 2 * b / kHbmBytesPerNs,
+            from_host || to_host ? kPcie : kNone);
   }
   void copy_2d(void*, std::int64_t, const void*, std::int64_t, std::int64_t, std::int64_t, int) override {
     FAIL() << "calibration does not use strided copies";
   }
   void zero(void* dst, std::int64_t bytes, int stream) override {
     host_.zero(dst, bytes, stream);
-    advance(stream, static_cast<double>(bytes) / kHbmBytesPerNs);
+    advance(stream, static_cast<double>(bytes) / kHbmBytesPerNs, kNone);
   }
   void download(void* host_dst, const void* src, std::int64_t bytes) override { host_.download(host_dst, src, bytes); }
   void gemm(const GemmArgs& args, int stream) override {
     if (args.ab_type == Storage::kF32) host_.gemm(args, stream);
     ++gemms_;
-    advance(stream, gemm_ns(args));
+    advance(stream, gemm_ns(args), kCompute);
   }
   void fill(const FillArgs& args, int stream) override {
     if (args.type == Storage::kF32) host_.fill(args, stream);
-    advance(stream, kLaunchNs + static_cast<double>(args.count * storage_bytes(args.type)) / kHbmBytesPerNs);
+    advance(stream, kLaunchNs + static_cast<double>(args.count * storage_bytes(args.type)) / kHbmBytesPerNs, kCompute);
   }
   // The MoE kernels are not calibrated (their cost is the elementwise roofline).
   void add(const AddArgs&, int) override { unused(); }
@@ -110,11 +128,30 @@ class ModelledDevice final : public DeviceOps {
   std::int64_t synchronizes() const { return synchronizes_; }
 
  private:
-  void advance(int stream, double ns) { clock_.at(static_cast<std::size_t>(stream)) += ns; }
+  // Runs `work` ns of isolated work of `kind` on `stream` from its clock on. While another stream
+  // is busy with its back-to-back run (issued earlier), the op progresses at kFactor; the other
+  // stream is not slowed in turn (the calibration times only the later-issued stream).
+  void advance(int stream, double work, Kind kind) {
+    const auto s = static_cast<std::size_t>(stream);
+    if (clock_[s] == busy_from_[s] || kind_[s] != kind) busy_from_[s] = clock_[s];
+    kind_[s] = kind;
+    double factor = 1.0;
+    double overlap = 0.0;  // how long the other stream stays busy from this op's start
+    for (std::size_t t = 0; t < clock_.size(); ++t) {
+      if (t == s || kind == kNone || kind_[t] == kNone) continue;
+      if (busy_from_[t] <= clock_[s] && clock_[s] < clock_[t]) {
+        factor = kFactor[kind][kind_[t]];
+        overlap = clock_[t] - clock_[s];
+      }
+    }
+    clock_[s] += work / factor <= overlap ? work / factor : overlap + (work - overlap * factor);
+  }
   static void unused() { ADD_FAILURE() << "calibration issued an MoE kernel"; }
 
   HostDevice host_;
   std::vector<double> clock_;
+  std::vector<double> busy_from_;  // start of the stream's current back-to-back run
+  std::vector<Kind> kind_;         // the kind of its latest op
   std::vector<double> stamp_;
   std::set<void*> pinned_;
   std::int64_t gemms_ = 0;
@@ -167,6 +204,17 @@ TEST(Calibrate, RecoversTheDevicesCostModel) {
         }
   }
   EXPECT_GE(dev.gemms(), 4 * 27 * (o.warmup + 1 + o.min_reps));
+  // The interference cells one GPU shows, recovered from the model's factors (to the event
+  // timer's float precision).
+  ASSERT_EQ(m.interference.size(), 3u);
+  const auto cell = [&](InterferenceClass op, InterferenceClass col) {
+    for (const InterferenceCell& c : m.interference)
+      if (c.op == op && c.column == static_cast<int>(col)) return c.factor;
+    return -1.0;
+  };
+  EXPECT_NEAR(cell(InterferenceClass::kComputation, InterferenceClass::kMemcpy), kFactor[kCompute][kPcie], 1e-6);
+  EXPECT_NEAR(cell(InterferenceClass::kMemcpy, InterferenceClass::kComputation), kFactor[kPcie][kCompute], 1e-6);
+  EXPECT_NEAR(cell(InterferenceClass::kMemcpy, InterferenceClass::kMemcpy), kFactor[kPcie][kPcie], 1e-6);
   ASSERT_FALSE(progress.empty());
   EXPECT_NE(progress.back().find("fp16 GEMMs"), std::string::npos) << progress.back();
 }
@@ -187,6 +235,13 @@ TEST(Calibrate, FileLoadsBackAndReproducesTheMeasuredGemms) {
   EXPECT_EQ(cluster.node.gpu.calibration->device, "modelled test device");
   EXPECT_EQ(cluster.node.gpu.kernel_launch_ns, 2500);
   EXPECT_NEAR(cluster.node.pcie_h2d.effective_bandwidth(), 25e9, 25e9 * 1e-4);
+  // The measured interference cells replace the node's; the others keep its values (defaults).
+  const auto& f = cluster.node.interference.factors;
+  EXPECT_NEAR(f[1][2], 0.9, 1e-4);  // computation with memcpy
+  EXPECT_NEAR(f[2][1], 0.8, 1e-4);  // memcpy with computation
+  EXPECT_NEAR(f[2][2], 0.7, 1e-4);  // memcpy with memcpy
+  EXPECT_EQ(f[0][1], InterferenceTable{}.factors[0][1]);  // communication with computation: not measured
+  EXPECT_NE(yaml.find("interference:  # measured cells"), std::string::npos) << yaml;
   const ComputeCostModel cost(cluster);
   for (std::int64_t mm : o.dims) {
     for (std::int64_t n : o.dims) {

@@ -80,6 +80,25 @@ TEST(CalibrationLoader, NodeKeyReplacesTheMeasuredValues) {
   EXPECT_EQ(n.gpu.peak_flops.at(DType::kBf16), 312e12);  // the datasheet stays for other uses
 }
 
+// Measured interference cells replace the node's (here its own table, not the default); the
+// cells the file does not give keep the node's values. A factor outside (0, 1] names its line.
+TEST(CalibrationLoader, InterferenceCellsReplaceOnlyWhatWasMeasured) {
+  TempFiles t;
+  const std::string cal = t.write(
+      "cal.yaml", kCalibration + "interference:\n  computation: {with_memcpy: 0.93}\n  memcpy: {with_memcpy: 0.61}\n");
+  const std::string node = t.write(
+      "node.yaml", replaced(node_with_calibration("cal.yaml"), "calibration: cal.yaml",
+                            "interference: {computation: {with_memcpy: 0.5, with_all: 0.55}}\ncalibration: cal.yaml"));
+  const InterferenceTable& f = load_hardware_spec(node).node.interference;
+  EXPECT_DOUBLE_EQ(f.factors[1][2], 0.93);  // measured
+  EXPECT_DOUBLE_EQ(f.factors[2][2], 0.61);  // measured
+  EXPECT_DOUBLE_EQ(f.factors[1][3], 0.55);  // the node's own
+  EXPECT_DOUBLE_EQ(f.factors[0][1], InterferenceTable{}.factors[0][1]);  // the default
+  const std::string bad = t.write("bad.yaml", kCalibration + "interference:\n  memcpy: {with_computation: 1.5}\n");
+  const std::string msg = input_error_of([&] { load_calibration(bad); });
+  EXPECT_NE(msg.find("bad.yaml:21:30"), std::string::npos) << msg;
+}
+
 TEST(CalibrationLoader, CommandLineCalibrationOnAnyPreset) {
   TempFiles t;
   const std::string cal = t.write("cal.yaml", kCalibration);
