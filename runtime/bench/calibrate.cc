@@ -160,7 +160,7 @@ GemmTimeTable measure_gemms(OpTimer& timer, DeviceOps& device, DType dtype, cons
 // The speed of `foreground` (on `fg`'s stream) while `background` runs on `bg`'s, as a fraction of
 // its speed alone. The background loop is issued first and sized to outlast the foreground's timed
 // window three times over, so that the window sees it running throughout.
-double slowdown_factor(DeviceOps& device, OpTimer& fg, const std::function<void(int)>& foreground, OpTimer& bg,
+double slowdown_factor(OpTimer& fg, const std::function<void(int)>& foreground, OpTimer& bg,
                        const std::function<void(int)>& background) {
   const double alone = fg.per_op_ns([&] { foreground(fg.stream()); });
   const double bg_once = bg.per_op_ns([&] { background(bg.stream()); });
@@ -171,8 +171,8 @@ double slowdown_factor(DeviceOps& device, OpTimer& fg, const std::function<void(
     throw InternalError("calibration: the interference background would need " + std::to_string(bg_reps) +
                         " operations; its timing is not usable");
   for (int i = 0; i < bg_reps; ++i) background(bg.stream());
+  // timed() synchronizes the device, so the rest of the background ends before anything else runs.
   const double with = fg.timed([&] { foreground(fg.stream()); }, reps);
-  device.synchronize();  // the rest of the background, before anything else is timed
   return with > 0 ? std::min(1.0, alone / with) : 1.0;
 }
 
@@ -231,9 +231,9 @@ std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& t
   constexpr auto kComputation = InterferenceClass::kComputation;
   constexpr auto kMemcpy = InterferenceClass::kMemcpy;
   return {
-      InterferenceCell{kComputation, static_cast<int>(kMemcpy), slowdown_factor(device, timer, gemm, other, h2d)},
-      InterferenceCell{kMemcpy, static_cast<int>(kComputation), slowdown_factor(device, timer, h2d, other, gemm)},
-      InterferenceCell{kMemcpy, static_cast<int>(kMemcpy), slowdown_factor(device, timer, h2d, other, d2h)},
+      InterferenceCell{kComputation, static_cast<int>(kMemcpy), slowdown_factor(timer, gemm, other, h2d)},
+      InterferenceCell{kMemcpy, static_cast<int>(kComputation), slowdown_factor(timer, h2d, other, gemm)},
+      InterferenceCell{kMemcpy, static_cast<int>(kMemcpy), slowdown_factor(timer, h2d, other, d2h)},
   };
 }
 

@@ -108,7 +108,7 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << mem->rank << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us)";
     if (cl.node.loopback) {
       out << "\n" << pad_right("  one GPU holds", 20) << pad_left(gib(device), 18) << "  (the peaks of its "
-          << cl.node.gpus_per_node << " virtual ranks)";
+          << cl.node.gpus_per_node << " virtual rank" << (cl.node.gpus_per_node == 1 ? ")" : "s)");
     }
     if (device <= capacity) {
       out << ": fits in " << gib(capacity) << "\n";
