@@ -197,10 +197,8 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
   if (!reason.empty()) throw InputError("`moesim run` needs a GPU, and none is usable: " + reason);
   if (req.ranks < 1) throw InputError("--ranks must be at least 1, got " + std::to_string(req.ranks));
   if (req.iters < 1 || req.warmup < 0) throw InputError("--iters must be at least 1 and --warmup at least 0");
-  if (req.cluster.node.loopback && !req.loopback)
-    throw InputError(req.cluster.origin, "hardware " + req.cluster.name + " is a loopback node (virtual ranks on one "
-                                         "GPU); give --loopback to run the ranks that way, or a preset of real GPUs");
   Prepared p;
+  p.cluster = run_hardware(req.cluster, req.ranks, req.loopback);
   p.run = req.run;
   p.run.ep_size = req.ranks;
   if (ProcessGroup* group = multi_process(req)) {
@@ -218,8 +216,6 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
                      " devices, this process sees " + std::to_string(provider.num_devices()) +
                      " (use --loopback to run the ranks on one device, or mpirun for one process per GPU)");
   }
-  // From the hardware's GPU even when it is a loopback node already: --ranks sets the ranks.
-  p.cluster = req.loopback ? loopback_cluster(req.cluster, req.ranks) : req.cluster;
   p.dims = derive_layer_dims(req.model, p.cluster, p.run);
   return p;
 }

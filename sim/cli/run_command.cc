@@ -60,11 +60,8 @@ RunInputs read_inputs(const RunArgs& a) {
     throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " +
                      YamlValue::join_names(order_policy_names()));
   in.run.order = *order;
-  if (in.cluster.node.loopback && !a.loopback)
-    throw InputError(in.cluster.origin, "hardware " + in.cluster.name + " is a loopback node (virtual ranks on one GPU); "
-                                        "give --loopback to run the ranks that way, or a preset of real GPUs");
   // Every size checked before any device is touched, on the hardware the ranks will run on.
-  derive_layer_dims(in.model, a.loopback ? loopback_cluster(in.cluster, a.ranks) : in.cluster, in.run);
+  derive_layer_dims(in.model, run_hardware(in.cluster, a.ranks, a.loopback), in.run);
   return in;
 }
 

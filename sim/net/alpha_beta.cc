@@ -177,15 +177,17 @@ void AlphaBetaNetwork::start(TaskIndex task, TimeNs now, const Concurrency& conc
                   factor(task, concurrency));
   // On a loopback node one more collective shares the GPU's memory, even when the busy counts
   // look the same as before (one collective ended and another started at this instant).
-  if (cluster_.node.loopback)
-    for (const auto& entry : ranks_)
-      if (entry.first != task) activities_.set_rate(entry.first, factor(entry.first, concurrency), now);
+  if (cluster_.node.loopback) rerate_all(now, concurrency);
+}
+
+void AlphaBetaNetwork::rerate_all(TimeNs now, const Concurrency& concurrency) {
+  for (const auto& entry : ranks_) activities_.set_rate(entry.first, factor(entry.first, concurrency), now);
 }
 
 void AlphaBetaNetwork::on_concurrency_change(std::span<const int> ranks, TimeNs now,
                                              const Concurrency& concurrency) {
   if (cluster_.node.loopback) {  // every collective shares the one GPU with every other task
-    for (const auto& entry : ranks_) activities_.set_rate(entry.first, factor(entry.first, concurrency), now);
+    rerate_all(now, concurrency);
     return;
   }
   for (const auto& [task, members] : ranks_) {

@@ -63,6 +63,8 @@ class AlphaBetaNetwork final : public CollectiveModel {
   // `launches` kernel launches one after another, and `bytes` in all copied through HBM.
   double device_copy_ns(double launches, double bytes) const;
   double factor(TaskIndex task, const Concurrency& concurrency) const;
+  // Recomputes the rate of every running collective (a loopback node: they all share one GPU).
+  void rerate_all(TimeNs now, const Concurrency& concurrency);
 
   const TaskGraph& graph_;
   const ClusterSpec& cluster_;

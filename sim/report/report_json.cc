@@ -73,6 +73,7 @@ std::string report_json(const ReportInputs& in) {
     j["memory"] = {{"modelled", false}};  // the graph declares no buffers
   } else {
     const std::int64_t capacity = in.cluster.node.gpu.hbm_capacity_bytes;
+    const std::int64_t device_bytes = device_peak_bytes(in.cluster, in.memory);
     const auto cat = [&](MemoryCategory c) { return mem->at_peak_bytes[static_cast<int>(c)]; };
     ordered_json max_by = ordered_json::object();
     for (int c = 0; c < kNumMemoryCategories; ++c)
@@ -91,12 +92,12 @@ std::string report_json(const ReportInputs& in) {
                    {"temporary_bytes", cat(MemoryCategory::kTemporary)},
                    {"host_pinned_bytes", mem->peak_host_pinned_bytes},
                    {"capacity_bytes", capacity},
-                   {"fits", device_peak_bytes(in.cluster, in.memory) <= capacity},
+                   {"fits", device_bytes <= capacity},
                    {"max_bytes_by_category", max_by},
                    {"live_at_peak", live}};
     if (in.cluster.node.loopback) {
       j["memory"]["virtual_ranks"] = in.cluster.node.gpus_per_node;
-      j["memory"]["device_peak_bytes"] = device_peak_bytes(in.cluster, in.memory);
+      j["memory"]["device_peak_bytes"] = device_bytes;
     }
   }
 

@@ -9,6 +9,8 @@
 namespace moesim {
 namespace {
 
+std::string virtual_ranks(int n) { return std::to_string(n) + (n == 1 ? " virtual rank" : " virtual ranks"); }
+
 std::string fixed(double v, int precision) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", precision, v);
@@ -43,8 +45,7 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   out << "\n";
   out << "# hardware  " << cl.name << " (" << cl.origin.file << "): ";
   if (cl.node.loopback) {
-    out << cl.node.gpus_per_node << " virtual rank" << (cl.node.gpus_per_node == 1 ? "" : "s") << " on one "
-        << cl.node.gpu.name
+    out << virtual_ranks(cl.node.gpus_per_node) << " on one " << cl.node.gpu.name
         << " (loopback: shared compute, all-to-all as device copies)";
   } else {
     out << cl.num_nodes << " node(s) x " << cl.node.gpus_per_node << " " << cl.node.gpu.name << "; intra-node "
@@ -108,7 +109,7 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << mem->rank << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us)";
     if (cl.node.loopback) {
       out << "\n" << pad_right("  one GPU holds", 20) << pad_left(gib(device), 18) << "  (the peaks of its "
-          << cl.node.gpus_per_node << " virtual rank" << (cl.node.gpus_per_node == 1 ? ")" : "s)");
+          << virtual_ranks(cl.node.gpus_per_node) << ")";
     }
     if (device <= capacity) {
       out << ": fits in " << gib(capacity) << "\n";

@@ -41,4 +41,12 @@ ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks) {
   return c;
 }
 
+ClusterSpec run_hardware(const ClusterSpec& file, int ranks, bool loopback) {
+  if (loopback) return loopback_cluster(file, ranks);
+  if (file.node.loopback)
+    throw InputError(file.origin, "hardware " + file.name + " is a loopback node (virtual ranks on one GPU); "
+                                  "give --loopback to run the ranks that way, or a preset of real GPUs");
+  return file;
+}
+
 }  // namespace moesim

@@ -206,6 +206,11 @@ struct ClusterSpec {
 inline constexpr int kMaxLoopbackRanks = 1024;
 ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks);
 
+// The hardware `moesim run` puts `ranks` ranks on: with --loopback, loopback_cluster(file, ranks)
+// (from the file's GPU even when the file is a loopback node: --ranks sets the count); without,
+// the file itself, which must then not be a loopback node (InputError naming the file).
+ClusterSpec run_hardware(const ClusterSpec& file, int ranks, bool loopback);
+
 using HardwareSpec = ClusterSpec;
 
 }  // namespace moesim
