@@ -213,6 +213,10 @@ void CudaDevice::gemm(const GemmArgs& g, int stream) {
 void CudaDevice::fill(const FillArgs& a, int st) { select(); cuda::fill(a, s(st)); }
 void CudaDevice::add(const AddArgs& a, int st) { select(); cuda::add(a, s(st)); }
 void CudaDevice::route(const RouteArgs& a, int st) { select(); cuda::route(a, s(st)); }
+std::int64_t CudaDevice::assign_scratch_bytes(std::int64_t tokens, int top_k, int experts) {
+  select();
+  return cuda::assign_scratch_bytes(tokens, top_k, experts);
+}
 void CudaDevice::assign(const AssignArgs& a, int st) { select(); cuda::assign(a, s(st)); }
 void CudaDevice::encode(const EncodeArgs& a, int st) { select(); cuda::encode(a, s(st)); }
 void CudaDevice::activation(const ActivationArgs& a, int st) { select(); cuda::activation(a, s(st)); }

@@ -53,6 +53,7 @@ class CudaDevice final : public DeviceOps {
   void fill(const FillArgs& args, int stream) override;
   void add(const AddArgs& args, int stream) override;
   void route(const RouteArgs& args, int stream) override;
+  std::int64_t assign_scratch_bytes(std::int64_t tokens, int top_k, int experts) override;
   void assign(const AssignArgs& args, int stream) override;
   void encode(const EncodeArgs& args, int stream) override;
   void activation(const ActivationArgs& args, int stream) override;

@@ -93,6 +93,8 @@ class DeviceOps {
   virtual void fill(const FillArgs& args, int stream) = 0;
   virtual void add(const AddArgs& args, int stream) = 0;
   virtual void route(const RouteArgs& args, int stream) = 0;
+  // args.scratch holds assign_scratch_bytes(tokens, top_k, experts) bytes of device memory.
+  virtual std::int64_t assign_scratch_bytes(std::int64_t tokens, int top_k, int experts) = 0;
   virtual void assign(const AssignArgs& args, int stream) = 0;
   virtual void encode(const EncodeArgs& args, int stream) = 0;
   virtual void activation(const ActivationArgs& args, int stream) = 0;

@@ -42,6 +42,7 @@ class HostDevice final : public DeviceOps {
   void fill(const FillArgs& args, int stream) override;
   void add(const AddArgs& args, int stream) override;
   void route(const RouteArgs& args, int stream) override;
+  std::int64_t assign_scratch_bytes(std::int64_t, int, int) override { return 0; }  // sequential, no scratch
   void assign(const AssignArgs& args, int stream) override;
   void encode(const EncodeArgs& args, int stream) override;
   void activation(const ActivationArgs& args, int stream) override;

@@ -89,6 +89,8 @@ struct LayerExecutor::State {
   char* shared_act = nullptr;  // the shared experts' activation output (B x Hs)
   char* y = nullptr;     // the top layer's output
   char* dy = nullptr;    // the top layer's incoming gradient
+  char* assign_scratch = nullptr;  // the device's capacity-assignment memory (the layers' routes are chained too)
+  std::int64_t assign_scratch_bytes = 0;
 
   static std::string full_name(int layer, const std::string& name) { return "L" + std::to_string(layer) + "." + name; }
   char* buffer(int layer, const std::string& name) const {
@@ -245,6 +247,8 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
     add(s->y, B * M * sh.eb);
     if (sh.shared_h > 0) add(s->shared_act, B * sh.shared_h * sh.eb);
     add(s->dy, B * M * sh.eb);
+    s->assign_scratch_bytes = s->dev->assign_scratch_bytes(B, dims.top_k, dims.num_experts);
+    if (s->assign_scratch_bytes > 0) add(s->assign_scratch, s->assign_scratch_bytes);
     for (LayerRouting& lr : s->layers) {
       add(lr.probs, B * E * 4);
       add(lr.topk_score, B * k * 4);
@@ -463,7 +467,7 @@ class Lowering {
       } else if (op == "route") {
         s.dev->route(RouteArgs{s.st.logits, B, E, k, normalize_, s.r.probs, s.r.topk_idx, s.r.topk_score}, stream);
         s.dev->assign(AssignArgs{s.r.topk_idx, B, E, k, d_.capacity, d_.num_chunks, s.r.topk_row, s.r.row_token,
-                                 s.r.row_choice, s.r.tokens_per_expert},
+                                 s.r.row_choice, s.r.tokens_per_expert, s.st.assign_scratch, s.st.assign_scratch_bytes},
                       stream);
       } else if (op == "encode") {
         encode_rows(s, 0, dispatch_rows_, stream);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/kernels/dispatch_layout.h"
+#include "runtime/kernels/routing.h"
 #include "sim/core/error.h"
 
 namespace moesim::runtime {
@@ -91,30 +92,9 @@ void fill(const FillArgs& a) {
 }
 
 void route(const RouteArgs& a) {
-  const int E = a.experts;
-  for (std::int64_t t = 0; t < a.tokens; ++t) {
-    const float* l = a.logits + t * E;
-    float* p = a.probs + t * E;
-    float mx = l[0];
-    for (int e = 1; e < E; ++e) mx = std::max(mx, l[e]);
-    float sum = 0;
-    for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(l[e] - mx));
-    for (int e = 0; e < E; ++e) p[e] /= sum;
-    float chosen = 0;
-    for (int j = 0; j < a.top_k; ++j) {
-      int best = -1;
-      for (int e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int i = 0; i < j; ++i) taken = taken || a.topk_idx[t * a.top_k + i] == e;
-        if (!taken && (best < 0 || p[e] > p[best])) best = e;
-      }
-      a.topk_idx[t * a.top_k + j] = best;
-      a.topk_score[t * a.top_k + j] = p[best];
-      chosen += p[best];
-    }
-    if (a.normalize)
-      for (int j = 0; j < a.top_k; ++j) a.topk_score[t * a.top_k + j] /= chosen;
-  }
+  for (std::int64_t t = 0; t < a.tokens; ++t)
+    route_token(a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
+                a.topk_idx + t * a.top_k, a.topk_score + t * a.top_k);
 }
 
 void assign(const AssignArgs& a) {
@@ -251,26 +231,13 @@ void encode_backward(const EncodeBackwardArgs& a) {
 void route_backward(const RouteBackwardArgs& a) {
   require_f32(a.type, "route backward");
   const int E = a.experts, k = a.top_k;
-  std::vector<float> dp(E);
   for (std::int64_t t = 0; t < a.tokens; ++t) {
-    std::fill(dp.begin(), dp.end(), 0.0f);
     const float* p = a.probs + t * E;
     const std::int32_t* idx = a.topk_idx + t * k;
     const float* ds = a.dscores + t * k;
-    if (a.normalize) {
-      float chosen = 0, dot = 0;
-      for (int j = 0; j < k; ++j) {
-        chosen += p[idx[j]];
-        dot += ds[j] * a.topk_score[t * k + j];
-      }
-      for (int j = 0; j < k; ++j) dp[idx[j]] += (ds[j] - dot) / chosen;
-    } else {
-      for (int j = 0; j < k; ++j) dp[idx[j]] += ds[j];
-    }
-    float dot = 0;
-    for (int e = 0; e < E; ++e) dot += dp[e] * p[e];
+    const RouteGradTerms g = route_grad_terms(p, idx, a.topk_score + t * k, ds, k, a.normalize);
     float* out = f(a.dlogits) + t * E;
-    for (int e = 0; e < E; ++e) out[e] = p[e] * (dp[e] - dot);
+    for (int e = 0; e < E; ++e) out[e] = route_dlogit(e, p, idx, ds, k, a.normalize, g);
   }
 }
 

@@ -70,6 +70,10 @@ struct AssignArgs {
   std::int32_t* row_token = nullptr;   // E*C: the token in that row, -1 when the slot is unused
   std::int32_t* row_choice = nullptr;  // E*C: j of the assignment in that row, -1 when unused
   std::int32_t* tokens_per_expert = nullptr;  // E: kept assignments
+  // Working memory of the device's algorithm (DeviceOps::assign_scratch_bytes; the GPU sorts the
+  // choices), reserved by the executor up front; none on the host.
+  void* scratch = nullptr;
+  std::int64_t scratch_bytes = 0;
 };
 
 // out rows [row_begin, row_end) = x[row_token] (zero for unused rows). out points at row 0.

@@ -3,10 +3,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cub/device/device_radix_sort.cuh>
 #include <string>
 #include <type_traits>
 
 #include "runtime/kernels/dispatch_layout.h"
+#include "runtime/kernels/routing.h"
 #include "sim/core/error.h"
 
 namespace moesim::runtime::cuda {
@@ -81,91 +83,37 @@ __global__ void fill_kernel(T* out, long long count, unsigned long long seed, do
   }
 }
 
-// One thread per token: E is at most a few hundred, and the scan keeps the tie-break explicit.
+// One thread per token (routing.h's route_token): E is at most a few thousand, and the scan keeps
+// the tie-break explicit.
 __global__ void route_kernel(RouteArgs a) {
   const long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (t >= a.tokens) return;
-  const int E = a.experts;
-  const float* l = a.logits + t * E;
-  float* p = a.probs + t * E;
-  float mx = l[0];
-  for (int e = 1; e < E; ++e) mx = fmaxf(mx, l[e]);
-  float sum = 0.f;
-  for (int e = 0; e < E; ++e) sum += (p[e] = expf(l[e] - mx));
-  for (int e = 0; e < E; ++e) p[e] /= sum;
-  int chosen[kMaxTopK];
-  float total = 0.f;
-  for (int j = 0; j < a.top_k; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken = taken || chosen[i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = e;  // strict: a tie keeps the lower index
-    }
-    chosen[j] = best;
-    a.topk_idx[t * a.top_k + j] = best;
-    a.topk_score[t * a.top_k + j] = p[best];
-    total += p[best];
-  }
-  if (a.normalize)
-    for (int j = 0; j < a.top_k; ++j) a.topk_score[t * a.top_k + j] /= total;
+  route_token(a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
+              a.topk_idx + t * a.top_k, a.topk_score + t * a.top_k);
 }
 
-constexpr int kAssignThreads = 256;
-constexpr int kAssignWarps = kAssignThreads / 32;
+// The capacity assignment's steps (routing.h), one thread per element, grid-stride.
+__global__ void assignment_keys_kernel(AssignArgs a, std::uint32_t* keys, std::int32_t* choice) {
+  const long long n = a.tokens * a.top_k;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    keys[i] = assignment_key(a.topk_idx, a.tokens, a.top_k, i);
+    choice[i] = static_cast<std::int32_t>(i);
+  }
+}
 
-// Tiles of 256 tokens per choice rank j: within a warp, a token's rank among equal experts comes
-// from __match_any_sync; warps are ordered by an exclusive scan of per-warp counts per expert; tiles
-// and choice ranks follow in sequence. The result is the sequential (j, t) order exactly.
-__global__ void assign_kernel(AssignArgs a) {
-  extern __shared__ int shared[];
-  int* count = shared;                       // E: assignments so far per expert
-  int* warp_count = shared + a.experts;      // kAssignWarps x E
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, E = a.experts;
-  const long long rows = static_cast<long long>(E) * a.capacity;
-  for (long long r = tid; r < rows; r += kAssignThreads) {
-    a.row_token[r] = -1;
-    a.row_choice[r] = -1;
-  }
-  for (int e = tid; e < E; e += kAssignThreads) count[e] = 0;
-  __syncthreads();
-  for (int j = 0; j < a.top_k; ++j) {
-    for (long long base = 0; base < a.tokens; base += kAssignThreads) {
-      const long long t = base + tid;
-      const bool valid = t < a.tokens;
-      const int e = valid ? a.topk_idx[t * a.top_k + j] : -1;
-      const unsigned peers = __match_any_sync(0xffffffffu, e);
-      const int rank_in_warp = __popc(peers & ((1u << lane) - 1u));
-      for (int i = tid; i < kAssignWarps * E; i += kAssignThreads) warp_count[i] = 0;
-      __syncthreads();
-      if (valid && lane == __ffs(peers) - 1) warp_count[warp * E + e] = __popc(peers);
-      __syncthreads();
-      for (int x = tid; x < E; x += kAssignThreads) {
-        int run = count[x];
-        for (int w = 0; w < kAssignWarps; ++w) {
-          const int c = warp_count[w * E + x];
-          warp_count[w * E + x] = run;
-          run += c;
-        }
-        count[x] = run;
-      }
-      __syncthreads();
-      if (valid) {
-        const long long slot = warp_count[warp * E + e] + rank_in_warp;
-        if (slot < a.capacity) {
-          const long long row = dispatch_row(e, slot, E, a.capacity, a.chunks);
-          a.topk_row[t * a.top_k + j] = static_cast<int>(row);
-          a.row_token[row] = static_cast<int>(t);
-          a.row_choice[row] = j;
-        } else {
-          a.topk_row[t * a.top_k + j] = -1;
-        }
-      }
-      __syncthreads();
-    }
-  }
-  for (int e = tid; e < E; e += kAssignThreads)
-    a.tokens_per_expert[e] = count[e] < a.capacity ? count[e] : static_cast<int>(a.capacity);
+__global__ void run_start_kernel(const std::uint32_t* sorted_keys, long long n, std::int32_t* run_start) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    record_run_start(sorted_keys, i, run_start);
+}
+
+__global__ void place_kernel(AssignArgs a, const std::uint32_t* sorted_keys, const std::int32_t* sorted_choice,
+                             const std::int32_t* run_start) {
+  const long long n = a.tokens * a.top_k;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    place_assignment(a, sorted_keys, sorted_choice, run_start, i);
 }
 
 template <typename T>
@@ -269,31 +217,52 @@ __global__ void route_backward_kernel(RouteBackwardArgs a) {
   if (t >= a.tokens) return;
   const int E = a.experts, k = a.top_k;
   const float* p = a.probs + t * E;
-  const int* idx = a.topk_idx + t * k;
+  const std::int32_t* idx = a.topk_idx + t * k;
   const float* ds = a.dscores + t * k;
-  float dp[kMaxTopK];
-  float chosen = 0.f, sdot = 0.f;
-  for (int j = 0; j < k; ++j) {
-    chosen += p[idx[j]];
-    sdot += ds[j] * a.topk_score[t * k + j];
-  }
-  float dot = 0.f;
-  for (int j = 0; j < k; ++j) {
-    dp[j] = a.normalize ? (ds[j] - sdot) / chosen : ds[j];
-    dot += dp[j] * p[idx[j]];
-  }
+  const RouteGradTerms g = route_grad_terms(p, idx, a.topk_score + t * k, ds, k, a.normalize);
   T* out = static_cast<T*>(a.dlogits) + t * E;
-  for (int e = 0; e < E; ++e) {
-    float d = 0.f;
-    for (int j = 0; j < k; ++j)
-      if (idx[j] == e) d += dp[j];
-    store(out, e, p[e] * (d - dot));
-  }
+  for (int e = 0; e < E; ++e) store(out, e, route_dlogit(e, p, idx, ds, k, a.normalize, g));
 }
 
-void check_top_k(int k) {
-  if (k < 1 || k > kMaxTopK)
-    throw InputError("the routing kernels handle top_k up to " + std::to_string(kMaxTopK) + ", got " + std::to_string(k));
+void check_call(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw InternalError(std::string(what) + " failed: " + cudaGetErrorString(err));
+}
+
+// Where the assignment's arrays lie in its scratch (from `base`, or from 0 to size it): the keys
+// and the choice indices before and after the sort, the run starts, and cub's temporary storage.
+struct AssignScratch {
+  std::uint32_t* keys_in = nullptr;
+  std::uint32_t* keys_out = nullptr;
+  std::int32_t* choice_in = nullptr;
+  std::int32_t* choice_out = nullptr;
+  std::int32_t* run_start = nullptr;
+  void* sort_temp = nullptr;
+  std::size_t sort_temp_bytes = 0;
+  int key_bits = 1;
+  std::int64_t total_bytes = 0;
+};
+
+AssignScratch assign_scratch(void* base, long long tokens, int top_k, int experts) {
+  AssignScratch w;
+  while ((1LL << w.key_bits) < experts) ++w.key_bits;  // keys are expert indices < experts
+  const int n = static_cast<int>(tokens * top_k);       // the executor keeps B x k within int32
+  check_call(cub::DeviceRadixSort::SortPairs(nullptr, w.sort_temp_bytes, w.keys_in, w.keys_out, w.choice_in,
+                                             w.choice_out, n, 0, w.key_bits),
+             "sizing cub::DeviceRadixSort::SortPairs");
+  char* at = static_cast<char*>(base);
+  const auto take = [&](auto*& ptr, std::int64_t bytes) {
+    ptr = reinterpret_cast<std::remove_reference_t<decltype(ptr)>>(at == nullptr ? nullptr : at + w.total_bytes);
+    w.total_bytes += (bytes + 255) / 256 * 256;
+  };
+  take(w.keys_in, 4LL * n);
+  take(w.keys_out, 4LL * n);
+  take(w.choice_in, 4LL * n);
+  take(w.choice_out, 4LL * n);
+  take(w.run_start, 4LL * experts);
+  char* temp = nullptr;
+  take(temp, static_cast<std::int64_t>(w.sort_temp_bytes));
+  w.sort_temp = temp;
+  return w;
 }
 
 }  // namespace
@@ -316,19 +285,36 @@ void fill(const FillArgs& a, cudaStream_t s) {
 }
 
 void route(const RouteArgs& a, cudaStream_t s) {
-  check_top_k(a.top_k);
   route_kernel<<<blocks_for(a.tokens, 128), 128, 0, s>>>(a);
   check_launch("route");
 }
 
+std::int64_t assign_scratch_bytes(std::int64_t tokens, int top_k, int experts) {
+  return assign_scratch(nullptr, tokens, top_k, experts).total_bytes;
+}
+
 void assign(const AssignArgs& a, cudaStream_t s) {
-  check_top_k(a.top_k);
-  if (a.experts > kMaxAssignExperts)
-    throw InputError("the capacity assignment kernel handles up to " + std::to_string(kMaxAssignExperts) +
-                     " experts, got " + std::to_string(a.experts));
-  const std::size_t shared = sizeof(int) * static_cast<std::size_t>(a.experts) * (1 + kAssignWarps);
-  assign_kernel<<<1, kAssignThreads, shared, s>>>(a);
-  check_launch("assign");
+  const AssignScratch w = assign_scratch(a.scratch, a.tokens, a.top_k, a.experts);
+  if (a.scratch == nullptr || a.scratch_bytes < w.total_bytes)
+    throw InternalError("the capacity assignment got " + std::to_string(a.scratch_bytes) + " bytes of scratch, needs " +
+                        std::to_string(w.total_bytes));
+  const std::size_t rows = static_cast<std::size_t>(a.experts) * static_cast<std::size_t>(a.capacity);
+  check_call(cudaMemsetAsync(a.row_token, 0xFF, rows * 4, s), "cudaMemsetAsync (row_token = -1)");
+  check_call(cudaMemsetAsync(a.row_choice, 0xFF, rows * 4, s), "cudaMemsetAsync (row_choice = -1)");
+  check_call(cudaMemsetAsync(a.tokens_per_expert, 0, static_cast<std::size_t>(a.experts) * 4, s),
+             "cudaMemsetAsync (tokens_per_expert = 0)");
+  const long long n = a.tokens * a.top_k;
+  if (n == 0) return;
+  assignment_keys_kernel<<<blocks_for(n, 256), 256, 0, s>>>(a, w.keys_in, w.choice_in);
+  check_launch("assignment keys");
+  std::size_t temp_bytes = w.sort_temp_bytes;
+  check_call(cub::DeviceRadixSort::SortPairs(w.sort_temp, temp_bytes, w.keys_in, w.keys_out, w.choice_in, w.choice_out,
+                                             static_cast<int>(n), 0, w.key_bits, s),
+             "cub::DeviceRadixSort::SortPairs");
+  run_start_kernel<<<blocks_for(n, 256), 256, 0, s>>>(w.keys_out, n, w.run_start);
+  check_launch("assignment run starts");
+  place_kernel<<<blocks_for(n, 256), 256, 0, s>>>(a, w.keys_out, w.choice_out, w.run_start);
+  check_launch("assignment placement");
 }
 
 void encode(const EncodeArgs& a, cudaStream_t s) {
@@ -389,7 +375,6 @@ void encode_backward(const EncodeBackwardArgs& a, cudaStream_t s) {
 }
 
 void route_backward(const RouteBackwardArgs& a, cudaStream_t s) {
-  check_top_k(a.top_k);
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     route_backward_kernel<T><<<blocks_for(a.tokens, 128), 128, 0, s>>>(a);

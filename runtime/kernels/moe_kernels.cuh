@@ -12,7 +12,9 @@ namespace moesim::runtime::cuda {
 void fill(const FillArgs& a, cudaStream_t s);
 void add(const AddArgs& a, cudaStream_t s);
 void route(const RouteArgs& a, cudaStream_t s);
-// One thread block scans the choices in (choice rank, token) order: deterministic.
+// A stable radix sort of the choices by expert (routing.h): deterministic, any number of experts.
+// a.scratch holds assign_scratch_bytes(a.tokens, a.top_k, a.experts) bytes of device memory.
+std::int64_t assign_scratch_bytes(std::int64_t tokens, int top_k, int experts);
 void assign(const AssignArgs& a, cudaStream_t s);
 void encode(const EncodeArgs& a, cudaStream_t s);
 void activation(const ActivationArgs& a, cudaStream_t s);
@@ -21,9 +23,5 @@ void decode(const DecodeArgs& a, cudaStream_t s);
 void decode_backward(const DecodeBackwardArgs& a, cudaStream_t s);
 void encode_backward(const EncodeBackwardArgs& a, cudaStream_t s);
 void route_backward(const RouteBackwardArgs& a, cudaStream_t s);
-
-// Limits of the kernels above (checked by the launchers, InputError beyond them).
-inline constexpr int kMaxTopK = 8;
-inline constexpr int kMaxAssignExperts = 1024;  // shared memory of the assignment block
 
 }  // namespace moesim::runtime::cuda

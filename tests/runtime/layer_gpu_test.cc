@@ -156,6 +156,19 @@ TEST(LayerGpu, SixtyFourExpertsOverEightLoopbackRanksEqualOneRank) {
   expect_ok(run_on_gpu(model, 1, 1, MemoryStrategy::kNone, 256), "R1");
 }
 
+// 2,048 experts and top-16 (route, router gradient and the sort-based capacity assignment at sizes
+// the earlier kernels refused), with tokens dropped on every rank.
+TEST(LayerGpu, ThousandsOfExpertsAndTopSixteenMatchTheReference) {
+  MOESIM_REQUIRE_GPU_OR_SKIP();
+  for (DType dtype : {DType::kFp32, DType::kBf16})
+    for (MemoryStrategy st : {MemoryStrategy::kNone, MemoryStrategy::kS4}) {
+      const GpuRun run = run_on_gpu(small_model(2048, 16, dtype, dtype), 2, 2, st, 256);
+      const std::string label = "E2048 k16 " + std::string(to_string(dtype)) + " " + std::string(to_string(st));
+      expect_ok(run, label);
+      EXPECT_LE(run.check.ambiguous_tokens * 20, 2 * 256) << label << ": " << run.check.ambiguous_tokens;
+    }
+}
+
 TEST(LayerGpu, MeasuredMemoryNextToThePrediction) {
   MOESIM_REQUIRE_GPU_OR_SKIP();
   const ModelSpec model = small_model(8, 2, DType::kBf16, DType::kBf16);

@@ -115,6 +115,10 @@ class ModelledDevice final : public DeviceOps {
   // The MoE kernels are not calibrated (their cost is the elementwise roofline).
   void add(const AddArgs&, int) override { unused(); }
   void route(const RouteArgs&, int) override { unused(); }
+  std::int64_t assign_scratch_bytes(std::int64_t, int, int) override {
+    unused();
+    return 0;
+  }
   void assign(const AssignArgs&, int) override { unused(); }
   void encode(const EncodeArgs&, int) override { unused(); }
   void activation(const ActivationArgs&, int) override { unused(); }
