@@ -226,8 +226,9 @@ std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& t
   OpTimer other(device, o);
   const auto gemm = [&](int stream) { device.gemm(g, stream); };
   const auto h2d = [&](int stream) { device.copy(dst, host, o.copy_bytes, stream); };
-  // The two directions share the pinned buffer: only their timing matters, not the bytes.
-  const auto d2h = [&](int stream) { device.copy(host, src, o.copy_bytes, stream); };
+  // Its own pinned destination: reading and writing one buffer from two streams would be a race.
+  DeviceBuffer host_out(device, o.copy_bytes, "interference D2H destination", true);
+  const auto d2h = [&](int stream) { device.copy(host_out.get(), src, o.copy_bytes, stream); };
   constexpr auto kComputation = InterferenceClass::kComputation;
   constexpr auto kMemcpy = InterferenceClass::kMemcpy;
   return {

@@ -1,6 +1,7 @@
 #include "runtime/comm/host_process_transport.h"
 
 #include <cstddef>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ class HostProcessTransport final : public Transport {
                      static_cast<int>(m.recv_bytes.size()) == group_size(),
                  "one byte count per rank");
     // Already packed in peer order on both sides; the exchange copies straight between them.
+    const auto total = [](const std::vector<std::int64_t>& v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); };
+    device_.note_transfer(m.stream, "MPI all-to-allv", m.send, total(m.send_bytes), m.recv, total(m.recv_bytes));
     group_.all_to_allv(m.send, m.send_bytes, m.recv, m.recv_bytes, channel);
   }
 

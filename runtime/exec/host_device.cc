@@ -1,6 +1,8 @@
 #include "runtime/exec/host_device.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "runtime/comm/host_process_transport.h"
 #include "runtime/kernels/host_kernels.h"
@@ -10,10 +12,36 @@
 
 namespace moesim::runtime {
 
-void HostDevice::on(int stream) {
+void HostDevice::on(int stream, const char* op) {
   MOESIM_CHECK(stream >= 0 && stream < streams_, "unknown stream " + std::to_string(stream));
   if (ops_.size() < static_cast<std::size_t>(streams_)) ops_.resize(streams_, 0);
   ++ops_[stream];
+  races_.begin_op(stream, op);
+}
+
+void HostDevice::reads_rows(const void* base, std::int64_t row_bytes, const std::int32_t* index, std::int64_t count) {
+  std::vector<std::int64_t> rows;
+  for (std::int64_t i = 0; i < count; ++i)
+    if (index[i] >= 0) rows.push_back(index[i]);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  for (std::size_t i = 0; i < rows.size();) {
+    std::size_t j = i + 1;
+    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+    reads(static_cast<const char*>(base) + rows[i] * row_bytes, static_cast<std::int64_t>(j - i) * row_bytes);
+    i = j;
+  }
+}
+
+void HostDevice::matrix(const void* p, int element_bytes, std::int64_t batch, std::int64_t stride, std::int64_t rows,
+                        std::int64_t ld, std::int64_t cols, RaceDetector::Access kind) {
+  const auto* base = static_cast<const char*>(p);
+  if (ld == cols && (batch == 1 || stride == rows * ld)) {
+    races_.access(base, batch * rows * cols * element_bytes, kind);
+    return;
+  }
+  for (std::int64_t b = 0; b < batch; ++b)
+    races_.access_rows(base + b * stride * element_bytes, ld * element_bytes, cols * element_bytes, rows, kind);
 }
 
 int HostDevice::create_event(bool timing) {
@@ -26,6 +54,7 @@ void HostDevice::record(int event, int stream) {
   MOESIM_CHECK(event >= 0 && static_cast<std::size_t>(event) < event_stamp_.size(), "unknown event");
   MOESIM_CHECK(stream >= 0 && stream < streams_, "unknown stream");
   event_stamp_[event] = clock_++;
+  races_.record(event, stream);
 }
 
 void HostDevice::wait(int stream, int event) {
@@ -34,6 +63,7 @@ void HostDevice::wait(int stream, int event) {
   // Issued in a topological order, the awaited work has already run.
   MOESIM_CHECK(event_stamp_[event] >= 0, "wait on an event never recorded");
   ++waits_;
+  races_.wait(stream, event);
 }
 
 float HostDevice::elapsed_ms(int from, int to) {
@@ -47,47 +77,163 @@ void* HostDevice::alloc_device(std::int64_t bytes, const char* what) {
   std::memset(block.get(), 0xFF, static_cast<std::size_t>(bytes > 0 ? bytes : 1));
   void* p = block.get();
   blocks_.emplace(p, std::move(block));
+  races_.add_block(p, bytes, what);
   return p;
 }
 
 void HostDevice::free_device(void* p) {
-  if (p != nullptr) blocks_.erase(p);
+  if (p == nullptr) return;
+  blocks_.erase(p);
+  races_.remove_block(p);
 }
 
 void HostDevice::copy(void* dst, const void* src, std::int64_t bytes, int stream) {
-  on(stream);
+  on(stream, "copy");
+  reads(src, bytes);
+  writes(dst, bytes);
   std::memmove(dst, src, static_cast<std::size_t>(bytes));
 }
 
 void HostDevice::copy_2d(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch,
                          std::int64_t width, std::int64_t rows, int stream) {
-  on(stream);
+  on(stream, "copy_2d");
+  races_.access_rows(src, src_pitch, width, rows, RaceDetector::Access::kRead);
+  races_.access_rows(dst, dst_pitch, width, rows, RaceDetector::Access::kWrite);
   for (std::int64_t r = 0; r < rows; ++r)
     std::memmove(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
                  static_cast<std::size_t>(width));
 }
 
 void HostDevice::zero(void* dst, std::int64_t bytes, int stream) {
-  on(stream);
+  on(stream, "zero");
+  writes(dst, bytes);
   std::memset(dst, 0, static_cast<std::size_t>(bytes));
 }
 
 void HostDevice::download(void* host_dst, const void* src, std::int64_t bytes) {
+  races_.host_access("download", src, bytes, RaceDetector::Access::kRead);
   std::memcpy(host_dst, src, static_cast<std::size_t>(bytes));
 }
 
-void HostDevice::gemm(const GemmArgs& a, int s) { on(s); host::gemm(a); }
-void HostDevice::fill(const FillArgs& a, int s) { on(s); host::fill(a); }
-void HostDevice::add(const AddArgs& a, int s) { on(s); host::add(a); }
-void HostDevice::route(const RouteArgs& a, int s) { on(s); host::route(a); }
-void HostDevice::assign(const AssignArgs& a, int s) { on(s); host::assign(a); }
-void HostDevice::encode(const EncodeArgs& a, int s) { on(s); host::encode(a); }
-void HostDevice::activation(const ActivationArgs& a, int s) { on(s); host::activation(a); }
-void HostDevice::activation_backward(const ActivationBackwardArgs& a, int s) { on(s); host::activation_backward(a); }
-void HostDevice::decode(const DecodeArgs& a, int s) { on(s); host::decode(a); }
-void HostDevice::decode_backward(const DecodeBackwardArgs& a, int s) { on(s); host::decode_backward(a); }
-void HostDevice::encode_backward(const EncodeBackwardArgs& a, int s) { on(s); host::encode_backward(a); }
-void HostDevice::route_backward(const RouteBackwardArgs& a, int s) { on(s); host::route_backward(a); }
+void HostDevice::note_transfer(int stream, const char* op, const void* src, std::int64_t src_bytes, void* dst,
+                               std::int64_t dst_bytes) {
+  on(stream, op);
+  reads(src, src_bytes);
+  writes(dst, dst_bytes);
+}
+
+void HostDevice::gemm(const GemmArgs& a, int s) {
+  on(s, "gemm");
+  const int ab = storage_bytes(a.ab_type);
+  matrix(a.a, ab, a.batch, a.stride_a, a.trans_a ? a.k : a.m, a.lda, a.trans_a ? a.m : a.k, RaceDetector::Access::kRead);
+  matrix(a.b, ab, a.batch, a.stride_b, a.trans_b ? a.n : a.k, a.ldb, a.trans_b ? a.k : a.n, RaceDetector::Access::kRead);
+  matrix(a.c, storage_bytes(a.c_type), a.batch, a.stride_c, a.m, a.ldc, a.n, RaceDetector::Access::kWrite);
+  host::gemm(a);
+}
+
+void HostDevice::fill(const FillArgs& a, int s) {
+  on(s, "fill");
+  writes(a.out, a.count * storage_bytes(a.type));
+  host::fill(a);
+}
+
+void HostDevice::add(const AddArgs& a, int s) {
+  on(s, "add");
+  reads(a.src, a.count * storage_bytes(a.type));
+  writes(a.dst, a.count * storage_bytes(a.type));
+  host::add(a);
+}
+
+void HostDevice::route(const RouteArgs& a, int s) {
+  on(s, "route");
+  reads(a.logits, a.tokens * a.experts * 4);
+  writes(a.probs, a.tokens * a.experts * 4);
+  writes(a.topk_idx, a.tokens * a.top_k * 4);
+  writes(a.topk_score, a.tokens * a.top_k * 4);
+  host::route(a);
+}
+
+void HostDevice::assign(const AssignArgs& a, int s) {
+  on(s, "assign");
+  reads(a.topk_idx, a.tokens * a.top_k * 4);
+  writes(a.topk_row, a.tokens * a.top_k * 4);
+  writes(a.row_token, a.experts * a.capacity * 4);
+  writes(a.row_choice, a.experts * a.capacity * 4);
+  writes(a.tokens_per_expert, a.experts * 4);
+  host::assign(a);
+}
+
+void HostDevice::encode(const EncodeArgs& a, int s) {
+  on(s, "encode");
+  const std::int64_t row_bytes = a.d_model * storage_bytes(a.type);
+  reads(a.row_token + a.row_begin, (a.row_end - a.row_begin) * 4);
+  reads_rows(a.x, row_bytes, a.row_token + a.row_begin, a.row_end - a.row_begin);
+  writes(static_cast<char*>(a.out) + a.row_begin * row_bytes, (a.row_end - a.row_begin) * row_bytes);
+  host::encode(a);
+}
+
+void HostDevice::activation(const ActivationArgs& a, int s) {
+  on(s, "activation");
+  const int eb = storage_bytes(a.type);
+  const std::int64_t in_width = a.act == ActivationKind::kSwiglu ? 2 * a.width : a.width;
+  reads(a.h, a.rows * in_width * eb);
+  writes(a.a, a.rows * a.width * eb);
+  host::activation(a);
+}
+
+void HostDevice::activation_backward(const ActivationBackwardArgs& a, int s) {
+  on(s, "activation backward");
+  const int eb = storage_bytes(a.type);
+  const std::int64_t in_width = a.act == ActivationKind::kSwiglu ? 2 * a.width : a.width;
+  reads(a.h, a.rows * in_width * eb);
+  reads(a.da, a.rows * a.width * eb);
+  writes(a.dh, a.rows * in_width * eb);
+  if (a.a != nullptr) writes(a.a, a.rows * a.width * eb);
+  host::activation_backward(a);
+}
+
+void HostDevice::decode(const DecodeArgs& a, int s) {
+  on(s, "decode");
+  const std::int64_t row_bytes = a.d_model * storage_bytes(a.type);
+  reads(a.topk_row, a.tokens * a.top_k * 4);
+  reads(a.topk_score, a.tokens * a.top_k * 4);
+  reads_rows(a.expert_out, row_bytes, a.topk_row, a.tokens * a.top_k);
+  writes(a.y, a.tokens * row_bytes);
+  host::decode(a);
+}
+
+void HostDevice::decode_backward(const DecodeBackwardArgs& a, int s) {
+  on(s, "decode backward");
+  const std::int64_t row_bytes = a.d_model * storage_bytes(a.type);
+  reads(a.dy, a.tokens * row_bytes);
+  reads(a.topk_row, a.tokens * a.top_k * 4);
+  reads(a.topk_score, a.tokens * a.top_k * 4);
+  reads(a.row_token, a.rows * 4);
+  reads(a.row_choice, a.rows * 4);
+  reads_rows(a.expert_out, row_bytes, a.topk_row, a.tokens * a.top_k);
+  writes(a.d_expert_out, a.rows * row_bytes);
+  writes(a.dscores, a.tokens * a.top_k * 4);
+  host::decode_backward(a);
+}
+
+void HostDevice::encode_backward(const EncodeBackwardArgs& a, int s) {
+  on(s, "encode backward");
+  const std::int64_t row_bytes = a.d_model * storage_bytes(a.type);
+  reads(a.topk_row, a.tokens * a.top_k * 4);
+  reads_rows(a.d_dispatch, row_bytes, a.topk_row, a.tokens * a.top_k);
+  writes(a.dx, a.tokens * row_bytes);
+  host::encode_backward(a);
+}
+
+void HostDevice::route_backward(const RouteBackwardArgs& a, int s) {
+  on(s, "route backward");
+  reads(a.probs, a.tokens * a.experts * 4);
+  reads(a.topk_idx, a.tokens * a.top_k * 4);
+  reads(a.topk_score, a.tokens * a.top_k * 4);
+  reads(a.dscores, a.tokens * a.top_k * 4);
+  writes(a.dlogits, a.tokens * a.experts * storage_bytes(a.type));
+  host::route_backward(a);
+}
 
 namespace {
 

@@ -4,6 +4,11 @@
 // allows, so results equal what a correct GPU run must produce up to floating-point association.
 // Event "times" count recorded events (issue order, not time): traces from it have the right
 // shape, not durations.
+//
+// Because running in issue order hides a missing wait, every operation also declares the bytes it
+// reads and writes to a RaceDetector (race_detector.h), which throws InternalError for two
+// accesses that the streams, events and synchronizes leave unordered: a race on a GPU. A kernel's
+// gathered rows (encode, decode and their backward) are declared row by row from its index table.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +18,21 @@
 #include <vector>
 
 #include "runtime/exec/device.h"
+#include "runtime/exec/race_detector.h"
 
 namespace moesim::runtime {
 
 class HostDevice final : public DeviceOps {
  public:
   std::string name() const override { return "host emulation (fp32)"; }
-  int create_stream() override { return streams_++; }
+  int create_stream() override {
+    races_.add_stream();
+    return streams_++;
+  }
   int create_event(bool timing) override;
   void record(int event, int stream) override;
   void wait(int stream, int event) override;
-  void synchronize() override {}
+  void synchronize() override { races_.synchronize(); }
   float elapsed_ms(int from, int to) override;
 
   void* alloc_device(std::int64_t bytes, const char* what) override;
@@ -52,12 +61,27 @@ class HostDevice final : public DeviceOps {
   void encode_backward(const EncodeBackwardArgs& args, int stream) override;
   void route_backward(const RouteBackwardArgs& args, int stream) override;
 
+  // An exchange that the host runs for `stream` (HostProcessTransport's MPI all-to-allv): it reads
+  // `src` and writes `dst` as an operation of that stream.
+  void note_transfer(int stream, const char* op, const void* src, std::int64_t src_bytes, void* dst,
+                     std::int64_t dst_bytes);
+
   // Operations issued per stream (what the tests inspect).
   const std::vector<std::int64_t>& ops_per_stream() const { return ops_; }
   std::int64_t waits() const { return waits_; }
 
  private:
-  void on(int stream);
+  // Starts operation `op` on `stream` (counted, and a new epoch for the race detector).
+  void on(int stream, const char* op);
+  void reads(const void* p, std::int64_t bytes) { races_.access(p, bytes, RaceDetector::Access::kRead); }
+  void writes(const void* p, std::int64_t bytes) { races_.access(p, bytes, RaceDetector::Access::kWrite); }
+  // Rows index[i] >= 0 of `base` (row_bytes each), as runs of consecutive rows.
+  void reads_rows(const void* base, std::int64_t row_bytes, const std::int32_t* index, std::int64_t count);
+  // A matrix of `rows` x `cols` elements with row stride ld, `batch` of them `stride` apart.
+  void matrix(const void* p, int element_bytes, std::int64_t batch, std::int64_t stride, std::int64_t rows,
+              std::int64_t ld, std::int64_t cols, RaceDetector::Access kind);
+
+  RaceDetector races_;
 
   int streams_ = 0;
   std::vector<std::int64_t> ops_;

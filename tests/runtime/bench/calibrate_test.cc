@@ -65,6 +65,7 @@ class ModelledDevice final : public DeviceOps {
   void wait(int stream, int event) override { host_.wait(stream, event); }
   // The device drains: every stream is idle from the latest clock on.
   void synchronize() override {
+    host_.synchronize();
     ++synchronizes_;
     const double now = *std::max_element(clock_.begin(), clock_.end());
     std::fill(clock_.begin(), clock_.end(), now);
