@@ -160,6 +160,7 @@ void HostDevice::assign(const AssignArgs& a, int s) {
   writes(a.row_token, a.experts * a.capacity * 4);
   writes(a.row_choice, a.experts * a.capacity * 4);
   writes(a.tokens_per_expert, a.experts * 4);
+  writes(a.scratch, a.scratch_bytes);
   host::assign(a);
 }
 

@@ -51,7 +51,12 @@ class HostDevice final : public DeviceOps {
   void fill(const FillArgs& args, int stream) override;
   void add(const AddArgs& args, int stream) override;
   void route(const RouteArgs& args, int stream) override;
-  std::int64_t assign_scratch_bytes(std::int64_t, int, int) override { return 0; }  // sequential, no scratch
+  // The sequential assignment needs none; the GPU's arrays are reserved and declared written all the
+  // same, so that the race detector checks the executor's sharing of them (cub's temporary storage,
+  // sized by the GPU, is left out).
+  std::int64_t assign_scratch_bytes(std::int64_t tokens, int top_k, int experts) override {
+    return 4 * 4 * tokens * top_k + 4 * static_cast<std::int64_t>(experts);
+  }
   void assign(const AssignArgs& args, int stream) override;
   void encode(const EncodeArgs& args, int stream) override;
   void activation(const ActivationArgs& args, int stream) override;
