@@ -72,12 +72,15 @@ float HostDevice::elapsed_ms(int from, int to) {
 
 void* HostDevice::alloc_device(std::int64_t bytes, const char* what) {
   MOESIM_CHECK(bytes >= 0, std::string("negative allocation for ") + what);
-  auto block = std::make_unique<std::byte[]>(static_cast<std::size_t>(bytes > 0 ? bytes : 1));
+  // A guard after the bytes: an access that starts just past the end (an off-by-one row) is
+  // reported by the race detector instead of landing in another allocation.
+  constexpr std::int64_t kGuard = 256;
+  auto block = std::make_unique<std::byte[]>(static_cast<std::size_t>(bytes + kGuard));
   // Poison so that a read of never-written bytes shows up as NaN rather than as a lucky zero.
-  std::memset(block.get(), 0xFF, static_cast<std::size_t>(bytes > 0 ? bytes : 1));
+  std::memset(block.get(), 0xFF, static_cast<std::size_t>(bytes + kGuard));
   void* p = block.get();
   blocks_.emplace(p, std::move(block));
-  races_.add_block(p, bytes, what);
+  races_.add_block(p, bytes, what, kGuard);
   return p;
 }
 
@@ -155,6 +158,11 @@ void HostDevice::route(const RouteArgs& a, int s) {
 
 void HostDevice::assign(const AssignArgs& a, int s) {
   on(s, "assign");
+  // The GPU's launcher refuses missing scratch too: the host tests must see it first.
+  const std::int64_t needed = assign_scratch_bytes(a.tokens, a.top_k, a.experts);
+  if (a.scratch == nullptr || a.scratch_bytes < needed)
+    throw InternalError("the capacity assignment got " + std::to_string(a.scratch_bytes) + " bytes of scratch, needs " +
+                        std::to_string(needed));
   reads(a.topk_idx, a.tokens * a.top_k * 4);
   writes(a.topk_row, a.tokens * a.top_k * 4);
   writes(a.row_token, a.experts * a.capacity * 4);

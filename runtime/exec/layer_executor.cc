@@ -173,7 +173,8 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   if (sh.dispatch_rows > std::numeric_limits<std::int32_t>::max() ||
       dims.tokens * dims.top_k > std::numeric_limits<std::int32_t>::max())
     throw InputError("the executor indexes dispatch rows and choices with 32-bit integers: E*C = " +
-                     std::to_string(sh.dispatch_rows) + " is too large");
+                     std::to_string(sh.dispatch_rows) + " and tokens*top_k = " +
+                     std::to_string(dims.tokens * dims.top_k) + " must stay below 2^31");
   const std::int64_t row_bytes = dims.d_model * sh.eb;
   sh.source = source_side_layout(dims.ep_size, dims.local_experts, sh.per_chunk, row_bytes);
   sh.expert = expert_side_layout(dims.ep_size, dims.local_experts, sh.per_chunk, row_bytes);

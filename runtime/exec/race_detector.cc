@@ -8,9 +8,10 @@ namespace moesim::runtime {
 
 void RaceDetector::add_stream() { clocks_.emplace_back(); }
 
-void RaceDetector::add_block(const void* base, std::int64_t bytes, std::string what) {
+void RaceDetector::add_block(const void* base, std::int64_t bytes, std::string what, std::int64_t guard) {
   Block b;
   b.bytes = bytes;
+  b.guard = guard;
   b.what = std::move(what);
   if (bytes > 0) b.segments.emplace(0, Segment{bytes, Epoch{}, {}});
   blocks_[static_cast<const char*>(base)] = std::move(b);
@@ -42,7 +43,7 @@ void RaceDetector::check(const Block& block, std::int64_t at, std::int64_t end, 
 
 std::map<std::int64_t, RaceDetector::Segment>::iterator RaceDetector::split(Block& block, std::int64_t at) {
   auto it = block.segments.upper_bound(at);
-  if (it == block.segments.begin()) return it;  // at == 0 is the first segment's start
+  if (it == block.segments.begin()) return it;  // an empty block: no segments
   --it;
   if (it->first == at) return it;
   if (at >= it->second.end) return std::next(it);  // at == block.bytes
@@ -59,7 +60,7 @@ void RaceDetector::touch(int actor, const char* op, const void* data, std::int64
   --b;
   Block& block = b->second;
   const std::int64_t at = p - b->first;
-  if (at >= std::max<std::int64_t>(block.bytes, 1)) return;
+  if (at >= block.bytes + block.guard) return;  // past the allocation and its guard: other memory
   if (at + bytes > block.bytes)
     throw InternalError(std::string(op) + " accesses bytes [" + std::to_string(at) + ", " + std::to_string(at + bytes) +
                         ") of " + block.what + ", which has " + std::to_string(block.bytes));

@@ -6,8 +6,9 @@
 // earlier accesses to the same bytes. Two accesses conflict when they overlap, at least one
 // writes, and neither happens-before the other: then some schedule the streams and events allow
 // runs them in the other order or at once, and the detector throws InternalError naming both
-// operations, their streams and the bytes. It also throws for a range that starts inside an
-// allocation and runs past its end. Memory it was not told about (host vectors) is not checked.
+// operations, their streams and the bytes. It also throws for a range that runs past the end of
+// an allocation (or starts in the guard after it). Memory it was not told about (host vectors) is
+// not checked.
 //
 // Shadow state per allocation: a partition of its bytes into segments, each with its last write
 // and the reads since (one per actor); segments split where accesses begin and end, so the cost of
@@ -26,7 +27,9 @@ class RaceDetector {
   enum class Access { kRead, kWrite };
 
   void add_stream();  // streams are numbered 0, 1, ... in the order they are added
-  void add_block(const void* base, std::int64_t bytes, std::string what);
+  // An allocation of `bytes`, followed by `guard` bytes that belong to it but no access may touch:
+  // an access starting in the guard is out of bounds, not an access to unknown memory.
+  void add_block(const void* base, std::int64_t bytes, std::string what, std::int64_t guard = 0);
   void remove_block(const void* base);
 
   // One operation on `stream`: a new epoch of the stream; the accesses that follow are its.
@@ -57,6 +60,7 @@ class RaceDetector {
   };
   struct Block {
     std::int64_t bytes = 0;
+    std::int64_t guard = 0;
     std::string what;
     std::map<std::int64_t, Segment> segments;  // by start offset, covering [0, bytes)
   };

@@ -86,10 +86,10 @@ __global__ void fill_kernel(T* out, long long count, unsigned long long seed, do
 // One thread per token (routing.h's route_token): E is at most a few thousand, and the scan keeps
 // the tie-break explicit.
 __global__ void route_kernel(RouteArgs a) {
-  const long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  if (t >= a.tokens) return;
-  route_token(a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
-              a.topk_idx + t * a.top_k, a.topk_score + t * a.top_k);
+  for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < a.tokens;
+       t += static_cast<long long>(gridDim.x) * blockDim.x)
+    route_token(a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
+                a.topk_idx + t * a.top_k, a.topk_score + t * a.top_k);
 }
 
 // The capacity assignment's steps (routing.h), one thread per element, grid-stride.
@@ -213,15 +213,16 @@ __global__ void dscores_kernel(DecodeBackwardArgs a) {
 
 template <typename T>
 __global__ void route_backward_kernel(RouteBackwardArgs a) {
-  const long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  if (t >= a.tokens) return;
   const int E = a.experts, k = a.top_k;
-  const float* p = a.probs + t * E;
-  const std::int32_t* idx = a.topk_idx + t * k;
-  const float* ds = a.dscores + t * k;
-  const RouteGradTerms g = route_grad_terms(p, idx, a.topk_score + t * k, ds, k, a.normalize);
-  T* out = static_cast<T*>(a.dlogits) + t * E;
-  for (int e = 0; e < E; ++e) store(out, e, route_dlogit(e, p, idx, ds, k, a.normalize, g));
+  for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < a.tokens;
+       t += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float* p = a.probs + t * E;
+    const std::int32_t* idx = a.topk_idx + t * k;
+    const float* ds = a.dscores + t * k;
+    const RouteGradTerms g = route_grad_terms(p, idx, a.topk_score + t * k, ds, k, a.normalize);
+    T* out = static_cast<T*>(a.dlogits) + t * E;
+    for (int e = 0; e < E; ++e) store(out, e, route_dlogit(e, p, idx, ds, k, a.normalize, g));
+  }
 }
 
 void check_call(cudaError_t err, const char* what) {

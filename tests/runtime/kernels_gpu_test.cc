@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -27,7 +28,10 @@ struct DeviceVector {
       : dev(d), count(static_cast<std::int64_t>(host.size())),
         ptr(static_cast<T*>(d.alloc_device(count * static_cast<std::int64_t>(sizeof(T)), "a test array"))) {
     if (count > 0) dev.copy(ptr, host.data(), count * static_cast<std::int64_t>(sizeof(T)), stream);
+    dev.synchronize();  // `host` may be a temporary: the copy must have read it
   }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
   ~DeviceVector() { dev.free_device(ptr); }
   std::vector<T> download() const {
     std::vector<T> out(static_cast<std::size_t>(count));
@@ -85,14 +89,17 @@ TEST(KernelsGpu, RoutingPicksTheHostsExperts) {
       std::vector<std::int32_t> idx(score.size());
       host::route(RouteArgs{logits.data(), B, E, k, true, probs.data(), idx.data(), score.data()});
 
-      DeviceVector<float> d_logits(*dev, logits, stream), d_probs(*dev, probs, stream), d_score(*dev, score, stream);
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      DeviceVector<float> d_logits(*dev, logits, stream), d_probs(*dev, std::vector<float>(probs.size(), nan), stream),
+          d_score(*dev, std::vector<float>(score.size(), nan), stream);
       DeviceVector<std::int32_t> d_idx(*dev, std::vector<std::int32_t>(idx.size(), -7), stream);
       dev->route(RouteArgs{d_logits.ptr, B, E, k, true, d_probs.ptr, d_idx.ptr, d_score.ptr}, stream);
       dev->synchronize();
       const std::string label = "E " + std::to_string(E) + " k " + std::to_string(k);
       EXPECT_EQ(d_idx.download(), idx) << label;
-      const std::vector<float> got = d_score.download();
+      const std::vector<float> got = d_score.download(), got_probs = d_probs.download();
       for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], score[i], 1e-5f * (1 + score[i])) << label;
+      for (std::size_t i = 0; i < got_probs.size(); ++i) ASSERT_NEAR(got_probs[i], probs[i], 1e-6f) << label;
     }
 }
 

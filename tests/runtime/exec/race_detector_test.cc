@@ -111,7 +111,22 @@ TEST(RaceDetector, HostReadsNeedASynchronizeAndPrecedeLaterWork) {
 
 TEST(RaceDetector, AccessesPastAnAllocationsEndAreErrors) {
   TwoStreams t;
-  EXPECT_THROW(t.dev.zero(static_cast<char*>(t.a) + 200, 100, t.s0), InternalError);
+  EXPECT_THROW(t.dev.zero(static_cast<char*>(t.a) + 200, 100, t.s0), InternalError);  // runs past the end
+  EXPECT_THROW(t.dev.zero(static_cast<char*>(t.a) + 256, 8, t.s0), InternalError);    // starts at the end
+  void* empty = t.dev.alloc_device(0, "an empty buffer");
+  EXPECT_THROW(t.dev.zero(empty, 4, t.s0), InternalError);
+}
+
+// Like the GPU's launcher, the host refuses an assignment without the scratch it reserved.
+TEST(RaceDetector, TheHostAssignmentWantsTheGpusScratch) {
+  TwoStreams t;
+  std::vector<std::int32_t> idx = {0, 1}, row(2), token(4), choice(4), count(2);
+  AssignArgs a{idx.data(), 2, 2, 1, 2, 1, row.data(), token.data(), choice.data(), count.data()};
+  EXPECT_THROW(t.dev.assign(a, t.s0), InternalError);
+  a.scratch_bytes = t.dev.assign_scratch_bytes(2, 1, 2);
+  a.scratch = t.dev.alloc_device(a.scratch_bytes, "assignment scratch");
+  t.dev.assign(a, t.s0);
+  EXPECT_EQ(row, (std::vector<std::int32_t>{0, 2}));  // expert 0 slot 0, expert 1 slot 0 (rows e * C + slot)
 }
 
 // A HostDevice that leaves out the event waits `drop` selects (by their index in issue order). For
