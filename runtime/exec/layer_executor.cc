@@ -249,7 +249,7 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
     if (sh.shared_h > 0) add(s->shared_act, B * sh.shared_h * sh.eb);
     add(s->dy, B * M * sh.eb);
     s->assign_scratch_bytes = s->dev->assign_scratch_bytes(B, dims.top_k, dims.num_experts);
-    if (s->assign_scratch_bytes > 0) add(s->assign_scratch, s->assign_scratch_bytes);
+    add(s->assign_scratch, s->assign_scratch_bytes);
     for (LayerRouting& lr : s->layers) {
       add(lr.probs, B * E * 4);
       add(lr.topk_score, B * k * 4);

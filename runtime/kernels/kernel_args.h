@@ -71,7 +71,8 @@ struct AssignArgs {
   std::int32_t* row_choice = nullptr;  // E*C: j of the assignment in that row, -1 when unused
   std::int32_t* tokens_per_expert = nullptr;  // E: kept assignments
   // Working memory of the device's algorithm (DeviceOps::assign_scratch_bytes; the GPU sorts the
-  // choices), reserved by the executor up front; none on the host.
+  // choices), reserved by the executor up front (the host emulation reserves it too, unused, so
+  // that its race detector checks how the executor shares it).
   void* scratch = nullptr;
   std::int64_t scratch_bytes = 0;
 };

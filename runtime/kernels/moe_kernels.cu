@@ -83,8 +83,9 @@ __global__ void fill_kernel(T* out, long long count, unsigned long long seed, do
   }
 }
 
-// One thread per token (routing.h's route_token): E is at most a few thousand, and the scan keeps
-// the tie-break explicit.
+// One thread per token, grid-stride (routing.h's route_token): O(E k) work per token, simple and
+// with the tie-break explicit; slow beyond a few thousand experts, where a warp per token would do
+// better.
 __global__ void route_kernel(RouteArgs a) {
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < a.tokens;
        t += static_cast<long long>(gridDim.x) * blockDim.x)
