@@ -40,11 +40,18 @@ struct DeviceVector {
   }
 };
 
+// GPU 0 and a stream on it.
+struct OneGpu {
+  std::unique_ptr<DeviceProvider> provider = make_cuda_provider();
+  std::unique_ptr<DeviceOps> dev = provider->open(0);
+  int stream = dev->create_stream();
+};
+
 TEST(KernelsGpu, CapacityAssignmentEqualsTheSequentialDefinition) {
   MOESIM_REQUIRE_GPU_OR_SKIP();
-  auto provider = make_cuda_provider();
-  std::unique_ptr<DeviceOps> dev = provider->open(0);
-  const int stream = dev->create_stream();
+  OneGpu gpu;
+  DeviceOps* dev = gpu.dev.get();
+  const int stream = gpu.stream;
   std::mt19937 rng(5);
   const testing::AssignmentCase cases[] = {{1, 1, 1, 1, 1},          {37, 3, 2, 8, 4},
                                            {4096, 8, 2, 1024, 4},     {16384, 64, 2, 256, 8},
@@ -73,9 +80,9 @@ TEST(KernelsGpu, CapacityAssignmentEqualsTheSequentialDefinition) {
 
 TEST(KernelsGpu, RoutingPicksTheHostsExperts) {
   MOESIM_REQUIRE_GPU_OR_SKIP();
-  auto provider = make_cuda_provider();
-  std::unique_ptr<DeviceOps> dev = provider->open(0);
-  const int stream = dev->create_stream();
+  OneGpu gpu;
+  DeviceOps* dev = gpu.dev.get();
+  const int stream = gpu.stream;
   std::mt19937 rng(9);
   for (int E : {8, 256, 3000})
     for (int k : {1, 8, 16}) {
