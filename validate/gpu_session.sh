@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
-# Every check of the GPU runtime that needs a GPU, in one go, for a session that is lent a GPU
-# machine for a short time (docs/runtime.md, "On a GPU machine"). Two halves:
+# Every check of the GPU runtime that needs a GPU, for a session that is lent a GPU machine for a
+# short time (docs/runtime.md, "On a GPU machine"). Two halves:
 #
-#   bash validate/gpu_session.sh build        # here (needs the build dependencies): dist/ to carry
-#   bash validate/gpu_session.sh run [OUT]    # on the GPU machine, from the repository root
+#   bash validate/gpu_session.sh build              # here (needs the build dependencies): dist/ to carry
+#   bash validate/gpu_session.sh run [PHASE...]     # on the GPU machine, from the repository root
 #
-# `run` executes each step with its own time limit, keeps going after a failure, and writes
-# OUT/summary.txt (one line per step: exit code, seconds, what it was) and OUT/gpu-results.tar.gz
-# (every step's output and JSON), so that everything comes back as two files. OUT defaults to
-# $OUT (the device tool's folder) or ./out. Results worth keeping are committed under
-# validate/results/ with this script's name as the command that made them.
+# Phases, run in the order given (default: tests calibrate measure bench):
+#   tests      the GPU tests with MOESIM_REQUIRE_GPU=1 (numerics of every dtype, n and strategy,
+#              bitwise equality, loopback and NCCL ranks, memory next to the prediction)
+#   calibrate  `moesim calibrate` of this GPU
+#   measure    `moesim run` of each configuration, its simulation, and `moesim compare` of the two
+#              (with the datasheet node, and with this GPU's calibration when there is one)
+#   bench      the layer against its GEMMs alone, and plain PyTorch on the same GPU
+#   sanitize   compute-sanitizer memcheck and initcheck over the small GPU tests (not by default)
+#
+# The device tool kills a command after 600 s and then returns only loose files, so a run keeps
+# to a budget: each step gets at most the time left, a step that no longer fits is listed as
+# skipped, and the results are packed on any exit. Environment:
+#   OUT                 where summary.txt and gpu-results.tar.gz go (the device tool's $OUT; else ./out)
+#   MOESIM_BUDGET_S     seconds for the whole run, packing included (default 560)
+#   MOESIM_DIST         the installed tree to run (default dist)
+#   MOESIM_CALIBRATION  a calibration file for `measure` when `calibrate` is not in the same run
+#                       (e.g. the one an earlier call measured, committed under hardware/calibration/)
+#
+# Each step's output is OUT/gpu-results/NAME.txt; summary.txt has one line per step (exit code,
+# seconds, command). Results worth keeping are committed under validate/results/ with the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,18 +40,50 @@ case "$mode" in
     du -sh dist
     exit 0
     ;;
-  run) ;;
+  run) shift ;;
   *)
-    echo "usage: $0 build | run [OUT]" >&2
+    echo "usage: $0 build | run [tests|calibrate|measure|bench|sanitize]..." >&2
     exit 2
     ;;
 esac
 
-out=${2:-${OUT:-out}}
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(tests calibrate measure bench)
+for p in "${phases[@]}"; do
+  case "$p" in
+    tests | calibrate | measure | bench | sanitize) ;;
+    *)
+      echo "$0: unknown phase '$p' (tests, calibrate, measure, bench, sanitize)" >&2
+      exit 2
+      ;;
+  esac
+done
+budget=${MOESIM_BUDGET_S:-560}
+if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
+  echo "$0: MOESIM_BUDGET_S must be a whole number of seconds, got '$budget'" >&2
+  exit 2
+fi
+cal=${MOESIM_CALIBRATION:-}
+if [ -n "$cal" ] && [ ! -f "$cal" ]; then
+  echo "$0: MOESIM_CALIBRATION names $cal, which does not exist" >&2
+  exit 2
+fi
+dist=${MOESIM_DIST:-dist}
+out=${OUT:-out}
 work="$out/gpu-results"
+rm -rf "$work"
 mkdir -p "$work"
 summary="$out/summary.txt"
 : >"$summary"
+
+pack_reserve=15 # seconds kept for packing the results
+deadline=$((SECONDS + budget - pack_reserve))
+pack() {
+  tar -czf "$out/gpu-results.tar.gz" -C "$out" gpu-results && rm -rf "$work"
+  echo "wrote $summary and $out/gpu-results.tar.gz"
+}
+trap pack EXIT
+
 export MOESIM_SOURCE_DIR=$PWD
 # cuBLAS and NCCL come from the machine: the CUDA toolkit, or a PyTorch install's wheels.
 for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
@@ -44,63 +91,92 @@ for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(o
 done
 export LD_LIBRARY_PATH
 
-# step NAME SECONDS COMMAND...: output to $work/NAME.txt, one summary line.
+# step NAME SECONDS COMMAND...: runs COMMAND for at most SECONDS (or what is left of the budget),
+# output to $work/NAME.txt, one summary line. Exit 124 means it ran out of time.
 step() {
   local name=$1 limit=$2
   shift 2
+  local left=$((deadline - SECONDS))
+  if [ "$left" -lt 5 ]; then
+    printf '%-28s skipped (budget spent)  %s\n' "$name" "$*" | tee -a "$summary"
+    return
+  fi
+  [ "$left" -lt "$limit" ] && limit=$left
   local start=$SECONDS
-  timeout "$limit" "$@" >"$work/$name.txt" 2>&1
+  timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1
   local rc=$?
   printf '%-28s exit %3d  %4d s  %s\n' "$name" "$rc" "$((SECONDS - start))" "$*" | tee -a "$summary"
 }
 
-moesim=dist/bin/moesim
+moesim=$dist/bin/moesim
+tests=$dist/bin/moesim_runtime_tests
 model=models/moe-gpt-s-64e.yaml
 # The node preset of the GPU the machine has (an H200 is not an H100 with more memory: HBM differs).
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
   "NVIDIA H200"*) node=hardware/nodes/hgx-h200.yaml ;;
   *) node=hardware/nodes/hgx-h100.yaml ;;
 esac
-cal="$work/calibration.yaml"
 
-step env 60 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim dist/bin/moesim_runtime_tests | grep -E 'not found|cublas|nccl'"
-# Correctness: every dtype x n in {1,2,4,8} x strategy against the CPU reference, bitwise equality
-# across strategies, 64 experts over 8 loopback ranks, memory next to the prediction.
-step runtime-tests 420 env MOESIM_REQUIRE_GPU=1 dist/bin/moesim_runtime_tests
-# Calibration of this GPU (launch gap, HBM, PCIe, GEMM tables in the model's tf32, bf16 and fp32),
-# so that each run below is compared with the datasheet prediction and with the calibrated one.
-step calibrate 240 $moesim calibrate --hardware $node --out "$cal" --dtypes tf32,bf16,fp32
-# Measured against simulated, one rank: every strategy at n = 4, then n = 1, 2, 8 without reuse,
-# in the model's own dtypes (fp32 storage, TF32 GEMMs) so that `moesim simulate` describes the same
-# layer; each measured report is compared with the simulation of every rank (`moesim compare`).
-measure() {  # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer, moesim compare
+phase_tests() {
+  # Correctness: every dtype x n in {1,2,4,8} x strategy against the CPU reference, bitwise
+  # equality across strategies and transports, 64 experts over 8 loopback ranks, memory.
+  step runtime-tests 300 env MOESIM_REQUIRE_GPU=1 "$tests"
+}
+
+phase_calibrate() {
+  # Launch gap, HBM, PCIe and GEMM tables in the model's tf32, bf16 and fp32, so that each
+  # measured run is compared with the datasheet prediction and with the calibrated one.
+  step calibrate 200 "$moesim" calibrate --hardware $node --out "$work/calibration.yaml" --dtypes tf32,bf16,fp32
+  [ -s "$work/calibration.yaml" ] && cal="$work/calibration.yaml"
+}
+
+# NAME RANKS ARGS...: moesim run, moesim simulate of the same layer (every rank), moesim compare.
+measure_one() {
   local name=$1 ranks=$2
   shift 2
-  step "run-$name" 240 $moesim run --model $model --hardware $node --tokens 4096 --ranks "$ranks" "$@" \
+  step "run-$name" 90 "$moesim" run --model $model --hardware $node --tokens 4096 --ranks "$ranks" "$@" \
     --json "$work/run-$name.json" --trace "$work/run-$name-trace.json"
   local sim_args=()
-  for a in "$@"; do [ "$a" != --check ] && sim_args+=("$a"); done  # --loopback: simulate the same GPU sharing
-  step "sim-$name" 60 $moesim simulate --model $model --hardware $node --tokens 4096 --ep "$ranks" --all-ranks \
+  for a in "$@"; do [ "$a" != --check ] && sim_args+=("$a"); done # --loopback: simulate the same GPU sharing
+  step "sim-$name" 30 "$moesim" simulate --model $model --hardware $node --tokens 4096 --ep "$ranks" --all-ranks \
     "${sim_args[@]}" --json "$work/sim-$name.json"
-  step "compare-$name" 60 $moesim compare "$work/run-$name.json" "$work/sim-$name.json" --csv "$work/compare-$name.csv"
-  if [ -s "$cal" ]; then
-    step "simcal-$name" 60 $moesim simulate --model $model --hardware $node --calibration "$cal" --tokens 4096 \
+  step "compare-$name" 30 "$moesim" compare "$work/run-$name.json" "$work/sim-$name.json" --csv "$work/compare-$name.csv"
+  if [ -n "$cal" ]; then
+    step "simcal-$name" 30 "$moesim" simulate --model $model --hardware $node --calibration "$cal" --tokens 4096 \
       --ep "$ranks" --all-ranks "${sim_args[@]}" --json "$work/simcal-$name.json"
-    step "comparecal-$name" 60 $moesim compare "$work/run-$name.json" "$work/simcal-$name.json" \
+    step "comparecal-$name" 30 "$moesim" compare "$work/run-$name.json" "$work/simcal-$name.json" \
       --csv "$work/comparecal-$name.csv"
   fi
 }
-for s in none s1 s2 s3 s4; do measure "$s-n4" 1 --chunks 4 --strategy $s --check; done
-for n in 1 2 8; do measure "none-n$n" 1 --chunks $n --strategy none; done
-# Two layers back to back, checked layer by layer.
-measure layers2-s4-n4 1 --chunks 4 --strategy s4 --layers 2 --check
-# Eight virtual ranks on the one GPU (all-to-all as device copies), simulated as a loopback node:
-# the ranks share the GPU's compute, PCIe link and memory (docs/concepts.md).
-measure loopback8-s1-n4 8 --chunks 4 --strategy s1 --loopback --check
-# Speed: the layer against its GEMMs alone (target <= 1.25x), and plain PyTorch on the same GPU.
-step bench-layer 300 dist/bin/moesim_moe_layer_gpu
-step bench-torch 300 python3 bench/moe_layer_torch.py
 
-tar -czf "$out/gpu-results.tar.gz" -C "$out" gpu-results
-rm -rf "$work"
-echo "wrote $summary and $out/gpu-results.tar.gz"
+phase_measure() {
+  # In the model's own dtypes (fp32 storage, TF32 GEMMs) so that `moesim simulate` describes the
+  # same layer. Most telling first: every strategy at n = 4 (checked against the reference), eight
+  # virtual ranks sharing the GPU (simulated as a loopback node, docs/concepts.md), two layers,
+  # then n = 1, 2, 8 without reuse.
+  for s in none s1 s2 s3 s4; do measure_one "$s-n4" 1 --chunks 4 --strategy $s --check; done
+  measure_one loopback8-s1-n4 8 --chunks 4 --strategy s1 --loopback --check
+  measure_one layers2-s4-n4 1 --chunks 4 --strategy s4 --layers 2 --check
+  for n in 1 2 8; do measure_one "none-n$n" 1 --chunks $n --strategy none; done
+}
+
+phase_bench() {
+  # Speed: MoE-GPT-XL, 4 local experts, 16,384 tokens, bf16, n = 1, against its GEMMs alone
+  # (target <= 1.25x), and the same layer in plain PyTorch on the same GPU.
+  step bench-layer 240 "$dist/bin/moesim_moe_layer_gpu"
+  step bench-torch 180 python3 bench/moe_layer_torch.py
+}
+
+phase_sanitize() {
+  # Out-of-bounds and uninitialised device reads in the kernels and the executor's buffers, on the
+  # small tests (the sanitizer slows kernels down by one to two orders of magnitude).
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  step memcheck 200 env MOESIM_REQUIRE_GPU=1 "$sanitizer" --tool memcheck --error-exitcode 99 "$tests" \
+    "--gtest_filter=KernelsGpu.*:LayerGpu.SharedExperts*:LayerGpu.StackedLayers*"
+  step initcheck 150 env MOESIM_REQUIRE_GPU=1 "$sanitizer" --tool initcheck --error-exitcode 99 "$tests" \
+    "--gtest_filter=LayerGpu.SharedExperts*"
+}
+
+step env 30 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim $tests | grep -E 'not found|cublas|nccl'"
+for p in "${phases[@]}"; do "phase_$p"; done

@@ -11,9 +11,11 @@
 
 #include "gpu_test_util.h"
 #include "runtime/comm/loopback.h"
+#include "runtime/comm/transport.h"
 #include "runtime/exec/cuda_device.h"
 #include "runtime/exec/layer_executor.h"
 #include "runtime/exec/reference_check.h"
+#include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/spec/loader.h"
 
@@ -47,8 +49,11 @@ struct GpuRun {
   std::int64_t simulated_peak = 0;
 };
 
+// How the ranks exchange tokens: loopback puts every rank on GPU 0; NCCL gives rank r GPU r.
+enum class Comm { kLoopback, kNccl };
+
 GpuRun run_on_gpu(const ModelSpec& model, int ranks, int chunks, MemoryStrategy strategy, std::int64_t tokens,
-                  int layers = 1) {
+                  int layers = 1, Comm comm = Comm::kLoopback) {
   RunSpec run;
   run.num_moe_layers = layers;
   run.tokens_per_gpu = tokens;
@@ -61,13 +66,19 @@ GpuRun run_on_gpu(const ModelSpec& model, int ranks, int chunks, MemoryStrategy 
   const TaskGraph graph = build_moe_graph(model, cluster, run, options);
   const LayerDims dims = derive_layer_dims(model, cluster, run);
   auto provider = make_cuda_provider();
-  std::unique_ptr<DeviceOps> device = provider->open(0);
-  LoopbackTransport transport(*device, ranks);
+  std::vector<std::unique_ptr<DeviceOps>> devices;
+  std::vector<DeviceOps*> raw;
   std::vector<ExecutorRank> local;
-  for (int r = 0; r < ranks; ++r) local.push_back(ExecutorRank{r, device.get()});
+  for (int r = 0; r < ranks; ++r) {
+    if (r == 0 || comm == Comm::kNccl) devices.push_back(provider->open(r));
+    raw.push_back(devices.back().get());
+    local.push_back(ExecutorRank{r, raw.back()});
+  }
+  const std::unique_ptr<Transport> transport = comm == Comm::kNccl ? provider->multi_device_transport(raw)
+                                                                   : std::make_unique<LoopbackTransport>(*raw[0], ranks);
   GpuRun out;
   {
-    LayerExecutor exec(graph, model, dims, local, transport);
+    LayerExecutor exec(graph, model, dims, local, *transport);
     exec.initialize();
     exec.run_step();
     exec.scramble(99);  // a task that ran before its input was written would read noise
@@ -167,6 +178,45 @@ TEST(LayerGpu, ThousandsOfExpertsAndTopSixteenMatchTheReference) {
       expect_ok(run, label);
       EXPECT_LE(run.check.ambiguous_tokens * 20, 2 * 256) << label << ": " << run.check.ambiguous_tokens;
     }
+}
+
+// NCCL's grouped send/recv against the loopback's device copies: one rank on this process's GPU
+// always (a communicator of one, sending to itself), and 2, 4 or 8 ranks when that many GPUs are
+// visible (ncclCommInitAll). Both run the same kernels on the same data, so on GPUs of one model
+// the results must be bitwise identical. s2 re-runs the dispatch in backward (a third all-to-all).
+TEST(LayerGpu, NcclTransportEqualsLoopbackBitwise) {
+  MOESIM_REQUIRE_GPU_OR_SKIP();
+  auto provider = make_cuda_provider();
+  try {  // a build without NCCL refuses with InputError
+    const std::unique_ptr<DeviceOps> device = provider->open(0);
+    provider->multi_device_transport({device.get()});
+  } catch (const InputError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const int gpus = provider->num_devices();
+  bool one_model = true;
+  for (int g = 1; g < gpus; ++g) one_model = one_model && provider->describe(g) == provider->describe(0);
+  const ModelSpec model = small_model(8, 2, DType::kBf16, DType::kBf16);
+  for (int ranks : {1, 2, 4, 8}) {
+    if (ranks > gpus) {
+      std::cout << "NCCL with " << ranks << " ranks: not run, " << gpus << " GPU(s) visible\n";
+      continue;
+    }
+    for (MemoryStrategy st : {MemoryStrategy::kNone, MemoryStrategy::kS2}) {
+      const std::string label = "R" + std::to_string(ranks) + " " + std::string(to_string(st));
+      const GpuRun nccl = run_on_gpu(model, ranks, 2, st, 128, 1, Comm::kNccl);
+      expect_ok(nccl, "nccl " + label);
+      if (!one_model) continue;
+      const GpuRun loop = run_on_gpu(model, ranks, 2, st, 128, 1, Comm::kLoopback);
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(nccl.values[r].y, loop.values[r].y) << label << " rank " << r;
+        EXPECT_EQ(nccl.values[r].dx, loop.values[r].dx) << label << " rank " << r;
+        EXPECT_EQ(nccl.values[r].dw1, loop.values[r].dw1) << label << " rank " << r;
+        EXPECT_EQ(nccl.values[r].dw2, loop.values[r].dw2) << label << " rank " << r;
+        EXPECT_EQ(nccl.values[r].dgate, loop.values[r].dgate) << label << " rank " << r;
+      }
+    }
+  }
 }
 
 TEST(LayerGpu, MeasuredMemoryNextToThePrediction) {
