@@ -7,7 +7,8 @@
 #
 # Phases, run in the order given (default: tests calibrate measure bench):
 #   tests      the GPU tests with MOESIM_REQUIRE_GPU=1 (numerics of every dtype, n and strategy,
-#              bitwise equality, loopback and NCCL ranks, memory next to the prediction)
+#              bitwise equality, loopback and NCCL ranks, memory next to the prediction, the
+#              out-of-memory message, the NCCL watchdog)
 #   calibrate  `moesim calibrate` of this GPU
 #   measure    `moesim run` of each configuration, its simulation, and `moesim compare` of the two
 #              (with the datasheet node, and with this GPU's calibration when there is one)
@@ -119,8 +120,10 @@ esac
 
 phase_tests() {
   # Correctness: every dtype x n in {1,2,4,8} x strategy against the CPU reference, bitwise
-  # equality across strategies and transports, 64 experts over 8 loopback ranks, memory.
-  step runtime-tests 300 env MOESIM_REQUIRE_GPU=1 "$tests"
+  # equality across strategies and transports, 64 experts over 8 loopback ranks, memory, the
+  # out-of-memory message. The watchdog test aborts a hung NCCL kernel, so it runs on its own.
+  step runtime-tests 300 env MOESIM_REQUIRE_GPU=1 "$tests" "--gtest_filter=-NcclWatchdog.*"
+  step watchdog 60 env MOESIM_REQUIRE_GPU=1 "$tests" "--gtest_filter=NcclWatchdog.*"
 }
 
 phase_calibrate() {
