@@ -92,8 +92,9 @@ void fill(const FillArgs& a) {
 }
 
 void route(const RouteArgs& a) {
+  HostLanes lanes;
   for (std::int64_t t = 0; t < a.tokens; ++t)
-    route_token(a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
+    route_token(lanes, a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
                 a.topk_idx + t * a.top_k, a.topk_score + t * a.top_k);
 }
 

@@ -83,13 +83,46 @@ __global__ void fill_kernel(T* out, long long count, unsigned long long seed, do
   }
 }
 
-// One thread per token, grid-stride (routing.h's route_token): O(E k) work per token, simple and
-// with the tie-break explicit; slow beyond a few thousand experts, where a warp per token would do
-// better.
+// The lanes of route_token (routing.h) on a GPU: this thread is lane threadIdx.x % 32 of a warp
+// that routes one token; the butterfly is __shfl_xor_sync over the whole warp, so every lane of
+// the warp must call it (route_kernel keeps the warp together).
+struct WarpLanes {
+  static constexpr unsigned kAll = 0xffffffffu;
+  int lane;
+  template <typename F>
+  __device__ void each(F f) const {
+    f(lane);
+  }
+  template <typename F>
+  __device__ float max(F f) const {
+    float v = f(lane);
+    for (int offset = kRouteLanes / 2; offset > 0; offset /= 2) v = larger(v, __shfl_xor_sync(kAll, v, offset));
+    return v;
+  }
+  template <typename F>
+  __device__ float sum(F f) const {
+    float v = f(lane);
+    for (int offset = kRouteLanes / 2; offset > 0; offset /= 2) v = v + __shfl_xor_sync(kAll, v, offset);
+    return v;
+  }
+  template <typename F>
+  __device__ RoutePick best(F f) const {
+    RoutePick v = f(lane);
+    for (int offset = kRouteLanes / 2; offset > 0; offset /= 2)
+      v = first_ranked(v, RoutePick{__shfl_xor_sync(kAll, v.p, offset), __shfl_xor_sync(kAll, v.e, offset)});
+    return v;
+  }
+  __device__ bool leader() const { return lane == 0; }
+};
+static_assert(kRouteLanes == 32, "WarpLanes maps the route lanes onto a warp");
+
+// A warp per token, grid-stride over tokens by warp: the loop bound is the same for every lane of
+// a warp, so the full-warp shuffles in WarpLanes stay warp-uniform.
 __global__ void route_kernel(RouteArgs a) {
-  for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < a.tokens;
-       t += static_cast<long long>(gridDim.x) * blockDim.x)
-    route_token(a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
+  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
+  WarpLanes lanes{static_cast<int>(threadIdx.x & 31)};
+  for (long long t = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; t < a.tokens; t += warps)
+    route_token(lanes, a.logits + t * a.experts, a.experts, a.top_k, a.normalize, a.probs + t * a.experts,
                 a.topk_idx + t * a.top_k, a.topk_score + t * a.top_k);
 }
 
@@ -212,17 +245,20 @@ __global__ void dscores_kernel(DecodeBackwardArgs a) {
   }
 }
 
+// A warp per token, grid-stride: every lane forms the token's O(k) terms, then lane l writes the
+// gradient of experts l, l + 32, ... (coalesced, and the O(E k) work split 32 ways).
 template <typename T>
 __global__ void route_backward_kernel(RouteBackwardArgs a) {
   const int E = a.experts, k = a.top_k;
-  for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < a.tokens;
-       t += static_cast<long long>(gridDim.x) * blockDim.x) {
+  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (long long t = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; t < a.tokens; t += warps) {
     const float* p = a.probs + t * E;
     const std::int32_t* idx = a.topk_idx + t * k;
     const float* ds = a.dscores + t * k;
     const RouteGradTerms g = route_grad_terms(p, idx, a.topk_score + t * k, ds, k, a.normalize);
     T* out = static_cast<T*>(a.dlogits) + t * E;
-    for (int e = 0; e < E; ++e) store(out, e, route_dlogit(e, p, idx, ds, k, a.normalize, g));
+    for (int e = lane; e < E; e += 32) store(out, e, route_dlogit(e, p, idx, ds, k, a.normalize, g));
   }
 }
 
@@ -287,7 +323,7 @@ void fill(const FillArgs& a, cudaStream_t s) {
 }
 
 void route(const RouteArgs& a, cudaStream_t s) {
-  route_kernel<<<blocks_for(a.tokens, 128), 128, 0, s>>>(a);
+  route_kernel<<<blocks_for(a.tokens * 32, 128), 128, 0, s>>>(a);
   check_launch("route");
 }
 
@@ -379,7 +415,7 @@ void encode_backward(const EncodeBackwardArgs& a, cudaStream_t s) {
 void route_backward(const RouteBackwardArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    route_backward_kernel<T><<<blocks_for(a.tokens, 128), 128, 0, s>>>(a);
+    route_backward_kernel<T><<<blocks_for(a.tokens * 32, 128), 128, 0, s>>>(a);
   });
   check_launch("route backward");
 }

@@ -25,32 +25,112 @@ MOESIM_HOST_DEVICE inline bool ranks_before(float pa, int a, float pb, int b) {
   return a < b;
 }
 
+// One token's routing is the work of kRouteLanes lanes: lane l handles experts l, l + 32, l + 64,
+// ... (on a GPU a warp per token, so that the logits are read coalesced and the O(E k) top-k
+// search is split 32 ways). The lanes combine their parts by a butterfly over lane ^ 16, ^ 8, ...,
+// ^ 1 (__shfl_xor_sync on a GPU). route_token below runs the whole token for any `Lanes`: the
+// CUDA kernel's one lane per thread, or HostLanes, which plays the 32 lanes in turn and combines
+// them in the same butterfly, so that the host computes the same sums in the same order.
+inline constexpr int kRouteLanes = 32;
+
+// An expert and its probability; e < 0 is no expert (a lane with nothing left to offer).
+struct RoutePick {
+  float p = 0.f;
+  int e = -1;
+};
+
+// The pick ranked first by ranks_before. A total order, so the butterfly gives every lane the
+// same pick whatever the order it meets the candidates in.
+MOESIM_HOST_DEVICE inline RoutePick first_ranked(RoutePick a, RoutePick b) {
+  if (a.e < 0) return b;
+  if (b.e < 0) return a;
+  return ranks_before(a.p, a.e, b.p, b.e) ? a : b;
+}
+
+MOESIM_HOST_DEVICE inline float larger(float a, float b) { return b > a ? b : a; }
+
+// Lane `lane`'s part of each step of route_token.
+MOESIM_HOST_DEVICE inline float lane_logit_max(const float* logits, int experts, int lane) {
+  float mx = -INFINITY;
+  for (int e = lane; e < experts; e += kRouteLanes) mx = larger(mx, logits[e]);
+  return mx;
+}
+
+MOESIM_HOST_DEVICE inline float lane_exp_sum(const float* logits, int experts, int lane, float mx, float* p) {
+  float sum = 0.f;
+  for (int e = lane; e < experts; e += kRouteLanes) sum += (p[e] = expf(logits[e] - mx));
+  return sum;
+}
+
+MOESIM_HOST_DEVICE inline void lane_divide(float* p, int experts, int lane, float sum) {
+  for (int e = lane; e < experts; e += kRouteLanes) p[e] /= sum;
+}
+
+// The lane's best expert ranked after `previous` (all of them when previous.e < 0).
+MOESIM_HOST_DEVICE inline RoutePick lane_best_after(const float* p, int experts, int lane, RoutePick previous) {
+  RoutePick best;
+  for (int e = lane; e < experts; e += kRouteLanes)
+    if (previous.e < 0 || ranks_before(previous.p, previous.e, p[e], e)) best = first_ranked(best, RoutePick{p[e], e});
+  return best;
+}
+
 // One token: p = softmax(logits) (max-subtracted, fp32); idx / score = its first k experts in the
 // order ranks_before and their probabilities (divided by their sum when `normalize`). Pick j is the
 // best expert ranked after pick j - 1, which is the j-th of the order: no list of taken experts.
-MOESIM_HOST_DEVICE inline void route_token(const float* logits, int experts, int top_k, bool normalize, float* p,
-                                           std::int32_t* idx, float* score) {
-  float mx = logits[0];
-  for (int e = 1; e < experts; ++e) mx = logits[e] > mx ? logits[e] : mx;
-  float sum = 0.f;
-  for (int e = 0; e < experts; ++e) sum += (p[e] = expf(logits[e] - mx));
-  for (int e = 0; e < experts; ++e) p[e] /= sum;
+// `Lanes` gives: lane(); each(f) runs f(lane) for its lanes; max(f), sum(f) and best(f) combine
+// f(lane) of every lane by the butterfly (with larger, +, first_ranked) and return the result to
+// every lane; leader() is true for the one lane that writes the choices.
+template <typename Lanes>
+MOESIM_HOST_DEVICE inline void route_token(Lanes& lanes, const float* logits, int experts, int top_k, bool normalize,
+                                           float* p, std::int32_t* idx, float* score) {
+  const float mx = lanes.max([&](int lane) { return lane_logit_max(logits, experts, lane); });
+  const float sum = lanes.sum([&](int lane) { return lane_exp_sum(logits, experts, lane, mx, p); });
+  lanes.each([&](int lane) { lane_divide(p, experts, lane, sum); });
   float total = 0.f;
-  int previous = -1;
+  RoutePick previous;
   for (int j = 0; j < top_k; ++j) {
-    int best = -1;
-    for (int e = 0; e < experts; ++e) {
-      if (previous >= 0 && !ranks_before(p[previous], previous, p[e], e)) continue;
-      if (best < 0 || ranks_before(p[e], e, p[best], best)) best = e;
+    const RoutePick best = lanes.best([&](int lane) { return lane_best_after(p, experts, lane, previous); });
+    if (lanes.leader()) {
+      idx[j] = best.e;
+      score[j] = best.p;
     }
-    idx[j] = best;
-    score[j] = p[best];
-    total += p[best];
+    total += best.p;
     previous = best;
   }
-  if (normalize)
+  if (normalize && lanes.leader())
     for (int j = 0; j < top_k; ++j) score[j] /= total;
 }
+
+// The 32 lanes played in turn on the host, combined in the GPU's butterfly order.
+struct HostLanes {
+  template <typename T, typename Part, typename Combine>
+  static T butterfly(Part part, Combine combine) {
+    T v[kRouteLanes], next[kRouteLanes];
+    for (int l = 0; l < kRouteLanes; ++l) v[l] = part(l);
+    for (int offset = kRouteLanes / 2; offset > 0; offset /= 2) {
+      for (int l = 0; l < kRouteLanes; ++l) next[l] = combine(v[l], v[l ^ offset]);  // own + partner's
+      for (int l = 0; l < kRouteLanes; ++l) v[l] = next[l];
+    }
+    return v[0];  // every lane holds the same value
+  }
+  template <typename F>
+  void each(F f) {
+    for (int l = 0; l < kRouteLanes; ++l) f(l);
+  }
+  template <typename F>
+  float max(F f) {
+    return butterfly<float>(f, larger);
+  }
+  template <typename F>
+  float sum(F f) {
+    return butterfly<float>(f, [](float a, float b) { return a + b; });
+  }
+  template <typename F>
+  RoutePick best(F f) {
+    return butterfly<RoutePick>(f, first_ranked);
+  }
+  bool leader() const { return true; }
+};
 
 // The router gradient of one token (kernel_args.h, RouteBackwardArgs): with the gradient dp_j of
 // the probability of choice j (ds_j, or (ds_j - sum_i ds_i s_i) / S when normalized by S, the

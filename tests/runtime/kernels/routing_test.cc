@@ -28,13 +28,14 @@ struct Routed {
 Routed route(const std::vector<float>& logits, int k, bool normalize) {
   const int E = static_cast<int>(logits.size());
   Routed r{std::vector<float>(E), std::vector<float>(k), std::vector<std::int32_t>(k)};
-  route_token(logits.data(), E, k, normalize, r.p.data(), r.idx.data(), r.score.data());
+  HostLanes lanes;  // the 32 lanes of the GPU's warp, played in turn
+  route_token(lanes, logits.data(), E, k, normalize, r.p.data(), r.idx.data(), r.score.data());
   return r;
 }
 
 TEST(RouteToken, PicksTheFirstKOfDescendingProbabilityWithTiesToTheLowerIndex) {
   std::mt19937 rng(3);
-  for (int E : {1, 2, 7, 64, 2048})
+  for (int E : {1, 2, 7, 31, 32, 33, 64, 100, 2048})  // fewer experts than lanes, and ragged lanes
     for (int k : {1, 2, 8, 16, 33}) {
       if (k > E) continue;
       // Logits on a coarse grid: many exact ties.
@@ -52,6 +53,24 @@ TEST(RouteToken, PicksTheFirstKOfDescendingProbabilityWithTiesToTheLowerIndex) {
       const float sum = std::accumulate(r.p.begin(), r.p.end(), 0.0f);
       EXPECT_NEAR(sum, 1.0f, 1e-4f);
     }
+}
+
+// The lanes' partial sums, combined by the butterfly, still give the softmax to fp32 accuracy.
+TEST(RouteToken, ProbabilitiesAreTheSoftmaxWhateverTheNumberOfLanesUsed) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  for (int E : {1, 5, 31, 32, 33, 100, 1000, 5000}) {
+    std::vector<float> logits(static_cast<std::size_t>(E));
+    for (float& l : logits) l = normal(rng);
+    const Routed r = route(logits, 1, false);
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
+    for (int e = 0; e < E; ++e) {
+      const double want = std::exp(static_cast<double>(logits[e]) - mx) / sum;
+      EXPECT_NEAR(r.p[e], want, 1e-5 * want + 1e-12) << "E " << E << " e " << e;
+    }
+  }
 }
 
 TEST(RouteToken, NormalizedScoresSumToOne) {
