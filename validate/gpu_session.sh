@@ -15,11 +15,14 @@
 #   bench      the layer against its GEMMs alone, and plain PyTorch on the same GPU
 #   sanitize   compute-sanitizer memcheck and initcheck over the small GPU tests (not by default)
 #
-# The device tool kills a command after 600 s and then returns only loose files, so a run keeps
-# to a budget: each step gets at most the time left, a step that no longer fits is listed as
-# skipped, and the results are packed on any exit. Environment:
+# The device tool kills a command at its time limit (600 s, or less when the session's device
+# time runs low) and returns at most 8 files, so a run keeps to a budget: each step gets at most
+# the time left, a step that no longer fits is listed as skipped, and OUT only ever holds two
+# files, summary.txt and gpu-results.tar.gz, the archive rewritten after every step (a kill loses
+# only the step in flight). Environment:
 #   OUT                 where summary.txt and gpu-results.tar.gz go (the device tool's $OUT; else ./out)
-#   MOESIM_BUDGET_S     seconds for the whole run, packing included (default 560)
+#   MOESIM_BUDGET_S     seconds for the whole run, packing included (default 560); set it below the
+#                       call's timeout_s, itself no more than the device time left
 #   MOESIM_DIST         the installed tree to run (default dist)
 #   MOESIM_CALIBRATION  a calibration file for `measure` when `calibrate` is not in the same run
 #                       (e.g. the one an earlier call measured, committed under hardware/calibration/)
@@ -64,6 +67,7 @@ if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
   echo "$0: MOESIM_BUDGET_S must be a whole number of seconds, got '$budget'" >&2
   exit 2
 fi
+budget=$((10#$budget)) # 0560 is 560 s, not octal
 cal=${MOESIM_CALIBRATION:-}
 if [ -n "$cal" ] && [ ! -f "$cal" ]; then
   echo "$0: MOESIM_CALIBRATION names $cal, which does not exist" >&2
@@ -71,24 +75,31 @@ if [ -n "$cal" ] && [ ! -f "$cal" ]; then
 fi
 dist=${MOESIM_DIST:-dist}
 out=${OUT:-out}
-work="$out/gpu-results"
-rm -rf "$work"
+mkdir -p "$out"
+# The step outputs live outside OUT, so that OUT never holds more than the two files.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/moesim-gpu-session.XXXXXX")
+work="$scratch/gpu-results"
 mkdir -p "$work"
 summary="$out/summary.txt"
 : >"$summary"
 
 pack_reserve=15 # seconds kept for packing the results
 deadline=$((SECONDS + budget - pack_reserve))
-pack() {
-  tar -czf "$out/gpu-results.tar.gz" -C "$out" gpu-results && rm -rf "$work"
+pack() { # the archive is replaced whole (written aside, then renamed)
+  tar -czf "$out/gpu-results.tar.gz.part" -C "$scratch" gpu-results && mv "$out/gpu-results.tar.gz.part" "$out/gpu-results.tar.gz"
+}
+finish() {
+  pack
+  rm -rf "$scratch"
   echo "wrote $summary and $out/gpu-results.tar.gz"
 }
-trap pack EXIT
+trap finish EXIT
 
 export MOESIM_SOURCE_DIR=$PWD
 # cuBLAS and NCCL come from the machine: the CUDA toolkit, or a PyTorch install's wheels.
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
-  [ -d "$d" ] && LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The toolkit's come first (the versions the build used), the wheels' only where it has none.
+for d in /usr/local/cuda/lib64 $(timeout 30 python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
+  [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
 done
 export LD_LIBRARY_PATH
 
@@ -107,13 +118,14 @@ step() {
   timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1
   local rc=$?
   printf '%-28s exit %3d  %4d s  %s\n' "$name" "$rc" "$((SECONDS - start))" "$*" | tee -a "$summary"
+  pack
 }
 
 moesim=$dist/bin/moesim
 tests=$dist/bin/moesim_runtime_tests
 model=models/moe-gpt-s-64e.yaml
 # The node preset of the GPU the machine has (an H200 is not an H100 with more memory: HBM differs).
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+case "$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
   "NVIDIA H200"*) node=hardware/nodes/hgx-h200.yaml ;;
   *) node=hardware/nodes/hgx-h100.yaml ;;
 esac
@@ -122,7 +134,8 @@ phase_tests() {
   # Correctness: every dtype x n in {1,2,4,8} x strategy against the CPU reference, bitwise
   # equality across strategies and transports, 64 experts over 8 loopback ranks, memory, the
   # out-of-memory message. The watchdog test aborts a hung NCCL kernel, so it runs on its own.
-  step runtime-tests 300 env MOESIM_REQUIRE_GPU=1 "$tests" "--gtest_filter=-NcclWatchdog.*"
+  # A stuck NCCL test must end in the watchdog's error well before the step's own limit.
+  step runtime-tests 300 env MOESIM_REQUIRE_GPU=1 MOESIM_NCCL_TIMEOUT_S=30 "$tests" "--gtest_filter=-NcclWatchdog.*"
   step watchdog 60 env MOESIM_REQUIRE_GPU=1 "$tests" "--gtest_filter=NcclWatchdog.*"
 }
 
@@ -130,7 +143,7 @@ phase_calibrate() {
   # Launch gap, HBM, PCIe and GEMM tables in the model's tf32, bf16 and fp32, so that each
   # measured run is compared with the datasheet prediction and with the calibrated one.
   step calibrate 200 "$moesim" calibrate --hardware $node --out "$work/calibration.yaml" --dtypes tf32,bf16,fp32
-  [ -s "$work/calibration.yaml" ] && cal="$work/calibration.yaml"
+  if [ -s "$work/calibration.yaml" ]; then cal="$work/calibration.yaml"; fi
 }
 
 # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer (every rank), moesim compare.
@@ -167,7 +180,7 @@ phase_bench() {
   # Speed: MoE-GPT-XL, 4 local experts, 16,384 tokens, bf16, n = 1, against its GEMMs alone
   # (target <= 1.25x), and the same layer in plain PyTorch on the same GPU.
   step bench-layer 240 "$dist/bin/moesim_moe_layer_gpu"
-  step bench-torch 180 python3 bench/moe_layer_torch.py
+  step bench-torch 180 env PYTHONUNBUFFERED=1 python3 bench/moe_layer_torch.py
 }
 
 phase_sanitize() {
@@ -183,3 +196,4 @@ phase_sanitize() {
 
 step env 30 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim $tests | grep -E 'not found|cublas|nccl'"
 for p in "${phases[@]}"; do "phase_$p"; done
+exit 0 # every step's exit code is in summary.txt

@@ -1,19 +1,23 @@
 // What the GPU runtime does when things go wrong on a real GPU: an allocation beyond the device's
-// memory names the requested and free bytes; a collective that can never complete ends in the
+// memory names the requested and free bytes; a step that does not finish in time ends in the
 // NCCL watchdog's error, with the communicators aborted, instead of a hang. Label `gpu`.
 //
-// The watchdog test leaves an aborted communicator behind, so validate/gpu_session.sh runs it
-// in a process of its own (--gtest_filter=NcclWatchdog.*) after the other GPU tests.
+// The watchdog test leaves aborted communicators behind, so validate/gpu_session.sh runs it in a
+// process of its own (--gtest_filter=NcclWatchdog.*) after the other GPU tests.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test_util.h"
 #include "runtime/comm/transport.h"
+#include "runtime/exec/cuda_device.cuh"
 #include "runtime/exec/cuda_device.h"
 #include "sim/core/error.h"
 
@@ -39,44 +43,101 @@ TEST(CudaDeviceGpu, OutOfMemoryNamesTheRequestedAndFreeBytes) {
   dev->free_device(p);
 }
 
-// One rank sends to itself with no matching receive: NCCL waits for ever. The transport's
-// wait_for must abort the communicators after MOESIM_NCCL_TIMEOUT_S and throw, naming the cause.
-TEST(NcclWatchdog, AbortsACollectiveThatCannotComplete) {
-  MOESIM_REQUIRE_GPU_OR_SKIP();
-  ::setenv("MOESIM_NCCL_TIMEOUT_S", "2", 1);  // read when the transport is made
-  auto provider = make_cuda_provider();
-  std::unique_ptr<DeviceOps> dev = provider->open(0);
-  std::unique_ptr<Transport> transport;
+// Holds a stream until `open` is set: a host function runs in the stream's order, so the work
+// queued behind it waits (a stand-in for a peer that never arrives).
+void CUDART_CB hold_until_open(void* open) {
+  while (!static_cast<std::atomic<bool>*>(open)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+struct WatchdogOutcome {
+  std::string error;  // empty when wait_for returned
+  double seconds = 0;
+};
+
+// Issues `members`' all-to-allv, lets `hold` (if any) keep the step from finishing for 6 s, and
+// waits for the step with the transport's watchdog set to 2 s.
+WatchdogOutcome wait_with_watchdog(Transport& transport, const std::vector<AllToAllvMember>& members,
+                                   const std::vector<DeviceOps*>& devices, cudaStream_t hold) {
+  std::atomic<bool> open{false};
+  if (hold != nullptr) {
+    EXPECT_EQ(cudaLaunchHostFunc(hold, hold_until_open, &open), cudaSuccess);
+  }
+  WatchdogOutcome out;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread releaser([&open] {
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    open = true;
+  });
   try {
-    transport = provider->multi_device_transport({dev.get()});
+    transport.all_to_allv(members, 0);
+    transport.wait_for(devices);
+  } catch (const InternalError& e) {
+    out.error = e.what();
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  open = true;
+  releaser.join();
+  return out;
+}
+
+AllToAllvMember member(int rank, DeviceOps* dev, int ranks, std::int64_t bytes, bool receive) {
+  AllToAllvMember m;
+  m.rank = rank;
+  m.device = dev;
+  m.stream = dev->create_stream();
+  m.send = dev->alloc_device(bytes * ranks, "send");
+  m.recv = dev->alloc_device(bytes * ranks, "recv");
+  m.send_bytes.assign(static_cast<std::size_t>(ranks), 0);
+  m.recv_bytes.assign(static_cast<std::size_t>(ranks), receive ? bytes : 0);
+  m.send_bytes[static_cast<std::size_t>((rank + 1) % ranks)] = bytes;  // to the next rank (itself when alone)
+  return m;
+}
+
+// A step that does not finish within MOESIM_NCCL_TIMEOUT_S ends in the watchdog's error, with the
+// communicators aborted, instead of a hang. One GPU: a valid exchange with itself, held back
+// behind a host function for longer than the timeout. Two or more GPUs, also: rank 0 sends to
+// rank 1, which never posts its receive (NCCL waits for ever). The device state after an abort is
+// left to process exit (validate/gpu_session.sh runs this test in a process of its own).
+TEST(NcclWatchdog, AbortsAStepThatDoesNotFinishInTime) {
+  MOESIM_REQUIRE_GPU_OR_SKIP();
+  const char* previous = std::getenv("MOESIM_NCCL_TIMEOUT_S");
+  const std::string saved = previous != nullptr ? previous : "";
+  ::setenv("MOESIM_NCCL_TIMEOUT_S", "2", 1);  // read when a transport is made
+  auto provider = make_cuda_provider();
+  std::vector<std::unique_ptr<DeviceOps>> devices;
+  devices.push_back(provider->open(0));
+  std::unique_ptr<Transport> alone;
+  try {
+    alone = provider->multi_device_transport({devices[0].get()});
   } catch (const InputError& e) {
     GTEST_SKIP() << e.what();  // a build without NCCL
   }
-  const int stream = dev->create_stream();
-  void* send = dev->alloc_device(4096, "send");
-  void* recv = dev->alloc_device(4096, "recv");
-  AllToAllvMember m;
-  m.rank = 0;
-  m.device = dev.get();
-  m.stream = stream;
-  m.send = send;
-  m.send_bytes = {4096};
-  m.recv = recv;
-  m.recv_bytes = {0};  // the receive that would match the send is missing
-  std::string error;
-  try {
-    transport->all_to_allv({m}, 0);  // NCCL may refuse the group at once
-    transport->wait_for({dev.get()});
-  } catch (const InternalError& e) {
-    error = e.what();
+  DeviceOps* dev0 = devices[0].get();
+  const AllToAllvMember self = member(0, dev0, 1, 4096, true);
+  const WatchdogOutcome held = wait_with_watchdog(*alone, {self}, {dev0},
+                                                  dynamic_cast<CudaDevice&>(*dev0).native_stream(self.stream));
+  EXPECT_NE(held.error.find("NCCL watchdog: the step did not finish within 2"), std::string::npos) << held.error;
+  EXPECT_NE(held.error.find("the communicators were aborted"), std::string::npos) << held.error;
+  EXPECT_GE(held.seconds, 2.0);
+  std::cout << "one GPU, held stream: " << held.error << " (" << held.seconds << " s)\n";
+
+  if (provider->num_devices() >= 2) {
+    devices.push_back(provider->open(1));
+    std::unique_ptr<Transport> pair = provider->multi_device_transport({dev0, devices[1].get()});
+    const AllToAllvMember sender = member(0, dev0, 2, 4096, false);
+    const WatchdogOutcome stuck = wait_with_watchdog(*pair, {sender}, {dev0, devices[1].get()}, nullptr);
+    EXPECT_NE(stuck.error.find("NCCL watchdog: the step did not finish within 2"), std::string::npos) << stuck.error;
+    std::cout << "two GPUs, receive never posted: " << stuck.error << " (" << stuck.seconds << " s)\n";
+    static_cast<void>(pair.release());
+  } else {
+    std::cout << "two GPUs, receive never posted: not run, one GPU visible\n";
   }
-  ASSERT_FALSE(error.empty()) << "the unmatched send completed";
-  EXPECT_NE(error.find("NCCL"), std::string::npos) << error;
-  std::cout << "watchdog: " << error << "\n";
-  // The device memory and the aborted communicators are left to process exit: the stream may
-  // still hold the aborted kernel, and freeing under it could block.
-  static_cast<void>(dev.release());
-  static_cast<void>(transport.release());
+  static_cast<void>(alone.release());
+  for (auto& d : devices) static_cast<void>(d.release());
+  if (previous != nullptr)
+    ::setenv("MOESIM_NCCL_TIMEOUT_S", saved.c_str(), 1);
+  else
+    ::unsetenv("MOESIM_NCCL_TIMEOUT_S");
 }
 
 }  // namespace

@@ -60,9 +60,18 @@ tar -xzf "$out/gpu-results.tar.gz" -C "$out/unpacked" || fail "the archive does 
 for f in "$out"/unpacked/gpu-results/run-*.txt; do
   grep -qE 'needs a GPU, and none is usable|has no GPU runtime' "$f" || fail "$(basename "$f"): $(cat "$f")"
 done
-[ ! -d "$out/gpu-results" ] || fail "the loose results were left next to the archive"
+left=$(cd "$out" && ls -A | grep -v '^unpacked$' | tr '\n' ' ')
+[ "$left" = "gpu-results.tar.gz summary.txt " ] || fail "OUT must hold only the summary and the archive, holds: $left"
 
-# 2. A spent budget: every step skipped, the summary and the archive still written.
+# 2. The script's own exit code is 0 whatever its steps gave (they are in the summary), also when
+# a calibration that failed is the last step; a zero-padded budget is decimal.
+out=$work/calibrate
+mkdir -p "$out"
+rc=$(MOESIM_BUDGET_S=0560 session "$out" run calibrate)
+[ "$rc" = 0 ] || fail "run calibrate without a GPU exited $rc: $(cat "$out.log")"
+grep -qE '^calibrate +exit +2 ' "$out/summary.txt" || fail "calibrate's exit code is not in the summary: $(cat "$out/summary.txt")"
+
+# 3. A spent budget: every step skipped, the summary and the archive still written.
 out=$work/budget
 mkdir -p "$out"
 rc=$(MOESIM_BUDGET_S=16 session "$out" run tests measure)
@@ -71,7 +80,7 @@ ran=$(grep -vc 'skipped (budget spent)' "$out/summary.txt")
 [ "$ran" = 0 ] || fail "steps ran without budget: $(cat "$out/summary.txt")"
 [ -s "$out/gpu-results.tar.gz" ] || fail "no archive when the budget is spent"
 
-# 3. Bad arguments.
+# 4. Bad arguments.
 for args in "run benchmark" "walk"; do
   out=$work/bad
   mkdir -p "$out"
