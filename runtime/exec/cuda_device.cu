@@ -3,6 +3,7 @@
 #include <string>
 
 #include "runtime/exec/cuda_device.h"
+#include "runtime/exec/gpu_compat.h"
 #include "runtime/exec/gpu_probe.h"
 #include "runtime/kernels/moe_kernels.cuh"
 #include "sim/core/error.h"
@@ -42,7 +43,14 @@ cublasComputeType_t compute_type(GemmMath m) {
 
 }  // namespace
 
-CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) { select(); }
+CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
+  select();
+  cudaDeviceProp prop{};
+  MOESIM_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
+  name_ = std::string(prop.name) + " (GPU " + std::to_string(ordinal_) + ")";
+  compute_major_ = prop.major;
+  compute_minor_ = prop.minor;
+}
 
 CudaDevice::~CudaDevice() {
   // Destructors must not throw: failures here are ignored, the process is ending its use.
@@ -56,11 +64,7 @@ CudaDevice::~CudaDevice() {
 
 void CudaDevice::select() const { MOESIM_CUDA(cudaSetDevice(ordinal_)); }
 
-std::string CudaDevice::name() const {
-  cudaDeviceProp prop{};
-  MOESIM_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
-  return std::string(prop.name) + " (GPU " + std::to_string(ordinal_) + ")";
-}
+std::string CudaDevice::name() const { return name_; }
 
 int CudaDevice::create_stream() {
   select();
@@ -197,6 +201,10 @@ cublasHandle_t CudaDevice::handle_for(int stream) {
 
 void CudaDevice::gemm(const GemmArgs& g, int stream) {
   select();
+  if (g.math == GemmMath::kTf32) {
+    const std::string why = tf32_unsupported(compute_major_, compute_minor_, name_);
+    if (!why.empty()) throw InputError(why);
+  }
   cublasHandle_t h = handle_for(stream);
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix with row
   // stride ld is its transpose in column-major with the same ld, so B comes first and m, n swap.
@@ -253,7 +261,14 @@ class CudaProvider final : public DeviceProvider {
     }
     return id;
   }
-  std::unique_ptr<DeviceOps> open(int ordinal) override { return std::make_unique<CudaDevice>(ordinal); }
+  std::unique_ptr<DeviceOps> open(int ordinal) override {
+    const GpuInfo& g = probe_.gpus.at(static_cast<std::size_t>(ordinal));
+    const std::string why = architecture_mismatch(MOESIM_CUDA_ARCHITECTURES, g.compute_capability_major,
+                                                  g.compute_capability_minor,
+                                                  "GPU " + std::to_string(ordinal) + " (" + g.name + ")");
+    if (!why.empty()) throw InputError(why);
+    return std::make_unique<CudaDevice>(ordinal);
+  }
   std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) override {
 #if MOESIM_HAVE_NCCL
     return make_nccl_transport(devices);

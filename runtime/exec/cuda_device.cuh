@@ -71,6 +71,8 @@ class CudaDevice final : public DeviceOps {
   cublasHandle_t handle_for(int stream);
 
   int ordinal_;
+  std::string name_;  // "<name> (GPU <ordinal>)"
+  int compute_major_ = 0, compute_minor_ = 0;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
   std::map<int, cublasHandle_t> handles_;  // per stream
