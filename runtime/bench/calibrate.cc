@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/spec/yaml_text.h"
 
 namespace moesim::runtime {
 namespace {
@@ -176,21 +177,6 @@ double slowdown_factor(OpTimer& fg, const std::function<void(int)>& foreground, 
   return with > 0 ? std::min(1.0, alone / with) : 1.0;
 }
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch == '\n' ? ' ' : ch;
-  }
-  return out + "\"";
-}
-
 std::string list(const std::vector<std::int64_t>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -284,17 +270,17 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
     << "# Written by `moesim calibrate`; docs/calibration.md says how each value is measured and used.\n"
     << "schema_version: 1\n"
     << "kind: calibration\n"
-    << "name: " << quoted(gpu_name + " calibration") << "\n"
-    << "source: " << quoted(provenance) << "\n"
-    << "gpu: " << quoted(gpu_name) << "\n"
-    << "device: " << quoted(m.device) << "\n"
-    << "kernel_launch_overhead: " << fixed(static_cast<double>(m.kernel_launch_ns) / 1e3, 3) << " us\n"
-    << "hbm_bandwidth: " << fixed(m.hbm_bandwidth / 1e9, 3) << " GB/s\n"
+    << "name: " << yaml_quoted(gpu_name + " calibration") << "\n"
+    << "source: " << yaml_quoted(provenance) << "\n"
+    << "gpu: " << yaml_quoted(gpu_name) << "\n"
+    << "device: " << yaml_quoted(m.device) << "\n"
+    << "kernel_launch_overhead: " << yaml_fixed(static_cast<double>(m.kernel_launch_ns) / 1e3, 3) << " us\n"
+    << "hbm_bandwidth: " << yaml_fixed(m.hbm_bandwidth / 1e9, 3) << " GB/s\n"
     << "pcie:\n"
-    << "  h2d_bandwidth: " << fixed(m.pcie_h2d.bandwidth / 1e9, 3) << " GB/s\n"
-    << "  d2h_bandwidth: " << fixed(m.pcie_d2h.bandwidth / 1e9, 3) << " GB/s\n"
-    << "  h2d_latency: " << fixed(static_cast<double>(m.pcie_h2d.latency_ns) / 1e3, 3) << " us\n"
-    << "  d2h_latency: " << fixed(static_cast<double>(m.pcie_d2h.latency_ns) / 1e3, 3) << " us\n";
+    << "  h2d_bandwidth: " << yaml_fixed(m.pcie_h2d.bandwidth / 1e9, 3) << " GB/s\n"
+    << "  d2h_bandwidth: " << yaml_fixed(m.pcie_d2h.bandwidth / 1e9, 3) << " GB/s\n"
+    << "  h2d_latency: " << yaml_fixed(static_cast<double>(m.pcie_h2d.latency_ns) / 1e3, 3) << " us\n"
+    << "  d2h_latency: " << yaml_fixed(static_cast<double>(m.pcie_d2h.latency_ns) / 1e3, 3) << " us\n";
   if (!m.interference.empty()) {
     static constexpr const char* kRows[] = {"communication", "computation", "memcpy"};
     static constexpr const char* kCols[] = {"with_communication", "with_computation", "with_memcpy", "with_all"};
@@ -303,7 +289,7 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
       std::string cells;
       for (const InterferenceCell& cell : m.interference)
         if (static_cast<int>(cell.op) == row)
-          cells += (cells.empty() ? "" : ", ") + std::string(kCols[cell.column]) + ": " + fixed(cell.factor, 4);
+          cells += (cells.empty() ? "" : ", ") + std::string(kCols[cell.column]) + ": " + yaml_fixed(cell.factor, 4);
       if (!cells.empty()) y << "  " << kRows[row] << ": {" << cells << "}\n";
     }
   }
@@ -317,7 +303,7 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
     for (std::size_t i = 0; i < t.m.size(); ++i) {
       for (std::size_t j = 0; j < t.n.size(); ++j) {
         y << "      - [";
-        for (std::size_t l = 0; l < t.k.size(); ++l) y << (l ? ", " : "") << fixed(t.time_ns[t.index(i, j, l)] / 1e3, 4);
+        for (std::size_t l = 0; l < t.k.size(); ++l) y << (l ? ", " : "") << yaml_fixed(t.time_ns[t.index(i, j, l)] / 1e3, 4);
         y << "]  # m=" << t.m[i] << " n=" << t.n[j] << "\n";
       }
     }

@@ -5,12 +5,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "sim/cli/collective_command.h"
 #include "sim/cli/list_args.h"
 #include "sim/core/error.h"
+#include "sim/driver/network_calibration.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/nccl_tests_log.h"
 #include "sim/spec/yaml_reader.h"
+#include "sim/spec/yaml_text.h"
 
 #if MOESIM_HAVE_CUDA
 #include "runtime/bench/calibrate.h"
@@ -60,8 +64,7 @@ CalibrateInputs read_inputs(const CalibrateArgs& a) {
   return in;
 }
 
-// Used by the GPU build only.
-[[maybe_unused]] std::string utc_now() {
+std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -70,9 +73,93 @@ CalibrateInputs read_inputs(const CalibrateArgs& a) {
   return buf;
 }
 
+// Writes `text` as `out_path` only once it loads back and applies to `node` (FILE.rejected
+// otherwise, and an InternalError: a file the command wrote must be one the simulator accepts).
+void write_checked_calibration(const std::string& out_path, const std::string& text, NodeSpec node) {
+  const std::string pending = out_path + ".pending";
+  {
+    std::ofstream out(pending, std::ios::binary);
+    if (!out) throw InputError("--out: cannot write '" + pending + "'");
+    out << text;
+  }
+  node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
+  try {
+    apply_calibration(node, load_calibration(pending));
+  } catch (const InputError& e) {
+    const std::string rejected = out_path + ".rejected";
+    std::filesystem::rename(pending, rejected);
+    throw InternalError("the calibration just written does not load back (kept as " + rejected + "): " +
+                        std::string(e.what()) + " (a value outside the plausible range usually means a disturbed measurement; rerun)");
+  }
+  std::filesystem::rename(pending, out_path);
+}
+
+// --alltoall-log: the node's intra-node network fitted to an nccl-tests all-to-all.
+int run_network_calibration(const CalibrateArgs& a, const std::string& version) {
+  if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const NcclTestsLog log = parse_nccl_tests_log(a.alltoall_log);
+  const SourceLocation file{log.file, 0, 0};
+  int ranks = log.ranks;
+  if (a.ranks != 0) {
+    if (log.ranks != 0 && log.ranks != a.ranks)
+      throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
+    ranks = a.ranks;
+  }
+  if (ranks == 0) throw InputError(file, "the log has no '#  Rank' lines to count its GPUs; give --ranks");
+  if (log.hosts.size() > 1) {
+    throw InputError(file, "the all-to-all ran on " + std::to_string(log.hosts.size()) + " hosts (" + log.hosts[0] + ", " +
+                               log.hosts[1] + (log.hosts.size() > 2 ? ", ..." : "") +
+                               "); only the intra-node network is calibrated from measurements: give a log of the GPUs "
+                               "of one node");
+  }
+  if (log.rows.empty()) throw InputError(file, "the log has no result rows (size, count, type, redop, root, time, ...)");
+  std::vector<AllToAllPoint> points;
+  for (const NcclTestsRow& row : log.rows) {
+    const SourceLocation at{log.file, row.line, 1};
+    if (row.redop != "none")
+      throw InputError(at, "redop '" + row.redop + "': this is not an all-to-all log (alltoall_perf writes 'none')");
+    if (row.size_bytes % ranks != 0)
+      throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
+                               std::to_string(ranks) + " ranks");
+    points.push_back(AllToAllPoint{row.size_bytes / ranks, row.time_us * 1e3});
+  }
+  const IntraNodeCalibration cal = calibrate_intra_node(cluster, ranks, points);
+  const std::string source = "nccl-tests alltoall_perf log " + a.alltoall_log;
+  std::string text;
+  if (!a.base_path.empty()) {
+    const CalibrationSpec base = load_calibration(a.base_path);
+    if (base.intra_node || !base.link_types.empty() || base.all_to_all)
+      throw InputError(base.origin, "--base already calibrates the network; give a calibration of the GPU alone");
+    std::ifstream in(a.base_path, std::ios::binary);
+    std::ostringstream whole;
+    whole << in.rdbuf();
+    text = whole.str();
+    if (!text.empty() && text.back() != '\n') text += '\n';
+  } else {
+    const std::string& gpu = cluster.node.gpu.name;
+    const std::string provenance = "moesim " + version + " calibrate, " + utc_now() + "; command: " + a.command_line;
+    text = "# Network calibration of " + cluster.node.name + " (" + gpu + "), from " + source + ".\n# " + provenance +
+           "\nschema_version: 1\nkind: calibration\nname: " + yaml_quoted(cluster.node.name + " network calibration") +
+           "\nsource: " + yaml_quoted(provenance) + "\ngpu: " + yaml_quoted(gpu) + "\ndevice: " + yaml_quoted(source) + "\n";
+  }
+  text += network_calibration_yaml(cal, ranks, points, source);
+  write_checked_calibration(a.out_path, text, cluster.node);
+  std::cout << "wrote " << a.out_path << ": all-to-all of " << ranks << " GPUs, " << points.size()
+            << " sizes: latency " << yaml_fixed(cal.measured.latency_ns / 1e3, 2) << " us, bandwidth "
+            << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU; calibrated alpha-beta within "
+            << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
+  if (!cal.link_types.empty()) std::cout << ", flow within " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
+  std::cout << " of every measured time\n";
+  for (const std::string& note : cal.notes) std::cout << "note: " << note << "\n";
+  std::cout << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_calibrate(const CalibrateArgs& a, const std::string& version) {
+  if (!a.alltoall_log.empty()) return run_network_calibration(a, version);
   const CalibrateInputs in = read_inputs(a);  // bad input is named as such first, without CUDA too
 #if !MOESIM_HAVE_CUDA
   (void)in;
@@ -106,23 +193,8 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
       "moesim " + version + " calibrate on " + described + ", " + utc_now() + "; command: " + a.command_line;
   // Written beside the target first: the target appears only once the simulator accepts it
   // (plausible ranges included), so a scripted `[ -s FILE ]` never sees a rejected file.
-  const std::string pending = a.out_path + ".pending";
-  {
-    std::ofstream out(pending, std::ios::binary);
-    if (!out) throw InputError("--out: cannot write '" + pending + "'");
-    out << runtime::calibration_yaml(m, in.cluster.node.gpu.name, provenance);
-  }
-  ClusterSpec check = in.cluster;
-  check.node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
-  try {
-    apply_calibration(check.node, load_calibration(pending));
-  } catch (const InputError& e) {
-    const std::string rejected = a.out_path + ".rejected";
-    std::filesystem::rename(pending, rejected);
-    throw InternalError("the calibration just measured does not load back (kept as " + rejected + "): " +
-                        std::string(e.what()) + " (a value outside the plausible range usually means a disturbed GPU; rerun)");
-  }
-  std::filesystem::rename(pending, a.out_path);
+  write_checked_calibration(a.out_path, runtime::calibration_yaml(m, in.cluster.node.gpu.name, provenance),
+                            in.cluster.node);
   std::cout << "wrote " << a.out_path << ": launch gap " << m.kernel_launch_ns << " ns, HBM "
             << m.hbm_bandwidth / 1e9 << " GB/s, PCIe h2d " << m.pcie_h2d.bandwidth / 1e9 << " GB/s, d2h "
             << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s)\n"

@@ -1,6 +1,7 @@
-// `moesim calibrate`: run the calibration micro-benchmarks (runtime/bench/calibrate.h) on one GPU
-// and write the calibration file that `--calibration` or a node file's `calibration:` key feeds to
-// the simulator. The file is loaded back and applied to the named preset before the command
+// `moesim calibrate`: run the calibration micro-benchmarks (runtime/bench/calibrate.h) on one GPU,
+// or with --alltoall-log fit the node's intra-node network to an nccl-tests all-to-all log
+// (sim/driver/network_calibration.h), and write the calibration file that `--calibration` or a
+// node file's `calibration:` key feeds to the simulator. The file is loaded back and applied to the named preset before the command
 // succeeds, so a file it writes is always one the simulator accepts. On a build without the GPU
 // runtime the command exists and exits 2 saying so.
 #pragma once
@@ -18,6 +19,12 @@ struct CalibrateArgs {
   double min_time_ms = 1.0;
   int device = 0;
   std::string command_line;   // recorded in the file
+  // Network calibration instead of a GPU measurement (no GPU needed): an nccl-tests alltoall_perf
+  // log of GPUs of one node, its rank count when the log does not list its ranks, and optionally a
+  // calibration of the node's GPU that the network sections are added to.
+  std::string alltoall_log;
+  int ranks = 0;
+  std::string base_path;
 };
 
 // Exit code 0. Throws InputError (exit 2) for bad input, no GPU, or a build without the GPU runtime.

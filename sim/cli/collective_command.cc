@@ -42,7 +42,7 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   const auto a2a = parse_all_to_all_algorithm(a.a2a);
   if (!a2a) throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: pairwise, 2dh");
   if (a.step_factor < 2) throw InputError("--step-factor must be at least 2, got " + std::to_string(a.step_factor));
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   const int n = a.ranks == 0 ? cluster.num_gpus() : a.ranks;
   if (n < 1 || n > cluster.num_gpus())
     throw InputError("--ranks " + std::to_string(n) + " must be in [1, " + std::to_string(cluster.num_gpus()) +

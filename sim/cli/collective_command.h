@@ -24,6 +24,7 @@ struct CollectiveArgs {
   int step_factor = 2;
   std::string network = "auto";
   std::string a2a = "pairwise";
+  std::string calibration_path;  // a calibration file applied to the hardware (e.g. its network)
 };
 
 // Parses "64M", "1G", "512K", "4096" (powers of 1024, as nccl-tests -b/-e).

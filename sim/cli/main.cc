@@ -368,6 +368,8 @@ int main_impl(int argc, char** argv) {
   collective->add_option("--step-factor,-f", coll.step_factor, "size multiplication factor")->capture_default_str();
   collective->add_option("--network", coll.network, "auto|alpha-beta|flow")->capture_default_str();
   collective->add_option("--a2a", coll.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
+  collective->add_option("--calibration", coll.calibration_path,
+                         "calibration YAML, e.g. the network fitted by `moesim calibrate --alltoall-log`");
 
   RunArgs run_args;
   CLI::App* run_cmd = app.add_subcommand(
@@ -396,7 +398,9 @@ int main_impl(int argc, char** argv) {
 
   CalibrateArgs cal_args;
   CLI::App* calibrate = app.add_subcommand(
-      "calibrate", "measure this GPU's launch gap, HBM, PCIe and GEMM times into a calibration file (docs/calibration.md)");
+      "calibrate",
+      "measure this GPU's launch gap, HBM, PCIe and GEMM times, or fit the node's network to an nccl-tests "
+      "all-to-all log, into a calibration file (docs/calibration.md)");
   calibrate->add_option("--hardware", cal_args.hardware_path, "the node or GPU preset of this GPU (its name goes into the file)")
       ->required();
   calibrate->add_option("--out,-o", cal_args.out_path, "calibration YAML to write (e.g. hardware/calibration/<gpu>.yaml)")
@@ -406,7 +410,19 @@ int main_impl(int argc, char** argv) {
   calibrate->add_option("--copy-size", cal_args.copy_size, "bytes of the large copies (K, M, G)")->capture_default_str();
   calibrate->add_option("--min-time-ms", cal_args.min_time_ms, "each point repeats for at least this long (at most 1000 times)")
       ->capture_default_str();
-  calibrate->add_option("--device", cal_args.device, "GPU ordinal")->capture_default_str();
+  CLI::Option* cal_device = calibrate->add_option("--device", cal_args.device, "GPU ordinal")->capture_default_str();
+  CLI::Option* cal_log = calibrate->add_option(
+      "--alltoall-log", cal_args.alltoall_log,
+      "an nccl-tests alltoall_perf log of GPUs of one node: fit the node's intra-node network to it instead of "
+      "measuring this GPU (no GPU needed)");
+  calibrate->add_option("--ranks", cal_args.ranks, "GPUs the log's all-to-all ran on, if it has no '#  Rank' lines")
+      ->needs(cal_log);
+  calibrate->add_option("--base", cal_args.base_path,
+                        "a calibration of the node's GPU to write out with the network sections added")
+      ->needs(cal_log);
+  for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"})
+    cal_log->excludes(calibrate->get_option(gpu_only));
+  cal_log->excludes(cal_device);
 
   CompareArgs compare_args;
   CLI::App* compare = app.add_subcommand(

@@ -220,6 +220,21 @@ TimeNs ClusterTopology::route_latency(int a, int b) const {
   return na == nb ? local_latency(i, j) : inter_latency(i, j);
 }
 
+std::set<std::string> ClusterTopology::link_types_of(LinkId id) const {
+  std::set<std::string> types;
+  if (id >= nic_base_) return types;
+  const int slot = id % local_slots_;
+  const int num_topo = static_cast<int>(topo_links_.size());
+  if (slot < 2 * num_topo) {
+    types.insert(topo_links_[static_cast<std::size_t>(slot / 2)].type);
+    return types;
+  }
+  const TopoDevice gpu{TopoDeviceKind::kGpu, (slot - 2 * num_topo) / 2};
+  for (const TopoLink& l : topo_links_)
+    if (is_nvswitch_link(l) && (l.a == gpu || l.b == gpu)) types.insert(l.type);
+  return types;
+}
+
 std::string ClusterTopology::link_name(LinkId id) const {
   if (id < nic_base_) {
     const int node = id / local_slots_, slot = id % local_slots_;

@@ -23,6 +23,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,11 +54,15 @@ class ClusterTopology {
   int gpus_per_node() const { return gpus_per_node_; }
   int num_nodes() const { return num_nodes_; }
   int nodes_per_leaf() const { return nodes_per_leaf_; }
+  int nics_per_node() const { return nics_; }
   const NodeGraph& node_graph() const { return graph_; }
 
   std::size_t num_links() const { return links_.size(); }
   const NetLink& link(LinkId id) const { return links_[static_cast<std::size_t>(id)]; }
   std::string link_name(LinkId id) const;
+  // The node file's link types a link is made of: one for a node link, those of a GPU's links to
+  // the NVSwitches for its port into them, none for NIC ports and the fabric.
+  std::set<std::string> link_types_of(LinkId id) const;
 
   // Appends the directed links from GPU a to GPU b (a != b) to `out`.
   void route(int a, int b, std::vector<LinkId>& out) const;

@@ -43,7 +43,8 @@ const std::vector<std::string> kGpuKeys =
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kCalibrationKeys =
-    with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm"});
+    with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
+                 "intra_node", "link_types", "all_to_all"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
@@ -159,6 +160,18 @@ class DeviceSets {
   std::vector<std::size_t> parent_;
 };
 
+// A map of link type name -> {bandwidth, efficiency, latency}, per lane and direction.
+std::map<std::string, LinkSpec> read_link_types(const YamlValue& types) {
+  if (!types.is_map()) types.fail("expected a map of link type name -> {bandwidth, efficiency, latency}");
+  std::vector<std::string> type_names;
+  for (auto it = types.node().begin(); it != types.node().end(); ++it)
+    type_names.push_back(it->first.as<std::string>());
+  const YamlMap type_map = types.as_map(type_names);
+  std::map<std::string, LinkSpec> out;
+  for (const std::string& name : type_names) out[name] = read_link(type_map.require(name), kIntraNodeRange);
+  return out;
+}
+
 NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
   const YamlMap m = v.as_map({"link_types", "nvswitches", "pcie_switches", "cpus", "nics",
                               "nic_port", "gpu_nic", "links"});
@@ -170,14 +183,9 @@ NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
   if (auto n = m.get("cpus")) topo.num_cpus = static_cast<int>(n->as_int(0, 64));
   if (auto n = m.get("nics")) topo.num_nics = static_cast<int>(n->as_int(0, 64));
 
-  const YamlValue types = m.require("link_types");
-  if (!types.is_map()) types.fail("expected a map of link type name -> {bandwidth, efficiency, latency}");
+  topo.link_types = read_link_types(m.require("link_types"));
   std::vector<std::string> type_names;
-  for (auto it = types.node().begin(); it != types.node().end(); ++it)
-    type_names.push_back(it->first.as<std::string>());
-  const YamlMap type_map = types.as_map(type_names);
-  for (const std::string& name : type_names)
-    topo.link_types[name] = read_link(type_map.require(name), kIntraNodeRange);
+  for (const auto& [name, link] : topo.link_types) type_names.push_back(name);
 
   if (topo.num_nics > 0) {
     topo.nic_port = read_link(m.require("nic_port"), kNetworkRange);
@@ -438,6 +446,25 @@ CalibrationSpec read_calibration(const YamlMap& m) {
       if (auto t = tables.get(to_string(d))) cal.gemm[d] = read_gemm_table(*t);
     }
   }
+  if (auto l = m.get("intra_node")) cal.intra_node = read_link(*l, kIntraNodeRange);
+  if (auto t = m.get("link_types")) {
+    cal.link_types = read_link_types(*t);
+    cal.link_types_where = t->location();
+  }
+  if (auto a = m.get("all_to_all")) {
+    const YamlMap rec = a->as_map({"ranks", "source", "bytes_per_peer", "time_us"});
+    CalibrationSpec::AllToAllRecord r;
+    r.ranks = static_cast<int>(rec.require("ranks").as_int(2, 1 << 20));
+    if (auto src = rec.get("source")) r.source = src->as_string();
+    for (const YamlValue& b : rec.require("bytes_per_peer").as_sequence()) r.bytes_per_peer.push_back(b.as_int(1, std::int64_t{1} << 40));
+    const YamlValue times = rec.require("time_us");
+    for (const YamlValue& t : times.as_sequence()) r.time_ns.push_back(t.as_double(0, 1e9, true) * 1e3);
+    if (r.time_ns.size() != r.bytes_per_peer.size()) {
+      times.fail("has " + std::to_string(r.time_ns.size()) + " times; it needs one per bytes_per_peer entry (" +
+                 std::to_string(r.bytes_per_peer.size()) + ")");
+    }
+    cal.all_to_all = r;
+  }
   return cal;
 }
 
@@ -691,6 +718,23 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
     gpu.hbm_bandwidth = *cal.hbm_bandwidth;
     gpu.hbm_efficiency = 1.0;
   }
+  if (cal.intra_node) {
+    if (node.gpus_per_node < 2 || node.loopback) {
+      throw InputError(cal.origin, "intra_node: node '" + node.name + "' (" + node.origin.to_string() +
+                                       ") has no link between GPUs to calibrate (one GPU, or a loopback node)");
+    }
+  }
+  for (const auto& [type, link] : cal.link_types) {
+    if (!node.topology.link_types.count(type)) {
+      std::string names;
+      for (const auto& [name, spec] : node.topology.link_types) names += (names.empty() ? "" : ", ") + name;
+      throw InputError(cal.link_types_where,
+                       "link_types." + type + ": node '" + node.name + "' (" + node.origin.to_string() + ") " +
+                           (names.empty() ? "has no topology" : "has no link type '" + type + "'; it has " + names));
+    }
+  }
+  if (cal.intra_node) node.intra_node = *cal.intra_node;
+  for (const auto& [type, link] : cal.link_types) node.topology.link_types[type] = link;
   if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
   if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
   for (const InterferenceCell& c : cal.interference) node.interference.set(c);

@@ -42,12 +42,27 @@ struct CalibrationSpec {
   std::optional<LinkSpec> pcie_d2h;
   std::vector<InterferenceCell> interference;  // measured cells; the node keeps its other factors
   std::map<DType, GemmTimeTable> gemm;
+  // The node's intra-node network, fitted to a measured all-to-all (`moesim calibrate
+  // --alltoall-log`, sim/driver/network_calibration.h): the alpha-beta model's intra_node link and
+  // the flow model's topology link types. `all_to_all` keeps what they were fitted to.
+  std::optional<LinkSpec> intra_node;
+  std::map<std::string, LinkSpec> link_types;
+  SourceLocation link_types_where;
+  struct AllToAllRecord {
+    int ranks = 0;
+    std::string source;
+    std::vector<std::int64_t> bytes_per_peer;
+    std::vector<double> time_ns;
+  };
+  std::optional<AllToAllRecord> all_to_all;
 };
 CalibrationSpec load_calibration(const std::string& path);
 
-// Replaces the node's launch overhead, HBM and PCIe values and the measured interference factors
-// with the calibration's and attaches the GEMM tables. Throws InputError when the calibration names another GPU (an A100 file on a V100),
-// has a table for a dtype the GPU has no peak for, or the node is already calibrated.
+// Replaces the node's launch overhead, HBM and PCIe values, the measured interference factors, its
+// intra-node link and the calibrated topology link types with the calibration's, and attaches the
+// GEMM tables. Throws InputError when the calibration names another GPU (an A100 file on a V100),
+// has a table for a dtype the GPU has no peak for, calibrates an intra-node link the node does not
+// have or a link type its topology does not name, or the node is already calibrated.
 void apply_calibration(NodeSpec& node, const CalibrationSpec& calibration);
 
 // load_hardware_spec with a calibration file applied (none when calibration_path is empty): the

@@ -1,8 +1,12 @@
 // `moesim calibrate`: its input is checked before any GPU is looked for; without the GPU runtime,
 // or without a usable GPU, it says so and exits 2. (The measurement itself is tested on a
-// modelled device in tests/runtime/bench, and run on a GPU by validate/gpu_session.sh.)
+// modelled device in tests/runtime/bench, and run on a GPU by validate/gpu_session.sh.) With
+// --alltoall-log it fits the node's network to an nccl-tests log, on any build.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cli_fixture.h"
@@ -47,6 +51,107 @@ TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
   }
   EXPECT_EQ(run("calibrate --help").exit_code, 0);
   EXPECT_EQ(run("calibrate --hardware hardware/nodes/hgx-h100.yaml").exit_code, 2);  // --out is required
+}
+
+// An alltoall_perf log of `ranks` GPUs on `hosts` (node-a, node-b, ...): t = 25 us + (ranks - 1) x
+// bytes per peer / 350 GB/s, out of place; `redop` as the log would say.
+std::string alltoall_log(int ranks, int hosts = 1, const std::string& redop = "none") {
+  std::ostringstream log;
+  log << "# nThread 1 nGpus 1 minBytes 1024 maxBytes 1073741824 step: 4(factor) warmup iters: 5 iters: 20\n#\n";
+  for (int r = 0; r < ranks; ++r)
+    log << "#  Rank  " << r << " Group  0 Pid  " << 4000 + r << " on    node-" << static_cast<char>('a' + r % hosts)
+        << " device  " << r << " [0x1b] NVIDIA H100 80GB HBM3\n";
+  log << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  for (long long size = 1024; size <= (1LL << 30); size *= 4) {
+    const double us = 25.0 + (ranks - 1) * (static_cast<double>(size) / ranks) / 350e3;
+    char line[256];
+    std::snprintf(line, sizeof line, "%12lld %13lld %9s %7s %7d %8.2f %7.2f %7.2f %6d %8.2f %7.2f %7.2f  N/A\n", size,
+                  size / 4, "float", redop.c_str(), -1, us, 1.0, 1.0, 0, us, 1.0, 1.0);
+    log << line;
+  }
+  log << "# Out of bounds values : 0 OK\n";
+  return log.str();
+}
+
+TEST_F(Cli, CalibrateFitsTheNodesNetworkToAnAllToAllLog) {
+  const std::string log = write("a2a.log", alltoall_log(8)).string();
+  const std::string out = (dir_ / "net.yaml").string();
+  const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " + log + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("all-to-all of 8 GPUs, 11 sizes: latency 25.00 us, bandwidth 350.0 GB/s per GPU"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("calibrated alpha-beta within 0.0%, flow within 0.0%"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string key = "intra_node: {bandwidth: ";
+  const std::size_t at = text.str().find(key);
+  ASSERT_NE(at, std::string::npos) << text.str();
+  EXPECT_NEAR(std::stod(text.str().substr(at + key.size())), 350.0, 0.05) << text.str();  // GB/s, from 2-decimal times
+  EXPECT_NE(text.str().find("link_types:\n  nvlink4: "), std::string::npos) << text.str();
+  // The calibrated simulator prints what the log measured, in the log's own format.
+  const Result c = run("collective --hardware hardware/nodes/hgx-h100.yaml --calibration " + out +
+                       " --ranks 8 -b 16M -e 16M");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const double want = 25.0 + 7 * (16777216.0 / 8) / 350e3;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.2f", want);
+  EXPECT_NE(c.out.find(time), std::string::npos) << c.out << " wants " << time;
+  // And the same file as a simulation's --calibration.
+  EXPECT_EQ(run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/nodes/hgx-h100.yaml --calibration " +
+                out + " --tokens 1024 --ep 8").exit_code, 0);
+}
+
+TEST_F(Cli, CalibrateAddsTheNetworkToAGpuCalibrationGivenAsBase) {
+  const std::string base = write("gpu.yaml",
+                                 "schema_version: 1\nkind: calibration\nname: h100\ngpu: H100-SXM5-80GB\n"
+                                 "kernel_launch_overhead: 4 us\n").string();
+  const std::string out = (dir_ / "both.yaml").string();
+  const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " +
+                       write("a2a.log", alltoall_log(4)).string() + " --base " + base + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Result s = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/nodes/hgx-h100.yaml "
+                       "--calibration " + out + " --tokens 1024 --ep 4 --json -");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("\"kernel_launch_ns\": 4000"), std::string::npos);  // the base's value kept
+  // A base that already has network sections is refused.
+  const Result again = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " +
+                           (dir_ / "a2a.log").string() + " --base " + out + " --out " + (dir_ / "x.yaml").string());
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("--base already calibrates the network"), std::string::npos) << again.err;
+}
+
+TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
+  const std::string hw = "calibrate --hardware hardware/nodes/hgx-h100.yaml --out " + (dir_ / "n.yaml").string();
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const std::string two_hosts = write("two.log", alltoall_log(16, 2)).string();
+  const std::string reduce = write("ar.log", alltoall_log(8, 1, "sum")).string();
+  std::string no_ranks = alltoall_log(8);
+  std::string stripped;
+  std::istringstream lines(no_ranks);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("#  Rank") == std::string::npos) stripped += l + "\n";
+  const std::string bare = write("bare.log", stripped).string();
+  const Case cases[] = {
+      {hw + " --alltoall-log " + two_hosts, "ran on 2 hosts (node-a, node-b)"},
+      {hw + " --alltoall-log " + reduce, "ar.log:12:1: redop 'sum': this is not an all-to-all log"},
+      {hw + " --alltoall-log " + bare, "the log has no '#  Rank' lines to count its GPUs; give --ranks"},
+      {hw + " --alltoall-log " + bare + " --ranks 16", "needs 2 to 8 GPUs of one node"},
+      {hw + " --alltoall-log " + write("a.log", alltoall_log(8)).string() + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
+      {hw + " --alltoall-log " + bare + " --dtypes bf16", "excludes"},
+      {hw + " --ranks 8", "requires --alltoall-log"},
+      {hw + " --alltoall-log " + (dir_ / "missing.log").string(), "cannot read this nccl-tests log"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
+  // With --ranks a bare log fits.
+  EXPECT_EQ(run(hw + " --alltoall-log " + bare + " --ranks 8").exit_code, 0);
 }
 
 }  // namespace

@@ -189,3 +189,87 @@ TEST(CalibrationLoader, ReferencedFileMustExistAndBeACalibration) {
 
 }  // namespace
 }  // namespace moesim
+
+namespace moesim {
+namespace {
+
+// The network sections (`moesim calibrate --alltoall-log`): the intra-node link and topology link
+// types replace the node's, and a record of the measured all-to-all.
+const std::string kNetworkCalibration =
+    "schema_version: 1\n"
+    "kind: calibration\n"
+    "name: dgx-a100 network\n"
+    "gpu: A100-SXM4-40GB\n"
+    "intra_node: {bandwidth: 230 GB/s, efficiency: 1, latency: 21 us}\n"
+    "link_types:\n"
+    "  nvlink3: {bandwidth: 19 GB/s, efficiency: 0.8, latency: 20 us}\n"
+    "all_to_all:\n"
+    "  ranks: 8\n"
+    "  source: \"test log\"\n"
+    "  bytes_per_peer: [1024, 1048576]\n"
+    "  time_us: [21.5, 60.25]\n";
+
+TEST(CalibrationLoader, NetworkSectionsReplaceTheIntraNodeLinkAndTheLinkTypes) {
+  TempFiles t;
+  const std::string cal = t.write("net.yaml", kNetworkCalibration);
+  const CalibrationSpec spec = load_calibration(cal);
+  ASSERT_TRUE(spec.all_to_all.has_value());
+  EXPECT_EQ(spec.all_to_all->ranks, 8);
+  EXPECT_EQ(spec.all_to_all->source, "test log");
+  EXPECT_EQ(spec.all_to_all->bytes_per_peer, (std::vector<std::int64_t>{1024, 1048576}));
+  EXPECT_EQ(spec.all_to_all->time_ns, (std::vector<double>{21500, 60250}));
+  const ClusterSpec plain = load_hardware_spec(kRoot + "/hardware/nodes/dgx-a100.yaml");
+  const ClusterSpec c = load_hardware_spec(kRoot + "/hardware/nodes/dgx-a100.yaml", cal);
+  EXPECT_DOUBLE_EQ(c.node.intra_node.effective_bandwidth(), 230e9);
+  EXPECT_EQ(c.node.intra_node.latency_ns, 21000);
+  const LinkSpec& nv = c.node.topology.link_types.at("nvlink3");
+  EXPECT_DOUBLE_EQ(nv.bandwidth, 19e9);
+  EXPECT_DOUBLE_EQ(nv.efficiency, 0.8);
+  EXPECT_EQ(nv.latency_ns, 20000);
+  // Everything else is the node's own.
+  EXPECT_EQ(c.node.gpu.kernel_launch_ns, plain.node.gpu.kernel_launch_ns);
+  EXPECT_EQ(c.node.topology.link_types.size(), plain.node.topology.link_types.size());
+  for (const auto& [type, link] : plain.node.topology.link_types)
+    if (type != "nvlink3") {
+      EXPECT_DOUBLE_EQ(c.node.topology.link_types.at(type).bandwidth, link.bandwidth) << type;
+    }
+}
+
+TEST(CalibrationLoader, NetworkSectionsMustFitTheNode) {
+  TempFiles t;
+  // A link type the topology does not have: named, with the ones it has.
+  std::string cal = t.write("net.yaml", replaced(kNetworkCalibration, "  nvlink3:", "  nvlink9:"));
+  std::string msg = input_error_of([&] { load_hardware_spec(kRoot + "/hardware/nodes/dgx-a100.yaml", cal); });
+  EXPECT_NE(msg.find("net.yaml:7:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("link_types.nvlink9: node 'DGX-A100-40GB'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has no link type 'nvlink9'; it has "), std::string::npos) << msg;
+  // A node without a topology has no link types to calibrate.
+  cal = t.write("net.yaml", kNetworkCalibration);
+  const std::string flat = t.write("flat.yaml", "schema_version: 1\nkind: node\nname: flat\ngpu: " + kRoot +
+                                                    "/hardware/gpus/a100-sxm4-40gb.yaml\ngpus_per_node: 8\n"
+                                                    "intra_node: {bandwidth: 300 GB/s, latency: 3 us}\n"
+                                                    "pcie: {h2d_bandwidth: 25 GB/s, d2h_bandwidth: 25 GB/s, latency: 10 us}\n");
+  msg = input_error_of([&] { load_hardware_spec(flat, cal); });
+  EXPECT_NE(msg.find("link_types.nvlink3: node 'flat'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has no topology"), std::string::npos) << msg;
+  // A one-GPU node has no intra-node link.
+  msg = input_error_of([&] { load_hardware_spec(kRoot + "/hardware/gpus/a100-sxm4-40gb.yaml", t.write("n.yaml", kNetworkCalibration)); });
+  EXPECT_NE(msg.find("has no link between GPUs to calibrate"), std::string::npos) << msg;
+  // The record's lists must pair up; values are range-checked like a node's.
+  const auto error = [&](const std::string& text) {
+    const std::string path = t.write("bad.yaml", text);
+    return input_error_of([&] { load_calibration(path); });
+  };
+  msg = error(replaced(kNetworkCalibration, "[21.5, 60.25]", "[21.5]"));
+  EXPECT_NE(msg.find("bad.yaml:12:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has 1 times; it needs one per bytes_per_peer entry (2)"), std::string::npos) << msg;
+  msg = error(replaced(kNetworkCalibration, "ranks: 8", "ranks: 1"));
+  EXPECT_NE(msg.find("ranks"), std::string::npos) << msg;
+  msg = error(replaced(kNetworkCalibration, "230 GB/s", "230 TB/s"));
+  EXPECT_NE(msg.find("bandwidth"), std::string::npos) << msg;
+  msg = error(replaced(kNetworkCalibration, "latency: 21 us", "latncy: 21 us"));
+  EXPECT_NE(msg.find("did you mean 'latency'"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace moesim

@@ -1,0 +1,37 @@
+// The output of an nccl-tests benchmark (alltoall_perf, all_reduce_perf, ...): the ranks it ran on,
+// from its "#  Rank ..." lines, and one row per message size with the out-of-place time. It is how
+// a cluster's own measurement of its collectives reaches `moesim calibrate --alltoall-log`.
+//
+//   #  Rank  0 Group  0 Pid  4242 on    node-a device  0 [0x1b] NVIDIA H100 80GB HBM3
+//   #       size         count      type   redop    root     time   algbw   busbw #wrong ...
+//           1024            32     float    none      -1    22.56    0.05    0.04      0 ...
+//
+// Lines of other output (NCCL_DEBUG messages, summaries) are skipped; a line that starts with a
+// number is a row and must be complete.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moesim {
+
+struct NcclTestsRow {
+  std::int64_t size_bytes = 0;  // the size column: per rank, all peers together for all-to-all
+  std::string redop;            // "none" for all-to-all, "sum" for all-reduce, ...
+  double time_us = 0;           // out of place
+  int line = 0;
+};
+
+struct NcclTestsLog {
+  std::string file;
+  int ranks = 0;                   // "#  Rank" lines (0 when the log has none)
+  std::vector<std::string> hosts;  // the distinct hosts of those lines, in order
+  std::vector<NcclTestsRow> rows;
+};
+
+// Throws InputError naming the file and line for an unreadable file or a malformed row.
+NcclTestsLog parse_nccl_tests_log(const std::string& path);
+NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& file);
+
+}  // namespace moesim

@@ -1,0 +1,77 @@
+// nccl-tests output as `moesim calibrate --alltoall-log` reads it: ranks and hosts from the
+// "#  Rank" lines (both header formats), the out-of-place time of each row, other output skipped,
+// malformed rows named by file and line.
+#include "sim/spec/nccl_tests_log.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/core/error.h"
+#include "spec_test_util.h"
+
+namespace moesim {
+namespace {
+
+using testing::input_error_of;
+
+const std::string kLog =
+    "# nThread 1 nGpus 1 minBytes 1024 maxBytes 4096 step: 4(factor) warmup iters: 5 iters: 20\n"
+    "#\n"
+    "# Using devices\n"
+    "#  Rank  0 Group  0 Pid  4000 on    node-a device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+    "#  Rank  1 Group  0 Pid  4001 on    node-a device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
+    "node-a:4000:4000 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+    "#\n"
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+    "        1024           256     float    none      -1    22.56    0.05    0.02      0    21.90    0.05    0.02    N/A\n"
+    "        4096          1024     float    none      -1    23.10    0.18    0.09      0    23.00    0.18    0.09    N/A\n"
+    "# Out of bounds values : 0 OK\n"
+    "# Avg bus bandwidth    : 0.055\n";
+
+TEST(NcclTestsLog, ReadsRanksHostsAndTheOutOfPlaceTimes) {
+  const NcclTestsLog log = parse_nccl_tests_text(kLog, "a2a.log");
+  EXPECT_EQ(log.ranks, 2);
+  EXPECT_EQ(log.hosts, (std::vector<std::string>{"node-a"}));
+  ASSERT_EQ(log.rows.size(), 2u);
+  EXPECT_EQ(log.rows[0].size_bytes, 1024);
+  EXPECT_EQ(log.rows[0].redop, "none");
+  EXPECT_DOUBLE_EQ(log.rows[0].time_us, 22.56);  // out of place, not the in-place 21.90
+  EXPECT_EQ(log.rows[0].line, 10);
+  EXPECT_DOUBLE_EQ(log.rows[1].time_us, 23.10);
+}
+
+TEST(NcclTestsLog, OlderHeadersAndSeveralHosts) {
+  const std::string text =
+      "#   Rank  0 Pid  39449 on     dgx-01 device  0 [0x07] Tesla V100-SXM2-32GB\n"
+      "#   Rank  1 Pid  39450 on     dgx-02 device  0 [0x07] Tesla V100-SXM2-32GB\n"
+      "#   Rank  1 Pid  39450 on     dgx-02 device  0 [0x07] Tesla V100-SXM2-32GB\n"  // repeated: counted once
+      "     8388608       2097152   float     sum    -1   92.51   90.68  90.68      0   91.22   91.96  91.96    N/A\n";
+  const NcclTestsLog log = parse_nccl_tests_text(text, "ar.log");
+  EXPECT_EQ(log.ranks, 2);
+  EXPECT_EQ(log.hosts, (std::vector<std::string>{"dgx-01", "dgx-02"}));
+  ASSERT_EQ(log.rows.size(), 1u);
+  EXPECT_EQ(log.rows[0].redop, "sum");
+  EXPECT_EQ(parse_nccl_tests_text("no table here\n", "x.log").rows.size(), 0u);
+}
+
+TEST(NcclTestsLog, MalformedRowsAreNamedByFileAndLine) {
+  std::string msg = input_error_of([] { parse_nccl_tests_text("# header\n1024 256 float none\n", "a.log"); });
+  EXPECT_NE(msg.find("a.log:2:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a row of 4 fields"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_text("1024 256 float none -1 fast 0.05 0.02 0\n", "a.log"); });
+  EXPECT_NE(msg.find("a.log:1:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the out-of-place time 'fast' is not a positive number"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_text("1024 256 float none -1 -3 0.05 0.02 0\n", "a.log"); });
+  EXPECT_NE(msg.find("not a positive number"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_text("0 0 float none -1 3 0 0 0\n", "a.log"); });
+  EXPECT_NE(msg.find("the size must be positive"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_text("99999999999999999999 1 float none -1 3 0 0 0\n", "a.log"); });
+  EXPECT_NE(msg.find("beyond any message size"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_log("/nonexistent/a2a.log"); });
+  EXPECT_NE(msg.find("cannot read this nccl-tests log"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace moesim
