@@ -9,7 +9,7 @@
 #   tests      the GPU tests with MOESIM_REQUIRE_GPU=1 (numerics of every dtype, n and strategy,
 #              bitwise equality, loopback and NCCL ranks, memory next to the prediction, the
 #              out-of-memory message, the NCCL watchdog)
-#   calibrate  `moesim calibrate` of this GPU
+#   calibrate  `moesim calibrate` of this GPU, and of the all-to-all between its GPUs if several
 #   measure    `moesim run` of each configuration, its simulation, and `moesim compare` of the two
 #              (with the datasheet node, and with this GPU's calibration when there is one)
 #   bench      the layer against its GEMMs alone, and plain PyTorch on the same GPU
@@ -144,6 +144,8 @@ phase_calibrate() {
   # measured run is compared with the datasheet prediction and with the calibrated one.
   step calibrate 200 "$moesim" calibrate --hardware $node --out "$work/calibration.yaml" --dtypes tf32,bf16,fp32
   if [ -s "$work/calibration.yaml" ]; then cal="$work/calibration.yaml"; fi
+  # The intra-node all-to-all through NCCL: needs two GPUs or more (with one it says so, exit 2).
+  step calibrate-network 120 "$moesim" calibrate --hardware $node --collectives --out "$work/network.yaml"
 }
 
 # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer (every rank), moesim compare.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "sim/cli/collective_command.h"
@@ -18,6 +19,7 @@
 
 #if MOESIM_HAVE_CUDA
 #include "runtime/bench/calibrate.h"
+#include "runtime/bench/calibrate_collectives.h"
 #include "runtime/exec/cuda_device.h"
 #endif
 
@@ -94,19 +96,26 @@ void write_checked_calibration(const std::string& out_path, const std::string& t
   std::filesystem::rename(pending, out_path);
 }
 
-// --alltoall-log: the node's intra-node network fitted to an nccl-tests all-to-all.
-int run_network_calibration(const CalibrateArgs& a, const std::string& version) {
-  if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+// A measured all-to-all: `ranks` GPUs of one node, one point per message size.
+struct MeasuredAllToAll {
+  int ranks = 0;
+  std::vector<AllToAllPoint> points;
+  std::string source;  // where it was measured, for the file
+};
+
+// --alltoall-log: an nccl-tests alltoall_perf log.
+MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a) {
   const NcclTestsLog log = parse_nccl_tests_log(a.alltoall_log);
   const SourceLocation file{log.file, 0, 0};
-  int ranks = log.ranks;
+  MeasuredAllToAll m;
+  m.source = "nccl-tests alltoall_perf log " + a.alltoall_log;
+  m.ranks = log.ranks;
   if (a.ranks != 0) {
     if (log.ranks != 0 && log.ranks != a.ranks)
       throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
-    ranks = a.ranks;
+    m.ranks = a.ranks;
   }
-  if (ranks == 0) throw InputError(file, "the log has no '#  Rank' lines to count its GPUs; give --ranks");
+  if (m.ranks == 0) throw InputError(file, "the log has no '#  Rank' lines to count its GPUs; give --ranks");
   if (log.hosts.size() > 1) {
     throw InputError(file, "the all-to-all ran on " + std::to_string(log.hosts.size()) + " hosts (" + log.hosts[0] + ", " +
                                log.hosts[1] + (log.hosts.size() > 2 ? ", ..." : "") +
@@ -114,20 +123,72 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
                                "of one node");
   }
   if (log.rows.empty()) throw InputError(file, "the log has no result rows (size, count, type, redop, root, time, ...)");
-  std::vector<AllToAllPoint> points;
   for (const NcclTestsRow& row : log.rows) {
     const SourceLocation at{log.file, row.line, 1};
     if (row.redop != "none")
       throw InputError(at, "redop '" + row.redop + "': this is not an all-to-all log (alltoall_perf writes 'none')");
-    if (row.size_bytes % ranks != 0)
+    if (row.size_bytes % m.ranks != 0)
       throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
-                               std::to_string(ranks) + " ranks");
-    points.push_back(AllToAllPoint{row.size_bytes / ranks, row.time_us * 1e3});
+                               std::to_string(m.ranks) + " ranks");
+    m.points.push_back(AllToAllPoint{row.size_bytes / m.ranks, row.time_us * 1e3});
   }
-  const IntraNodeCalibration cal = calibrate_intra_node(cluster, ranks, points);
-  const std::string source = "nccl-tests alltoall_perf log " + a.alltoall_log;
+  return m;
+}
+
+#if MOESIM_HAVE_CUDA
+// This process's GPUs, or an input error saying why `command` cannot have them.
+std::unique_ptr<runtime::DeviceProvider> usable_gpus(const std::string& command) {
+  auto provider = runtime::make_cuda_provider();
+  if (const std::string why = provider->unavailable_reason(); !why.empty())
+    throw InputError("`" + command + "` needs a GPU, and none is usable: " + why);
+  return provider;
+}
+#else
+[[noreturn]] void no_gpu_runtime(const std::string& command, const std::string& instead) {
+  throw InputError("this build of moesim has no GPU runtime (it was configured without CUDA: MOESIM_WITH_CUDA=OFF or no "
+                   "nvcc found), so `" + command + "` cannot measure" + instead);
+}
+#endif
+
+// --collectives: every GPU of this process through NCCL (runtime/bench/calibrate_collectives.h).
+MeasuredAllToAll measure_alltoall_here() {
+#if !MOESIM_HAVE_CUDA
+  no_gpu_runtime("moesim calibrate --collectives", "; fit an nccl-tests log with --alltoall-log");
+#else
+  const auto provider = usable_gpus("moesim calibrate --collectives");
+  const int n = provider->num_devices();
+  if (n < 2) {
+    throw InputError("`moesim calibrate --collectives` measures the all-to-all between this node's GPUs and this "
+                     "process sees " + std::to_string(n) + "; run it on a node with several (or fit an nccl-tests "
+                     "log of one with --alltoall-log)");
+  }
+  std::vector<std::unique_ptr<runtime::DeviceOps>> devices;
+  std::vector<runtime::DeviceOps*> raw;
+  std::vector<runtime::ExecutorRank> ranks;
+  for (int g = 0; g < n; ++g) {
+    devices.push_back(provider->open(g));
+    raw.push_back(devices.back().get());
+    ranks.push_back(runtime::ExecutorRank{g, raw.back()});
+  }
+  const auto transport = provider->multi_device_transport(raw);
+  std::cerr << "calibrate: all-to-all over " << n << " x " << provider->describe(0) << " (" << transport->name() << ")\n";
+  runtime::AllToAllCalibrationOptions options;
+  options.progress = [](const std::string& s) { std::cerr << "calibrate: " << s << "\n"; };
+  MeasuredAllToAll m;
+  m.ranks = n;
+  m.points = runtime::measure_all_to_all(*transport, ranks, options);
+  m.source = "moesim calibrate --collectives, " + std::to_string(n) + " x " + provider->describe(0) + ", " +
+             transport->name();
+  return m;
+#endif
+}
+
+// The node's intra-node network fitted to a measured all-to-all, written as a calibration file.
+int run_network_calibration(const CalibrateArgs& a, const std::string& version) {
+  if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
+  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
   std::string text;
-  if (!a.base_path.empty()) {
+  if (!a.base_path.empty()) {  // checked before measuring
     const CalibrationSpec base = load_calibration(a.base_path);
     if (base.intra_node || !base.link_types.empty() || base.all_to_all)
       throw InputError(base.origin, "--base already calibrates the network; give a calibration of the GPU alone");
@@ -136,16 +197,19 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     whole << in.rdbuf();
     text = whole.str();
     if (!text.empty() && text.back() != '\n') text += '\n';
-  } else {
+  }
+  const MeasuredAllToAll m = a.alltoall_log.empty() ? measure_alltoall_here() : read_alltoall_log(a);
+  const IntraNodeCalibration cal = calibrate_intra_node(cluster, m.ranks, m.points);
+  if (a.base_path.empty()) {
     const std::string& gpu = cluster.node.gpu.name;
     const std::string provenance = "moesim " + version + " calibrate, " + utc_now() + "; command: " + a.command_line;
-    text = "# Network calibration of " + cluster.node.name + " (" + gpu + "), from " + source + ".\n# " + provenance +
+    text = "# Network calibration of " + cluster.node.name + " (" + gpu + "), from " + m.source + ".\n# " + provenance +
            "\nschema_version: 1\nkind: calibration\nname: " + yaml_quoted(cluster.node.name + " network calibration") +
-           "\nsource: " + yaml_quoted(provenance) + "\ngpu: " + yaml_quoted(gpu) + "\ndevice: " + yaml_quoted(source) + "\n";
+           "\nsource: " + yaml_quoted(provenance) + "\ngpu: " + yaml_quoted(gpu) + "\ndevice: " + yaml_quoted(m.source) + "\n";
   }
-  text += network_calibration_yaml(cal, ranks, points, source);
+  text += network_calibration_yaml(cal, m.ranks, m.points, m.source);
   write_checked_calibration(a.out_path, text, cluster.node);
-  std::cout << "wrote " << a.out_path << ": all-to-all of " << ranks << " GPUs, " << points.size()
+  std::cout << "wrote " << a.out_path << ": all-to-all of " << m.ranks << " GPUs, " << m.points.size()
             << " sizes: latency " << yaml_fixed(cal.measured.latency_ns / 1e3, 2) << " us, bandwidth "
             << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU; calibrated alpha-beta within "
             << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
@@ -159,18 +223,16 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
 }  // namespace
 
 int run_calibrate(const CalibrateArgs& a, const std::string& version) {
-  if (!a.alltoall_log.empty()) return run_network_calibration(a, version);
+  if (!a.alltoall_log.empty() || a.collectives) return run_network_calibration(a, version);
+  if (!a.base_path.empty())
+    throw InputError("--base takes the network sections of --alltoall-log or --collectives; a GPU calibration is written whole");
   const CalibrateInputs in = read_inputs(a);  // bad input is named as such first, without CUDA too
 #if !MOESIM_HAVE_CUDA
   (void)in;
   (void)version;
-  throw InputError(
-      "this build of moesim has no GPU runtime (it was configured without CUDA: MOESIM_WITH_CUDA=OFF or no nvcc "
-      "found), so `moesim calibrate` cannot measure");
+  no_gpu_runtime("moesim calibrate", "");
 #else
-  const auto provider = runtime::make_cuda_provider();
-  if (const std::string why = provider->unavailable_reason(); !why.empty())
-    throw InputError("`moesim calibrate` needs a GPU, and none is usable: " + why);
+  const auto provider = usable_gpus("moesim calibrate");
   if (a.device >= provider->num_devices()) {
     throw InputError("--device " + std::to_string(a.device) + ": this process sees " +
                      std::to_string(provider->num_devices()) + " GPU(s)");

@@ -25,6 +25,8 @@ struct CalibrateArgs {
   std::string alltoall_log;
   int ranks = 0;
   std::string base_path;
+  // Network calibration measured here: the all-to-all between every GPU of this process (NCCL).
+  bool collectives = false;
 };
 
 // Exit code 0. Throws InputError (exit 2) for bad input, no GPU, or a build without the GPU runtime.

@@ -417,12 +417,18 @@ int main_impl(int argc, char** argv) {
       "measuring this GPU (no GPU needed)");
   calibrate->add_option("--ranks", cal_args.ranks, "GPUs the log's all-to-all ran on, if it has no '#  Rank' lines")
       ->needs(cal_log);
+  CLI::Option* cal_coll = calibrate->add_flag(
+      "--collectives", cal_args.collectives,
+      "measure the all-to-all between every GPU this process sees (NCCL) and fit the node's intra-node network to it");
   calibrate->add_option("--base", cal_args.base_path,
-                        "a calibration of the node's GPU to write out with the network sections added")
-      ->needs(cal_log);
-  for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"})
+                        "a calibration of the node's GPU to write out with the network sections added");
+  for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
+    cal_coll->excludes(calibrate->get_option(gpu_only));
+  }
   cal_log->excludes(cal_device);
+  cal_coll->excludes(cal_device);
+  cal_coll->excludes(cal_log);
 
   CompareArgs compare_args;
   CLI::App* compare = app.add_subcommand(

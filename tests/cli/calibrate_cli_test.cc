@@ -150,6 +150,21 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
   }
+  // --collectives measures on this machine's GPUs: without them it says why; it excludes a log,
+  // and --base needs one of the two.
+  const Result coll = run(hw + " --collectives");
+  EXPECT_EQ(coll.exit_code, 2) << coll.err;
+#if MOESIM_CLI_HAVE_CUDA
+  EXPECT_NE(coll.err.find("`moesim calibrate --collectives` needs a GPU, and none is usable"), std::string::npos) << coll.err;
+#else
+  EXPECT_NE(coll.err.find("so `moesim calibrate --collectives` cannot measure; fit an nccl-tests log"), std::string::npos)
+      << coll.err;
+#endif
+  EXPECT_NE(run(hw + " --collectives --alltoall-log " + bare).err.find("excludes"), std::string::npos);
+  const Result base_alone = run(hw + " --base " + bare);
+  EXPECT_EQ(base_alone.exit_code, 2);
+  EXPECT_NE(base_alone.err.find("--base takes the network sections of --alltoall-log or --collectives"), std::string::npos)
+      << base_alone.err;
   // With --ranks a bare log fits.
   EXPECT_EQ(run(hw + " --alltoall-log " + bare + " --ranks 8").exit_code, 0);
 }

@@ -1,0 +1,161 @@
+// A modelled device for the calibration tests: a HostDevice that runs every fp32 operation for
+// real on the CPU (so bad arguments fail; the host emulation stores fp32 only) while a clock per
+// stream advances by a known cost model, which the calibrations must recover.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "runtime/exec/host_device.h"
+
+namespace moesim::runtime::modelled {
+
+// The modelled costs.
+constexpr double kLaunchNs = 2500;
+constexpr double kHbmBytesPerNs = 2000;  // 2 TB/s
+constexpr double kH2dBytesPerNs = 25, kH2dLatencyNs = 8000;
+constexpr double kD2hBytesPerNs = 20, kD2hLatencyNs = 9000;
+
+// Slow on purpose, so that the tiny test shapes take far longer than the launch gap.
+inline double flops_per_ns(GemmMath math, Storage type) {
+  if (math == GemmMath::kF32) return 15;
+  if (math == GemmMath::kTf32) return 60;
+  return type == Storage::kBf16 ? 240 : 250;
+}
+
+// Interference between two streams: the speed of an op of the row's class while the column's
+// runs (computation, memcpy), as in a node's table. Device-to-device copies and zero-fills meet
+// nothing (the calibration runs them alone).
+enum Kind { kCompute = 0, kPcie = 1, kNone = 2 };
+constexpr double kFactor[2][2] = {{1.0, 0.9},   // computation with computation, with memcpy
+                                  {0.8, 0.7}};  // memcpy with computation, with memcpy
+
+inline double gemm_ns(const GemmArgs& g) {
+  return kLaunchNs + 2.0 * static_cast<double>(g.m * g.n * g.k * g.batch) / flops_per_ns(g.math, g.ab_type);
+}
+
+class ModelledDevice final : public DeviceOps {
+ public:
+  std::string name() const override { return "modelled test device"; }
+  int create_stream() override {
+    const double now = clock_.empty() ? 0 : *std::max_element(clock_.begin(), clock_.end());
+    clock_.push_back(now);
+    busy_from_.push_back(now);
+    kind_.push_back(kNone);
+    return host_.create_stream();
+  }
+  int create_event(bool timing) override {
+    stamp_.push_back(-1);
+    return host_.create_event(timing);
+  }
+  void record(int event, int stream) override {
+    host_.record(event, stream);
+    stamp_.at(static_cast<std::size_t>(event)) = clock_.at(static_cast<std::size_t>(stream));
+  }
+  void wait(int stream, int event) override { host_.wait(stream, event); }
+  // The device drains: every stream is idle from the latest clock on.
+  void synchronize() override {
+    host_.synchronize();
+    ++synchronizes_;
+    const double now = *std::max_element(clock_.begin(), clock_.end());
+    std::fill(clock_.begin(), clock_.end(), now);
+    std::fill(busy_from_.begin(), busy_from_.end(), now);
+  }
+  float elapsed_ms(int from, int to) override {
+    return static_cast<float>((stamp_.at(static_cast<std::size_t>(to)) - stamp_.at(static_cast<std::size_t>(from))) / 1e6);
+  }
+  void* alloc_device(std::int64_t bytes, const char* what) override { return host_.alloc_device(bytes, what); }
+  void* alloc_pinned(std::int64_t bytes, const char* what) override {
+    void* p = host_.alloc_pinned(bytes, what);
+    pinned_.insert(p);
+    return p;
+  }
+  void free_device(void* p) override { host_.free_device(p); }
+  void free_pinned(void* p) override {
+    pinned_.erase(p);
+    host_.free_pinned(p);
+  }
+  std::int64_t library_workspace_bytes() const override { return 0; }
+  void copy(void* dst, const void* src, std::int64_t bytes, int stream) override {
+    host_.copy(dst, src, bytes, stream);
+    const bool from_host = pinned_.count(const_cast<void*>(src)) > 0;
+    const bool to_host = pinned_.count(dst) > 0;
+    const double b = static_cast<double>(bytes);
+    advance(stream, from_host ? kH2dLatencyNs + b / kH2dBytesPerNs
+                    : to_host ? kD2hLatencyNs + b / kD2hBytesPerNs
+                              : 2 * b / kHbmBytesPerNs,
+            from_host || to_host ? kPcie : kNone);
+  }
+  void copy_2d(void*, std::int64_t, const void*, std::int64_t, std::int64_t, std::int64_t, int) override {
+    FAIL() << "calibration does not use strided copies";
+  }
+  void zero(void* dst, std::int64_t bytes, int stream) override {
+    host_.zero(dst, bytes, stream);
+    advance(stream, static_cast<double>(bytes) / kHbmBytesPerNs, kNone);
+  }
+  void download(void* host_dst, const void* src, std::int64_t bytes) override { host_.download(host_dst, src, bytes); }
+  void gemm(const GemmArgs& args, int stream) override {
+    if (args.ab_type == Storage::kF32) host_.gemm(args, stream);
+    ++gemms_;
+    advance(stream, gemm_ns(args), kCompute);
+  }
+  void fill(const FillArgs& args, int stream) override {
+    if (args.type == Storage::kF32) host_.fill(args, stream);
+    advance(stream, kLaunchNs + static_cast<double>(args.count * storage_bytes(args.type)) / kHbmBytesPerNs, kCompute);
+  }
+  // The MoE kernels are not calibrated (their cost is the elementwise roofline).
+  void add(const AddArgs&, int) override { unused(); }
+  void route(const RouteArgs&, int) override { unused(); }
+  std::int64_t assign_scratch_bytes(std::int64_t, int, int) override {
+    unused();
+    return 0;
+  }
+  void assign(const AssignArgs&, int) override { unused(); }
+  void encode(const EncodeArgs&, int) override { unused(); }
+  void activation(const ActivationArgs&, int) override { unused(); }
+  void activation_backward(const ActivationBackwardArgs&, int) override { unused(); }
+  void decode(const DecodeArgs&, int) override { unused(); }
+  void decode_backward(const DecodeBackwardArgs&, int) override { unused(); }
+  void encode_backward(const EncodeBackwardArgs&, int) override { unused(); }
+  void route_backward(const RouteBackwardArgs&, int) override { unused(); }
+
+  std::int64_t gemms() const { return gemms_; }
+  std::int64_t synchronizes() const { return synchronizes_; }
+  // `ns` of communication on `stream` (a modelled transport's collective): meets nothing.
+  void communicate(int stream, double ns) { advance(stream, ns, kNone); }
+
+ private:
+  // Runs `work` ns of isolated work of `kind` on `stream` from its clock on. While another stream
+  // is busy with its back-to-back run (issued earlier), the op progresses at kFactor; the other
+  // stream is not slowed in turn (the calibration times only the later-issued stream).
+  void advance(int stream, double work, Kind kind) {
+    const auto s = static_cast<std::size_t>(stream);
+    if (clock_[s] == busy_from_[s] || kind_[s] != kind) busy_from_[s] = clock_[s];
+    kind_[s] = kind;
+    double factor = 1.0;
+    double overlap = 0.0;  // how long the other stream stays busy from this op's start
+    for (std::size_t t = 0; t < clock_.size(); ++t) {
+      if (t == s || kind == kNone || kind_[t] == kNone) continue;
+      if (busy_from_[t] <= clock_[s] && clock_[s] < clock_[t]) {
+        factor = kFactor[kind][kind_[t]];
+        overlap = clock_[t] - clock_[s];
+      }
+    }
+    clock_[s] += work / factor <= overlap ? work / factor : overlap + (work - overlap * factor);
+  }
+  static void unused() { ADD_FAILURE() << "calibration issued an MoE kernel"; }
+
+  HostDevice host_;
+  std::vector<double> clock_;
+  std::vector<double> busy_from_;  // start of the stream's current back-to-back run
+  std::vector<Kind> kind_;         // the kind of its latest op
+  std::vector<double> stamp_;
+  std::set<void*> pinned_;
+  std::int64_t gemms_ = 0;
+  std::int64_t synchronizes_ = 0;
+};
+
+}  // namespace moesim::runtime::modelled
