@@ -75,9 +75,11 @@ std::string utc_now() {
   return buf;
 }
 
-// Writes `text` as `out_path` only once it loads back and applies to `node` (FILE.rejected
-// otherwise, and an InternalError: a file the command wrote must be one the simulator accepts).
-void write_checked_calibration(const std::string& out_path, const std::string& text, NodeSpec node) {
+// Writes `text` as `out_path` only once it loads back and applies to `node`; otherwise keeps it as
+// FILE.rejected and throws: an InternalError for what this process measured (a disturbed GPU),
+// an InputError naming `input` for values fitted to a user's input (a log off the plausible ranges).
+void write_checked_calibration(const std::string& out_path, const std::string& text, NodeSpec node,
+                               const std::string& input = "") {
   const std::string pending = out_path + ".pending";
   {
     std::ofstream out(pending, std::ios::binary);
@@ -90,6 +92,11 @@ void write_checked_calibration(const std::string& out_path, const std::string& t
   } catch (const InputError& e) {
     const std::string rejected = out_path + ".rejected";
     std::filesystem::rename(pending, rejected);
+    if (!input.empty()) {
+      throw InputError(SourceLocation{input, 0, 0},
+                       "what this measurement gives is off the simulator's plausible ranges (kept as " + rejected +
+                           "): " + std::string(e.what()) + "; check the measurement and that --hardware is its node");
+    }
     throw InternalError("the calibration just written does not load back (kept as " + rejected + "): " +
                         std::string(e.what()) + " (a value outside the plausible range usually means a disturbed measurement; rerun)");
   }
@@ -101,6 +108,7 @@ struct MeasuredAllToAll {
   int ranks = 0;
   std::vector<AllToAllPoint> points;
   std::string source;  // where it was measured, for the file
+  std::string file;    // the log, where there is one
 };
 
 // --alltoall-log: an nccl-tests alltoall_perf log.
@@ -109,6 +117,12 @@ MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a) {
   const SourceLocation file{log.file, 0, 0};
   MeasuredAllToAll m;
   m.source = "nccl-tests alltoall_perf log " + a.alltoall_log;
+  m.file = log.file;
+  if (log.rows.empty()) throw InputError(file, "no nccl-tests result rows (size, count, type, redop, root, time, ...)");
+  if (!log.test.empty() && log.test != "alltoall_perf")
+    throw InputError(file, "this is a log of " + log.test + ", not of alltoall_perf");
+  if (log.cpu_times)
+    throw InputError(file, "the times are CPU times (nccl-tests -C 1), not the GPU's; rerun alltoall_perf without -C");
   m.ranks = log.ranks;
   if (a.ranks != 0) {
     if (log.ranks != 0 && log.ranks != a.ranks)
@@ -122,10 +136,9 @@ MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a) {
                                "); only the intra-node network is calibrated from measurements: give a log of the GPUs "
                                "of one node");
   }
-  if (log.rows.empty()) throw InputError(file, "the log has no result rows (size, count, type, redop, root, time, ...)");
   for (const NcclTestsRow& row : log.rows) {
     const SourceLocation at{log.file, row.line, 1};
-    if (row.redop != "none")
+    if (row.redop != "none" && !row.redop.empty())  // blank in older alltoall_perf
       throw InputError(at, "redop '" + row.redop + "': this is not an all-to-all log (alltoall_perf writes 'none')");
     if (row.size_bytes % m.ranks != 0)
       throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
@@ -192,6 +205,9 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     const CalibrationSpec base = load_calibration(a.base_path);
     if (base.intra_node || !base.link_types.empty() || base.all_to_all)
       throw InputError(base.origin, "--base already calibrates the network; give a calibration of the GPU alone");
+    NodeSpec check = cluster.node;
+    check.gpu.calibration.reset();
+    apply_calibration(check, base);  // another GPU's file is named here, not as the output's
     std::ifstream in(a.base_path, std::ios::binary);
     std::ostringstream whole;
     whole << in.rdbuf();
@@ -199,7 +215,13 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     if (!text.empty() && text.back() != '\n') text += '\n';
   }
   const MeasuredAllToAll m = a.alltoall_log.empty() ? measure_alltoall_here() : read_alltoall_log(a);
-  const IntraNodeCalibration cal = calibrate_intra_node(cluster, m.ranks, m.points);
+  IntraNodeCalibration cal;
+  try {
+    cal = calibrate_intra_node(cluster, m.ranks, m.points);
+  } catch (const InputError& e) {  // the fit's rules are about the log: name it
+    if (m.file.empty() || !e.where().file.empty()) throw;
+    throw InputError(SourceLocation{m.file, 0, 0}, e.rule());
+  }
   if (a.base_path.empty()) {
     const std::string& gpu = cluster.node.gpu.name;
     const std::string provenance = "moesim " + version + " calibrate, " + utc_now() + "; command: " + a.command_line;
@@ -208,7 +230,7 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
            "\nsource: " + yaml_quoted(provenance) + "\ngpu: " + yaml_quoted(gpu) + "\ndevice: " + yaml_quoted(m.source) + "\n";
   }
   text += network_calibration_yaml(cal, m.ranks, m.points, m.source);
-  write_checked_calibration(a.out_path, text, cluster.node);
+  write_checked_calibration(a.out_path, text, cluster.node, m.file.empty() ? m.source : m.file);
   std::cout << "wrote " << a.out_path << ": all-to-all of " << m.ranks << " GPUs, " << m.points.size()
             << " sizes: latency " << yaml_fixed(cal.measured.latency_ns / 1e3, 2) << " us, bandwidth "
             << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU; calibrated alpha-beta within "

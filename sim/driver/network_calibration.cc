@@ -85,13 +85,11 @@ Correction correction(const AllToAllLine& measured, const std::vector<AllToAllPo
   return Correction{measured.bandwidth / model.bandwidth, measured.latency_ns - model.latency_ns};
 }
 
+// `latency` + `shift_ns`, at least 0 (a note when more than rounding had to be cut off).
 TimeNs shifted(TimeNs latency, double shift_ns, const std::string& what, std::vector<std::string>& notes) {
   const double v = static_cast<double>(latency) + shift_ns;
-  if (v < 0) {
-    notes.push_back(what + ": the measured latency is below what the model adds elsewhere; set to 0");
-    return 0;
-  }
-  return static_cast<TimeNs>(std::llround(v));
+  if (v < -1.0) notes.push_back(what + ": the measured latency is below what the model adds elsewhere; set to 0");
+  return v < 0 ? 0 : static_cast<TimeNs>(std::llround(v));
 }
 
 // The topology link types on the routes between GPUs 0..ranks-1 (the all-to-all's), and those of
@@ -126,6 +124,8 @@ IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
   const NodeSpec& node = cluster.node;
   if (node.loopback)
     throw InputError("node '" + node.name + "' is a loopback node: its ranks share one GPU and have no network");
+  if (node.gpus_per_node < 2)
+    throw InputError("'" + node.name + "' has one GPU: there is no network between GPUs to calibrate; give its node");
   if (ranks < 2 || ranks > node.gpus_per_node) {
     throw InputError("the all-to-all ran on " + std::to_string(ranks) + " GPUs; an intra-node calibration of node '" +
                      node.name + "' needs 2 to " + std::to_string(node.gpus_per_node) +
@@ -146,20 +146,31 @@ IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
   cal.alpha_beta_max_error =
       max_relative_error(model_points(calibrated, ranks, NetworkModel::kAlphaBeta, points), points);
 
-  // Flow: the link types of the node's GPU fabric.
+  // Flow: every link type on the GPUs' routes, bandwidth x k and latency + d. When the routes'
+  // latencies differ, flows that share a link start at different times and the model's line does
+  // not move by exactly (k, d); a few secant steps on (k, d) against the model's own line settle it.
   if (node.topology.present) {
-    const Correction fl = correction(cal.measured, model_points(cluster, ranks, NetworkModel::kFlow, points), ranks);
     const RouteTypes types = route_link_types(cluster, ranks);
     for (const std::string& type : types.also_to_nic)
       cal.notes.push_back("link type " + type + " also joins the GPUs to their NICs: inter-node traffic sees its "
                           "calibrated value too");
-    for (const std::string& type : types.intra) {
-      LinkSpec link = node.topology.link_types.at(type);
-      link.bandwidth *= fl.bandwidth_factor;
-      link.latency_ns = shifted(link.latency_ns, fl.latency_shift_ns, "link_types." + type + ".latency", cal.notes);
-      cal.link_types[type] = link;
-      calibrated.node.topology.link_types[type] = link;
+    Correction total;
+    std::vector<std::string> clamped;
+    for (int step = 0; step < 8; ++step) {
+      const Correction c = correction(cal.measured, model_points(calibrated, ranks, NetworkModel::kFlow, points), ranks);
+      if (step > 0 && std::abs(c.bandwidth_factor - 1) < 1e-6 && std::abs(c.latency_shift_ns) < 1.0) break;
+      total.bandwidth_factor *= c.bandwidth_factor;
+      total.latency_shift_ns += c.latency_shift_ns;
+      clamped.clear();
+      for (const std::string& type : types.intra) {
+        LinkSpec link = node.topology.link_types.at(type);
+        link.bandwidth *= total.bandwidth_factor;
+        link.latency_ns = shifted(link.latency_ns, total.latency_shift_ns, "link_types." + type + ".latency", clamped);
+        cal.link_types[type] = link;
+        calibrated.node.topology.link_types[type] = link;
+      }
     }
+    cal.notes.insert(cal.notes.end(), clamped.begin(), clamped.end());
     cal.flow_max_error = max_relative_error(model_points(calibrated, ranks, NetworkModel::kFlow, points), points);
   }
   return cal;

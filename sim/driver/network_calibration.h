@@ -8,11 +8,12 @@
 //               slope, efficiency 1; latency shifted by measured - modelled intercept);
 //   flow:       every topology link type on a route between the measured GPUs (NVLink; on a node
 //               where some pairs have none, also the PCIe and CPU links they cross), lane
-//               bandwidth scaled and latency shifted the same way. Scaling every capacity on the
-//               routes by k scales the model's bandwidth term by k, and shifting every latency on
-//               them shifts its latency term, so the calibrated line is the measured one also on
-//               uneven nodes. A type that also joins the GPUs to their NICs changes inter-node
-//               routes too; the notes say so.
+//               bandwidth scaled by k and latency shifted by d. When every route has the same
+//               latency this moves the model's line by exactly (k, d); when latencies differ,
+//               flows sharing a link start apart and it does not, so (k, d) are refined by a few
+//               secant steps against the model's own line (a straight line may still not fit it
+//               exactly: the residual below says how well). A type that also joins the GPUs to
+//               their NICs changes inter-node routes too; the notes say so.
 // Both are checked afterwards: the largest relative difference between each calibrated model and
 // the measured times is reported (it is not zero when the measurement itself is no line).
 #pragma once

@@ -160,8 +160,9 @@ class DeviceSets {
   std::vector<std::size_t> parent_;
 };
 
-// A map of link type name -> {bandwidth, efficiency, latency}, per lane and direction.
-std::map<std::string, LinkSpec> read_link_types(const YamlValue& types) {
+// A map of link type name -> {bandwidth, efficiency, latency}, per lane and direction; `names`
+// (if given) receives the names in the file's order, for messages.
+std::map<std::string, LinkSpec> read_link_types(const YamlValue& types, std::vector<std::string>* names = nullptr) {
   if (!types.is_map()) types.fail("expected a map of link type name -> {bandwidth, efficiency, latency}");
   std::vector<std::string> type_names;
   for (auto it = types.node().begin(); it != types.node().end(); ++it)
@@ -169,6 +170,7 @@ std::map<std::string, LinkSpec> read_link_types(const YamlValue& types) {
   const YamlMap type_map = types.as_map(type_names);
   std::map<std::string, LinkSpec> out;
   for (const std::string& name : type_names) out[name] = read_link(type_map.require(name), kIntraNodeRange);
+  if (names != nullptr) *names = type_names;
   return out;
 }
 
@@ -183,9 +185,8 @@ NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
   if (auto n = m.get("cpus")) topo.num_cpus = static_cast<int>(n->as_int(0, 64));
   if (auto n = m.get("nics")) topo.num_nics = static_cast<int>(n->as_int(0, 64));
 
-  topo.link_types = read_link_types(m.require("link_types"));
-  std::vector<std::string> type_names;
-  for (const auto& [name, link] : topo.link_types) type_names.push_back(name);
+  std::vector<std::string> type_names;  // in the file's order
+  topo.link_types = read_link_types(m.require("link_types"), &type_names);
 
   if (topo.num_nics > 0) {
     topo.nic_port = read_link(m.require("nic_port"), kNetworkRange);
@@ -712,12 +713,6 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
                                        ", so the simulator never runs GEMMs in it");
     }
   }
-  if (cal.kernel_launch_ns) gpu.kernel_launch_ns = *cal.kernel_launch_ns;
-  if (cal.hbm_bandwidth) {
-    // Measured streaming bandwidth is what kernels reach: it replaces datasheet x efficiency.
-    gpu.hbm_bandwidth = *cal.hbm_bandwidth;
-    gpu.hbm_efficiency = 1.0;
-  }
   if (cal.intra_node) {
     if (node.gpus_per_node < 2 || node.loopback) {
       throw InputError(cal.origin, "intra_node: node '" + node.name + "' (" + node.origin.to_string() +
@@ -732,6 +727,12 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
                        "link_types." + type + ": node '" + node.name + "' (" + node.origin.to_string() + ") " +
                            (names.empty() ? "has no topology" : "has no link type '" + type + "'; it has " + names));
     }
+  }
+  if (cal.kernel_launch_ns) gpu.kernel_launch_ns = *cal.kernel_launch_ns;
+  if (cal.hbm_bandwidth) {
+    // Measured streaming bandwidth is what kernels reach: it replaces datasheet x efficiency.
+    gpu.hbm_bandwidth = *cal.hbm_bandwidth;
+    gpu.hbm_efficiency = 1.0;
   }
   if (cal.intra_node) node.intra_node = *cal.intra_node;
   for (const auto& [type, link] : cal.link_types) node.topology.link_types[type] = link;

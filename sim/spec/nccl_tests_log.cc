@@ -40,7 +40,7 @@ bool parse_number(const std::string& t, double& out) {
 NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& file) {
   NcclTestsLog log;
   log.file = file;
-  std::set<int> ranks;
+  std::set<std::string> ranks;
   std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -51,28 +51,36 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
       // "#  Rank  3 Group  0 Pid  4242 on  node-a device  3 [0x..] NVIDIA H100 80GB HBM3" (older
       // versions have no Group field).
       if (t.size() >= 3 && t[1] == "Rank" && is_integer(t[2])) {
-        ranks.insert(std::stoi(t[2]));
+        ranks.insert(t[2]);
         const auto on = std::find(t.begin(), t.end(), "on");
         if (on != t.end() && on + 1 != t.end() && std::find(log.hosts.begin(), log.hosts.end(), *(on + 1)) == log.hosts.end())
           log.hosts.push_back(*(on + 1));
       }
+      // "# Collective test starting: alltoall_perf"
+      if (t.size() >= 5 && t[1] == "Collective" && t[3] == "starting:") log.test = t[4];
+      if (std::find(t.begin(), t.end(), "cputime") != t.end()) log.cpu_times = true;  // run with -C 1
       continue;
     }
-    if (!is_integer(t[0])) continue;  // other output (NCCL_DEBUG lines and the like)
-    // size count type redop root time algbw busbw #wrong [in-place: time algbw busbw #wrong]
-    if (t.size() < 9) {
+    // A row starts with the size and the element count; anything else is other output (NCCL_DEBUG
+    // lines, compiler chatter).
+    if (t.size() < 2 || !is_integer(t[0]) || !is_integer(t[1])) continue;
+    // size count type redop root time algbw busbw #wrong [in-place: time algbw busbw #wrong]; older
+    // alltoall_perf leaves redop blank, so root (an integer) follows the type.
+    const bool blank_redop = t.size() > 3 && (is_integer(t[3]) || (t[3].size() > 1 && t[3][0] == '-' && is_integer(t[3].substr(1))));
+    const std::size_t time_field = blank_redop ? 4 : 5;
+    if (t.size() < time_field + 4) {
       throw InputError(where(), "a row of " + std::to_string(t.size()) +
                                     " fields; nccl-tests rows have size, count, type, redop, root, time, algbw, "
                                     "busbw and #wrong");
     }
+    if (t[0].size() > 15) throw InputError(where(), "the size " + t[0] + " is beyond any message size");
     NcclTestsRow row;
     row.line = number;
-    if (t[0].size() > 15) throw InputError(where(), "the size " + t[0] + " is beyond any message size");
     row.size_bytes = std::stoll(t[0]);
-    row.redop = t[3];
-    if (!parse_number(t[5], row.time_us) || !(row.time_us > 0))
-      throw InputError(where(), "the out-of-place time '" + t[5] + "' is not a positive number of microseconds");
-    if (row.size_bytes <= 0) throw InputError(where(), "the size must be positive, got " + t[0]);
+    if (row.size_bytes == 0) continue;  // small -b sizes round down to nothing per peer: no measurement
+    row.redop = blank_redop ? "" : t[3];
+    if (!parse_number(t[time_field], row.time_us) || !(row.time_us > 0))
+      throw InputError(where(), "the out-of-place time '" + t[time_field] + "' is not a positive number of microseconds");
     log.rows.push_back(row);
   }
   log.ranks = static_cast<int>(ranks.size());

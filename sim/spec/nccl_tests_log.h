@@ -6,8 +6,8 @@
 //   #       size         count      type   redop    root     time   algbw   busbw #wrong ...
 //           1024            32     float    none      -1    22.56    0.05    0.04      0 ...
 //
-// Lines of other output (NCCL_DEBUG messages, summaries) are skipped; a line that starts with a
-// number is a row and must be complete.
+// Lines of other output (NCCL_DEBUG messages, summaries) are skipped; a line that starts with two
+// integers (size and count) is a row and must be complete.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ namespace moesim {
 
 struct NcclTestsRow {
   std::int64_t size_bytes = 0;  // the size column: per rank, all peers together for all-to-all
-  std::string redop;            // "none" for all-to-all, "sum" for all-reduce, ...
+  std::string redop;            // "none" for all-to-all, "sum" for all-reduce, ...; "" when blank
   double time_us = 0;           // out of place
   int line = 0;
 };
@@ -27,7 +27,9 @@ struct NcclTestsLog {
   std::string file;
   int ranks = 0;                   // "#  Rank" lines (0 when the log has none)
   std::vector<std::string> hosts;  // the distinct hosts of those lines, in order
-  std::vector<NcclTestsRow> rows;
+  std::string test;                // "# Collective test starting: <test>" ("" when absent)
+  bool cpu_times = false;          // the header says cputime (nccl-tests -C 1)
+  std::vector<NcclTestsRow> rows;  // rows of size 0 (nothing per peer) left out
 };
 
 // Throws InputError naming the file and line for an unreadable file or a malformed row.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli_fixture.h"
 
@@ -135,8 +136,33 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
   for (std::string l; std::getline(lines, l);)
     if (l.find("#  Rank") == std::string::npos) stripped += l + "\n";
   const std::string bare = write("bare.log", stripped).string();
+  const std::string gather = write("ag.log", "# Collective test starting: all_gather_perf\n" + alltoall_log(8)).string();
+  std::string cpu = alltoall_log(8);
+  cpu.replace(cpu.find("root     time"), 13, "root  cputime");
+  const std::string cputime = write("cpu.log", cpu).string();
+  // 100 times slower than any NVLink: the fitted link is off the plausible ranges.
+  std::string slow;
+  std::istringstream rows(alltoall_log(8));
+  for (std::string l; std::getline(rows, l);) {
+    std::istringstream f(l);
+    std::vector<std::string> t;
+    for (std::string x; f >> x;) t.push_back(x);
+    if (!l.empty() && l[0] != '#') t[5] = std::to_string(std::stod(t[5]) * 1000);
+    for (const std::string& x : t) slow += x + " ";
+    slow += "\n";
+  }
+  const std::string slow_log = write("slow.log", slow).string();
+  const std::string a100_base =
+      write("a100.yaml", "schema_version: 1\nkind: calibration\nname: a\ngpu: A100-SXM4-40GB\n").string();
   const Case cases[] = {
       {hw + " --alltoall-log " + two_hosts, "ran on 2 hosts (node-a, node-b)"},
+      {hw + " --alltoall-log " + gather, "ag.log: this is a log of all_gather_perf, not of alltoall_perf"},
+      {hw + " --alltoall-log " + cputime, "the times are CPU times (nccl-tests -C 1)"},
+      {hw + " --alltoall-log " + slow_log, "slow.log: what this measurement gives is off the simulator's plausible ranges"},
+      {hw + " --alltoall-log " + bare + " --ranks 8 --base " + a100_base, "a100.yaml:4:"},
+      {"calibrate --hardware hardware/gpus/h100-sxm5.yaml --out x.yaml --alltoall-log " + bare + " --ranks 8",
+       "has one GPU: there is no network between GPUs to calibrate"},
+      {hw + " --alltoall-log " + write("empty.log", "").string(), "no nccl-tests result rows"},
       {hw + " --alltoall-log " + reduce, "ar.log:12:1: redop 'sum': this is not an all-to-all log"},
       {hw + " --alltoall-log " + bare, "the log has no '#  Rank' lines to count its GPUs; give --ranks"},
       {hw + " --alltoall-log " + bare + " --ranks 16", "needs 2 to 8 GPUs of one node"},
