@@ -399,8 +399,8 @@ int main_impl(int argc, char** argv) {
   CalibrateArgs cal_args;
   CLI::App* calibrate = app.add_subcommand(
       "calibrate",
-      "measure this GPU's launch gap, HBM, PCIe and GEMM times, or fit the node's network to an nccl-tests "
-      "all-to-all log, into a calibration file (docs/calibration.md)");
+      "measure this GPU's launch gap, HBM, PCIe and GEMM times, or the node's all-to-all (--collectives, or an "
+      "nccl-tests log with --alltoall-log), into a calibration file (docs/calibration.md)");
   calibrate->add_option("--hardware", cal_args.hardware_path, "the node or GPU preset of this GPU (its name goes into the file)")
       ->required();
   calibrate->add_option("--out,-o", cal_args.out_path, "calibration YAML to write (e.g. hardware/calibration/<gpu>.yaml)")
