@@ -5,11 +5,12 @@
 #   bash validate/gpu_session.sh build              # here (needs the build dependencies): dist/ to carry
 #   bash validate/gpu_session.sh run [PHASE...]     # on the GPU machine, from the repository root
 #
-# Phases, run in the order given (default: tests calibrate measure bench):
+# Phases, run in the order given (default: tests calibrate measure, which fit one call; bench and
+# sanitize take a call each):
 #   tests      the GPU tests with MOESIM_REQUIRE_GPU=1 (numerics of every dtype, n and strategy,
 #              bitwise equality, loopback and NCCL ranks, memory next to the prediction, the
 #              out-of-memory message, the NCCL watchdog)
-#   calibrate  `moesim calibrate` of this GPU, and of the all-to-all between its GPUs if several
+#   calibrate  `moesim calibrate` of this GPU, and of the all-to-all between its GPUs if it has several
 #   measure    `moesim run` of each configuration, its simulation, and `moesim compare` of the two
 #              (with the datasheet node, and with this GPU's calibration when there is one)
 #   bench      the layer against its GEMMs alone, and plain PyTorch on the same GPU
@@ -52,7 +53,7 @@ case "$mode" in
 esac
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(tests calibrate measure bench)
+[ ${#phases[@]} -eq 0 ] && phases=(tests calibrate measure) # bench and sanitize: calls of their own
 for p in "${phases[@]}"; do
   case "$p" in
     tests | calibrate | measure | bench | sanitize) ;;
@@ -144,8 +145,11 @@ phase_calibrate() {
   # measured run is compared with the datasheet prediction and with the calibrated one.
   step calibrate 200 "$moesim" calibrate --hardware $node --out "$work/calibration.yaml" --dtypes tf32,bf16,fp32
   if [ -s "$work/calibration.yaml" ]; then cal="$work/calibration.yaml"; fi
-  # The intra-node all-to-all through NCCL: needs two GPUs or more (with one it says so, exit 2).
-  step calibrate-network 120 "$moesim" calibrate --hardware $node --collectives --out "$work/network.yaml"
+  # The intra-node all-to-all through NCCL, where there are two GPUs or more to measure it between.
+  if [ "$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
+    step calibrate-network 120 env MOESIM_NCCL_TIMEOUT_S=60 "$moesim" calibrate --hardware $node --collectives \
+      --out "$work/network.yaml"
+  fi
 }
 
 # NAME RANKS ARGS...: moesim run, moesim simulate of the same layer (every rank), moesim compare.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 
 #include "sim/core/error.h"
@@ -10,15 +11,32 @@ namespace moesim::runtime {
 
 namespace {
 
-// One member's stream, timing events and buffers for the current size.
+// One member's stream and timing events.
 struct Member {
   DeviceOps* device = nullptr;
   int rank = 0;
   int stream = 0;
   int start = 0;
   int stop = 0;
-  void* send = nullptr;
-  void* recv = nullptr;
+};
+
+// Device memory of one size's exchange, freed also when a collective throws.
+class Buffer {
+ public:
+  Buffer(DeviceOps& device, std::int64_t bytes, const char* what) : device_(device), p_(device.alloc_device(bytes, what)) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    try {
+      device_.free_device(p_);
+    } catch (const std::exception&) {  // after a sticky device error the frees fail too
+    }
+  }
+  void* get() const { return p_; }
+
+ private:
+  DeviceOps& device_;
+  void* p_;
 };
 
 }  // namespace
@@ -39,11 +57,13 @@ std::vector<AllToAllPoint> measure_all_to_all(Transport& transport, const std::v
   if (o.min_reps < 1 || o.max_reps < o.min_reps || o.warmup < 0 || !(o.min_time_ms > 0))
     throw InputError("all-to-all calibration repetitions: need warmup >= 0, 1 <= min_reps <= max_reps, min_time_ms > 0");
 
-  std::vector<Member> members;
   std::set<int> seen;
   for (const ExecutorRank& r : ranks) {
     if (r.rank < 0 || r.rank >= n || !seen.insert(r.rank).second)
       throw InputError("all-to-all calibration ranks must be 0.." + std::to_string(n - 1) + ", each once");
+  }
+  std::vector<Member> members;
+  for (const ExecutorRank& r : ranks) {
     Member m;
     m.device = r.device;
     m.rank = r.rank;
@@ -64,12 +84,13 @@ std::vector<AllToAllPoint> measure_all_to_all(Transport& transport, const std::v
     layout.peer_stride = b;
     layout.piece_stride = b;
     layout.piece_bytes = b;
+    std::vector<std::unique_ptr<Buffer>> buffers;
     std::vector<AllToAllMember> collective;
-    for (Member& m : members) {
-      m.send = m.device->alloc_device(bytes, "all-to-all calibration send buffer");
-      m.recv = m.device->alloc_device(bytes, "all-to-all calibration receive buffer");
-      m.device->zero(m.send, bytes, m.stream);
-      collective.push_back(AllToAllMember{m.rank, m.device, m.stream, m.send, layout, m.recv, layout});
+    for (const Member& m : members) {
+      void* send = buffers.emplace_back(std::make_unique<Buffer>(*m.device, bytes, "all-to-all calibration send buffer"))->get();
+      void* recv = buffers.emplace_back(std::make_unique<Buffer>(*m.device, bytes, "all-to-all calibration receive buffer"))->get();
+      m.device->zero(send, bytes, m.stream);
+      collective.push_back(AllToAllMember{m.rank, m.device, m.stream, send, layout, recv, layout});
     }
     // Time per collective over `reps` back to back: the slowest member's.
     const auto timed = [&](int reps) {
@@ -90,10 +111,6 @@ std::vector<AllToAllPoint> measure_all_to_all(Transport& transport, const std::v
     points.push_back(AllToAllPoint{b, t});
     if (o.progress)
       o.progress(std::to_string(b) + " bytes per peer: " + std::to_string(t / 1e3) + " us (" + std::to_string(reps) + " reps)");
-    for (Member& m : members) {
-      m.device->free_device(m.send);
-      m.device->free_device(m.recv);
-    }
   }
   return points;
 }

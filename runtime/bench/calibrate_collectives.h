@@ -28,7 +28,9 @@ struct AllToAllCalibrationOptions {
 
 // Times pairwise all-to-alls of every size among `ranks` (every member of the transport's group,
 // all driven by this process): back-to-back collectives between events on each member's stream,
-// the time of one being the slowest member's elapsed time over the repetitions. Throws InputError
+// the time of one being the slowest member's elapsed time over the repetitions. As in nccl-tests,
+// the collectives are issued as they go: where the host issues them slower than the GPUs finish
+// them (the smallest sizes), that rate is what is measured, as it is what a training step sees. Throws InputError
 // for fewer than 2 ranks, ranks that are not the whole group, or sizes that are not positive and
 // ascending, before touching a device.
 std::vector<AllToAllPoint> measure_all_to_all(Transport& transport, const std::vector<ExecutorRank>& ranks,

@@ -50,6 +50,17 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   name_ = std::string(prop.name) + " (GPU " + std::to_string(ordinal_) + ")";
   compute_major_ = prop.major;
   compute_minor_ = prop.minor;
+  // The driver, not a rule of ours, decides whether the build's code runs here (PTX JIT, family
+  // and architecture-specific targets, Tegra); a refusal becomes a readable input error.
+  const cudaError_t image = cuda::kernel_image_status();
+  if (image != cudaSuccess) {
+    const std::string error = cudaGetErrorName(image);
+    if (image == cudaErrorNoKernelImageForDevice || image == cudaErrorInvalidDeviceFunction ||
+        image == cudaErrorUnsupportedPtxVersion || image == cudaErrorInvalidPtx)
+      throw InputError(no_kernel_image_message(name_, compute_major_, compute_minor_, MOESIM_CUDA_ARCHITECTURES, error,
+                                               CUDART_VERSION >= 13000));
+    cuda_check(image, "cudaFuncGetAttributes");
+  }
 }
 
 CudaDevice::~CudaDevice() {
@@ -261,14 +272,7 @@ class CudaProvider final : public DeviceProvider {
     }
     return id;
   }
-  std::unique_ptr<DeviceOps> open(int ordinal) override {
-    const GpuInfo& g = probe_.gpus.at(static_cast<std::size_t>(ordinal));
-    const std::string why = architecture_mismatch(MOESIM_CUDA_ARCHITECTURES, g.compute_capability_major,
-                                                  g.compute_capability_minor,
-                                                  "GPU " + std::to_string(ordinal) + " (" + g.name + ")");
-    if (!why.empty()) throw InputError(why);
-    return std::make_unique<CudaDevice>(ordinal);
-  }
+  std::unique_ptr<DeviceOps> open(int ordinal) override { return std::make_unique<CudaDevice>(ordinal); }
   std::unique_ptr<Transport> multi_device_transport(const std::vector<DeviceOps*>& devices) override {
 #if MOESIM_HAVE_NCCL
     return make_nccl_transport(devices);

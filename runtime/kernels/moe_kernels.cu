@@ -314,6 +314,13 @@ void add(const AddArgs& a, cudaStream_t s) {
   check_launch("add");
 }
 
+cudaError_t kernel_image_status() {
+  cudaFuncAttributes attributes{};
+  const cudaError_t err = cudaFuncGetAttributes(&attributes, fill_kernel<float>);
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
+}
+
 void fill(const FillArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;

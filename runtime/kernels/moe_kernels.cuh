@@ -10,6 +10,9 @@
 namespace moesim::runtime::cuda {
 
 void fill(const FillArgs& a, cudaStream_t s);
+// Whether the current device can run this build's kernels: cudaFuncGetAttributes on one of them
+// (cudaSuccess, or the driver's reason, e.g. cudaErrorNoKernelImageForDevice). Clears the error.
+cudaError_t kernel_image_status();
 void add(const AddArgs& a, cudaStream_t s);
 void route(const RouteArgs& a, cudaStream_t s);
 // A stable radix sort of the choices by expert (routing.h): deterministic, any number of experts.

@@ -163,18 +163,23 @@ std::unique_ptr<runtime::DeviceProvider> usable_gpus(const std::string& command)
 }
 #endif
 
-// --collectives: every GPU of this process through NCCL (runtime/bench/calibrate_collectives.h).
-MeasuredAllToAll measure_alltoall_here() {
+// --collectives: the first `wanted` GPUs of this process (0: all) through NCCL
+// (runtime/bench/calibrate_collectives.h), once `cluster` is known to take them.
+MeasuredAllToAll measure_alltoall_here(const ClusterSpec& cluster, int wanted) {
 #if !MOESIM_HAVE_CUDA
+  (void)cluster;
+  (void)wanted;
   no_gpu_runtime("moesim calibrate --collectives", "; fit an nccl-tests log with --alltoall-log");
 #else
   const auto provider = usable_gpus("moesim calibrate --collectives");
-  const int n = provider->num_devices();
-  if (n < 2) {
+  const int visible = provider->num_devices();
+  if (visible < 2 || wanted > visible) {
     throw InputError("`moesim calibrate --collectives` measures the all-to-all between this node's GPUs and this "
-                     "process sees " + std::to_string(n) + "; run it on a node with several (or fit an nccl-tests "
-                     "log of one with --alltoall-log)");
+                     "process sees " + std::to_string(visible) + (wanted > visible ? " (--ranks " + std::to_string(wanted) + ")" : "") +
+                     "; run it on a node with several (or fit an nccl-tests log of one with --alltoall-log)");
   }
+  const int n = wanted == 0 ? visible : wanted;
+  check_intra_node_ranks(cluster, n);  // before the GPUs are opened and measured
   std::vector<std::unique_ptr<runtime::DeviceOps>> devices;
   std::vector<runtime::DeviceOps*> raw;
   std::vector<runtime::ExecutorRank> ranks;
@@ -183,7 +188,13 @@ MeasuredAllToAll measure_alltoall_here() {
     raw.push_back(devices.back().get());
     ranks.push_back(runtime::ExecutorRank{g, raw.back()});
   }
-  const auto transport = provider->multi_device_transport(raw);
+  std::unique_ptr<runtime::Transport> transport;
+  try {
+    transport = provider->multi_device_transport(raw);
+  } catch (const InputError&) {
+    throw InputError("this build of moesim has no NCCL, which `moesim calibrate --collectives` needs; fit an "
+                     "nccl-tests log with --alltoall-log");
+  }
   std::cerr << "calibrate: all-to-all over " << n << " x " << provider->describe(0) << " (" << transport->name() << ")\n";
   runtime::AllToAllCalibrationOptions options;
   options.progress = [](const std::string& s) { std::cerr << "calibrate: " << s << "\n"; };
@@ -214,7 +225,7 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     text = whole.str();
     if (!text.empty() && text.back() != '\n') text += '\n';
   }
-  const MeasuredAllToAll m = a.alltoall_log.empty() ? measure_alltoall_here() : read_alltoall_log(a);
+  const MeasuredAllToAll m = a.alltoall_log.empty() ? measure_alltoall_here(cluster, a.ranks) : read_alltoall_log(a);
   IntraNodeCalibration cal;
   try {
     cal = calibrate_intra_node(cluster, m.ranks, m.points);
@@ -246,8 +257,9 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
 
 int run_calibrate(const CalibrateArgs& a, const std::string& version) {
   if (!a.alltoall_log.empty() || a.collectives) return run_network_calibration(a, version);
-  if (!a.base_path.empty())
-    throw InputError("--base takes the network sections of --alltoall-log or --collectives; a GPU calibration is written whole");
+  if (!a.base_path.empty() || a.ranks != 0)
+    throw InputError(std::string(a.ranks != 0 ? "--ranks" : "--base") +
+                     " goes with --alltoall-log or --collectives (the network); a GPU calibration measures one GPU");
   const CalibrateInputs in = read_inputs(a);  // bad input is named as such first, without CUDA too
 #if !MOESIM_HAVE_CUDA
   (void)in;

@@ -25,7 +25,8 @@ struct CalibrateArgs {
   std::string alltoall_log;
   int ranks = 0;
   std::string base_path;
-  // Network calibration measured here: the all-to-all between every GPU of this process (NCCL).
+  // Network calibration measured here: the all-to-all between the first `ranks` GPUs of this
+  // process (all when 0), through NCCL.
   bool collectives = false;
 };
 

@@ -415,8 +415,9 @@ int main_impl(int argc, char** argv) {
       "--alltoall-log", cal_args.alltoall_log,
       "an nccl-tests alltoall_perf log of GPUs of one node: fit the node's intra-node network to it instead of "
       "measuring this GPU (no GPU needed)");
-  calibrate->add_option("--ranks", cal_args.ranks, "GPUs the log's all-to-all ran on, if it has no '#  Rank' lines")
-      ->needs(cal_log);
+  calibrate->add_option("--ranks", cal_args.ranks,
+                        "with --alltoall-log: the GPUs the log ran on, if it has no '#  Rank' lines; with "
+                        "--collectives: measure the first N GPUs (default all)");
   CLI::Option* cal_coll = calibrate->add_flag(
       "--collectives", cal_args.collectives,
       "measure the all-to-all between every GPU this process sees (NCCL) and fit the node's intra-node network to it");

@@ -119,8 +119,7 @@ RouteTypes route_link_types(const ClusterSpec& cluster, int ranks) {
 
 }  // namespace
 
-IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
-                                          const std::vector<AllToAllPoint>& points) {
+void check_intra_node_ranks(const ClusterSpec& cluster, int ranks) {
   const NodeSpec& node = cluster.node;
   if (node.loopback)
     throw InputError("node '" + node.name + "' is a loopback node: its ranks share one GPU and have no network");
@@ -131,6 +130,12 @@ IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
                      node.name + "' needs 2 to " + std::to_string(node.gpus_per_node) +
                      " GPUs of one node (inter-node links are not calibrated from measurements yet)");
   }
+}
+
+IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
+                                          const std::vector<AllToAllPoint>& points) {
+  check_intra_node_ranks(cluster, ranks);
+  const NodeSpec& node = cluster.node;
   IntraNodeCalibration cal;
   cal.measured = fit_all_to_all(points, ranks);
   if (cal.measured.latency_clamped)

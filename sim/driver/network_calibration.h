@@ -52,8 +52,13 @@ struct IntraNodeCalibration {
   std::vector<std::string> notes;              // clamped latencies and the like, for the user
 };
 
-// The calibration of `cluster`'s node for an all-to-all of GPUs 0..ranks-1 measured as `points`.
-// Throws InputError when ranks is not in [2, gpus_per_node] or the node is a loopback node.
+// Throws InputError unless an all-to-all of GPUs 0..ranks-1 can calibrate `cluster`'s node: a
+// node of several GPUs (not a loopback node) and 2 <= ranks <= gpus_per_node. Checked by
+// calibrate_intra_node, and by callers before they spend time measuring.
+void check_intra_node_ranks(const ClusterSpec& cluster, int ranks);
+
+// The calibration of `cluster`'s node for an all-to-all of GPUs 0..ranks-1 measured as `points`
+// (check_intra_node_ranks first).
 IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
                                           const std::vector<AllToAllPoint>& points);
 

@@ -168,7 +168,7 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
       {hw + " --alltoall-log " + bare + " --ranks 16", "needs 2 to 8 GPUs of one node"},
       {hw + " --alltoall-log " + write("a.log", alltoall_log(8)).string() + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
       {hw + " --alltoall-log " + bare + " --dtypes bf16", "excludes"},
-      {hw + " --ranks 8", "requires --alltoall-log"},
+      {hw + " --ranks 8", "--ranks goes with --alltoall-log or --collectives"},
       {hw + " --alltoall-log " + (dir_ / "missing.log").string(), "cannot read this nccl-tests log"},
   };
   for (const Case& c : cases) {
@@ -189,7 +189,7 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
   EXPECT_NE(run(hw + " --collectives --alltoall-log " + bare).err.find("excludes"), std::string::npos);
   const Result base_alone = run(hw + " --base " + bare);
   EXPECT_EQ(base_alone.exit_code, 2);
-  EXPECT_NE(base_alone.err.find("--base takes the network sections of --alltoall-log or --collectives"), std::string::npos)
+  EXPECT_NE(base_alone.err.find("--base goes with --alltoall-log or --collectives"), std::string::npos)
       << base_alone.err;
   // With --ranks a bare log fits.
   EXPECT_EQ(run(hw + " --alltoall-log " + bare + " --ranks 8").exit_code, 0);
