@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "sim/cli/collective_command.h"
@@ -103,16 +104,18 @@ void write_checked_calibration(const std::string& out_path, const std::string& t
   std::filesystem::rename(pending, out_path);
 }
 
-// A measured all-to-all: `ranks` GPUs of one node, one point per message size.
+// A measured all-to-all: the cluster GPUs it ran on, in rank order, one point per message size.
 struct MeasuredAllToAll {
-  int ranks = 0;
+  std::vector<int> gpus;
   std::vector<AllToAllPoint> points;
-  std::string source;  // where it was measured, for the file
-  std::string file;    // the log, where there is one
+  std::string source;               // where it was measured, for the file
+  std::string file;                 // the log, where there is one
+  std::vector<std::string> notes;   // how the log's ranks were placed, where it had to guess
+  int ranks() const { return static_cast<int>(gpus.size()); }
 };
 
-// --alltoall-log: an nccl-tests alltoall_perf log.
-MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a) {
+// --alltoall-log: an nccl-tests alltoall_perf log, its ranks placed on `cluster`'s GPUs.
+MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a, const ClusterSpec& cluster) {
   const NcclTestsLog log = parse_nccl_tests_log(a.alltoall_log);
   const SourceLocation file{log.file, 0, 0};
   MeasuredAllToAll m;
@@ -123,27 +126,19 @@ MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a) {
     throw InputError(file, "this is a log of " + log.test + ", not of alltoall_perf");
   if (log.cpu_times)
     throw InputError(file, "the times are CPU times (nccl-tests -C 1), not the GPU's; rerun alltoall_perf without -C");
-  m.ranks = log.ranks;
-  if (a.ranks != 0) {
-    if (log.ranks != 0 && log.ranks != a.ranks)
-      throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
-    m.ranks = a.ranks;
-  }
-  if (m.ranks == 0) throw InputError(file, "the log has no '#  Rank' lines to count its GPUs; give --ranks");
-  if (log.hosts.size() > 1) {
-    throw InputError(file, "the all-to-all ran on " + std::to_string(log.hosts.size()) + " hosts (" + log.hosts[0] + ", " +
-                               log.hosts[1] + (log.hosts.size() > 2 ? ", ..." : "") +
-                               "); only the intra-node network is calibrated from measurements: give a log of the GPUs "
-                               "of one node");
-  }
+  if (a.ranks != 0 && log.ranks != 0 && log.ranks != a.ranks)
+    throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
+  LoggedGpus placed = gpus_of_log(log, cluster, a.ranks);
+  m.gpus = std::move(placed.gpus);
+  m.notes = std::move(placed.notes);
   for (const NcclTestsRow& row : log.rows) {
     const SourceLocation at{log.file, row.line, 1};
     if (row.redop != "none" && !row.redop.empty())  // blank in older alltoall_perf
       throw InputError(at, "redop '" + row.redop + "': this is not an all-to-all log (alltoall_perf writes 'none')");
-    if (row.size_bytes % m.ranks != 0)
+    if (row.size_bytes % m.ranks() != 0)
       throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
-                               std::to_string(m.ranks) + " ranks");
-    m.points.push_back(AllToAllPoint{row.size_bytes / m.ranks, row.time_us * 1e3});
+                               std::to_string(m.ranks()) + " ranks");
+    m.points.push_back(AllToAllPoint{row.size_bytes / m.ranks(), row.time_us * 1e3});
   }
   return m;
 }
@@ -179,7 +174,7 @@ MeasuredAllToAll measure_alltoall_here(const ClusterSpec& cluster, int wanted) {
                      "; run it on a node with several (or fit an nccl-tests log of one with --alltoall-log)");
   }
   const int n = wanted == 0 ? visible : wanted;
-  check_intra_node_ranks(cluster, n);  // before the GPUs are opened and measured
+  check_network_gpus(cluster, first_gpus(n));  // before the GPUs are opened and measured
   std::vector<std::unique_ptr<runtime::DeviceOps>> devices;
   std::vector<runtime::DeviceOps*> raw;
   std::vector<runtime::ExecutorRank> ranks;
@@ -199,7 +194,7 @@ MeasuredAllToAll measure_alltoall_here(const ClusterSpec& cluster, int wanted) {
   runtime::AllToAllCalibrationOptions options;
   options.progress = [](const std::string& s) { std::cerr << "calibrate: " << s << "\n"; };
   MeasuredAllToAll m;
-  m.ranks = n;
+  m.gpus = first_gpus(n);
   m.points = runtime::measure_all_to_all(*transport, ranks, options);
   m.source = "moesim calibrate --collectives, " + std::to_string(n) + " x " + provider->describe(0) + ", " +
              transport->name();
@@ -207,46 +202,74 @@ MeasuredAllToAll measure_alltoall_here(const ClusterSpec& cluster, int wanted) {
 #endif
 }
 
-// The node's intra-node network fitted to a measured all-to-all, written as a calibration file.
+// The network fitted to a measured all-to-all, written as a calibration file: the intra-node
+// network from GPUs of one node, the inter-node network from GPUs on several (on top of --base's
+// intra-node calibration, where it has one).
 int run_network_calibration(const CalibrateArgs& a, const std::string& version) {
   if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
-  const ClusterSpec cluster = load_hardware_spec(a.hardware_path);
+  const ClusterSpec preset = load_hardware_spec(a.hardware_path);
+  std::optional<MeasuredAllToAll> logged;
+  if (!a.alltoall_log.empty()) logged = read_alltoall_log(a, preset);
+  bool inter_node = false;
+  if (logged) {
+    check_network_gpus(preset, logged->gpus);
+    for (int g : logged->gpus) inter_node = inter_node || preset.node_of(g) != preset.node_of(logged->gpus.front());
+  }
+  ClusterSpec cluster = preset;  // what the fit starts from: the preset with --base applied
   std::string text;
+  bool intra_calibrated = false;
   if (!a.base_path.empty()) {  // checked before measuring
     const CalibrationSpec base = load_calibration(a.base_path);
-    if (base.intra_node || !base.link_types.empty() || base.all_to_all)
+    if (base.calibrates_inter_node()) {
+      throw InputError(base.origin, inter_node ? "--base already calibrates the inter-node network"
+                                               : "--base calibrates the inter-node network, which is fitted on top of "
+                                                 "the intra-node one: fit this one-node measurement first and give "
+                                                 "its file as --base to the inter-node fit");
+    }
+    if (!inter_node && base.calibrates_intra_node())
       throw InputError(base.origin, "--base already calibrates the network; give a calibration of the GPU alone");
-    NodeSpec check = cluster.node;
-    check.gpu.calibration.reset();
-    apply_calibration(check, base);  // another GPU's file is named here, not as the output's
+    intra_calibrated = base.calibrates_intra_node();
+    cluster.node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
+    apply_calibration(cluster, base);      // another GPU's file is named here, not as the output's
     std::ifstream in(a.base_path, std::ios::binary);
     std::ostringstream whole;
     whole << in.rdbuf();
     text = whole.str();
     if (!text.empty() && text.back() != '\n') text += '\n';
   }
-  const MeasuredAllToAll m = a.alltoall_log.empty() ? measure_alltoall_here(cluster, a.ranks) : read_alltoall_log(a);
-  IntraNodeCalibration cal;
+  const MeasuredAllToAll m = logged ? *logged : measure_alltoall_here(cluster, a.ranks);
+  NetworkCalibration cal;
   try {
-    cal = calibrate_intra_node(cluster, m.ranks, m.points);
+    cal = calibrate_network(cluster, m.gpus, m.points);
   } catch (const InputError& e) {  // the fit's rules are about the log: name it
     if (m.file.empty() || !e.where().file.empty()) throw;
     throw InputError(SourceLocation{m.file, 0, 0}, e.rule());
   }
+  cal.notes.insert(cal.notes.begin(), m.notes.begin(), m.notes.end());
+  if (cal.inter_node && !intra_calibrated) {
+    cal.notes.push_back("the intra-node links keep --hardware's values; for measured ones, fit a one-node log first "
+                        "and give its file as --base");
+  }
   if (a.base_path.empty()) {
     const std::string& gpu = cluster.node.gpu.name;
     const std::string provenance = "moesim " + version + " calibrate, " + utc_now() + "; command: " + a.command_line;
-    text = "# Network calibration of " + cluster.node.name + " (" + gpu + "), from " + m.source + ".\n# " + provenance +
-           "\nschema_version: 1\nkind: calibration\nname: " + yaml_quoted(cluster.node.name + " network calibration") +
+    const std::string& name = cal.inter_node ? cluster.name : cluster.node.name;
+    text = "# Network calibration of " + name + " (" + gpu + "), from " + m.source + ".\n# " + provenance +
+           "\nschema_version: 1\nkind: calibration\nname: " + yaml_quoted(name + " network calibration") +
            "\nsource: " + yaml_quoted(provenance) + "\ngpu: " + yaml_quoted(gpu) + "\ndevice: " + yaml_quoted(m.source) + "\n";
   }
-  text += network_calibration_yaml(cal, m.ranks, m.points, m.source);
-  write_checked_calibration(a.out_path, text, cluster.node, m.file.empty() ? m.source : m.file);
-  std::cout << "wrote " << a.out_path << ": all-to-all of " << m.ranks << " GPUs, " << m.points.size()
+  text += network_calibration_yaml(cal, m.ranks(), m.points, m.source);
+  write_checked_calibration(a.out_path, text, preset.node, m.file.empty() ? m.source : m.file);
+  std::cout << "wrote " << a.out_path << ": all-to-all of " << m.ranks() << " GPUs"
+            << (cal.inter_node ? " on " + std::to_string(cal.nodes) + " nodes" : "") << ", " << m.points.size()
             << " sizes: latency " << yaml_fixed(cal.measured.latency_ns / 1e3, 2) << " us, bandwidth "
-            << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU; calibrated alpha-beta within "
-            << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
-  if (!cal.link_types.empty()) std::cout << ", flow within " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
+            << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU";
+  if (cal.inter_node_link)
+    std::cout << " (alpha-beta inter_node " << yaml_fixed(cal.inter_node_link->effective_bandwidth() / 1e9, 1)
+              << " GB/s per GPU, latency " << yaml_fixed(static_cast<double>(cal.inter_node_link->latency_ns) / 1e3, 2)
+              << " us)";
+  std::cout << "; calibrated alpha-beta within " << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
+  if (!cal.link_types.empty() || cal.nic_port) std::cout << ", flow within " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
   std::cout << " of every measured time\n";
   for (const std::string& note : cal.notes) std::cout << "note: " << note << "\n";
   std::cout << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";

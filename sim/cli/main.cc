@@ -399,9 +399,11 @@ int main_impl(int argc, char** argv) {
   CalibrateArgs cal_args;
   CLI::App* calibrate = app.add_subcommand(
       "calibrate",
-      "measure this GPU's launch gap, HBM, PCIe and GEMM times, or the node's all-to-all (--collectives, or an "
-      "nccl-tests log with --alltoall-log), into a calibration file (docs/calibration.md)");
-  calibrate->add_option("--hardware", cal_args.hardware_path, "the node or GPU preset of this GPU (its name goes into the file)")
+      "measure this GPU's launch gap, HBM, PCIe and GEMM times, or fit the network to an all-to-all (an "
+      "nccl-tests log with --alltoall-log, or --collectives), into a calibration file (docs/calibration.md)");
+  calibrate->add_option("--hardware", cal_args.hardware_path,
+                        "the node or GPU preset of this GPU (its name goes into the file); for a log across nodes, "
+                        "a cluster of them")
       ->required();
   calibrate->add_option("--out,-o", cal_args.out_path, "calibration YAML to write (e.g. hardware/calibration/<gpu>.yaml)")
       ->required();
@@ -413,8 +415,8 @@ int main_impl(int argc, char** argv) {
   CLI::Option* cal_device = calibrate->add_option("--device", cal_args.device, "GPU ordinal")->capture_default_str();
   CLI::Option* cal_log = calibrate->add_option(
       "--alltoall-log", cal_args.alltoall_log,
-      "an nccl-tests alltoall_perf log of GPUs of one node: fit the node's intra-node network to it instead of "
-      "measuring this GPU (no GPU needed)");
+      "an nccl-tests alltoall_perf log: fit the node's intra-node network to it (GPUs of one node) or the "
+      "cluster's inter-node network (GPUs on several nodes) instead of measuring this GPU (no GPU needed)");
   calibrate->add_option("--ranks", cal_args.ranks,
                         "with --alltoall-log: the GPUs the log ran on, if it has no '#  Rank' lines; with "
                         "--collectives: measure the first N GPUs (default all)");
@@ -422,7 +424,8 @@ int main_impl(int argc, char** argv) {
       "--collectives", cal_args.collectives,
       "measure the all-to-all between every GPU this process sees (NCCL) and fit the node's intra-node network to it");
   calibrate->add_option("--base", cal_args.base_path,
-                        "a calibration of the node's GPU to write out with the network sections added");
+                        "a calibration of the node (its GPU; for a log across nodes, also its intra-node network) "
+                        "to write out with the fitted sections added");
   for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
     cal_coll->excludes(calibrate->get_option(gpu_only));

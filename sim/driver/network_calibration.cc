@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -49,14 +50,87 @@ AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks)
   return line;
 }
 
+std::vector<int> first_gpus(int n) {
+  std::vector<int> gpus(static_cast<std::size_t>(std::max(n, 0)));
+  std::iota(gpus.begin(), gpus.end(), 0);
+  return gpus;
+}
+
+LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted) {
+  const SourceLocation file{log.file, 0, 0};
+  LoggedGpus out;
+  if (log.placement.empty()) {
+    if (ranks_if_unlisted <= 0) throw InputError(file, "the log has no '#  Rank' lines to count its GPUs; give --ranks");
+    out.gpus = first_gpus(ranks_if_unlisted);
+    return out;
+  }
+  for (std::size_t i = 0; i < log.placement.size(); ++i) {
+    if (log.placement[i].rank != static_cast<int>(i)) {
+      throw InputError(SourceLocation{log.file, log.placement[i].line, 1},
+                       "rank " + std::to_string(log.placement[i].rank) + " is listed but rank " + std::to_string(i) +
+                           " is not: the '#  Rank' lines must cover ranks 0 to " +
+                           std::to_string(log.placement.size() - 1));
+    }
+  }
+  // Hosts become nodes in the order of their lowest rank.
+  std::vector<std::string> hosts;
+  std::vector<std::vector<const NcclTestsRank*>> ranks_of_host;
+  for (const NcclTestsRank& r : log.placement) {
+    auto it = std::find(hosts.begin(), hosts.end(), r.host);
+    if (it == hosts.end()) {
+      hosts.push_back(r.host);
+      ranks_of_host.emplace_back();
+      it = hosts.end() - 1;
+    }
+    ranks_of_host[static_cast<std::size_t>(it - hosts.begin())].push_back(&r);
+  }
+  const NodeSpec& node = cluster.node;
+  if (static_cast<int>(hosts.size()) > cluster.num_nodes) {
+    std::string names;
+    for (std::size_t h = 0; h < hosts.size() && h < 3; ++h) names += (h ? ", " : "") + hosts[h];
+    throw InputError(file, "the all-to-all ran on " + std::to_string(hosts.size()) + " hosts (" + names +
+                               (hosts.size() > 3 ? ", ..." : "") + ") and '" + cluster.name + "' (" +
+                               cluster.origin.to_string() + ") has " + std::to_string(cluster.num_nodes) +
+                               " node" + (cluster.num_nodes == 1 ? "" : "s") +
+                               ": give --hardware a cluster of at least that many of its nodes");
+  }
+  out.gpus.resize(log.placement.size());
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    const auto& ranks = ranks_of_host[h];
+    std::set<int> devices;
+    bool by_device = true;
+    for (const NcclTestsRank* r : ranks) by_device = by_device && r->device >= 0 && devices.insert(r->device).second;
+    const std::string host = hosts[h].empty() ? "the ranks without a host" : "host " + hosts[h];
+    if (!by_device) {
+      if (static_cast<int>(ranks.size()) > node.gpus_per_node) {
+        throw InputError(file, host + " ran " + std::to_string(ranks.size()) + " ranks and node '" + node.name +
+                                   "' has " + std::to_string(node.gpus_per_node) + " GPUs");
+      }
+      out.notes.push_back(host + ": its ranks name no device or repeat one (one process per GPU, each seeing only "
+                          "its own?); they are taken as GPUs 0 to " + std::to_string(ranks.size() - 1) + " of node " +
+                          std::to_string(h));
+    }
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const NcclTestsRank& r = *ranks[i];
+      const int local = by_device ? r.device : static_cast<int>(i);
+      if (local >= node.gpus_per_node) {
+        throw InputError(SourceLocation{log.file, r.line, 1},
+                         "rank " + std::to_string(r.rank) + " ran on device " + std::to_string(local) + " and node '" +
+                             node.name + "' (" + node.origin.to_string() + ") has " +
+                             std::to_string(node.gpus_per_node) + " GPUs");
+      }
+      out.gpus[static_cast<std::size_t>(r.rank)] = static_cast<int>(h) * node.gpus_per_node + local;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // The model's own times for the measured sizes.
-std::vector<AllToAllPoint> model_points(const ClusterSpec& cluster, int ranks, NetworkModel model,
+std::vector<AllToAllPoint> model_points(const ClusterSpec& cluster, const std::vector<int>& group, NetworkModel model,
                                         const std::vector<AllToAllPoint>& measured) {
-  std::vector<int> group(static_cast<std::size_t>(ranks));
-  std::iota(group.begin(), group.end(), 0);
-  const TaskGraph graph(ranks, group);
+  const TaskGraph graph(cluster.num_gpus(), group);
   const auto net = make_collective_model(graph, cluster, NetworkChoice{model, AllToAllAlgorithm::kPairwise});
   std::vector<AllToAllPoint> out;
   for (const AllToAllPoint& p : measured) {
@@ -92,92 +166,179 @@ TimeNs shifted(TimeNs latency, double shift_ns, const std::string& what, std::ve
   return v < 0 ? 0 : static_cast<TimeNs>(std::llround(v));
 }
 
-// The topology link types on the routes between GPUs 0..ranks-1 (the all-to-all's), and those of
-// them that also carry the GPUs' traffic to their NICs (inter-node traffic sees the calibration).
+// `link` made k times faster and d later: the line rate scaled, its efficiency kept.
+LinkSpec corrected(const LinkSpec& link, const Correction& total, const std::string& what,
+                   std::vector<std::string>& notes) {
+  LinkSpec out = link;
+  out.bandwidth *= total.bandwidth_factor;
+  out.latency_ns = shifted(link.latency_ns, total.latency_shift_ns, what, notes);
+  return out;
+}
+
+// The same for an alpha-beta link, whose measured bandwidth is what it reaches: efficiency 1.
+LinkSpec corrected_effective(const LinkSpec& link, const Correction& total, const std::string& what,
+                             std::vector<std::string>& notes) {
+  LinkSpec out = corrected(link, total, what, notes);
+  out.bandwidth = link.effective_bandwidth() * total.bandwidth_factor;
+  out.efficiency = 1.0;
+  return out;
+}
+
+// Sets the parameters a calibration moves to their values for the accumulated correction `total`
+// (bandwidth factors multiplied, shifts added), noting clamped latencies.
+using Adjust = std::function<void(ClusterSpec&, const Correction& total, std::vector<std::string>& notes)>;
+
+// Moves `adjust`'s parameters until `model`'s line for the all-to-all among `group` is `measured`
+// and returns the worst point's relative error. A correction of the line moves it by about itself;
+// the corrections are repeated until one is negligible. When they do not settle (the links that
+// move are not what sets the model's times), a note says how far the line stays off.
+double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, NetworkModel model,
+                        const std::vector<AllToAllPoint>& points, const AllToAllLine& measured,
+                        const std::string& what, const Adjust& adjust, std::vector<std::string>& notes) {
+  const int ranks = static_cast<int>(group.size());
+  Correction total;
+  std::vector<std::string> clamped;
+  bool settled = false;
+  for (int step = 0; step < 12 && !settled; ++step) {
+    const Correction c = correction(measured, model_points(cluster, group, model, points), ranks);
+    settled = std::abs(c.bandwidth_factor - 1) < 1e-6 && std::abs(c.latency_shift_ns) < 1.0;
+    total.bandwidth_factor *= c.bandwidth_factor;
+    total.latency_shift_ns += c.latency_shift_ns;
+    clamped.clear();
+    adjust(cluster, total, clamped);
+  }
+  notes.insert(notes.end(), clamped.begin(), clamped.end());
+  if (!settled) {
+    const Correction left = correction(measured, model_points(cluster, group, model, points), ranks);
+    if (std::abs(left.bandwidth_factor - 1) > 1e-3 || std::abs(left.latency_shift_ns) > 10.0) {
+      notes.push_back(what + ": moving " + (model == NetworkModel::kFlow ? "these links" : "this link") +
+                      " cannot make the model's line the measured one (its bandwidth stays " +
+                      yaml_fixed(100 * (1 / left.bandwidth_factor - 1), 1) + "% off, its latency " +
+                      yaml_fixed(-left.latency_shift_ns / 1e3, 2) + " us): other links set these times");
+    }
+  }
+  return max_relative_error(model_points(cluster, group, model, points), points);
+}
+
+// The topology link types on the routes among `gpus` (the all-to-all's), and those of them that
+// also carry the GPUs' traffic to their NICs (inter-node traffic sees the calibration).
 struct RouteTypes {
   std::set<std::string> intra, also_to_nic;
 };
 
-RouteTypes route_link_types(const ClusterSpec& cluster, int ranks) {
+RouteTypes route_link_types(const ClusterSpec& cluster, const std::vector<int>& gpus) {
   const ClusterTopology topo(cluster);
   RouteTypes out;
   std::vector<LinkId> route;
-  for (int a = 0; a < ranks; ++a)
-    for (int b = 0; b < ranks; ++b) {
+  for (int a : gpus)
+    for (int b : gpus) {
       if (a == b) continue;
       route.clear();
       topo.route(a, b, route);
       for (LinkId id : route)
         for (const std::string& t : topo.link_types_of(id)) out.intra.insert(t);
     }
-  for (int g = 0; g < ranks && topo.nics_per_node() > 0; ++g)
-    for (int slot : topo.to_nic(g))
+  for (int g : gpus) {
+    if (topo.nics_per_node() == 0) break;
+    for (int slot : topo.to_nic(g % topo.gpus_per_node()))
       for (const std::string& t : topo.link_types_of(topo.local_link(0, slot)))
         if (out.intra.count(t)) out.also_to_nic.insert(t);
+  }
   return out;
+}
+
+void calibrate_intra_node(ClusterSpec calibrated, const std::vector<int>& group, const std::vector<AllToAllPoint>& points,
+                          NetworkCalibration& cal) {
+  const NodeSpec base = calibrated.node;
+  cal.alpha_beta_max_error = match_model_line(
+      calibrated, group, NetworkModel::kAlphaBeta, points, cal.measured, "alpha-beta intra_node",
+      [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
+        c.node.intra_node = corrected_effective(base.intra_node, total, "intra_node.latency", notes);
+      },
+      cal.notes);
+  cal.intra_node = calibrated.node.intra_node;
+  // Flow: every link type on the GPUs' routes.
+  if (!base.topology.present) return;
+  const RouteTypes types = route_link_types(calibrated, group);
+  for (const std::string& type : types.also_to_nic)
+    cal.notes.push_back("link type " + type + " also joins the GPUs to their NICs: inter-node traffic sees its "
+                        "calibrated value too");
+  cal.flow_max_error = match_model_line(
+      calibrated, group, NetworkModel::kFlow, points, cal.measured, "flow link types",
+      [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
+        for (const std::string& type : types.intra)
+          c.node.topology.link_types[type] =
+              corrected(base.topology.link_types.at(type), total, "link_types." + type + ".latency", notes);
+      },
+      cal.notes);
+  for (const std::string& type : types.intra) cal.link_types[type] = calibrated.node.topology.link_types.at(type);
+}
+
+void calibrate_inter_node(ClusterSpec calibrated, const std::vector<int>& group, const std::vector<AllToAllPoint>& points,
+                          NetworkCalibration& cal) {
+  const ClusterSpec base = calibrated;
+  cal.alpha_beta_max_error = match_model_line(
+      calibrated, group, NetworkModel::kAlphaBeta, points, cal.measured, "alpha-beta inter_node",
+      [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
+        c.inter_node = corrected_effective(base.inter_node, total, "inter_node.latency", notes);
+      },
+      cal.notes);
+  cal.inter_node_link = calibrated.inter_node;
+  if (!base.node.topology.present || !base.fabric.present) {
+    cal.notes.push_back("the flow model is not calibrated: cluster '" + base.name + "' has no " +
+                        (base.node.topology.present ? "fabric" : "node topology") + " section");
+    return;
+  }
+  cal.flow_max_error = match_model_line(
+      calibrated, group, NetworkModel::kFlow, points, cal.measured, "flow nic_port",
+      [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
+        c.node.topology.nic_port = corrected(base.node.topology.nic_port, total, "nic_port.latency", notes);
+      },
+      cal.notes);
+  cal.nic_port = calibrated.node.topology.nic_port;
 }
 
 }  // namespace
 
-void check_intra_node_ranks(const ClusterSpec& cluster, int ranks) {
+void check_network_gpus(const ClusterSpec& cluster, const std::vector<int>& gpus) {
   const NodeSpec& node = cluster.node;
   if (node.loopback)
     throw InputError("node '" + node.name + "' is a loopback node: its ranks share one GPU and have no network");
-  if (node.gpus_per_node < 2)
+  if (cluster.num_gpus() < 2)
     throw InputError("'" + node.name + "' has one GPU: there is no network between GPUs to calibrate; give its node");
-  if (ranks < 2 || ranks > node.gpus_per_node) {
-    throw InputError("the all-to-all ran on " + std::to_string(ranks) + " GPUs; an intra-node calibration of node '" +
-                     node.name + "' needs 2 to " + std::to_string(node.gpus_per_node) +
-                     " GPUs of one node (inter-node links are not calibrated from measurements yet)");
+  if (gpus.size() < 2)
+    throw InputError("an all-to-all calibration needs at least 2 GPUs, got " + std::to_string(gpus.size()));
+  if (static_cast<int>(gpus.size()) > cluster.num_gpus()) {
+    throw InputError("the all-to-all ran on " + std::to_string(gpus.size()) + " GPUs and '" + cluster.name + "' (" +
+                     cluster.origin.to_string() + ") has " + std::to_string(cluster.num_gpus()) +
+                     " (an inter-node calibration needs a cluster, and a log whose '#  Rank' lines name the hosts)");
+  }
+  std::set<int> seen;
+  for (int g : gpus) {
+    if (g < 0 || g >= cluster.num_gpus())
+      throw InputError("GPU " + std::to_string(g) + " is outside '" + cluster.name + "' (" +
+                       std::to_string(cluster.num_gpus()) + " GPUs)");
+    if (!seen.insert(g).second) throw InputError("GPU " + std::to_string(g) + " is in the all-to-all twice");
   }
 }
 
-IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
-                                          const std::vector<AllToAllPoint>& points) {
-  check_intra_node_ranks(cluster, ranks);
-  const NodeSpec& node = cluster.node;
-  IntraNodeCalibration cal;
-  cal.measured = fit_all_to_all(points, ranks);
+NetworkCalibration calibrate_network(const ClusterSpec& cluster, const std::vector<int>& gpus,
+                                     const std::vector<AllToAllPoint>& points) {
+  check_network_gpus(cluster, gpus);
+  std::vector<int> group = gpus;
+  std::sort(group.begin(), group.end());  // the graph's groups are sorted; the times do not depend on the order
+  std::set<int> nodes;
+  for (int g : group) nodes.insert(cluster.node_of(g));
+  NetworkCalibration cal;
+  cal.nodes = static_cast<int>(nodes.size());
+  cal.inter_node = cal.nodes > 1;
+  cal.measured = fit_all_to_all(points, static_cast<int>(group.size()));
   if (cal.measured.latency_clamped)
     cal.notes.push_back("the fitted latency came out negative, so the line was fitted through 0 latency");
-
-  // Alpha-beta: the intra_node link.
-  const Correction ab = correction(cal.measured, model_points(cluster, ranks, NetworkModel::kAlphaBeta, points), ranks);
-  cal.intra_node.bandwidth = node.intra_node.effective_bandwidth() * ab.bandwidth_factor;
-  cal.intra_node.efficiency = 1.0;
-  cal.intra_node.latency_ns = shifted(node.intra_node.latency_ns, ab.latency_shift_ns, "intra_node.latency", cal.notes);
-  ClusterSpec calibrated = cluster;
-  calibrated.node.intra_node = cal.intra_node;
-  cal.alpha_beta_max_error =
-      max_relative_error(model_points(calibrated, ranks, NetworkModel::kAlphaBeta, points), points);
-
-  // Flow: every link type on the GPUs' routes, bandwidth x k and latency + d. When the routes'
-  // latencies differ, flows that share a link start at different times and the model's line does
-  // not move by exactly (k, d); a few secant steps on (k, d) against the model's own line settle it.
-  if (node.topology.present) {
-    const RouteTypes types = route_link_types(cluster, ranks);
-    for (const std::string& type : types.also_to_nic)
-      cal.notes.push_back("link type " + type + " also joins the GPUs to their NICs: inter-node traffic sees its "
-                          "calibrated value too");
-    Correction total;
-    std::vector<std::string> clamped;
-    for (int step = 0; step < 8; ++step) {
-      const Correction c = correction(cal.measured, model_points(calibrated, ranks, NetworkModel::kFlow, points), ranks);
-      if (step > 0 && std::abs(c.bandwidth_factor - 1) < 1e-6 && std::abs(c.latency_shift_ns) < 1.0) break;
-      total.bandwidth_factor *= c.bandwidth_factor;
-      total.latency_shift_ns += c.latency_shift_ns;
-      clamped.clear();
-      for (const std::string& type : types.intra) {
-        LinkSpec link = node.topology.link_types.at(type);
-        link.bandwidth *= total.bandwidth_factor;
-        link.latency_ns = shifted(link.latency_ns, total.latency_shift_ns, "link_types." + type + ".latency", clamped);
-        cal.link_types[type] = link;
-        calibrated.node.topology.link_types[type] = link;
-      }
-    }
-    cal.notes.insert(cal.notes.end(), clamped.begin(), clamped.end());
-    cal.flow_max_error = max_relative_error(model_points(calibrated, ranks, NetworkModel::kFlow, points), points);
-  }
+  if (cal.inter_node)
+    calibrate_inter_node(cluster, group, points, cal);
+  else
+    calibrate_intra_node(cluster, group, points, cal);
   return cal;
 }
 
@@ -190,23 +351,28 @@ std::string link_yaml(const LinkSpec& l) {
 
 }  // namespace
 
-std::string network_calibration_yaml(const IntraNodeCalibration& cal, int ranks,
+std::string network_calibration_yaml(const NetworkCalibration& cal, int ranks,
                                      const std::vector<AllToAllPoint>& points, const std::string& source) {
   std::ostringstream y;
-  y << "# Intra-node network fitted to a measured all-to-all of " << ranks << " GPUs: t = "
+  y << "# " << (cal.inter_node ? "Inter-node" : "Intra-node") << " network fitted to a measured all-to-all of " << ranks
+    << " GPUs" << (cal.inter_node ? " on " + std::to_string(cal.nodes) + " nodes" : "") << ": t = "
     << yaml_fixed(cal.measured.latency_ns / 1e3, 3) << " us + (ranks - 1) x bytes per peer / "
     << yaml_fixed(cal.measured.bandwidth / 1e9, 3) << " GB/s (docs/calibration.md).\n"
     << "# Calibrated models against the measurement, worst point: alpha-beta "
     << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
-  if (!cal.link_types.empty()) y << ", flow " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
+  if (!cal.link_types.empty() || cal.nic_port) y << ", flow " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
   y << ".\n";
   for (const std::string& note : cal.notes) y << "# note: " << note << "\n";
-  y << "intra_node: " << link_yaml(cal.intra_node) << "\n";
+  if (cal.intra_node) y << "intra_node: " << link_yaml(*cal.intra_node) << "\n";
   if (!cal.link_types.empty()) {
     y << "link_types:\n";
     for (const auto& [type, link] : cal.link_types) y << "  " << type << ": " << link_yaml(link) << "\n";
   }
-  y << "all_to_all:\n  ranks: " << ranks << "\n  source: " << yaml_quoted(source) << "\n  bytes_per_peer: [";
+  if (cal.inter_node_link) y << "inter_node: " << link_yaml(*cal.inter_node_link) << "\n";
+  if (cal.nic_port) y << "nic_port: " << link_yaml(*cal.nic_port) << "\n";
+  y << (cal.inter_node ? "inter_node_all_to_all" : "all_to_all") << ":\n  ranks: " << ranks << "\n";
+  if (cal.inter_node) y << "  nodes: " << cal.nodes << "\n";
+  y << "  source: " << yaml_quoted(source) << "\n  bytes_per_peer: [";
   for (std::size_t i = 0; i < points.size(); ++i) y << (i ? ", " : "") << points[i].bytes_per_peer;
   y << "]\n  time_us: [";
   for (std::size_t i = 0; i < points.size(); ++i) y << (i ? ", " : "") << yaml_fixed(points[i].time_ns / 1e3, 3);

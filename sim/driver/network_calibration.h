@@ -1,29 +1,34 @@
-// Calibrating a node's intra-node network from a measured all-to-all (`moesim calibrate
-// --alltoall-log`, docs/calibration.md): a pairwise all-to-all of `ranks` GPUs of one node with b
-// bytes per peer takes t(b) = latency + (ranks - 1) b / bandwidth, in the alpha-beta model exactly
-// and in the flow model on a switched node. The measurement is fitted to that line; each model's
-// parameters are then moved so that the model's own line for the same collective is the measured
-// one:
-//   alpha-beta: the node's intra_node link (bandwidth x efficiency scaled by measured / modelled
-//               slope, efficiency 1; latency shifted by measured - modelled intercept);
-//   flow:       every topology link type on a route between the measured GPUs (NVLink; on a node
-//               where some pairs have none, also the PCIe and CPU links they cross), lane
-//               bandwidth scaled by k and latency shifted by d. When every route has the same
-//               latency this moves the model's line by exactly (k, d); when latencies differ,
-//               flows sharing a link start apart and it does not, so (k, d) are refined by a few
-//               secant steps against the model's own line (a straight line may still not fit it
-//               exactly: the residual below says how well). A type that also joins the GPUs to
-//               their NICs changes inter-node routes too; the notes say so.
-// Both are checked afterwards: the largest relative difference between each calibrated model and
-// the measured times is reported (it is not zero when the measurement itself is no line).
+// Calibrating a cluster's network from a measured all-to-all (`moesim calibrate --alltoall-log`,
+// docs/calibration.md). A pairwise all-to-all with b bytes per peer among `gpus` takes
+// t(b) = latency + (ranks - 1) b / bandwidth, exactly in the alpha-beta model on one node and
+// nearly so elsewhere. The measurement is fitted to that line; each network model's parameters
+// are then moved, by a bandwidth factor k and a latency shift d, until the model's own line for
+// the same collective is the measured one. What moves depends on where the GPUs are:
+//   one node (intra-node):
+//     alpha-beta: the node's intra_node link (bandwidth x efficiency x k, efficiency 1; latency + d);
+//     flow:       every topology link type on a route between the measured GPUs (NVLink; on a
+//                 node where some pairs have none, also the PCIe and CPU links they cross),
+//                 lane bandwidth x k and latency + d. A type that also joins the GPUs to their
+//                 NICs changes inter-node routes too; the notes say so.
+//   several nodes (inter-node; the intra-node links keep their values, so calibrate them first):
+//     alpha-beta: the cluster's inter_node link (per GPU; efficiency 1 after);
+//     flow:       the NIC ports (line rate x k, latency + d); the leaves' uplinks follow them.
+// One (k, d) moves a model's line by exactly (k, d) only when a single kind of link sets every
+// time; where route latencies differ, or the other link class sets some points, it does not, so
+// (k, d) are refined by repeated corrections against the model's own line. Both models are
+// checked afterwards: the largest relative difference between each calibrated model and the
+// measured times is reported (not zero when the measurement itself is no line, or when the
+// links that can move cannot make the model's line the measured one; a note then says so).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/spec/hardware_spec.h"
+#include "sim/spec/nccl_tests_log.h"
 
 namespace moesim {
 
@@ -43,28 +48,50 @@ struct AllToAllLine {
 // that do not grow with the size.
 AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks);
 
-struct IntraNodeCalibration {
+// The cluster GPUs (global ids, node-major) the ranks of an nccl-tests log ran on, in rank order:
+// the log's hosts, in order of first appearance, are nodes 0, 1, ...; a rank's device is its GPU
+// within the node. Where a host's ranks name no device, or repeat one (one process per GPU, each
+// seeing only its own as device 0), that host's ranks take GPUs 0, 1, ... in rank order and a note
+// says so. Throws InputError naming the log for ranks that are not 0..n-1, more hosts than the
+// cluster has nodes, or a device beyond the node's GPUs. A log without "#  Rank" lines gives
+// GPUs 0..ranks_if_unlisted-1 (0: an input error asking for --ranks).
+struct LoggedGpus {
+  std::vector<int> gpus;
+  std::vector<std::string> notes;
+};
+LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted);
+
+// GPUs 0..n-1: the first n of node 0.
+std::vector<int> first_gpus(int n);
+
+struct NetworkCalibration {
+  bool inter_node = false;  // the GPUs span several nodes (see the header comment for what moves)
+  int nodes = 1;            // the nodes they are on
   AllToAllLine measured;
-  LinkSpec intra_node;                         // for the alpha-beta model
+  // Intra-node calibration:
+  std::optional<LinkSpec> intra_node;          // for the alpha-beta model
   std::map<std::string, LinkSpec> link_types;  // for the flow model (empty without a topology)
+  // Inter-node calibration:
+  std::optional<LinkSpec> inter_node_link;     // for the alpha-beta model (ClusterSpec::inter_node)
+  std::optional<LinkSpec> nic_port;            // for the flow model (without a fabric: none)
   double alpha_beta_max_error = 0;             // |model - measured| / measured, worst point, after
-  double flow_max_error = 0;                   // the same for the flow model (0 without a topology)
+  double flow_max_error = 0;                   // the same for the flow model (0 when not calibrated)
   std::vector<std::string> notes;              // clamped latencies and the like, for the user
 };
 
-// Throws InputError unless an all-to-all of GPUs 0..ranks-1 can calibrate `cluster`'s node: a
-// node of several GPUs (not a loopback node) and 2 <= ranks <= gpus_per_node. Checked by
-// calibrate_intra_node, and by callers before they spend time measuring.
-void check_intra_node_ranks(const ClusterSpec& cluster, int ranks);
+// Throws InputError unless an all-to-all among `gpus` can calibrate `cluster`: at least 2
+// distinct GPUs of the cluster, on a node of several GPUs (not a loopback node). Checked by
+// calibrate_network, and by callers before they spend time measuring.
+void check_network_gpus(const ClusterSpec& cluster, const std::vector<int>& gpus);
 
-// The calibration of `cluster`'s node for an all-to-all of GPUs 0..ranks-1 measured as `points`
-// (check_intra_node_ranks first).
-IntraNodeCalibration calibrate_intra_node(const ClusterSpec& cluster, int ranks,
-                                          const std::vector<AllToAllPoint>& points);
+// The calibration of `cluster`'s network for an all-to-all among `gpus` measured as `points`.
+NetworkCalibration calibrate_network(const ClusterSpec& cluster, const std::vector<int>& gpus,
+                                     const std::vector<AllToAllPoint>& points);
 
-// The calibration file's network sections (intra_node, link_types, all_to_all: the loader's keys,
-// sim/spec/loader.h), `source` saying where the measurement came from.
-std::string network_calibration_yaml(const IntraNodeCalibration& cal, int ranks,
+// The calibration file's network sections (the loader's keys, sim/spec/loader.h): intra_node,
+// link_types and all_to_all for one node; inter_node, nic_port and inter_node_all_to_all for
+// several. `source` says where the measurement came from.
+std::string network_calibration_yaml(const NetworkCalibration& cal, int ranks,
                                      const std::vector<AllToAllPoint>& points, const std::string& source);
 
 }  // namespace moesim

@@ -148,6 +148,9 @@ struct NodeSpec {
   // link, their all-to-alls are device-to-device copies through its memory, and its capacity holds
   // every rank's buffers (docs/concepts.md, "Loopback"). No intra_node link or topology.
   bool loopback = false;
+  // The per-GPU inter-node link a calibration of this node measured (`moesim calibrate` on a log
+  // across nodes): a cluster of these nodes uses it instead of its own inter_node.
+  std::optional<LinkSpec> calibrated_inter_node;
 };
 
 // The fabric between nodes (optional `fabric:` section of a cluster file). Every node's NIC k has a

@@ -44,7 +44,7 @@ const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kCalibrationKeys =
     with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
-                 "intra_node", "link_types", "all_to_all"});
+                 "intra_node", "link_types", "all_to_all", "inter_node", "nic_port", "inter_node_all_to_all"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
@@ -418,6 +418,25 @@ GemmTimeTable read_gemm_table(const YamlValue& v) {
   return t;
 }
 
+// A calibration's record of the all-to-all its network sections were fitted to; `nodes` (how many
+// the GPUs were on) only for the inter-node record.
+CalibrationSpec::AllToAllRecord read_all_to_all_record(const YamlValue& v, bool inter_node) {
+  const YamlMap rec = inter_node ? v.as_map({"ranks", "nodes", "source", "bytes_per_peer", "time_us"})
+                                 : v.as_map({"ranks", "source", "bytes_per_peer", "time_us"});
+  CalibrationSpec::AllToAllRecord r;
+  r.ranks = static_cast<int>(rec.require("ranks").as_int(2, 1 << 20));
+  if (inter_node) r.nodes = static_cast<int>(rec.require("nodes").as_int(2, 1 << 20));
+  if (auto src = rec.get("source")) r.source = src->as_string();
+  for (const YamlValue& b : rec.require("bytes_per_peer").as_sequence()) r.bytes_per_peer.push_back(b.as_int(1, std::int64_t{1} << 40));
+  const YamlValue times = rec.require("time_us");
+  for (const YamlValue& t : times.as_sequence()) r.time_ns.push_back(t.as_double(0, 1e9, true) * 1e3);
+  if (r.time_ns.size() != r.bytes_per_peer.size()) {
+    times.fail("has " + std::to_string(r.time_ns.size()) + " times; it needs one per bytes_per_peer entry (" +
+               std::to_string(r.bytes_per_peer.size()) + ")");
+  }
+  return r;
+}
+
 CalibrationSpec read_calibration(const YamlMap& m) {
   CalibrationSpec cal;
   cal.origin = origin_of(m);
@@ -452,20 +471,16 @@ CalibrationSpec read_calibration(const YamlMap& m) {
     cal.link_types = read_link_types(*t);
     cal.link_types_where = t->location();
   }
-  if (auto a = m.get("all_to_all")) {
-    const YamlMap rec = a->as_map({"ranks", "source", "bytes_per_peer", "time_us"});
-    CalibrationSpec::AllToAllRecord r;
-    r.ranks = static_cast<int>(rec.require("ranks").as_int(2, 1 << 20));
-    if (auto src = rec.get("source")) r.source = src->as_string();
-    for (const YamlValue& b : rec.require("bytes_per_peer").as_sequence()) r.bytes_per_peer.push_back(b.as_int(1, std::int64_t{1} << 40));
-    const YamlValue times = rec.require("time_us");
-    for (const YamlValue& t : times.as_sequence()) r.time_ns.push_back(t.as_double(0, 1e9, true) * 1e3);
-    if (r.time_ns.size() != r.bytes_per_peer.size()) {
-      times.fail("has " + std::to_string(r.time_ns.size()) + " times; it needs one per bytes_per_peer entry (" +
-                 std::to_string(r.bytes_per_peer.size()) + ")");
-    }
-    cal.all_to_all = r;
+  if (auto a = m.get("all_to_all")) cal.all_to_all = read_all_to_all_record(*a, false);
+  if (auto l = m.get("inter_node")) {
+    cal.inter_node = read_link(*l, kNetworkRange);
+    cal.inter_node_where = l->location();
   }
+  if (auto l = m.get("nic_port")) {
+    cal.nic_port = read_link(*l, kNetworkRange);
+    cal.nic_port_where = l->location();
+  }
+  if (auto a = m.get("inter_node_all_to_all")) cal.inter_node_all_to_all = read_all_to_all_record(*a, true);
   return cal;
 }
 
@@ -594,6 +609,8 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
     m.fail("missing required key 'inter_node' (needed when num_nodes = " +
            std::to_string(cluster.num_nodes) + " > 1)");
   }
+  // The node's calibration measured what its GPUs reach across nodes: that replaces the file's.
+  if (cluster.node.calibrated_inter_node) cluster.inter_node = *cluster.node.calibrated_inter_node;
   if (auto f = m.get("fabric")) {
     cluster.fabric = read_fabric(*f);
     if (!cluster.node.topology.present || cluster.node.topology.num_nics == 0)
@@ -673,6 +690,7 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   if (kind == "node") {
     const YamlMap m = root.as_map(top_level_node_keys());
     cluster.node = read_node(m, stack);
+    if (cluster.node.calibrated_inter_node) cluster.inter_node = *cluster.node.calibrated_inter_node;
     if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
     check_loopback(cluster, m);
   } else {
@@ -719,6 +737,16 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
                                        ") has no link between GPUs to calibrate (one GPU, or a loopback node)");
     }
   }
+  if ((cal.inter_node || cal.nic_port) && node.loopback) {
+    throw InputError(cal.inter_node ? cal.inter_node_where : cal.nic_port_where,
+                     std::string(cal.inter_node ? "inter_node" : "nic_port") + ": node '" + node.name + "' (" +
+                         node.origin.to_string() + ") is a loopback node, whose ranks share one GPU: it has no network");
+  }
+  if (cal.nic_port && (!node.topology.present || node.topology.num_nics == 0)) {
+    throw InputError(cal.nic_port_where, "nic_port: node '" + node.name + "' (" + node.origin.to_string() + ") has " +
+                                             (node.topology.present ? "no NICs in its topology" : "no topology") +
+                                             ", so the flow model has no NIC port to calibrate");
+  }
   for (const auto& [type, link] : cal.link_types) {
     if (!node.topology.link_types.count(type)) {
       std::string names;
@@ -736,15 +764,22 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
   }
   if (cal.intra_node) node.intra_node = *cal.intra_node;
   for (const auto& [type, link] : cal.link_types) node.topology.link_types[type] = link;
+  if (cal.nic_port) node.topology.nic_port = *cal.nic_port;
+  if (cal.inter_node) node.calibrated_inter_node = *cal.inter_node;
   if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
   if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
   for (const InterferenceCell& c : cal.interference) node.interference.set(c);
   gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm};
 }
 
+void apply_calibration(ClusterSpec& cluster, const CalibrationSpec& calibration) {
+  apply_calibration(cluster.node, calibration);
+  if (cluster.node.calibrated_inter_node) cluster.inter_node = *cluster.node.calibrated_inter_node;
+}
+
 ClusterSpec load_hardware_spec(const std::string& path, const std::string& calibration_path) {
   ClusterSpec cluster = load_hardware_spec(path);
-  if (!calibration_path.empty()) apply_calibration(cluster.node, load_calibration(calibration_path));
+  if (!calibration_path.empty()) apply_calibration(cluster, load_calibration(calibration_path));
   return cluster;
 }
 

@@ -50,20 +50,36 @@ struct CalibrationSpec {
   SourceLocation link_types_where;
   struct AllToAllRecord {
     int ranks = 0;
+    int nodes = 1;
     std::string source;
     std::vector<std::int64_t> bytes_per_peer;
     std::vector<double> time_ns;
   };
   std::optional<AllToAllRecord> all_to_all;
+  // The inter-node network, fitted to an all-to-all across nodes: the alpha-beta model's per-GPU
+  // inter_node link (a cluster of these nodes uses it instead of its own) and the flow model's NIC
+  // ports. `inter_node_all_to_all` keeps what they were fitted to.
+  std::optional<LinkSpec> inter_node;
+  SourceLocation inter_node_where;
+  std::optional<LinkSpec> nic_port;
+  SourceLocation nic_port_where;
+  std::optional<AllToAllRecord> inter_node_all_to_all;
+
+  bool calibrates_intra_node() const { return intra_node || !link_types.empty() || all_to_all; }
+  bool calibrates_inter_node() const { return inter_node || nic_port || inter_node_all_to_all; }
 };
 CalibrationSpec load_calibration(const std::string& path);
 
 // Replaces the node's launch overhead, HBM and PCIe values, the measured interference factors, its
-// intra-node link and the calibrated topology link types with the calibration's, and attaches the
-// GEMM tables. Throws InputError when the calibration names another GPU (an A100 file on a V100),
-// has a table for a dtype the GPU has no peak for, calibrates an intra-node link the node does not
-// have or a link type its topology does not name, or the node is already calibrated.
+// intra-node link, the calibrated topology link types and NIC ports with the calibration's, keeps
+// its inter-node link for the cluster (NodeSpec::calibrated_inter_node), and attaches the GEMM
+// tables. Throws InputError when the calibration names another GPU (an A100 file on a V100), has a
+// table for a dtype the GPU has no peak for, calibrates a link the node does not have (intra-node
+// on one GPU, any network on a loopback node, NIC ports without a topology that has NICs) or a
+// link type its topology does not name, or the node is already calibrated.
 void apply_calibration(NodeSpec& node, const CalibrationSpec& calibration);
+// The same on a cluster, whose inter_node link then is the calibration's where it has one.
+void apply_calibration(ClusterSpec& cluster, const CalibrationSpec& calibration);
 
 // load_hardware_spec with a calibration file applied (none when calibration_path is empty): the
 // command line's --calibration.

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "sim/core/error.h"
@@ -40,7 +39,6 @@ bool parse_number(const std::string& t, double& out) {
 NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& file) {
   NcclTestsLog log;
   log.file = file;
-  std::set<std::string> ranks;
   std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -51,10 +49,25 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
       // "#  Rank  3 Group  0 Pid  4242 on  node-a device  3 [0x..] NVIDIA H100 80GB HBM3" (older
       // versions have no Group field).
       if (t.size() >= 3 && t[1] == "Rank" && is_integer(t[2])) {
-        ranks.insert(t[2]);
+        if (t[2].size() > 9) throw InputError(where(), "the rank " + t[2] + " is beyond any job");
+        NcclTestsRank rank;
+        rank.rank = std::stoi(t[2]);
+        rank.line = number;
         const auto on = std::find(t.begin(), t.end(), "on");
-        if (on != t.end() && on + 1 != t.end() && std::find(log.hosts.begin(), log.hosts.end(), *(on + 1)) == log.hosts.end())
-          log.hosts.push_back(*(on + 1));
+        if (on != t.end() && on + 1 != t.end()) rank.host = *(on + 1);
+        const auto device = std::find(t.begin(), t.end(), "device");
+        if (device != t.end() && device + 1 != t.end() && is_integer(*(device + 1)) && (device + 1)->size() <= 9)
+          rank.device = std::stoi(*(device + 1));
+        const auto same = std::find_if(log.placement.begin(), log.placement.end(),
+                                       [&](const NcclTestsRank& r) { return r.rank == rank.rank; });
+        if (same == log.placement.end()) {
+          log.placement.push_back(rank);
+        } else if (same->host != rank.host || same->device != rank.device) {
+          throw InputError(where(), "rank " + t[2] + " is listed again on another host or device (first at line " +
+                                        std::to_string(same->line) + "); give the log of one run");
+        }
+        if (!rank.host.empty() && std::find(log.hosts.begin(), log.hosts.end(), rank.host) == log.hosts.end())
+          log.hosts.push_back(rank.host);
       }
       // "# Collective test starting: alltoall_perf"
       if (t.size() >= 5 && t[1] == "Collective" && t[3] == "starting:") log.test = t[4];
@@ -83,7 +96,9 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
       throw InputError(where(), "the out-of-place time '" + t[time_field] + "' is not a positive number of microseconds");
     log.rows.push_back(row);
   }
-  log.ranks = static_cast<int>(ranks.size());
+  std::sort(log.placement.begin(), log.placement.end(),
+            [](const NcclTestsRank& a, const NcclTestsRank& b) { return a.rank < b.rank; });
+  log.ranks = static_cast<int>(log.placement.size());
   return log;
 }
 

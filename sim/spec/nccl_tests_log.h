@@ -23,16 +23,26 @@ struct NcclTestsRow {
   int line = 0;
 };
 
+// Where one rank ran, from its "#  Rank" line.
+struct NcclTestsRank {
+  int rank = 0;
+  std::string host;  // "" when the line names none
+  int device = -1;   // the CUDA device as the rank's process saw it; -1 when the line names none
+  int line = 0;
+};
+
 struct NcclTestsLog {
   std::string file;
-  int ranks = 0;                   // "#  Rank" lines (0 when the log has none)
-  std::vector<std::string> hosts;  // the distinct hosts of those lines, in order
+  int ranks = 0;                        // "#  Rank" lines (0 when the log has none)
+  std::vector<std::string> hosts;       // the distinct hosts of those lines, in order
+  std::vector<NcclTestsRank> placement;  // one per distinct rank, ordered by rank
   std::string test;                // "# Collective test starting: <test>" ("" when absent)
   bool cpu_times = false;          // the header says cputime (nccl-tests -C 1)
   std::vector<NcclTestsRow> rows;  // rows of size 0 (nothing per peer) left out
 };
 
-// Throws InputError naming the file and line for an unreadable file or a malformed row.
+// Throws InputError naming the file and line for an unreadable file, a malformed row, or a rank
+// listed twice on different hosts or devices.
 NcclTestsLog parse_nccl_tests_log(const std::string& path);
 NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& file);
 

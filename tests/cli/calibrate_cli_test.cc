@@ -54,17 +54,19 @@ TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
   EXPECT_EQ(run("calibrate --hardware hardware/nodes/hgx-h100.yaml").exit_code, 2);  // --out is required
 }
 
-// An alltoall_perf log of `ranks` GPUs on `hosts` (node-a, node-b, ...): t = 25 us + (ranks - 1) x
-// bytes per peer / 350 GB/s, out of place; `redop` as the log would say.
-std::string alltoall_log(int ranks, int hosts = 1, const std::string& redop = "none") {
+// An alltoall_perf log of `ranks` GPUs on `hosts` (node-a, node-b, ...; each host's ranks on its
+// devices 0, 1, ...): t = 25 us + (ranks - 1) x bytes per peer / `gb_per_s` GB/s, out of place;
+// `redop` as the log would say.
+std::string alltoall_log(int ranks, int hosts = 1, const std::string& redop = "none", double gb_per_s = 350) {
   std::ostringstream log;
   log << "# nThread 1 nGpus 1 minBytes 1024 maxBytes 1073741824 step: 4(factor) warmup iters: 5 iters: 20\n#\n";
+  const int per_host = ranks / hosts;
   for (int r = 0; r < ranks; ++r)
-    log << "#  Rank  " << r << " Group  0 Pid  " << 4000 + r << " on    node-" << static_cast<char>('a' + r % hosts)
-        << " device  " << r << " [0x1b] NVIDIA H100 80GB HBM3\n";
+    log << "#  Rank  " << r << " Group  0 Pid  " << 4000 + r << " on    node-" << static_cast<char>('a' + r / per_host)
+        << " device  " << r % per_host << " [0x1b] NVIDIA H100 80GB HBM3\n";
   log << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
   for (long long size = 1024; size <= (1LL << 30); size *= 4) {
-    const double us = 25.0 + (ranks - 1) * (static_cast<double>(size) / ranks) / 350e3;
+    const double us = 25.0 + (ranks - 1) * (static_cast<double>(size) / ranks) / (gb_per_s * 1e3);
     char line[256];
     std::snprintf(line, sizeof line, "%12lld %13lld %9s %7s %7d %8.2f %7.2f %7.2f %6d %8.2f %7.2f %7.2f  N/A\n", size,
                   size / 4, "float", redop.c_str(), -1, us, 1.0, 1.0, 0, us, 1.0, 1.0);
@@ -122,6 +124,87 @@ TEST_F(Cli, CalibrateAddsTheNetworkToAGpuCalibrationGivenAsBase) {
   EXPECT_NE(again.err.find("--base already calibrates the network"), std::string::npos) << again.err;
 }
 
+// The number printed for `label` in `text` (the first one after it).
+double number_after(const std::string& text, const std::string& label) {
+  const std::size_t at = text.find(label);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + label.size()));
+}
+
+TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
+  // First the intra-node network from one node's log, then the inter-node one on top of it.
+  const std::string intra = (dir_ / "intra.yaml").string();
+  const Result r1 = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " +
+                        write("one.log", alltoall_log(8, 1, "none", 200)).string() + " --out " + intra);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  const std::string cluster = "hardware/clusters/dgx-a100-2node.yaml";
+  const std::string two = write("two.log", alltoall_log(16, 2, "none", 12)).string();
+  const std::string both = (dir_ / "both.yaml").string();
+  const Result r2 = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + intra + " --out " + both);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NE(r2.out.find("all-to-all of 16 GPUs on 2 nodes, 11 sizes: latency 25.00 us, bandwidth 12.0 GB/s per GPU "
+                        "(alpha-beta inter_node 6.4 GB/s per GPU, latency 25.00 us)"),
+            std::string::npos) << r2.out;
+  EXPECT_EQ(r2.out.find("keep --hardware's values"), std::string::npos) << r2.out;  // --base calibrated them
+  std::ifstream in(both);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NEAR(number_after(text.str(), "\nintra_node: {bandwidth: "), 200.0, 0.05) << text.str();  // from --base
+  EXPECT_NEAR(number_after(text.str(), "\ninter_node: {bandwidth: "), 6.4, 0.005) << text.str();
+  EXPECT_NE(text.str().find("\nnic_port: {"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("inter_node_all_to_all:\n  ranks: 16\n  nodes: 2\n"), std::string::npos) << text.str();
+  // The calibrated cluster gives back the log's times.
+  for (const char* network : {"alpha-beta", "flow"}) {
+    const Result c = run("collective --hardware " + cluster + " --calibration " + both + " --ranks 16 -b 16M -e 16M --network " +
+                         network);
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    const double want = 25.0 + 15 * (16777216.0 / 16) / 12e3;
+    char time[32];
+    std::snprintf(time, sizeof time, "%.1f", want);
+    EXPECT_NE(c.out.find(time), std::string::npos) << network << "\n" << c.out << " wants " << time;
+  }
+  EXPECT_EQ(run("simulate --model models/moe-gpt-s-64e.yaml --hardware " + cluster + " --calibration " + both +
+                " --tokens 1024 --ep 16").exit_code, 0);
+  // Without --base the intra-node links are the preset's, and the output says so.
+  const Result alone = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --out " +
+                           (dir_ / "inter.yaml").string());
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_NE(alone.out.find("note: the intra-node links keep --hardware's values"), std::string::npos) << alone.out;
+  // What --base may hold: not the inter-node network again, and an intra-node fit comes first.
+  const Result again = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + both + " --out " +
+                           (dir_ / "x.yaml").string());
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("--base already calibrates the inter-node network"), std::string::npos) << again.err;
+  const Result order = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + (dir_ / "one.log").string() +
+                           " --base " + (dir_ / "inter.yaml").string() + " --out " + (dir_ / "x.yaml").string());
+  EXPECT_EQ(order.exit_code, 2);
+  EXPECT_NE(order.err.find("fitted on top of the intra-node one: fit this one-node measurement first"), std::string::npos)
+      << order.err;
+}
+
+TEST_F(Cli, CalibratePlacesEachLoggedRankOnItsNodeAndDevice) {
+  const std::string cluster = "calibrate --hardware hardware/clusters/dgx-a100-2node.yaml --out " + (dir_ / "p.yaml").string();
+  // One process per GPU, each seeing its GPU as device 0: the ranks of a host take its GPUs in order.
+  std::string per_process = alltoall_log(16, 2, "none", 12);
+  for (std::size_t at = 0; (at = per_process.find(" device  ", at)) != std::string::npos; at += 9)
+    per_process[at + 9] = '0';
+  const Result r = run(cluster + " --alltoall-log " + write("mpi.log", per_process).string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: host node-a: its ranks name no device or repeat one"), std::string::npos) << r.out;
+  // A device the node does not have, and ranks with a gap, are named by line.
+  std::string beyond = alltoall_log(16, 2, "none", 12);
+  beyond.replace(beyond.find(" device  7 "), 11, " device  9 ");
+  const Result b = run(cluster + " --alltoall-log " + write("beyond.log", beyond).string());
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.err.find("beyond.log:10:1: rank 7 ran on device 9 and node 'DGX-A100-40GB'"), std::string::npos) << b.err;
+  std::string gap = alltoall_log(16, 2, "none", 12);
+  gap.replace(gap.find("#  Rank  3 "), 11, "#  Rank 33 ");
+  const Result g = run(cluster + " --alltoall-log " + write("gap.log", gap).string());
+  EXPECT_EQ(g.exit_code, 2);
+  EXPECT_NE(g.err.find("gap.log:7:1: rank 4 is listed but rank 3 is not: the '#  Rank' lines must cover ranks 0 to 15"),
+            std::string::npos) << g.err;
+}
+
 TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
   const std::string hw = "calibrate --hardware hardware/nodes/hgx-h100.yaml --out " + (dir_ / "n.yaml").string();
   struct Case {
@@ -155,7 +238,8 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
   const std::string a100_base =
       write("a100.yaml", "schema_version: 1\nkind: calibration\nname: a\ngpu: A100-SXM4-40GB\n").string();
   const Case cases[] = {
-      {hw + " --alltoall-log " + two_hosts, "ran on 2 hosts (node-a, node-b)"},
+      {hw + " --alltoall-log " + two_hosts, "ran on 2 hosts (node-a, node-b) and 'HGX-H100' (hardware/nodes/hgx-h100.yaml:5:1) has "
+                                            "1 node: give --hardware a cluster of at least that many of its nodes"},
       {hw + " --alltoall-log " + gather, "ag.log: this is a log of all_gather_perf, not of alltoall_perf"},
       {hw + " --alltoall-log " + cputime, "the times are CPU times (nccl-tests -C 1)"},
       {hw + " --alltoall-log " + slow_log, "slow.log: what this measurement gives is off the simulator's plausible ranges"},
@@ -165,7 +249,7 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
       {hw + " --alltoall-log " + write("empty.log", "").string(), "no nccl-tests result rows"},
       {hw + " --alltoall-log " + reduce, "ar.log:12:1: redop 'sum': this is not an all-to-all log"},
       {hw + " --alltoall-log " + bare, "the log has no '#  Rank' lines to count its GPUs; give --ranks"},
-      {hw + " --alltoall-log " + bare + " --ranks 16", "needs 2 to 8 GPUs of one node"},
+      {hw + " --alltoall-log " + bare + " --ranks 16", "the all-to-all ran on 16 GPUs and 'HGX-H100'"},
       {hw + " --alltoall-log " + write("a.log", alltoall_log(8)).string() + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
       {hw + " --alltoall-log " + bare + " --dtypes bf16", "excludes"},
       {hw + " --ranks 8", "--ranks goes with --alltoall-log or --collectives"},

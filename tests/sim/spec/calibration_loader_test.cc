@@ -38,6 +38,12 @@ const std::string kCalibration =
     "      - [30]      # m=1024 n=256\n"
     "      - [150.125] # m=1024 n=2048\n";
 
+// The error loading `text` as a calibration file (bad.yaml).
+std::string calibration_error(TempFiles& t, const std::string& text) {
+  const std::string path = t.write("bad.yaml", text);
+  return input_error_of([&] { load_calibration(path); });
+}
+
 std::string node_with_calibration(const std::string& ref) {
   return "schema_version: 1\nkind: node\nname: n\ngpu: " + kRoot +
          "/hardware/gpus/a100-sxm4-40gb.yaml\ngpus_per_node: 1\n"
@@ -134,38 +140,34 @@ TEST(CalibrationLoader, ATableForADtypeTheGpuLacksIsRejected) {
 
 TEST(CalibrationLoader, StrictRules) {
   TempFiles t;
-  const auto error = [&](const std::string& text) {
-    const std::string path = t.write("cal.yaml", text);
-    return input_error_of([&] { load_calibration(path); });
-  };
-  std::string msg = error(replaced(kCalibration, "m: [128, 1024]", "m: [1024, 128]"));
-  EXPECT_NE(msg.find("cal.yaml:12:"), std::string::npos) << msg;
+  std::string msg = calibration_error(t, replaced(kCalibration, "m: [128, 1024]", "m: [1024, 128]"));
+  EXPECT_NE(msg.find("bad.yaml:12:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("strictly increasing; 128 follows 1024"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "m: [128, 1024]", "m: [128, 128]"));
+  msg = calibration_error(t, replaced(kCalibration, "m: [128, 1024]", "m: [128, 128]"));
   EXPECT_NE(msg.find("strictly increasing"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "k: [512]", "k: []"));
+  msg = calibration_error(t, replaced(kCalibration, "k: [512]", "k: []"));
   EXPECT_NE(msg.find("the k axis is empty"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "      - [150.125] # m=1024 n=2048\n", ""));
+  msg = calibration_error(t, replaced(kCalibration, "      - [150.125] # m=1024 n=2048\n", ""));
   EXPECT_NE(msg.find("has 3 rows; it needs one per (m, n) pair, m-major: 2 x 2 = 4"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "[30]", "[30, 31]"));
+  msg = calibration_error(t, replaced(kCalibration, "[30]", "[30, 31]"));
   EXPECT_NE(msg.find("has 2 times; it needs one per k (1)"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "[30]", "[0]"));
+  msg = calibration_error(t, replaced(kCalibration, "[30]", "[0]"));
   EXPECT_NE(msg.find("time_us"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "[30]", "[-3]"));
+  msg = calibration_error(t, replaced(kCalibration, "[30]", "[-3]"));
   EXPECT_NE(msg.find("time_us"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "schema_version: 1", "schema_version: 2"));
+  msg = calibration_error(t, replaced(kCalibration, "schema_version: 1", "schema_version: 2"));
   EXPECT_NE(msg.find("unsupported schema_version 2"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "kind: calibration", "kind: gpu"));
+  msg = calibration_error(t, replaced(kCalibration, "kind: calibration", "kind: gpu"));
   EXPECT_NE(msg.find("expected kind 'calibration'"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "hbm_bandwidth:", "hbm_bandwith:"));
+  msg = calibration_error(t, replaced(kCalibration, "hbm_bandwidth:", "hbm_bandwith:"));
   EXPECT_NE(msg.find("did you mean 'hbm_bandwidth'"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "2600 GB/s", "2600 MB/s"));
+  msg = calibration_error(t, replaced(kCalibration, "2600 GB/s", "2600 MB/s"));
   EXPECT_NE(msg.find("hbm_bandwidth"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "gpu: A100-SXM4-40GB\n", ""));
+  msg = calibration_error(t, replaced(kCalibration, "gpu: A100-SXM4-40GB\n", ""));
   EXPECT_NE(msg.find("missing required key 'gpu'"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "name: a100 test calibration\n", ""));
+  msg = calibration_error(t, replaced(kCalibration, "name: a100 test calibration\n", ""));
   EXPECT_NE(msg.find("missing required key 'name'"), std::string::npos) << msg;
-  msg = error(replaced(kCalibration, "  bf16:", "  int8:"));
+  msg = calibration_error(t, replaced(kCalibration, "  bf16:", "  int8:"));
   EXPECT_NE(msg.find("unknown key 'int8'"), std::string::npos) << msg;
 }
 
@@ -256,19 +258,88 @@ TEST(CalibrationLoader, NetworkSectionsMustFitTheNode) {
   msg = input_error_of([&] { load_hardware_spec(kRoot + "/hardware/gpus/a100-sxm4-40gb.yaml", t.write("n.yaml", kNetworkCalibration)); });
   EXPECT_NE(msg.find("has no link between GPUs to calibrate"), std::string::npos) << msg;
   // The record's lists must pair up; values are range-checked like a node's.
-  const auto error = [&](const std::string& text) {
-    const std::string path = t.write("bad.yaml", text);
-    return input_error_of([&] { load_calibration(path); });
-  };
-  msg = error(replaced(kNetworkCalibration, "[21.5, 60.25]", "[21.5]"));
+  msg = calibration_error(t, replaced(kNetworkCalibration, "[21.5, 60.25]", "[21.5]"));
   EXPECT_NE(msg.find("bad.yaml:12:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has 1 times; it needs one per bytes_per_peer entry (2)"), std::string::npos) << msg;
-  msg = error(replaced(kNetworkCalibration, "ranks: 8", "ranks: 1"));
+  msg = calibration_error(t, replaced(kNetworkCalibration, "ranks: 8", "ranks: 1"));
   EXPECT_NE(msg.find("ranks"), std::string::npos) << msg;
-  msg = error(replaced(kNetworkCalibration, "230 GB/s", "230 TB/s"));
+  msg = calibration_error(t, replaced(kNetworkCalibration, "230 GB/s", "230 TB/s"));
   EXPECT_NE(msg.find("bandwidth"), std::string::npos) << msg;
-  msg = error(replaced(kNetworkCalibration, "latency: 21 us", "latncy: 21 us"));
+  msg = calibration_error(t, replaced(kNetworkCalibration, "latency: 21 us", "latncy: 21 us"));
   EXPECT_NE(msg.find("did you mean 'latency'"), std::string::npos) << msg;
+}
+
+// The inter-node sections (`moesim calibrate --alltoall-log` on a log across nodes): the per-GPU
+// inter_node link replaces the cluster's, nic_port the node's NIC ports.
+const std::string kInterNodeCalibration =
+    "schema_version: 1\n"
+    "kind: calibration\n"
+    "name: dgx-a100 2-node network\n"
+    "gpu: A100-SXM4-40GB\n"
+    "inter_node: {bandwidth: 21.5 GB/s, efficiency: 1, latency: 9 us}\n"
+    "nic_port: {bandwidth: 190 Gb/s, efficiency: 0.94, latency: 8 us}\n"
+    "inter_node_all_to_all:\n"
+    "  ranks: 16\n"
+    "  nodes: 2\n"
+    "  source: \"test log\"\n"
+    "  bytes_per_peer: [1024, 1048576]\n"
+    "  time_us: [30.5, 390.25]\n";
+
+TEST(CalibrationLoader, InterNodeSectionsReplaceTheClustersLinkAndTheNicPorts) {
+  TempFiles t;
+  const std::string cal = t.write("inter.yaml", kInterNodeCalibration);
+  const CalibrationSpec spec = load_calibration(cal);
+  EXPECT_TRUE(spec.calibrates_inter_node());
+  EXPECT_FALSE(spec.calibrates_intra_node());
+  ASSERT_TRUE(spec.inter_node_all_to_all.has_value());
+  EXPECT_EQ(spec.inter_node_all_to_all->ranks, 16);
+  EXPECT_EQ(spec.inter_node_all_to_all->nodes, 2);
+  const std::string cluster_path = kRoot + "/hardware/clusters/dgx-a100-2node.yaml";
+  const ClusterSpec plain = load_hardware_spec(cluster_path);
+  const ClusterSpec c = load_hardware_spec(cluster_path, cal);
+  EXPECT_DOUBLE_EQ(c.inter_node.effective_bandwidth(), 21.5e9);
+  EXPECT_EQ(c.inter_node.latency_ns, 9000);
+  EXPECT_DOUBLE_EQ(c.node.topology.nic_port.bandwidth, 190e9 / 8);
+  EXPECT_EQ(c.node.topology.nic_port.latency_ns, 8000);
+  EXPECT_DOUBLE_EQ(c.node.intra_node.bandwidth, plain.node.intra_node.bandwidth);  // the node's own
+  // Through a node file's calibration: key, a cluster of that node takes the measured link over
+  // the one its file gives.
+  const std::string node = t.write("node.yaml", "schema_version: 1\nkind: node\nname: dgx\ngpu: " + kRoot +
+                                                    "/hardware/gpus/a100-sxm4-40gb.yaml\ngpus_per_node: 8\n"
+                                                    "intra_node: {bandwidth: 300 GB/s, latency: 3 us}\n"
+                                                    "pcie: {h2d_bandwidth: 25 GB/s, d2h_bandwidth: 25 GB/s, latency: 10 us}\n"
+                                                    "calibration: ab.yaml\n");
+  t.write("ab.yaml", replaced(kInterNodeCalibration, "nic_port: {bandwidth: 190 Gb/s, efficiency: 0.94, latency: 8 us}\n", ""));
+  const ClusterSpec by_key = load_hardware_spec(t.write("cluster.yaml",
+                                                        "schema_version: 1\nkind: cluster\nname: two\nnode: node.yaml\n"
+                                                        "num_nodes: 2\ninter_node: {bandwidth_per_gpu: 5 GB/s, latency: 2 us}\n"));
+  EXPECT_DOUBLE_EQ(by_key.inter_node.effective_bandwidth(), 21.5e9);
+  EXPECT_EQ(by_key.inter_node.latency_ns, 9000);
+}
+
+TEST(CalibrationLoader, InterNodeSectionsMustFitTheNode) {
+  TempFiles t;
+  // A node without a topology has no NIC ports; a loopback node has no network at all.
+  const std::string cal = t.write("inter.yaml", replaced(kInterNodeCalibration, "A100-SXM4-40GB", "H200-SXM-141GB"));
+  std::string msg = input_error_of([&] { load_hardware_spec(kRoot + "/hardware/nodes/hgx-h200.yaml", cal); });
+  EXPECT_NE(msg.find("inter.yaml:6:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nic_port: node"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has no topology, so the flow model has no NIC port to calibrate"), std::string::npos) << msg;
+  const std::string loop_cal = t.write("loop.yaml", replaced(replaced(kInterNodeCalibration, "A100-SXM4-40GB", "H100-SXM5-80GB"),
+                                                             "nic_port: {bandwidth: 190 Gb/s, efficiency: 0.94, latency: 8 us}\n", ""));
+  msg = input_error_of([&] { load_hardware_spec(kRoot + "/hardware/nodes/h100-loopback-8.yaml", loop_cal); });
+  EXPECT_NE(msg.find("loop.yaml:5:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("inter_node: node"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is a loopback node"), std::string::npos) << msg;
+  // The record names its nodes; values are range-checked like a cluster's.
+  msg = calibration_error(t, replaced(kInterNodeCalibration, "  nodes: 2\n", ""));
+  EXPECT_NE(msg.find("missing required key 'nodes'"), std::string::npos) << msg;
+  msg = calibration_error(t, replaced(kInterNodeCalibration, "nodes: 2", "nodes: 1"));
+  EXPECT_NE(msg.find("bad.yaml:9:"), std::string::npos) << msg;
+  msg = calibration_error(t, replaced(kInterNodeCalibration, "21.5 GB/s", "21.5 TB/s"));
+  EXPECT_NE(msg.find("bad.yaml:5:"), std::string::npos) << msg;
+  msg = calibration_error(t, replaced(kNetworkCalibration, "  ranks: 8\n", "  ranks: 8\n  nodes: 1\n"));
+  EXPECT_NE(msg.find("unknown key 'nodes'"), std::string::npos) << msg;
 }
 
 }  // namespace

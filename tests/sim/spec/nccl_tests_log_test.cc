@@ -59,7 +59,7 @@ TEST(NcclTestsLog, OlderHeadersAndSeveralHosts) {
 TEST(NcclTestsLog, OlderAndOddOutputIsReadOrSkipped) {
   const std::string text =
       "# Collective test starting: alltoall_perf\n"
-      "#  Rank 99999999999999999999 Group 0 Pid 1 on big device 0 [0x1b] X\n"  // a rank id is only a name
+      "#  Rank 7 Group 0 Pid 1 on big device 0 [0x1b] X\n"
       "1 warning generated.\n"                                                   // not a row: no count
       "#       size         count      type   redop    root  cputime   algbw   busbw #wrong\n"
       "           0             0     float    none      -1     6.00    0.00    0.00      0\n"  // -b 8 over 8 ranks
@@ -73,6 +73,35 @@ TEST(NcclTestsLog, OlderAndOddOutputIsReadOrSkipped) {
   EXPECT_DOUBLE_EQ(log.rows[0].time_us, 22.56);
   EXPECT_EQ(log.rows[0].line, 6);
   EXPECT_FALSE(parse_nccl_tests_text(kLog, "a.log").cpu_times);
+  ASSERT_EQ(log.placement.size(), 1u);
+  EXPECT_EQ(log.placement[0].rank, 7);
+  EXPECT_EQ(log.placement[0].host, "big");
+}
+
+TEST(NcclTestsLog, EachRankKeepsItsHostAndDevice) {
+  const std::string text =
+      "#  Rank  1 Group  0 Pid  4001 on    node-b device  3 [0x2c] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  0 Group  0 Pid  4000 on    node-a device  5 [0x1b] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  2 Group  0 Pid  4002\n";  // no host or device: kept as unknown
+  const NcclTestsLog log = parse_nccl_tests_text(text, "p.log");
+  ASSERT_EQ(log.placement.size(), 3u);  // ordered by rank
+  EXPECT_EQ(log.placement[0].rank, 0);
+  EXPECT_EQ(log.placement[0].host, "node-a");
+  EXPECT_EQ(log.placement[0].device, 5);
+  EXPECT_EQ(log.placement[0].line, 2);
+  EXPECT_EQ(log.placement[1].device, 3);
+  EXPECT_EQ(log.placement[2].host, "");
+  EXPECT_EQ(log.placement[2].device, -1);
+  EXPECT_EQ(log.hosts, (std::vector<std::string>{"node-b", "node-a"}));
+  // One rank on two devices is two runs mixed together; a rank id beyond any job is named too.
+  std::string msg = input_error_of([&] {
+    parse_nccl_tests_text(text + "#  Rank  0 Group  0 Pid  4000 on    node-a device  6 [0x1b] X\n", "p.log");
+  });
+  EXPECT_NE(msg.find("p.log:4:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 0 is listed again on another host or device (first at line 2)"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_text("#  Rank 99999999999999999999 Group 0 on a device 0\n", "p.log"); });
+  EXPECT_NE(msg.find("p.log:1:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("beyond any job"), std::string::npos) << msg;
 }
 
 TEST(NcclTestsLog, MalformedRowsAreNamedByFileAndLine) {
