@@ -1,12 +1,18 @@
 #include "sim/cli/collective_command.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/driver/network_calibration.h"
 #include "sim/driver/simulation.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/nccl_tests_log.h"
 
 namespace moesim::cli {
 
@@ -33,6 +39,97 @@ std::int64_t parse_size_bytes(const std::string& text, const std::string& flag) 
   return v * mult;
 }
 
+namespace {
+
+// The collective an nccl-tests program measures; nullopt for one moesim does not model.
+std::optional<CollectiveOp> op_of_test(const std::string& test) {
+  if (test == "alltoall_perf") return CollectiveOp::kAllToAll;
+  if (test == "all_reduce_perf") return CollectiveOp::kAllReduce;
+  if (test == "all_gather_perf") return CollectiveOp::kAllGather;
+  if (test == "reduce_scatter_perf") return CollectiveOp::kReduceScatter;
+  return std::nullopt;
+}
+
+bool reduces(CollectiveOp op) { return op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter; }
+
+// --against: every row of the log, measured next to simulated.
+int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, CollectiveOp op_flag, NetworkChoice choice,
+                    std::ostream& out) {
+  const NcclTestsLog log = parse_nccl_tests_log(a.against_log);
+  const SourceLocation file{log.file, 0, 0};
+  if (log.rows.empty()) throw InputError(file, "no nccl-tests result rows (size, count, type, redop, root, time, ...)");
+  if (log.cpu_times) throw InputError(file, "the times are CPU times (nccl-tests -C 1), not the GPU's");
+  CollectiveOp op = op_flag;
+  if (!log.test.empty()) {
+    const auto logged = op_of_test(log.test);
+    if (!logged) {
+      throw InputError(file, "this is a log of " + log.test +
+                                 "; moesim models alltoall_perf, all_reduce_perf, all_gather_perf and reduce_scatter_perf");
+    }
+    if (a.op_given && *logged != op_flag) {
+      throw InputError(file, "this is a log of " + log.test + " (" + std::string(to_string(*logged)) + "), and --op says " +
+                                 std::string(to_string(op_flag)));
+    }
+    op = *logged;
+  }
+  if (a.ranks != 0 && log.ranks != 0 && log.ranks != a.ranks)
+    throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
+  const LoggedGpus placed = gpus_of_log(log, cluster, a.ranks);
+  std::vector<int> group = placed.gpus;
+  std::sort(group.begin(), group.end());
+  for (std::size_t i = 1; i < group.size(); ++i)
+    if (group[i] == group[i - 1]) throw InputError(file, "two ranks ran on GPU " + std::to_string(group[i]));
+  const int n = static_cast<int>(group.size());
+  std::set<int> nodes;
+  for (int g : group) nodes.insert(cluster.node_of(g));
+
+  const TaskGraph graph(cluster.num_gpus(), group);
+  const auto model = make_collective_model(graph, cluster, choice);
+  out << "# moesim collective against " << log.file << ": " << to_string(op) << " on " << cluster.name << ", " << n
+      << " ranks on " << nodes.size() << " node" << (nodes.size() == 1 ? "" : "s") << ", "
+      << to_string(resolve_network_model(cluster, choice.model)) << " network model";
+  if (op == CollectiveOp::kAllToAll) out << ", " << to_string(choice.all_to_all) << " algorithm";
+  out << "\n";
+  for (const std::string& note : placed.notes) out << "# note: " << note << "\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "#%12s %12s %12s %8s\n#%12s %12s %12s %8s\n", "size", "measured", "simulated", "diff",
+                "(B)", "(us)", "(us)", "(%)");
+  out << line;
+  double worst = 0, sum = 0;
+  std::int64_t worst_size = 0;
+  for (const NcclTestsRow& row : log.rows) {
+    const SourceLocation at{log.file, row.line, 1};
+    const bool row_reduces = !row.redop.empty() && row.redop != "none";
+    if (!row.redop.empty() && row_reduces != reduces(op)) {
+      throw InputError(at, "redop '" + row.redop + "' is not that of " + std::string(to_string(op)) + " (" +
+                               (reduces(op) ? "a reduction" : "'none'") + "); give the --op the log measured");
+    }
+    // nccl-tests' size is the per-rank buffer; a ring's block, or an all-to-all's share per peer, is
+    // 1/n of it (a ring's last block rounded up, as NCCL pads it).
+    if (op == CollectiveOp::kAllToAll && row.size_bytes % n != 0)
+      throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
+                               std::to_string(n) + " ranks");
+    const std::int64_t per_peer = (row.size_bytes + n - 1) / n;
+    const double sim_us =
+        static_cast<double>(model->isolated_duration(CollectiveWork{op, 0, per_peer}, group)) / 1e3;
+    const double diff = (sim_us - row.time_us) / row.time_us;
+    if (std::abs(diff) > std::abs(worst)) {
+      worst = diff;
+      worst_size = row.size_bytes;
+    }
+    sum += std::abs(diff);
+    std::snprintf(line, sizeof line, " %12lld %12.2f %12.2f %+8.1f\n", static_cast<long long>(row.size_bytes),
+                  row.time_us, sim_us, 100 * diff);
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "# worst %+.1f%% at %lld B; mean |diff| %.1f%% over %zu sizes\n", 100 * worst,
+                static_cast<long long>(worst_size), 100 * sum / static_cast<double>(log.rows.size()), log.rows.size());
+  out << line;
+  return 0;
+}
+
+}  // namespace
+
 int run_collective(const CollectiveArgs& a, std::ostream& out) {
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
   const auto op = parse_collective_op(a.op);
@@ -43,6 +140,7 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   if (!a2a) throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: pairwise, 2dh");
   if (a.step_factor < 2) throw InputError("--step-factor must be at least 2, got " + std::to_string(a.step_factor));
   const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  if (!a.against_log.empty()) return run_against_log(a, cluster, *op, NetworkChoice{*network, *a2a}, out);
   const int n = a.ranks == 0 ? cluster.num_gpus() : a.ranks;
   if (n < 1 || n > cluster.num_gpus())
     throw InputError("--ranks " + std::to_string(n) + " must be in [1, " + std::to_string(cluster.num_gpus()) +
@@ -56,7 +154,6 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   const TaskGraph graph(n, {0});
   const NetworkChoice choice{*network, *a2a};
   const auto model = make_collective_model(graph, cluster, choice);
-  const bool reduces = *op == CollectiveOp::kAllReduce || *op == CollectiveOp::kReduceScatter;
   const double bus = (*op == CollectiveOp::kAllReduce ? 2.0 : 1.0) * (n - 1) / n;
 
   char line[256];
@@ -79,7 +176,7 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
     const double us = static_cast<double>(t) / 1e3;
     const double algbw = t > 0 ? static_cast<double>(bytes) / static_cast<double>(t) : 0.0;  // B/ns = GB/s
     std::snprintf(line, sizeof line, " %12lld %12lld %8s %6s %6d %10.2f %7.2f %7.2f %6s\n",
-                  static_cast<long long>(bytes), static_cast<long long>(bytes / 4), "float", reduces ? "sum" : "none",
+                  static_cast<long long>(bytes), static_cast<long long>(bytes / 4), "float", reduces(*op) ? "sum" : "none",
                   -1, us, algbw, algbw * bus, "N/A");
     out << line;
     if (size > max_bytes / a.step_factor) break;

@@ -7,6 +7,12 @@
 // gathered output; reduce-scatter: the input), algbw = size / time, busbw = algbw x (n-1)/n, and
 // x 2(n-1)/n for all-reduce. Sizes go from min to max by a factor (nccl-tests -f), each rounded
 // down to a multiple of 4n bytes so that every rank holds whole float elements.
+//
+// With --against LOG it simulates, instead of a size range, every row of an nccl-tests log of a
+// real cluster (the collective from the log's test, the ranks placed on the cluster's GPUs as the
+// log's "#  Rank" lines say: sim/driver/network_calibration.h, gpus_of_log) and prints the
+// measured and simulated out-of-place times side by side, with the difference per size and the
+// worst and mean over the log.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,8 @@ struct CollectiveArgs {
   std::string network = "auto";
   std::string a2a = "pairwise";
   std::string calibration_path;  // a calibration file applied to the hardware (e.g. its network)
+  std::string against_log;       // an nccl-tests log to hold the simulation against
+  bool op_given = false;         // --op was on the command line (a log names its own collective)
 };
 
 // Parses "64M", "1G", "512K", "4096" (powers of 1024, as nccl-tests -b/-e).

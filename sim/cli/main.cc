@@ -361,7 +361,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* collective = app.add_subcommand(
       "collective", "simulate one collective over a size range, printed as nccl-tests prints it");
   collective->add_option("--hardware", coll.hardware_path, "cluster or node YAML")->required();
-  collective->add_option("--op", coll.op, "all-to-all|all-reduce|all-gather|reduce-scatter")->capture_default_str();
+  CLI::Option* coll_op =
+      collective->add_option("--op", coll.op, "all-to-all|all-reduce|all-gather|reduce-scatter")->capture_default_str();
   collective->add_option("--ranks", coll.ranks, "ranks (0 = every GPU of the cluster)")->capture_default_str();
   collective->add_option("--min-bytes,-b", coll.min_bytes, "smallest size (K, M, G)")->capture_default_str();
   collective->add_option("--max-bytes,-e", coll.max_bytes, "largest size (K, M, G)")->capture_default_str();
@@ -370,6 +371,11 @@ int main_impl(int argc, char** argv) {
   collective->add_option("--a2a", coll.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
   collective->add_option("--calibration", coll.calibration_path,
                          "calibration YAML, e.g. the network fitted by `moesim calibrate --alltoall-log`");
+  CLI::Option* coll_against = collective->add_option(
+      "--against", coll.against_log,
+      "an nccl-tests log (alltoall_perf, all_reduce_perf, all_gather_perf, reduce_scatter_perf): simulate its sizes, "
+      "on the GPUs its ranks ran on, and print measured and simulated times side by side");
+  for (const char* range : {"--min-bytes", "--max-bytes", "--step-factor"}) coll_against->excludes(collective->get_option(range));
 
   RunArgs run_args;
   CLI::App* run_cmd = app.add_subcommand(
@@ -477,7 +483,10 @@ int main_impl(int argc, char** argv) {
   if (graph_check->parsed()) return run_graph_check(check_path);
   if (plan->parsed()) return run_plan(plan_args, kVersion);
   if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
-  if (collective->parsed()) return run_collective(coll, std::cout);
+  if (collective->parsed()) {
+    coll.op_given = coll_op->count() > 0;
+    return run_collective(coll, std::cout);
+  }
   if (run_cmd->parsed()) return run_measure(run_args, kVersion);
   if (compare->parsed()) return run_compare(compare_args);
   if (calibrate->parsed()) {

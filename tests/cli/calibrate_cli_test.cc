@@ -4,7 +4,10 @@
 // --alltoall-log it fits the node's network to an nccl-tests log, on any build.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -203,6 +206,71 @@ TEST_F(Cli, CalibratePlacesEachLoggedRankOnItsNodeAndDevice) {
   EXPECT_EQ(g.exit_code, 2);
   EXPECT_NE(g.err.find("gap.log:7:1: rank 4 is listed but rank 3 is not: the '#  Rank' lines must cover ranks 0 to 15"),
             std::string::npos) << g.err;
+}
+
+// The rows "size measured simulated diff" that `collective --against` prints, by size.
+std::map<long long, std::array<double, 3>> against_rows(const std::string& out) {
+  std::map<long long, std::array<double, 3>> rows;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.empty() || l[0] == '#') continue;
+    std::istringstream f(l);
+    long long size = 0;
+    std::array<double, 3> v{};
+    if (f >> size >> v[0] >> v[1] >> v[2]) rows[size] = v;
+  }
+  return rows;
+}
+
+TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
+  const std::string log = write("a2a.log", alltoall_log(8, 1, "none", 200)).string();
+  const std::string node = "collective --hardware hardware/nodes/dgx-a100.yaml --against " + log;
+  const Result plain = run(node);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("all-to-all on DGX-A100-40GB, 8 ranks on 1 node"), std::string::npos) << plain.out;
+  const auto rows = against_rows(plain.out);
+  ASSERT_EQ(rows.size(), 11u) << plain.out;
+  EXPECT_DOUBLE_EQ(rows.at(1024)[0], 25.0);  // the log's out-of-place time
+  EXPECT_NE(plain.out.find("# worst "), std::string::npos);
+  // Calibrated on that log, the simulation gives it back.
+  const std::string cal = (dir_ / "net.yaml").string();
+  ASSERT_EQ(run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + log + " --out " + cal).exit_code, 0);
+  for (const char* network : {"alpha-beta", "flow"}) {
+    const Result fitted = run(node + " --calibration " + cal + " --network " + network);
+    ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
+    for (const auto& [size, v] : against_rows(fitted.out)) EXPECT_LT(std::abs(v[2]), 0.2) << network << " " << size;
+  }
+  // The collective is the log's: an all_reduce_perf log is simulated as a ring all-reduce,
+  // 2(n-1) latencies + 2(n-1)/n x size / (300 GB/s x 0.77) on a DGX A100's NVSwitch.
+  const std::string ar = write("ar.log", "# Collective test starting: all_reduce_perf\n" + alltoall_log(8, 1, "sum")).string();
+  const Result reduce = run("collective --hardware hardware/nodes/dgx-a100.yaml --network alpha-beta --against " + ar);
+  ASSERT_EQ(reduce.exit_code, 0) << reduce.err;
+  EXPECT_NE(reduce.out.find("all-reduce on DGX-A100-40GB, 8 ranks"), std::string::npos) << reduce.out;
+  const double want_us = 14 * 3.0 + 14.0 / 8 * 1073741824.0 / (300e3 * 0.77);
+  EXPECT_NEAR(against_rows(reduce.out).at(1073741824)[1], want_us, 0.01) << reduce.out;
+  // What cannot be held against the simulation is refused.
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --against " +
+           write("bc.log", "# Collective test starting: broadcast_perf\n" + alltoall_log(8)).string(),
+       "bc.log: this is a log of broadcast_perf; moesim models alltoall_perf, all_reduce_perf"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --op all-gather --against " + ar,
+       "ar.log: this is a log of all_reduce_perf (all-reduce), and --op says all-gather"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --against " + write("sum.log", alltoall_log(8, 1, "sum")).string(),
+       "sum.log:12:1: redop 'sum' is not that of all-to-all ('none'); give the --op the log measured"},
+      {node + " -b 1M", "--min-bytes excludes --against"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --against " + write("two.log", alltoall_log(16, 2)).string(),
+       "ran on 2 hosts (node-a, node-b) and 'DGX-A100-40GB'"},
+      {node + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
 }
 
 TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
