@@ -128,6 +128,7 @@ MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a, const ClusterSpec& cl
     throw InputError(file, "the times are CPU times (nccl-tests -C 1), not the GPU's; rerun alltoall_perf without -C");
   if (a.ranks != 0 && log.ranks != 0 && log.ranks != a.ranks)
     throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
+  check_has_network(cluster);  // before the log's ranks are placed on its GPUs
   LoggedGpus placed = gpus_of_log(log, cluster, a.ranks);
   m.gpus = std::move(placed.gpus);
   m.notes = std::move(placed.notes);
@@ -212,8 +213,15 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
   if (!a.alltoall_log.empty()) logged = read_alltoall_log(a, preset);
   bool inter_node = false;
   if (logged) {
-    check_network_gpus(preset, logged->gpus);
-    for (int g : logged->gpus) inter_node = inter_node || preset.node_of(g) != preset.node_of(logged->gpus.front());
+    check_network_gpus(preset, logged->gpus);  // before --base is read: the log's errors first
+    inter_node = nodes_holding(preset, logged->gpus) > 1;
+  }
+  if (preset.node.gpu.calibration) {
+    // A node takes one calibration, and the file written here would be a second one.
+    throw InputError(preset.node.origin, "node '" + preset.node.name + "' already has a calibration (" +
+                                             preset.node.gpu.calibration->file +
+                                             "); give --hardware a preset without the calibration: key, and that "
+                                             "file as --base");
   }
   ClusterSpec cluster = preset;  // what the fit starts from: the preset with --base applied
   std::string text;
@@ -229,7 +237,6 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     if (!inter_node && base.calibrates_intra_node())
       throw InputError(base.origin, "--base already calibrates the network; give a calibration of the GPU alone");
     intra_calibrated = base.calibrates_intra_node();
-    cluster.node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
     apply_calibration(cluster, base);      // another GPU's file is named here, not as the output's
     std::ifstream in(a.base_path, std::ios::binary);
     std::ostringstream whole;

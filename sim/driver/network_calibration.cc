@@ -44,7 +44,13 @@ AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks)
     line.latency_ns = 0;
     line.latency_clamped = true;
   }
-  if (!(slope > 0))
+  // Times that grow by less than 0.01% over the sizes are flat: their slope is rounding.
+  double x_max = 0, t_max = 0;
+  for (const AllToAllPoint& p : points) {
+    x_max = std::max(x_max, static_cast<double>(ranks - 1) * static_cast<double>(p.bytes_per_peer));
+    t_max = std::max(t_max, p.time_ns);
+  }
+  if (!(slope > 0) || slope * x_max < 1e-4 * t_max)
     throw InputError("the all-to-all times do not grow with the message size, so no bandwidth fits them");
   line.bandwidth = 1e9 / slope;
   return line;
@@ -56,11 +62,23 @@ std::vector<int> first_gpus(int n) {
   return gpus;
 }
 
+int nodes_holding(const ClusterSpec& cluster, const std::vector<int>& gpus) {
+  std::set<int> nodes;
+  for (int g : gpus) nodes.insert(cluster.node_of(g));
+  return static_cast<int>(nodes.size());
+}
+
 LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted) {
   const SourceLocation file{log.file, 0, 0};
   LoggedGpus out;
   if (log.placement.empty()) {
     if (ranks_if_unlisted <= 0) throw InputError(file, "the log has no '#  Rank' lines to count its GPUs; give --ranks");
+    if (ranks_if_unlisted > cluster.node.gpus_per_node) {
+      throw InputError(file, "the log has no '#  Rank' lines, so its " + std::to_string(ranks_if_unlisted) +
+                                 " ranks are taken as GPUs of one node, and node '" + cluster.node.name + "' has " +
+                                 std::to_string(cluster.node.gpus_per_node) +
+                                 "; a log across nodes needs the lines that name each rank's host");
+    }
     out.gpus = first_gpus(ranks_if_unlisted);
     return out;
   }
@@ -147,16 +165,27 @@ double max_relative_error(const std::vector<AllToAllPoint>& model, const std::ve
   return worst;
 }
 
-// How much faster (k) and how much later (shift, ns) the model's line must become to be the
-// measured one.
+// A bandwidth factor k and a latency shift d (ns): how much faster and later a model's line must
+// become, or the accumulated change made to the links that move.
 struct Correction {
   double bandwidth_factor = 1;
   double latency_shift_ns = 0;
 };
 
-Correction correction(const AllToAllLine& measured, const std::vector<AllToAllPoint>& model_times, int ranks) {
-  const AllToAllLine model = fit_all_to_all(model_times, ranks);
-  return Correction{measured.bandwidth / model.bandwidth, measured.latency_ns - model.latency_ns};
+// The bandwidth between the two largest sizes: the line's slope where bandwidth sets the time (0
+// when the times do not grow there).
+double large_size_bandwidth(const std::vector<AllToAllPoint>& points, int ranks) {
+  std::vector<AllToAllPoint> sorted = points;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const AllToAllPoint& a, const AllToAllPoint& b) { return a.bytes_per_peer < b.bytes_per_peer; });
+  const AllToAllPoint& hi = sorted.back();
+  for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) {
+    if (it->bytes_per_peer == hi.bytes_per_peer) continue;
+    const double dt = hi.time_ns - it->time_ns;
+    if (!(dt > 0)) return 0;
+    return static_cast<double>(ranks - 1) * static_cast<double>(hi.bytes_per_peer - it->bytes_per_peer) / dt * 1e9;
+  }
+  return 0;
 }
 
 // `latency` + `shift_ns`, at least 0 (a note when more than rounding had to be cut off).
@@ -185,39 +214,92 @@ LinkSpec corrected_effective(const LinkSpec& link, const Correction& total, cons
 }
 
 // Sets the parameters a calibration moves to their values for the accumulated correction `total`
-// (bandwidth factors multiplied, shifts added), noting clamped latencies.
-using Adjust = std::function<void(ClusterSpec&, const Correction& total, std::vector<std::string>& notes)>;
+// (bandwidth factors multiplied, shifts added), noting clamped latencies; returns how many links it
+// set.
+using Adjust = std::function<int(ClusterSpec&, const Correction& total, std::vector<std::string>& notes)>;
 
 // Moves `adjust`'s parameters until `model`'s line for the all-to-all among `group` is `measured`
-// and returns the worst point's relative error. A correction of the line moves it by about itself;
-// the corrections are repeated until one is negligible. When they do not settle (the links that
-// move are not what sets the model's times), a note says how far the line stays off.
+// and returns the worst point's relative error.
+//
+// A correction of the model's line moves it by about itself where the links that move set the
+// times, so corrections are repeated until one is negligible. Two things stop that short:
+//   - A faster link may not make the model faster: NIC ports beyond the PCIe link that feeds
+//     them. Each speed-up is tried first; where the model's bandwidth gains less than half of
+//     what was asked, the factor is set to the smallest that reaches the model's plateau (found
+//     by bisection) and kept, instead of growing without bound.
+//   - Latencies cut to 0 (the measured latency is below what the model adds elsewhere) cannot
+//     follow any more; once every link that moves is at 0, bandwidths are compared between the two
+//     largest sizes, so that the unreachable latency does not bend the fitted bandwidth.
+// Either way a note says how far off the model stays at its worst size.
 double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, NetworkModel model,
                         const std::vector<AllToAllPoint>& points, const AllToAllLine& measured,
                         const std::string& what, const Adjust& adjust, std::vector<std::string>& notes) {
   const int ranks = static_cast<int>(group.size());
-  Correction total;
+  const double measured_large_bw = large_size_bandwidth(points, ranks);
   std::vector<std::string> clamped;
-  bool settled = false;
-  for (int step = 0; step < 12 && !settled; ++step) {
-    const Correction c = correction(measured, model_points(cluster, group, model, points), ranks);
-    settled = std::abs(c.bandwidth_factor - 1) < 1e-6 && std::abs(c.latency_shift_ns) < 1.0;
-    total.bandwidth_factor *= c.bandwidth_factor;
-    total.latency_shift_ns += c.latency_shift_ns;
+  bool bandwidth_capped = false;
+  bool latency_lost = false;  // every moved link's latency is cut to 0
+  // The model's line with the links moved by `c` (which stay so in `cluster`); once the latency is
+  // lost, its bandwidth is that of the two largest sizes.
+  const auto line_with = [&](const Correction& c) {
     clamped.clear();
-    adjust(cluster, total, clamped);
-  }
-  notes.insert(notes.end(), clamped.begin(), clamped.end());
-  if (!settled) {
-    const Correction left = correction(measured, model_points(cluster, group, model, points), ranks);
-    if (std::abs(left.bandwidth_factor - 1) > 1e-3 || std::abs(left.latency_shift_ns) > 10.0) {
-      notes.push_back(what + ": moving " + (model == NetworkModel::kFlow ? "these links" : "this link") +
-                      " cannot make the model's line the measured one (its bandwidth stays " +
-                      yaml_fixed(100 * (1 / left.bandwidth_factor - 1), 1) + "% off, its latency " +
-                      yaml_fixed(-left.latency_shift_ns / 1e3, 2) + " us): other links set these times");
+    const int links = adjust(cluster, c, clamped);
+    latency_lost = links > 0 && static_cast<int>(clamped.size()) == links;
+    const std::vector<AllToAllPoint> times = model_points(cluster, group, model, points);
+    AllToAllLine line = fit_all_to_all(times, ranks);
+    if (latency_lost && measured_large_bw > 0) {
+      if (const double bw = large_size_bandwidth(times, ranks); bw > 0) line.bandwidth = bw;
     }
+    return line;
+  };
+  Correction total;
+  bool settled = false;
+  for (int step = 0; step < 16 && !settled; ++step) {
+    const AllToAllLine now = line_with(total);
+    const double target_bw = latency_lost && measured_large_bw > 0 ? measured_large_bw : measured.bandwidth;
+    const double k = bandwidth_capped ? 1.0 : target_bw / now.bandwidth;
+    const double d = measured.latency_ns - now.latency_ns;
+    settled = std::abs(k - 1) < 1e-6 && std::abs(d) < 1.0;
+    if (k > 1 + 1e-6) {
+      Correction trial = total;
+      trial.bandwidth_factor *= k;
+      const double reached = line_with(trial).bandwidth;
+      if (std::log(reached / now.bandwidth) < 0.5 * std::log(k)) {
+        // The smallest factor (bisected in log space) whose model bandwidth is within 0.1% of
+        // the trial's: as far as these links still help.
+        double near = total.bandwidth_factor, far = trial.bandwidth_factor;
+        for (int i = 0; i < 30; ++i) {
+          Correction c = total;
+          c.bandwidth_factor = std::sqrt(near * far);
+          (std::abs(line_with(c).bandwidth - reached) <= 1e-3 * reached ? far : near) = c.bandwidth_factor;
+        }
+        total.bandwidth_factor = far;
+        bandwidth_capped = true;
+      } else {
+        total.bandwidth_factor = trial.bandwidth_factor;
+      }
+    } else if (!bandwidth_capped) {
+      total.bandwidth_factor *= k;
+    }
+    total.latency_shift_ns += d;
   }
-  return max_relative_error(model_points(cluster, group, model, points), points);
+  line_with(total);  // leaves `cluster` and `clamped` at the final correction
+  notes.insert(notes.end(), clamped.begin(), clamped.end());
+  const std::vector<AllToAllPoint> times = model_points(cluster, group, model, points);
+  const double worst = max_relative_error(times, points);
+  if (worst > 1e-3 && (bandwidth_capped || latency_lost || !settled)) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < points.size(); ++i)
+      if (std::abs(times[i].time_ns / points[i].time_ns - 1) >= std::abs(times[at].time_ns / points[at].time_ns - 1)) at = i;
+    const double r = times[at].time_ns / points[at].time_ns - 1;
+    notes.push_back(what + ": moving " + (model == NetworkModel::kFlow ? "these links" : "this link") +
+                    " cannot make the model's line the measured one (" +
+                    (bandwidth_capped ? "faster ones no longer speed it up: other links set its bandwidth"
+                                      : "other links set its latency") +
+                    "); at its worst, " + std::to_string(points[at].bytes_per_peer) + " bytes per peer, the model is " +
+                    yaml_fixed(100 * std::abs(r), 1) + "% " + (r > 0 ? "slower" : "faster") + " than measured");
+  }
+  return worst;
 }
 
 // The topology link types on the routes among `gpus` (the all-to-all's), and those of them that
@@ -254,6 +336,7 @@ void calibrate_intra_node(ClusterSpec calibrated, const std::vector<int>& group,
       calibrated, group, NetworkModel::kAlphaBeta, points, cal.measured, "alpha-beta intra_node",
       [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
         c.node.intra_node = corrected_effective(base.intra_node, total, "intra_node.latency", notes);
+        return 1;
       },
       cal.notes);
   cal.intra_node = calibrated.node.intra_node;
@@ -269,6 +352,7 @@ void calibrate_intra_node(ClusterSpec calibrated, const std::vector<int>& group,
         for (const std::string& type : types.intra)
           c.node.topology.link_types[type] =
               corrected(base.topology.link_types.at(type), total, "link_types." + type + ".latency", notes);
+        return static_cast<int>(types.intra.size());
       },
       cal.notes);
   for (const std::string& type : types.intra) cal.link_types[type] = calibrated.node.topology.link_types.at(type);
@@ -281,9 +365,32 @@ void calibrate_inter_node(ClusterSpec calibrated, const std::vector<int>& group,
       calibrated, group, NetworkModel::kAlphaBeta, points, cal.measured, "alpha-beta inter_node",
       [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
         c.inter_node = corrected_effective(base.inter_node, total, "inter_node.latency", notes);
+        return 1;
       },
       cal.notes);
   cal.inter_node_link = calibrated.inter_node;
+  // The alpha-beta model gives each GPU its own inter_node link. Where the measured GPUs had NICs
+  // to themselves that a full node's GPUs share, what they reached is more than each GPU of a full
+  // node gets, and the file would overstate it there.
+  const NodeSpec& node = base.node;
+  const bool by_nic = node.topology.present && node.topology.num_nics > 0 &&
+                      node.topology.gpu_nic.size() == static_cast<std::size_t>(node.gpus_per_node);
+  const auto nic_of = [&](int local) { return by_nic ? node.topology.gpu_nic[static_cast<std::size_t>(local)] : 0; };
+  std::map<std::pair<int, int>, int> logged_per_nic;  // (node, NIC) -> measured GPUs on it
+  std::map<int, int> node_per_nic;                    // NIC -> the node's GPUs on it
+  int logged_most = 0, node_most = 0;
+  for (int g : group) logged_most = std::max(logged_most, ++logged_per_nic[{base.node_of(g), nic_of(g % node.gpus_per_node)}]);
+  for (int local = 0; local < node.gpus_per_node; ++local) node_most = std::max(node_most, ++node_per_nic[nic_of(local)]);
+  if (logged_most < node_most) {
+    cal.notes.push_back(
+        by_nic
+            ? "the measured GPUs shared their NICs at most " + std::to_string(logged_most) + " to a NIC, and a full node's " +
+                  std::to_string(node_most) + ": the alpha-beta inter_node (one link per GPU) is what these GPUs "
+                  "reached, more than each GPU of a full node gets; fit a log of full nodes for full-node simulations"
+            : "the log used " + std::to_string(logged_most) + " GPUs of a node and '" + node.name + "' has " +
+                  std::to_string(node_most) + ": if they share NICs, the alpha-beta inter_node (one link per GPU) "
+                  "overstates what each GPU of a full node gets; fit a log of full nodes for full-node simulations");
+  }
   if (!base.node.topology.present || !base.fabric.present) {
     cal.notes.push_back("the flow model is not calibrated: cluster '" + base.name + "' has no " +
                         (base.node.topology.present ? "fabric" : "node topology") + " section");
@@ -293,6 +400,7 @@ void calibrate_inter_node(ClusterSpec calibrated, const std::vector<int>& group,
       calibrated, group, NetworkModel::kFlow, points, cal.measured, "flow nic_port",
       [&](ClusterSpec& c, const Correction& total, std::vector<std::string>& notes) {
         c.node.topology.nic_port = corrected(base.node.topology.nic_port, total, "nic_port.latency", notes);
+        return 1;
       },
       cal.notes);
   cal.nic_port = calibrated.node.topology.nic_port;
@@ -300,12 +408,16 @@ void calibrate_inter_node(ClusterSpec calibrated, const std::vector<int>& group,
 
 }  // namespace
 
-void check_network_gpus(const ClusterSpec& cluster, const std::vector<int>& gpus) {
+void check_has_network(const ClusterSpec& cluster) {
   const NodeSpec& node = cluster.node;
   if (node.loopback)
     throw InputError("node '" + node.name + "' is a loopback node: its ranks share one GPU and have no network");
   if (cluster.num_gpus() < 2)
     throw InputError("'" + node.name + "' has one GPU: there is no network between GPUs to calibrate; give its node");
+}
+
+void check_network_gpus(const ClusterSpec& cluster, const std::vector<int>& gpus) {
+  check_has_network(cluster);
   if (gpus.size() < 2)
     throw InputError("an all-to-all calibration needs at least 2 GPUs, got " + std::to_string(gpus.size()));
   if (static_cast<int>(gpus.size()) > cluster.num_gpus()) {
@@ -327,10 +439,8 @@ NetworkCalibration calibrate_network(const ClusterSpec& cluster, const std::vect
   check_network_gpus(cluster, gpus);
   std::vector<int> group = gpus;
   std::sort(group.begin(), group.end());  // the graph's groups are sorted; the times do not depend on the order
-  std::set<int> nodes;
-  for (int g : group) nodes.insert(cluster.node_of(g));
   NetworkCalibration cal;
-  cal.nodes = static_cast<int>(nodes.size());
+  cal.nodes = nodes_holding(cluster, group);
   cal.inter_node = cal.nodes > 1;
   cal.measured = fit_all_to_all(points, static_cast<int>(group.size()));
   if (cal.measured.latency_clamped)

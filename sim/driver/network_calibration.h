@@ -49,12 +49,12 @@ struct AllToAllLine {
 AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks);
 
 // The cluster GPUs (global ids, node-major) the ranks of an nccl-tests log ran on, in rank order:
-// the log's hosts, in order of first appearance, are nodes 0, 1, ...; a rank's device is its GPU
-// within the node. Where a host's ranks name no device, or repeat one (one process per GPU, each
+// the log's hosts, in the order of their lowest rank, are nodes 0, 1, ...; a rank's device is its
+// GPU within the node. Where a host's ranks name no device, or repeat one (one process per GPU, each
 // seeing only its own as device 0), that host's ranks take GPUs 0, 1, ... in rank order and a note
 // says so. Throws InputError naming the log for ranks that are not 0..n-1, more hosts than the
-// cluster has nodes, or a device beyond the node's GPUs. A log without "#  Rank" lines gives
-// GPUs 0..ranks_if_unlisted-1 (0: an input error asking for --ranks).
+// cluster has nodes, or a device beyond the node's GPUs. A log without "#  Rank" lines is one
+// node's GPUs 0..ranks_if_unlisted-1 (0, or more than a node has: an input error).
 struct LoggedGpus {
   std::vector<int> gpus;
   std::vector<std::string> notes;
@@ -63,6 +63,9 @@ LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int 
 
 // GPUs 0..n-1: the first n of node 0.
 std::vector<int> first_gpus(int n);
+
+// How many of `cluster`'s nodes hold `gpus`: more than one makes a calibration inter-node.
+int nodes_holding(const ClusterSpec& cluster, const std::vector<int>& gpus);
 
 struct NetworkCalibration {
   bool inter_node = false;  // the GPUs span several nodes (see the header comment for what moves)
@@ -79,9 +82,13 @@ struct NetworkCalibration {
   std::vector<std::string> notes;              // clamped latencies and the like, for the user
 };
 
-// Throws InputError unless an all-to-all among `gpus` can calibrate `cluster`: at least 2
-// distinct GPUs of the cluster, on a node of several GPUs (not a loopback node). Checked by
-// calibrate_network, and by callers before they spend time measuring.
+// Throws InputError unless `cluster` has a network to calibrate: more than one GPU, not a loopback
+// node.
+void check_has_network(const ClusterSpec& cluster);
+
+// Throws InputError unless an all-to-all among `gpus` can calibrate `cluster`: check_has_network,
+// and at least 2 distinct GPUs of the cluster. Checked by calibrate_network, and by callers before
+// they spend time measuring.
 void check_network_gpus(const ClusterSpec& cluster, const std::vector<int>& gpus);
 
 // The calibration of `cluster`'s network for an all-to-all among `gpus` measured as `points`.

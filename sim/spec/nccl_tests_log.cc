@@ -66,8 +66,6 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
           throw InputError(where(), "rank " + t[2] + " is listed again on another host or device (first at line " +
                                         std::to_string(same->line) + "); give the log of one run");
         }
-        if (!rank.host.empty() && std::find(log.hosts.begin(), log.hosts.end(), rank.host) == log.hosts.end())
-          log.hosts.push_back(rank.host);
       }
       // "# Collective test starting: alltoall_perf"
       if (t.size() >= 5 && t[1] == "Collective" && t[3] == "starting:") log.test = t[4];

@@ -33,8 +33,7 @@ struct NcclTestsRank {
 
 struct NcclTestsLog {
   std::string file;
-  int ranks = 0;                        // "#  Rank" lines (0 when the log has none)
-  std::vector<std::string> hosts;       // the distinct hosts of those lines, in order
+  int ranks = 0;                         // "#  Rank" lines (0 when the log has none)
   std::vector<NcclTestsRank> placement;  // one per distinct rank, ordered by rank
   std::string test;                // "# Collective test starting: <test>" ("" when absent)
   bool cpu_times = false;          // the header says cputime (nccl-tests -C 1)

@@ -178,6 +178,18 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
                            (dir_ / "x.yaml").string());
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("--base already calibrates the inter-node network"), std::string::npos) << again.err;
+  // A preset whose node already names a calibration would get a second one: refused.
+  const std::string calibrated_node = write("node.yaml",
+      "schema_version: 1\nkind: node\nname: dgx\ngpu: " + std::string(MOESIM_SOURCE_DIR) +
+      "/hardware/gpus/a100-sxm4-40gb.yaml\ngpus_per_node: 8\nintra_node: {bandwidth: 300 GB/s, latency: 3 us}\n"
+      "pcie: {h2d_bandwidth: 25 GB/s, d2h_bandwidth: 25 GB/s, latency: 10 us}\ncalibration: gpu.yaml\n").string();
+  const std::string gpu_only = write("gpu.yaml", "schema_version: 1\nkind: calibration\nname: a\ngpu: A100-SXM4-40GB\n").string();
+  const Result twice = run("calibrate --hardware " + calibrated_node + " --alltoall-log " + (dir_ / "one.log").string() +
+                           " --out " + (dir_ / "x.yaml").string());
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("node 'dgx' already has a calibration (" + gpu_only +
+                           "); give --hardware a preset without the calibration: key, and that file as --base"),
+            std::string::npos) << twice.err;
   const Result order = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + (dir_ / "one.log").string() +
                            " --base " + (dir_ / "inter.yaml").string() + " --out " + (dir_ / "x.yaml").string());
   EXPECT_EQ(order.exit_code, 2);
@@ -317,7 +329,8 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
       {hw + " --alltoall-log " + write("empty.log", "").string(), "no nccl-tests result rows"},
       {hw + " --alltoall-log " + reduce, "ar.log:12:1: redop 'sum': this is not an all-to-all log"},
       {hw + " --alltoall-log " + bare, "the log has no '#  Rank' lines to count its GPUs; give --ranks"},
-      {hw + " --alltoall-log " + bare + " --ranks 16", "the all-to-all ran on 16 GPUs and 'HGX-H100'"},
+      {hw + " --alltoall-log " + bare + " --ranks 16",
+       "the log has no '#  Rank' lines, so its 16 ranks are taken as GPUs of one node, and node 'HGX-H100' has 8"},
       {hw + " --alltoall-log " + write("a.log", alltoall_log(8)).string() + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
       {hw + " --alltoall-log " + bare + " --dtypes bf16", "excludes"},
       {hw + " --ranks 8", "--ranks goes with --alltoall-log or --collectives"},

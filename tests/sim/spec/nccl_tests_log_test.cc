@@ -1,4 +1,4 @@
-// nccl-tests output as `moesim calibrate --alltoall-log` reads it: ranks and hosts from the
+// nccl-tests output as `moesim calibrate --alltoall-log` reads it: each rank's host and device from the
 // "#  Rank" lines (both header formats), the out-of-place time of each row, other output skipped,
 // malformed rows named by file and line.
 #include "sim/spec/nccl_tests_log.h"
@@ -33,7 +33,9 @@ const std::string kLog =
 TEST(NcclTestsLog, ReadsRanksHostsAndTheOutOfPlaceTimes) {
   const NcclTestsLog log = parse_nccl_tests_text(kLog, "a2a.log");
   EXPECT_EQ(log.ranks, 2);
-  EXPECT_EQ(log.hosts, (std::vector<std::string>{"node-a"}));
+  ASSERT_EQ(log.placement.size(), 2u);
+  EXPECT_EQ(log.placement[1].host, "node-a");
+  EXPECT_EQ(log.placement[1].device, 1);
   ASSERT_EQ(log.rows.size(), 2u);
   EXPECT_EQ(log.rows[0].size_bytes, 1024);
   EXPECT_EQ(log.rows[0].redop, "none");
@@ -50,7 +52,9 @@ TEST(NcclTestsLog, OlderHeadersAndSeveralHosts) {
       "     8388608       2097152   float     sum    -1   92.51   90.68  90.68      0   91.22   91.96  91.96    N/A\n";
   const NcclTestsLog log = parse_nccl_tests_text(text, "ar.log");
   EXPECT_EQ(log.ranks, 2);
-  EXPECT_EQ(log.hosts, (std::vector<std::string>{"dgx-01", "dgx-02"}));
+  ASSERT_EQ(log.placement.size(), 2u);
+  EXPECT_EQ(log.placement[0].host, "dgx-01");
+  EXPECT_EQ(log.placement[1].host, "dgx-02");
   ASSERT_EQ(log.rows.size(), 1u);
   EXPECT_EQ(log.rows[0].redop, "sum");
   EXPECT_EQ(parse_nccl_tests_text("no table here\n", "x.log").rows.size(), 0u);
@@ -92,7 +96,6 @@ TEST(NcclTestsLog, EachRankKeepsItsHostAndDevice) {
   EXPECT_EQ(log.placement[1].device, 3);
   EXPECT_EQ(log.placement[2].host, "");
   EXPECT_EQ(log.placement[2].device, -1);
-  EXPECT_EQ(log.hosts, (std::vector<std::string>{"node-b", "node-a"}));
   // One rank on two devices is two runs mixed together; a rank id beyond any job is named too.
   std::string msg = input_error_of([&] {
     parse_nccl_tests_text(text + "#  Rank  0 Group  0 Pid  4000 on    node-a device  6 [0x1b] X\n", "p.log");
