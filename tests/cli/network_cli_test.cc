@@ -2,6 +2,8 @@
 // collective`, and the --network / --a2a options of `simulate`.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +122,21 @@ TEST_F(NetworkCli, CollectivePrintsNcclTestsColumnsAndBusBandwidth) {
   EXPECT_EQ(rows, 11);  // 1M, 2M, ..., 1G
   EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml --op broadcast").exit_code, 2);
   EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml -b 1X").exit_code, 2);
+}
+
+TEST_F(NetworkCli, TheH100ClusterPresetsNicsSetItsAllToAll) {
+  // 4 HGX H100 with a 400 Gb/s NDR NIC per GPU (efficiency 0.97: 48.5 GB/s): 64 MiB per rank over
+  // 32 ranks is 2 MiB per peer, 24 of them on other nodes, 5 us + 24 x 2 MiB / 48.5 GB/s in both
+  // models (the rails are non-blocking, and NVLink's 7 peers take far less).
+  const double want_us = 5.0 + 24 * 2097152.0 / 48.5e3;
+  char want[32];
+  std::snprintf(want, sizeof want, "%.2f", want_us);
+  for (const char* network : {"alpha-beta", "flow"}) {
+    const Outcome r = moesim(std::string("collective --hardware hardware/clusters/h100-4x-hgx-ndr.yaml -b 64M -e 64M --network ") +
+                             network);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(want), std::string::npos) << network << "\n" << r.out << " wants " << want;
+  }
 }
 
 }  // namespace
