@@ -217,11 +217,17 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     inter_node = nodes_holding(preset, logged->gpus) > 1;
   }
   if (preset.node.gpu.calibration) {
-    // A node takes one calibration, and the file written here would be a second one.
-    throw InputError(preset.node.origin, "node '" + preset.node.name + "' already has a calibration (" +
-                                             preset.node.gpu.calibration->file +
-                                             "); give --hardware a preset without the calibration: key, and that "
-                                             "file as --base");
+    // A node takes one calibration, and the file written here would be a second one. Its GPU
+    // measurements can go on as --base, unless it already holds the network this fit writes.
+    const std::string& named = preset.node.gpu.calibration->file;
+    const CalibrationSpec existing = load_calibration(named);
+    const bool holds_this = inter_node ? existing.calibrates_inter_node()
+                                       : existing.calibrates_intra_node() || existing.calibrates_inter_node();
+    throw InputError(preset.node.origin,
+                     "node '" + preset.node.name + "' already has a calibration (" + named +
+                         "), and a node takes one: give --hardware a preset without the calibration: key" +
+                         (holds_this ? std::string(" (that file already calibrates this network)")
+                                     : ", and that file as --base"));
   }
   ClusterSpec cluster = preset;  // what the fit starts from: the preset with --base applied
   std::string text;

@@ -60,7 +60,11 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
   if (log.rows.empty()) throw InputError(file, "no nccl-tests result rows (size, count, type, redop, root, time, ...)");
   if (log.cpu_times) throw InputError(file, "the times are CPU times (nccl-tests -C 1), not the GPU's");
   CollectiveOp op = op_flag;
-  if (!log.test.empty()) {
+  if (log.test.empty()) {
+    // all_gather_perf and alltoall_perf both write redop 'none': the log must say which it is.
+    if (!a.op_given)
+      throw InputError(file, "the log does not name its collective (no 'Collective test starting' line); give --op");
+  } else {
     const auto logged = op_of_test(log.test);
     if (!logged) {
       throw InputError(file, "this is a log of " + log.test +
@@ -77,16 +81,33 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
   const LoggedGpus placed = gpus_of_log(log, cluster, a.ranks);
   std::vector<int> group = placed.gpus;
   std::sort(group.begin(), group.end());
+  const int n = static_cast<int>(group.size());
+  if (n < 2) throw InputError(file, "the log ran on one rank: there is no collective between GPUs to simulate");
   for (std::size_t i = 1; i < group.size(); ++i)
     if (group[i] == group[i - 1]) throw InputError(file, "two ranks ran on GPU " + std::to_string(group[i]));
-  const int n = static_cast<int>(group.size());
-  std::set<int> nodes;
-  for (int g : group) nodes.insert(cluster.node_of(g));
-
+  // Every row is checked and simulated before anything is printed: bad input leaves no half table.
   const TaskGraph graph(cluster.num_gpus(), group);
   const auto model = make_collective_model(graph, cluster, choice);
+  std::vector<double> simulated_us;
+  for (const NcclTestsRow& row : log.rows) {
+    const SourceLocation at{log.file, row.line, 1};
+    const bool row_reduces = !row.redop.empty() && row.redop != "none";
+    if (!row.redop.empty() && row_reduces != reduces(op)) {
+      throw InputError(at, "redop '" + row.redop + "' is not that of " + std::string(to_string(op)) + " (" +
+                               (reduces(op) ? "a reduction" : "'none'") + "); give the --op the log measured");
+    }
+    // nccl-tests' size is the per-rank buffer (all-gather: the gathered output; reduce-scatter:
+    // the input); a ring's block, or an all-to-all's share per peer, is 1/n of it (a ring's last
+    // block rounded up, as NCCL pads it).
+    if (op == CollectiveOp::kAllToAll && row.size_bytes % n != 0)
+      throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
+                               std::to_string(n) + " ranks");
+    const std::int64_t per_peer = (row.size_bytes + n - 1) / n;
+    simulated_us.push_back(static_cast<double>(model->isolated_duration(CollectiveWork{op, 0, per_peer}, group)) / 1e3);
+  }
+
   out << "# moesim collective against " << log.file << ": " << to_string(op) << " on " << cluster.name << ", " << n
-      << " ranks on " << nodes.size() << " node" << (nodes.size() == 1 ? "" : "s") << ", "
+      << " ranks on " << nodes_holding(cluster, group) << " node(s), "
       << to_string(resolve_network_model(cluster, choice.model)) << " network model";
   if (op == CollectiveOp::kAllToAll) out << ", " << to_string(choice.all_to_all) << " algorithm";
   out << "\n";
@@ -97,32 +118,19 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
   out << line;
   double worst = 0, sum = 0;
   std::int64_t worst_size = 0;
-  for (const NcclTestsRow& row : log.rows) {
-    const SourceLocation at{log.file, row.line, 1};
-    const bool row_reduces = !row.redop.empty() && row.redop != "none";
-    if (!row.redop.empty() && row_reduces != reduces(op)) {
-      throw InputError(at, "redop '" + row.redop + "' is not that of " + std::string(to_string(op)) + " (" +
-                               (reduces(op) ? "a reduction" : "'none'") + "); give the --op the log measured");
-    }
-    // nccl-tests' size is the per-rank buffer; a ring's block, or an all-to-all's share per peer, is
-    // 1/n of it (a ring's last block rounded up, as NCCL pads it).
-    if (op == CollectiveOp::kAllToAll && row.size_bytes % n != 0)
-      throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
-                               std::to_string(n) + " ranks");
-    const std::int64_t per_peer = (row.size_bytes + n - 1) / n;
-    const double sim_us =
-        static_cast<double>(model->isolated_duration(CollectiveWork{op, 0, per_peer}, group)) / 1e3;
-    const double diff = (sim_us - row.time_us) / row.time_us;
+  for (std::size_t i = 0; i < log.rows.size(); ++i) {
+    const NcclTestsRow& row = log.rows[i];
+    const double diff = (simulated_us[i] - row.time_us) / row.time_us;
     if (std::abs(diff) > std::abs(worst)) {
       worst = diff;
       worst_size = row.size_bytes;
     }
     sum += std::abs(diff);
     std::snprintf(line, sizeof line, " %12lld %12.2f %12.2f %+8.1f\n", static_cast<long long>(row.size_bytes),
-                  row.time_us, sim_us, 100 * diff);
+                  row.time_us, simulated_us[i], 100 * diff);
     out << line;
   }
-  std::snprintf(line, sizeof line, "# worst %+.1f%% at %lld B; mean |diff| %.1f%% over %zu sizes\n", 100 * worst,
+  std::snprintf(line, sizeof line, "# worst %+.1f%% at %lld B; mean |diff| %.1f%% over %zu rows\n", 100 * worst,
                 static_cast<long long>(worst_size), 100 * sum / static_cast<double>(log.rows.size()), log.rows.size());
   out << line;
   return 0;
@@ -140,7 +148,10 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   if (!a2a) throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: pairwise, 2dh");
   if (a.step_factor < 2) throw InputError("--step-factor must be at least 2, got " + std::to_string(a.step_factor));
   const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
-  if (!a.against_log.empty()) return run_against_log(a, cluster, *op, NetworkChoice{*network, *a2a}, out);
+  if (a.against_given) {
+    if (a.against_log.empty()) throw InputError("--against needs an nccl-tests log, got ''");
+    return run_against_log(a, cluster, *op, NetworkChoice{*network, *a2a}, out);
+  }
   const int n = a.ranks == 0 ? cluster.num_gpus() : a.ranks;
   if (n < 1 || n > cluster.num_gpus())
     throw InputError("--ranks " + std::to_string(n) + " must be in [1, " + std::to_string(cluster.num_gpus()) +

@@ -33,6 +33,7 @@ struct CollectiveArgs {
   std::string calibration_path;  // a calibration file applied to the hardware (e.g. its network)
   std::string against_log;       // an nccl-tests log to hold the simulation against
   bool op_given = false;         // --op was on the command line (a log names its own collective)
+  bool against_given = false;    // --against was on the command line (even as '')
 };
 
 // Parses "64M", "1G", "512K", "4096" (powers of 1024, as nccl-tests -b/-e).

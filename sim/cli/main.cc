@@ -485,6 +485,7 @@ int main_impl(int argc, char** argv) {
   if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
   if (collective->parsed()) {
     coll.op_given = coll_op->count() > 0;
+    coll.against_given = coll_against->count() > 0;
     return run_collective(coll, std::cout);
   }
   if (run_cmd->parsed()) return run_measure(run_args, kVersion);

@@ -92,15 +92,15 @@ LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int 
   }
   // Hosts become nodes in the order of their lowest rank.
   std::vector<std::string> hosts;
+  std::map<std::string, std::size_t> node_of_host;
   std::vector<std::vector<const NcclTestsRank*>> ranks_of_host;
   for (const NcclTestsRank& r : log.placement) {
-    auto it = std::find(hosts.begin(), hosts.end(), r.host);
-    if (it == hosts.end()) {
+    const auto [it, fresh] = node_of_host.emplace(r.host, hosts.size());
+    if (fresh) {
       hosts.push_back(r.host);
       ranks_of_host.emplace_back();
-      it = hosts.end() - 1;
     }
-    ranks_of_host[static_cast<std::size_t>(it - hosts.begin())].push_back(&r);
+    ranks_of_host[it->second].push_back(&r);
   }
   const NodeSpec& node = cluster.node;
   if (static_cast<int>(hosts.size()) > cluster.num_nodes) {
@@ -172,20 +172,26 @@ struct Correction {
   double latency_shift_ns = 0;
 };
 
-// The bandwidth between the two largest sizes: the line's slope where bandwidth sets the time (0
-// when the times do not grow there).
-double large_size_bandwidth(const std::vector<AllToAllPoint>& points, int ranks) {
-  std::vector<AllToAllPoint> sorted = points;
-  std::sort(sorted.begin(), sorted.end(),
-            [](const AllToAllPoint& a, const AllToAllPoint& b) { return a.bytes_per_peer < b.bytes_per_peer; });
-  const AllToAllPoint& hi = sorted.back();
-  for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) {
-    if (it->bytes_per_peer == hi.bytes_per_peer) continue;
-    const double dt = hi.time_ns - it->time_ns;
-    if (!(dt > 0)) return 0;
-    return static_cast<double>(ranks - 1) * static_cast<double>(hi.bytes_per_peer - it->bytes_per_peer) / dt * 1e9;
+// The sizes where bandwidth sets the time: those whose measured time is at least twice `latency_ns`
+// (all of them at latency 0); empty when fewer than two distinct sizes qualify.
+std::vector<std::size_t> bandwidth_bound(const std::vector<AllToAllPoint>& points, double latency_ns) {
+  std::vector<std::size_t> out;
+  std::set<std::int64_t> sizes;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (points[i].time_ns >= 2 * latency_ns) {
+      out.push_back(i);
+      sizes.insert(points[i].bytes_per_peer);
+    }
   }
-  return 0;
+  if (sizes.size() < 2) out.clear();
+  return out;
+}
+
+// The bandwidth of a line fitted (latency free) to `points` at `which` only.
+double bandwidth_at(const std::vector<AllToAllPoint>& points, const std::vector<std::size_t>& which, int ranks) {
+  std::vector<AllToAllPoint> some;
+  for (std::size_t i : which) some.push_back(points[i]);
+  return fit_all_to_all(some, ranks).bandwidth;
 }
 
 // `latency` + `shift_ns`, at least 0 (a note when more than rounding had to be cut off).
@@ -228,27 +234,37 @@ using Adjust = std::function<int(ClusterSpec&, const Correction& total, std::vec
 //     what was asked, the factor is set to the smallest that reaches the model's plateau (found
 //     by bisection) and kept, instead of growing without bound.
 //   - Latencies cut to 0 (the measured latency is below what the model adds elsewhere) cannot
-//     follow any more; once every link that moves is at 0, bandwidths are compared between the two
-//     largest sizes, so that the unreachable latency does not bend the fitted bandwidth.
+//     follow any more; once every link that moves is at 0, bandwidths are compared over the sizes
+//     whose measured time is at least twice both latencies, so that the unreachable latency does
+//     not bend the fitted bandwidth.
+// A speed-up the model gets anyway past 1% is not tried first (its times are whole nanoseconds, so
+// a tiny one may not show). A bandwidth moved more than 4 times either way gets a note: the log is
+// probably not of --hardware.
 // Either way a note says how far off the model stays at its worst size.
 double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, NetworkModel model,
                         const std::vector<AllToAllPoint>& points, const AllToAllLine& measured,
                         const std::string& what, const Adjust& adjust, std::vector<std::string>& notes) {
   const int ranks = static_cast<int>(group.size());
-  const double measured_large_bw = large_size_bandwidth(points, ranks);
   std::vector<std::string> clamped;
   bool bandwidth_capped = false;
   bool latency_lost = false;  // every moved link's latency is cut to 0
-  // The model's line with the links moved by `c` (which stay so in `cluster`); once the latency is
-  // lost, its bandwidth is that of the two largest sizes.
+  double target_bw = measured.bandwidth;
+  // The model's line with the links moved by `c` (which stay so in `cluster`). Once the latency is
+  // lost, its bandwidth, and the measured one it must reach (`target_bw`), are those of the sizes
+  // that both the measurement and the model spend mostly on bandwidth.
   const auto line_with = [&](const Correction& c) {
     clamped.clear();
     const int links = adjust(cluster, c, clamped);
     latency_lost = links > 0 && static_cast<int>(clamped.size()) == links;
     const std::vector<AllToAllPoint> times = model_points(cluster, group, model, points);
     AllToAllLine line = fit_all_to_all(times, ranks);
-    if (latency_lost && measured_large_bw > 0) {
-      if (const double bw = large_size_bandwidth(times, ranks); bw > 0) line.bandwidth = bw;
+    target_bw = measured.bandwidth;
+    if (latency_lost) {
+      const std::vector<std::size_t> bound = bandwidth_bound(points, std::max(measured.latency_ns, line.latency_ns));
+      if (!bound.empty()) {
+        line.bandwidth = bandwidth_at(times, bound, ranks);
+        target_bw = bandwidth_at(points, bound, ranks);
+      }
     }
     return line;
   };
@@ -256,11 +272,10 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
   bool settled = false;
   for (int step = 0; step < 16 && !settled; ++step) {
     const AllToAllLine now = line_with(total);
-    const double target_bw = latency_lost && measured_large_bw > 0 ? measured_large_bw : measured.bandwidth;
     const double k = bandwidth_capped ? 1.0 : target_bw / now.bandwidth;
     const double d = measured.latency_ns - now.latency_ns;
     settled = std::abs(k - 1) < 1e-6 && std::abs(d) < 1.0;
-    if (k > 1 + 1e-6) {
+    if (k > 1.01) {
       Correction trial = total;
       trial.bandwidth_factor *= k;
       const double reached = line_with(trial).bandwidth;
@@ -292,12 +307,18 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
     for (std::size_t i = 0; i < points.size(); ++i)
       if (std::abs(times[i].time_ns / points[i].time_ns - 1) >= std::abs(times[at].time_ns / points[at].time_ns - 1)) at = i;
     const double r = times[at].time_ns / points[at].time_ns - 1;
+    std::string why;
+    if (bandwidth_capped) why = "faster links no longer speed the model up";
+    if (latency_lost) why += std::string(why.empty() ? "" : ", and ") + "its latencies are cut to 0";
+    if (why.empty()) why = "the corrections did not settle";
     notes.push_back(what + ": moving " + (model == NetworkModel::kFlow ? "these links" : "this link") +
-                    " cannot make the model's line the measured one (" +
-                    (bandwidth_capped ? "faster ones no longer speed it up: other links set its bandwidth"
-                                      : "other links set its latency") +
-                    "); at its worst, " + std::to_string(points[at].bytes_per_peer) + " bytes per peer, the model is " +
+                    " cannot make the model's line the measured one (" + why + "); at its worst, " +
+                    std::to_string(points[at].bytes_per_peer) + " bytes per peer, the model is " +
                     yaml_fixed(100 * std::abs(r), 1) + "% " + (r > 0 ? "slower" : "faster") + " than measured");
+  }
+  if (total.bandwidth_factor > 4 || total.bandwidth_factor < 0.25) {
+    notes.push_back(what + ": the calibrated bandwidth is " + yaml_fixed(total.bandwidth_factor, 2) +
+                    " times --hardware's; check that the log was measured on that hardware");
   }
   return worst;
 }

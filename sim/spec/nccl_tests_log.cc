@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "sim/core/error.h"
@@ -39,6 +40,7 @@ bool parse_number(const std::string& t, double& out) {
 NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& file) {
   NcclTestsLog log;
   log.file = file;
+  std::map<int, std::size_t> index_of_rank;  // into log.placement
   std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -58,13 +60,13 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
         const auto device = std::find(t.begin(), t.end(), "device");
         if (device != t.end() && device + 1 != t.end() && is_integer(*(device + 1)) && (device + 1)->size() <= 9)
           rank.device = std::stoi(*(device + 1));
-        const auto same = std::find_if(log.placement.begin(), log.placement.end(),
-                                       [&](const NcclTestsRank& r) { return r.rank == rank.rank; });
-        if (same == log.placement.end()) {
+        const auto [seen, fresh] = index_of_rank.emplace(rank.rank, log.placement.size());
+        if (fresh) {
           log.placement.push_back(rank);
-        } else if (same->host != rank.host || same->device != rank.device) {
+        } else if (const NcclTestsRank& same = log.placement[seen->second];
+                   same.host != rank.host || same.device != rank.device) {
           throw InputError(where(), "rank " + t[2] + " is listed again on another host or device (first at line " +
-                                        std::to_string(same->line) + "); give the log of one run");
+                                        std::to_string(same.line) + "); give the log of one run");
         }
       }
       // "# Collective test starting: alltoall_perf"
@@ -92,6 +94,9 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
     row.redop = blank_redop ? "" : t[3];
     if (!parse_number(t[time_field], row.time_us) || !(row.time_us > 0))
       throw InputError(where(), "the out-of-place time '" + t[time_field] + "' is not a positive number of microseconds");
+    // nccl-tests prints times to 0.01 us; a collective of more than 1000 s is no benchmark row.
+    if (row.time_us < 0.01 || row.time_us > 1e9)
+      throw InputError(where(), "the out-of-place time " + t[time_field] + " us is outside 0.01 us to 1000 s");
     log.rows.push_back(row);
   }
   std::sort(log.placement.begin(), log.placement.end(),

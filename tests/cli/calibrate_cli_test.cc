@@ -188,8 +188,23 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
                            " --out " + (dir_ / "x.yaml").string());
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_NE(twice.err.find("node 'dgx' already has a calibration (" + gpu_only +
-                           "); give --hardware a preset without the calibration: key, and that file as --base"),
+                           "), and a node takes one: give --hardware a preset without the calibration: key, and that "
+                           "file as --base"),
             std::string::npos) << twice.err;
+  // Where that file already calibrates the network being fitted, --base is no way out: not offered.
+  std::ifstream node_text(calibrated_node);
+  std::stringstream with_network;
+  with_network << node_text.rdbuf();
+  std::string node2 = with_network.str();
+  node2.replace(node2.find("calibration: gpu.yaml"), 21, "calibration: net-only.yaml");
+  write("net-only.yaml", "schema_version: 1\nkind: calibration\nname: n\ngpu: A100-SXM4-40GB\n"
+                         "intra_node: {bandwidth: 200 GB/s, latency: 20 us}\n");
+  const Result held = run("calibrate --hardware " + write("node2.yaml", node2).string() + " --alltoall-log " +
+                          (dir_ / "one.log").string() + " --out " + (dir_ / "x.yaml").string());
+  EXPECT_EQ(held.exit_code, 2);
+  EXPECT_NE(held.err.find("give --hardware a preset without the calibration: key (that file already calibrates this "
+                          "network)"),
+            std::string::npos) << held.err;
   const Result order = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + (dir_ / "one.log").string() +
                            " --base " + (dir_ / "inter.yaml").string() + " --out " + (dir_ / "x.yaml").string());
   EXPECT_EQ(order.exit_code, 2);
@@ -236,7 +251,8 @@ std::map<long long, std::array<double, 3>> against_rows(const std::string& out) 
 
 TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
   const std::string log = write("a2a.log", alltoall_log(8, 1, "none", 200)).string();
-  const std::string node = "collective --hardware hardware/nodes/dgx-a100.yaml --against " + log;
+  // The helper's logs do not name their test: --op says what they measured.
+  const std::string node = "collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " + log;
   const Result plain = run(node);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("all-to-all on DGX-A100-40GB, 8 ranks on 1 node"), std::string::npos) << plain.out;
@@ -271,10 +287,17 @@ TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
        "bc.log: this is a log of broadcast_perf; moesim models alltoall_perf, all_reduce_perf"},
       {"collective --hardware hardware/nodes/dgx-a100.yaml --op all-gather --against " + ar,
        "ar.log: this is a log of all_reduce_perf (all-reduce), and --op says all-gather"},
-      {"collective --hardware hardware/nodes/dgx-a100.yaml --against " + write("sum.log", alltoall_log(8, 1, "sum")).string(),
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " +
+           write("sum.log", alltoall_log(8, 1, "sum")).string(),
        "sum.log:12:1: redop 'sum' is not that of all-to-all ('none'); give the --op the log measured"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --against " + log,
+       "a2a.log: the log does not name its collective (no 'Collective test starting' line); give --op"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --against ''", "--against needs an nccl-tests log"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " +
+           write("one.log", alltoall_log(1)).string(),
+       "one.log: the log ran on one rank"},
       {node + " -b 1M", "--min-bytes excludes --against"},
-      {"collective --hardware hardware/nodes/dgx-a100.yaml --against " + write("two.log", alltoall_log(16, 2)).string(),
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " + write("two.log", alltoall_log(16, 2)).string(),
        "ran on 2 hosts (node-a, node-b) and 'DGX-A100-40GB'"},
       {node + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
   };

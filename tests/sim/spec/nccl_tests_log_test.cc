@@ -116,6 +116,8 @@ TEST(NcclTestsLog, MalformedRowsAreNamedByFileAndLine) {
   EXPECT_NE(msg.find("the out-of-place time 'fast' is not a positive number"), std::string::npos) << msg;
   msg = input_error_of([] { parse_nccl_tests_text("1024 256 float none -1 -3 0.05 0.02 0\n", "a.log"); });
   EXPECT_NE(msg.find("not a positive number"), std::string::npos) << msg;
+  msg = input_error_of([] { parse_nccl_tests_text("1024 256 float none -1 1e-300 0.05 0.02 0\n", "a.log"); });
+  EXPECT_NE(msg.find("a.log:1:1: the out-of-place time 1e-300 us is outside 0.01 us to 1000 s"), std::string::npos) << msg;
   msg = input_error_of([] { parse_nccl_tests_text("99999999999999999999 1 float none -1 3 0 0 0\n", "a.log"); });
   EXPECT_NE(msg.find("beyond any message size"), std::string::npos) << msg;
   msg = input_error_of([] { parse_nccl_tests_log("/nonexistent/a2a.log"); });
