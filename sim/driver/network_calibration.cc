@@ -237,10 +237,10 @@ using Adjust = std::function<int(ClusterSpec&, const Correction& total, std::vec
 //     follow any more; once every link that moves is at 0, bandwidths are compared over the sizes
 //     whose measured time is at least twice both latencies, so that the unreachable latency does
 //     not bend the fitted bandwidth.
-// A speed-up the model gets anyway past 1% is not tried first (its times are whole nanoseconds, so
-// a tiny one may not show). A bandwidth moved more than 4 times either way gets a note: the log is
-// probably not of --hardware.
-// Either way a note says how far off the model stays at its worst size.
+// Either way a note says how far off the model stays at its worst size. Only speed-ups above 1%
+// are tried first (the model's times are whole nanoseconds, so a tiny one may not show). A
+// bandwidth moved more than 4 times either way gets a note too: the log is probably not of
+// --hardware.
 double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, NetworkModel model,
                         const std::vector<AllToAllPoint>& points, const AllToAllLine& measured,
                         const std::string& what, const Adjust& adjust, std::vector<std::string>& notes) {
