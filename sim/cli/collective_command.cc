@@ -83,8 +83,6 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
   std::sort(group.begin(), group.end());
   const int n = static_cast<int>(group.size());
   if (n < 2) throw InputError(file, "the log ran on one rank: there is no collective between GPUs to simulate");
-  for (std::size_t i = 1; i < group.size(); ++i)
-    if (group[i] == group[i - 1]) throw InputError(file, "two ranks ran on GPU " + std::to_string(group[i]));
   // Every row is checked and simulated before anything is printed: bad input leaves no half table.
   const TaskGraph graph(cluster.num_gpus(), group);
   const auto model = make_collective_model(graph, cluster, choice);

@@ -249,6 +249,7 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
   bool bandwidth_capped = false;
   bool latency_lost = false;  // every moved link's latency is cut to 0
   double target_bw = measured.bandwidth;
+  std::vector<AllToAllPoint> times;  // the model's, at the last correction tried
   // The model's line with the links moved by `c` (which stay so in `cluster`). Once the latency is
   // lost, its bandwidth, and the measured one it must reach (`target_bw`), are those of the sizes
   // that both the measurement and the model spend mostly on bandwidth.
@@ -256,7 +257,7 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
     clamped.clear();
     const int links = adjust(cluster, c, clamped);
     latency_lost = links > 0 && static_cast<int>(clamped.size()) == links;
-    const std::vector<AllToAllPoint> times = model_points(cluster, group, model, points);
+    times = model_points(cluster, group, model, points);
     AllToAllLine line = fit_all_to_all(times, ranks);
     target_bw = measured.bandwidth;
     if (latency_lost) {
@@ -298,9 +299,8 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
     }
     total.latency_shift_ns += d;
   }
-  line_with(total);  // leaves `cluster` and `clamped` at the final correction
+  line_with(total);  // leaves `cluster`, `clamped` and `times` at the final correction
   notes.insert(notes.end(), clamped.begin(), clamped.end());
-  const std::vector<AllToAllPoint> times = model_points(cluster, group, model, points);
   const double worst = max_relative_error(times, points);
   if (worst > 1e-3 && (bandwidth_capped || latency_lost || !settled)) {
     std::size_t at = 0;

@@ -48,7 +48,7 @@ struct AllToAllLine {
 // that do not grow with the size.
 AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks);
 
-// The cluster GPUs (global ids, node-major) the ranks of an nccl-tests log ran on, in rank order:
+// The distinct cluster GPUs (global ids, node-major) the ranks of an nccl-tests log ran on, in rank order:
 // the log's hosts, in the order of their lowest rank, are nodes 0, 1, ...; a rank's device is its
 // GPU within the node. Where a host's ranks name no device, or repeat one (one process per GPU, each
 // seeing only its own as device 0), that host's ranks take GPUs 0, 1, ... in rank order and a note
