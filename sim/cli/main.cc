@@ -69,6 +69,10 @@ struct StepArgs {
   int chunks = 1;
   std::string order = "mpipemoe";
   int ep_size = 0;
+  int tp_size = 1;
+  bool no_dtd = false;
+  bool grad_sync = false;
+  int zero_stage = 0;
   int layers = 1;
   bool all_ranks = false;
   bool loopback = false;
@@ -95,7 +99,21 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")->capture_default_str();
   app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
       ->capture_default_str();
-  app->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU of the cluster)")
+  app->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU of the cluster / --tp)")
+      ->capture_default_str();
+  app->add_option("--tp", a.tp_size,
+                  "tensor-parallel degree of the experts and non-expert blocks (DeepSpeed-TED); the GPUs are "
+                  "tp x ep x data-parallel replicas")
+      ->capture_default_str();
+  app->add_flag("--no-dtd", a.no_dtd,
+                "with --tp > 1: send every token through the all-to-alls on every tensor-parallel rank instead of "
+                "TED's duplicate token dropping (1/tp each, then an all-gather)");
+  app->add_flag("--grad-sync", a.grad_sync,
+                "simulate the data-parallel gradient all-reduces (experts over their data-parallel replicas, the "
+                "gate and shared experts over the non-expert group) on stream comm.grad");
+  app->add_option("--zero", a.zero_stage,
+                  "ZeRO stage of the optimizer states: 0 (whole on every rank) or 1 (sharded over the "
+                  "data-parallel group)")
       ->capture_default_str();
   app->add_option("--layers", a.layers, "MoE layers simulated back to back")->capture_default_str();
   app->add_flag("--all-ranks", a.all_ranks,
@@ -142,6 +160,10 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--chunks")) a.chunks = file.run.num_chunks;
     if (!given(a, "--order")) a.order = std::string(to_string(file.run.order));
     if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
+    if (!given(a, "--tp")) a.tp_size = file.run.tp_size;
+    if (!given(a, "--no-dtd")) a.no_dtd = !file.run.drop_duplicate_tokens;
+    if (!given(a, "--grad-sync")) a.grad_sync = file.run.grad_sync;
+    if (!given(a, "--zero")) a.zero_stage = file.run.zero_stage;
     if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
     if (!given(a, "--seed")) a.seed = file.run.seed;
     if (!given(a, "--strategy")) a.strategy = std::string(to_string(file.run.strategy));
@@ -163,10 +185,20 @@ RunSpec to_run_spec(const StepArgs& a) {
   if (a.chunks < 1) throw InputError("--chunks must be at least 1, got " + std::to_string(a.chunks));
   if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
   if (a.ep_size < 0) throw InputError("--ep must be 0 (all GPUs) or positive, got " + std::to_string(a.ep_size));
+  if (a.tp_size < 1) throw InputError("--tp must be at least 1, got " + std::to_string(a.tp_size));
+  if (a.zero_stage != 0 && a.zero_stage != 1)
+    throw InputError("--zero must be 0 or 1 (ZeRO stage of the optimizer states), got " +
+                     std::to_string(a.zero_stage));
+  if (a.no_dtd && a.tp_size == 1 && given(a, "--no-dtd"))
+    throw InputError("--no-dtd turns off duplicate token dropping, which only exists with --tp > 1");
   RunSpec run;
   run.tokens_per_gpu = a.tokens;
   run.num_chunks = a.chunks;
   run.ep_size = a.ep_size;
+  run.tp_size = a.tp_size;
+  run.drop_duplicate_tokens = !a.no_dtd;
+  run.grad_sync = a.grad_sync;
+  run.zero_stage = a.zero_stage;
   run.num_moe_layers = a.layers;
   run.seed = a.seed;
   const auto order = parse_order_policy(a.order);
@@ -223,7 +255,8 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   timer.mark("load");
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
-  options = build_options_for(cluster, options);
+  options.all_replicas = a.all_ranks;
+  options = build_options_for(cluster, run, options);
   const LayerDims dims = derive_layer_dims(model, cluster, run);
   const std::optional<RoutingPlan> routing = make_layer_routing(dims, run);
   const RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
@@ -265,7 +298,8 @@ int run_graph_export(StepArgs& a, const std::string& out_path) {
   const RunSpec run = to_run_spec(a);
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
-  const TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options));
+  options.all_replicas = a.all_ranks;
+  const TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, run, options));
   write_output(out_path, export_graph_json(graph));
   return 0;
 }

@@ -2,7 +2,7 @@
 //
 // While stream classes overlap on a rank, each runs at a factor of its isolated speed, read from
 // the node's InterferenceTable: row = the interference class of the task's stream (compute ->
-// computation; comm.dispatch / comm.combine -> communication; copy.d2h / copy.h2d -> memcpy),
+// computation; comm.dispatch / comm.combine / comm.grad -> communication; copy.d2h / copy.h2d -> memcpy),
 // column = what else is busy on the rank's OTHER streams:
 //   - both foreign classes busy                      -> column "all" (3)
 //   - exactly one foreign class busy                 -> that class's column
@@ -33,6 +33,7 @@ inline InterferenceClass interference_class(StreamClass s) {
       return InterferenceClass::kComputation;
     case StreamClass::kCommDispatch:
     case StreamClass::kCommCombine:
+    case StreamClass::kCommGrad:
       return InterferenceClass::kCommunication;
     case StreamClass::kCopyD2H:
     case StreamClass::kCopyH2D:

@@ -11,7 +11,7 @@ LocalTaskModel::LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluste
 
 double LocalTaskModel::factor(const Task& task, const Concurrency& concurrency) const {
   const double interference = interference_factor(cluster_.node.interference, task.stream, task.rank, concurrency);
-  const bool comm = task.stream == StreamClass::kCommDispatch || task.stream == StreamClass::kCommCombine;
+  const bool comm = is_comm_stream(task.stream);
   if (!cluster_.node.loopback || comm) return interference;  // collectives count members, not tasks
   // Virtual ranks on one GPU: the k kernels running on its compute streams share its SMs, and the
   // k copies in one direction its PCIe link, each progressing at 1/k (processor sharing: the

@@ -18,6 +18,14 @@ BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options)
   return options;
 }
 
+BuildOptions build_options_for(const ClusterSpec& cluster, const RunSpec& run, BuildOptions options) {
+  options = build_options_for(cluster, options);
+  if (run.tp_size > 1 && !cluster.pure_alpha_beta() &&
+      resolve_network_model(cluster, run.network) == NetworkModel::kFlow)
+    options.representative_rank = false;
+  return options;
+}
+
 NetworkModel resolve_network_model(const ClusterSpec& cluster, NetworkModel requested) {
   const bool has_topology =
       cluster.node.topology.present && (cluster.num_nodes == 1 || cluster.fabric.present);
@@ -98,7 +106,7 @@ SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluste
   LayerDims dims = derive_layer_dims(model, cluster, run);
   const std::optional<RoutingPlan> routing = make_layer_routing(dims, run);
   RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
-  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, options),
+  TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, run, options),
                                     routing ? &*routing : nullptr);
   EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);

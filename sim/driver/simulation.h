@@ -41,6 +41,10 @@ struct EngineRun {
 // The build options the hardware implies on top of `options`: a pure alpha-beta cluster has one
 // communication channel per rank (BuildOptions::single_comm_stream).
 BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options = {});
+// ... and the run: with tensor parallelism under the flow model every rank of a replica is
+// simulated, since the all-to-alls of the other tensor indices share NICs and switches with the
+// representative rank's (with one rank, the flow model would not see them).
+BuildOptions build_options_for(const ClusterSpec& cluster, const RunSpec& run, BuildOptions options = {});
 
 struct NetworkChoice {
   NetworkModel model = NetworkModel::kAuto;
@@ -63,7 +67,7 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
 // Runs the engine over an existing graph on `cluster`, tracking memory.
 EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice network = {});
 
-// Builds the MoE graph for the specs (with build_options_for(cluster, options)) and simulates it.
+// Builds the MoE graph for the specs (with build_options_for(cluster, run, options)) and simulates it.
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
                                const BuildOptions& options = {});
 

@@ -1,11 +1,17 @@
 // Closed-form memory sizes used by the builder: model states of one MoE layer on one rank.
 //
 // Parameters per rank: the gate (E x M, replicated), the E_l local experts (M x fc1_out for FC1,
-// H x M for FC2) and the shared experts; biases are not counted (MPipeMoE Eq. 1 has none).
+// H x M for FC2) and the shared experts; biases are not counted (MPipeMoE Eq. 1 has none). With
+// tensor parallelism (DeepSpeed-TED, t = dims.tp_size) every rank holds a 1/t slice of each expert
+// and of the shared experts; the gate stays whole (the router is replicated).
 // fp32 training (the papers' accounting): 4 bytes each for parameters and gradients and 4 per
 // optimizer state, so Adam gives 4 x parameters x 4 bytes (Eq. 1). Mixed precision (bf16/fp16
 // dtype): 2 + 2 bytes for parameters and gradients, plus an fp32 master copy (4) and fp32 optimizer
 // states: 16 bytes per parameter with Adam (ZeRO's accounting).
+// ZeRO stage 1 shards the optimizer part (states and the master copy) over the data-parallel group
+// that holds the same parameters: the experts' over the expert data-parallel group (dims.dp_size
+// ranks), the gate's and the shared experts' over the non-expert one (ep x dp ranks), as TED does;
+// a rank keeps ceil(bytes / group size) of each.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +23,18 @@
 namespace moesim {
 
 struct ModelStateBytes {
-  std::int64_t parameters = 0;        // count, not bytes
+  std::int64_t parameters = 0;        // count on this rank, not bytes
+  std::int64_t expert_parameters = 0;  // of which in the routed experts (the rest: gate, shared experts)
   std::int64_t param_bytes = 0;
   std::int64_t grad_bytes = 0;
   std::int64_t optimizer_bytes = 0;   // optimizer states plus the fp32 master copy in mixed precision
+  int grad_element_bytes = 4;         // bytes per gradient element (what the gradient all-reduces move)
   std::int64_t total() const { return param_bytes + grad_bytes + optimizer_bytes; }
+  std::int64_t expert_grad_bytes() const { return expert_parameters * grad_element_bytes; }
+  std::int64_t dense_grad_bytes() const { return (parameters - expert_parameters) * grad_element_bytes; }
 };
 
-ModelStateBytes layer_model_state_bytes(const ModelSpec& model, const LayerDims& dims, Optimizer optimizer);
+ModelStateBytes layer_model_state_bytes(const ModelSpec& model, const LayerDims& dims, Optimizer optimizer,
+                                        int zero_stage = 0);
 
 }  // namespace moesim

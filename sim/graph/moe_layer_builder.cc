@@ -123,7 +123,7 @@ std::int64_t LayerDims::rows_per_chunk() const {
 }
 
 std::int64_t LayerDims::a2a_bytes_per_peer() const {
-  return checked_mul({local_experts, capacity / num_chunks, d_model, element_bytes});
+  return checked_mul({local_experts, capacity / num_chunks / token_share(), d_model, element_bytes});
 }
 
 LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
@@ -167,17 +167,44 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
                            "file with a pcie section");
   }
 
+  if (run.zero_stage != 0 && run.zero_stage != 1)
+    throw InputError("zero_stage must be 0 (optimizer states whole on every rank) or 1 (sharded over the "
+                     "data-parallel group), got " + std::to_string(run.zero_stage));
   const int gpus = cluster.num_gpus();
   if (gpus <= 0)
     throw InputError(cluster.origin, "cluster '" + cluster.name + "' has " + std::to_string(gpus) +
                                          " GPUs; it needs at least 1");
+  const int tp = run.tp_size;
+  if (tp < 1) throw InputError("tp_size must be at least 1, got " + std::to_string(tp));
+  if (tp > gpus || gpus % tp != 0)
+    throw InputError("tp_size " + std::to_string(tp) + " must divide the cluster's GPU count " +
+                     std::to_string(gpus));
+  if (tp > 1) {
+    if (cluster.node.loopback)
+      throw InputError(cluster.origin, "tp_size " + std::to_string(tp) + ": loopback node " + cluster.node.name +
+                                           " describes `moesim run --loopback`, which runs expert parallelism "
+                                           "only; tensor parallelism needs a node of real GPUs");
+    if (model.d_ffn % tp != 0)
+      reject(model, "d_ffn " + std::to_string(model.d_ffn) + " is not divisible by tp_size " + std::to_string(tp) +
+                        " (each tensor-parallel rank holds d_ffn/tp columns of FC1 and rows of FC2)");
+    const std::int64_t shared_width = checked_mul(model.shared_experts.count, model.shared_experts.d_ffn);
+    if (shared_width % tp != 0)
+      reject(model, "the shared experts' width count x d_ffn = " + std::to_string(shared_width) +
+                        " is not divisible by tp_size " + std::to_string(tp));
+    if (!run.routing.balanced())
+      throw InputError("routing " + run.routing.to_string() + " with tp_size " + std::to_string(tp) +
+                       ": imbalanced routing is simulated for expert parallelism only (tp_size 1); with "
+                       "tensor parallelism use --routing uniform");
+  }
   if (run.ep_size < 0)
     throw InputError("ep_size must be positive (or 0 for every GPU), got " +
                      std::to_string(run.ep_size));
-  const int ep = run.ep_size == 0 ? gpus : run.ep_size;
-  if (ep > gpus || gpus % ep != 0)
-    throw InputError("ep_size " + std::to_string(ep) + " must divide the cluster's GPU count " +
-                     std::to_string(gpus));
+  const int ep = run.ep_size == 0 ? gpus / tp : run.ep_size;
+  if (ep > gpus || gpus % checked_mul(ep, tp) != 0)
+    throw InputError(tp == 1 ? "ep_size " + std::to_string(ep) + " must divide the cluster's GPU count " +
+                                   std::to_string(gpus)
+                             : "tp_size x ep_size = " + std::to_string(tp) + " x " + std::to_string(ep) +
+                                   " must divide the cluster's GPU count " + std::to_string(gpus));
   if (experts % ep != 0)
     reject(model, "num_experts " + std::to_string(experts) + " is not divisible by ep_size " +
                       std::to_string(ep));
@@ -190,13 +217,19 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
     throw InputError("capacity k*f*B/E = " + fmt(raw) + " does not fit in 64 bits");
   const auto unrounded = static_cast<std::int64_t>(std::floor(raw * (1.0 + 1e-12)));
   const std::int64_t n = run.num_chunks;
-  const std::int64_t capacity = unrounded - unrounded % n;
-  if (capacity < n)
+  // With duplicate token dropping every chunk's C/n slots per (expert, source) split evenly over
+  // the tensor-parallel ranks, as TED's drop along the capacity dimension requires.
+  const bool dtd = tp > 1 && run.drop_duplicate_tokens;
+  const std::int64_t multiple = dtd ? checked_mul(n, tp) : n;
+  const std::int64_t capacity = unrounded - unrounded % multiple;
+  if (capacity < multiple)
     throw InputError("more chunks than capacity slots: capacity C = floor(k*f*B/E) = floor(" +
                      std::to_string(model.top_k) + "*" + fmt(f) + "*" +
                      std::to_string(run.tokens_per_gpu) + "/" + std::to_string(experts) + ") = " +
-                     std::to_string(unrounded) + " is less than num_chunks n = " +
-                     std::to_string(n) + " (C is rounded down to a multiple of n)");
+                     std::to_string(unrounded) + " is less than " +
+                     (dtd ? "num_chunks x tp_size = " + std::to_string(n) + " x " + std::to_string(tp) +
+                                " (with duplicate token dropping C is rounded down to a multiple of n x tp)"
+                          : "num_chunks n = " + std::to_string(n) + " (C is rounded down to a multiple of n)"));
 
   LayerDims d;
   d.tokens = run.tokens_per_gpu;
@@ -206,6 +239,9 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   d.num_experts = experts;
   d.top_k = model.top_k;
   d.ep_size = ep;
+  d.tp_size = tp;
+  d.dp_size = gpus / (tp * ep);
+  d.drop_duplicate_tokens = dtd;
   d.local_experts = experts / ep;
   d.num_chunks = run.num_chunks;
   d.capacity = capacity;
@@ -274,10 +310,12 @@ class Builder {
  public:
   Builder(const ModelSpec& model, const RunSpec& run, const LayerDims& dims, TaskGraph& graph,
           bool single_comm_stream, const RoutingPlan* routing)
-      : model_(model), run_(run), d_(dims), g_(graph), single_comm_stream_(single_comm_stream) {
-    std::vector<int> all;
-    for (int r = 0; r < d_.ep_size; ++r) all.push_back(r);
-    group_ = g_.add_group(std::move(all));
+      : model_(model),
+        run_(run),
+        d_(dims),
+        g_(graph),
+        single_comm_stream_(single_comm_stream),
+        layout_(dims.layout()) {
     eb_ = d_.element_bytes;
     const int n = d_.num_chunks;
     for (int r : g_.simulated_ranks()) {
@@ -286,10 +324,12 @@ class Builder {
         loads_.push_back(make_load(padded, padded));
         continue;
       }
+      // Every replica routes as the first one does (the routing plan's ranks are EP positions).
+      const int e = layout_.ep_index(r);
       std::vector<std::int64_t> sent, received;
       for (int c = 0; c < n; ++c) {
-        sent.push_back(routing->sent_rows(r, c));
-        received.push_back(routing->received_rows(r, c));
+        sent.push_back(routing->sent_rows(e, c));
+        received.push_back(routing->received_rows(e, c));
       }
       loads_.push_back(make_load(std::move(sent), std::move(received)));
     }
@@ -303,7 +343,8 @@ class Builder {
       }
     }
     if (model_.shared_experts.count > 0) {
-      shared_h_ = checked_mul(model_.shared_experts.count, model_.shared_experts.d_ffn);
+      // A tensor-parallel rank's slice of the shared experts (derive_layer_dims: t divides it).
+      shared_h_ = checked_mul(model_.shared_experts.count, model_.shared_experts.d_ffn) / d_.tp_size;
       shared_fc1_out_ = model_.activation == Activation::kSwiglu ? checked_mul(2, shared_h_) : shared_h_;
     }
     reuse_ = run_.strategy != MemoryStrategy::kNone;
@@ -405,6 +446,23 @@ class Builder {
     return o;
   }
 
+  // The stream of the shared experts' tensor-parallel all-reduce: comm.combine, which the backward
+  // and the other orders' forward leave idle, or the one channel.
+  StreamClass shared_stream() const {
+    return single_comm_stream_ ? StreamClass::kCommDispatch : StreamClass::kCommCombine;
+  }
+
+  // Shared experts sliced over the tensor-parallel ranks produce partial sums (their output in
+  // forward, their input gradient in backward, B x M) that an all-reduce completes; `partial`
+  // becomes that all-reduce.
+  bool shared_tp() const { return shared_h_ > 0 && d_.tp_size > 1; }
+  void reduce_shared(int layer, Pass pass, Node& partial) {
+    const Node ar = group_collective(layer, pass, "shared.allreduce", "tp_reduce", -1, shared_stream(),
+                                     GroupKind::kTensor, CollectiveOp::kAllReduce, bytes(d_.tokens, d_.d_model));
+    edge(partial, ar);
+    partial = ar;
+  }
+
   std::string id(int layer, Pass pass, const std::string& rest, int chunk = -1) const {
     std::string s = "L" + std::to_string(layer) + "." + std::string(to_string(pass)) + "." + rest;
     if (chunk >= 0) s += ".c" + std::to_string(chunk);
@@ -502,30 +560,126 @@ class Builder {
     return (rows + d_.local_experts - 1) / d_.local_experts;
   }
 
+  // The rank groups of DeepSpeed-TED's layout (sim/spec/parallel_layout.h) a collective runs over.
+  enum class GroupKind { kExpert, kTensor, kExpertData, kDenseData };
+
+  std::vector<int> members(GroupKind kind, int rank) const {
+    switch (kind) {
+      case GroupKind::kExpert:
+        return layout_.expert_group(rank);
+      case GroupKind::kTensor:
+        return layout_.tensor_group(rank);
+      case GroupKind::kExpertData:
+        return layout_.expert_data_group(rank);
+      case GroupKind::kDenseData:
+        return layout_.dense_data_group(rank);
+    }
+    MOESIM_CHECK(false, "unknown group kind");
+  }
+
+  // Tells apart, in task ids, the collectives of the different groups of one kind; empty where the
+  // layout has one group of the kind, so that expert-parallel ids stay `L0.fwd.dispatch.c0`. The
+  // same collective has the same id whichever ranks the graph simulates.
+  std::string group_suffix(GroupKind kind, int rank) const {
+    const std::string tp = layout_.tp > 1 ? ".tp" + std::to_string(layout_.tp_index(rank)) : "";
+    const std::string ep = layout_.ep > 1 ? ".ep" + std::to_string(layout_.ep_index(rank)) : "";
+    const std::string dp =
+        g_.world_size() > layout_.replica_size() ? ".dp" + std::to_string(layout_.dp_index(rank)) : "";
+    switch (kind) {
+      case GroupKind::kExpert:
+        return tp + dp;
+      case GroupKind::kTensor:
+        return ep + dp;
+      case GroupKind::kExpertData:
+        return ep + tp;
+      case GroupKind::kDenseData:
+        return tp;
+    }
+    MOESIM_CHECK(false, "unknown group kind");
+  }
+
+  // One collective task per distinct `kind` group among the simulated ranks, in the order of their
+  // first simulated member; Node[s] is the task of simulated rank s's group. A task allocates and
+  // frees the listed buffers of its simulated members. work_of(group id) gives its work.
+  template <typename WorkOf>
+  Node collective(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+                  StreamClass stream, GroupKind kind, WorkOf work_of, const Uses& uses = {}) {
+    const std::vector<int>& sim = g_.simulated_ranks();
+    std::vector<std::vector<int>> groups;        // distinct groups, in order of first member
+    std::vector<std::vector<int>> slots_of;      // their simulated members' slots
+    std::map<std::vector<int>, std::size_t> index;
+    Node node(sim.size());
+    std::vector<std::size_t> group_of_slot(sim.size());
+    for (std::size_t s = 0; s < sim.size(); ++s) {
+      std::vector<int> group = members(kind, sim[s]);
+      auto [it, inserted] = index.emplace(group, groups.size());
+      if (inserted) {
+        groups.push_back(std::move(group));
+        slots_of.emplace_back();
+      }
+      group_of_slot[s] = it->second;
+      slots_of[it->second].push_back(static_cast<int>(s));
+    }
+    std::vector<TaskIndex> task_of(groups.size());
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      Task t;
+      t.id = id(layer, pass, rest + group_suffix(kind, groups[k].front()), chunk);
+      t.rank = -1;
+      t.stream = stream;
+      t.work = work_of(g_.add_group(groups[k]));
+      t.layer = layer;
+      t.pass = pass;
+      t.stage = stage;
+      t.chunk = chunk;
+      for (int s : slots_of[k]) {
+        for (BufferId b : ids(uses.alloc, s)) t.allocates.push_back(b);
+        for (BufferId b : ids(uses.free, s)) t.frees.push_back(b);
+      }
+      task_of[k] = g_.add_task(std::move(t));
+    }
+    for (std::size_t s = 0; s < sim.size(); ++s) node[s] = task_of[group_of_slot[s]];
+    return node;
+  }
+
   Node all_to_all(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
                   StreamClass stream, bool to_experts, const Uses& uses = {}) {
-    Task t;
-    t.id = id(layer, pass, rest, chunk);
-    t.rank = -1;
-    t.stream = stream;
-    CollectiveWork work{CollectiveOp::kAllToAll, group_, d_.a2a_bytes_per_peer()};
-    if (!traffic_.empty()) {
-      // The routed rows of this chunk: dispatch-direction collectives (the dispatch, the
-      // re-dispatch, the gradient of the combine) send them from the token's rank to the expert's;
-      // the others (combine, the dispatch's gradient) send them back.
-      work.bytes_per_peer = 0;
-      work.traffic = traffic_[static_cast<std::size_t>(chunk)];
-      work.transposed = !to_experts;
-    }
-    t.work = std::move(work);
-    t.layer = layer;
-    t.pass = pass;
-    t.stage = stage;
-    t.chunk = chunk;
-    t.allocates = ids(uses.alloc, -1);
-    t.frees = ids(uses.free, -1);
-    const TaskIndex i = g_.add_task(std::move(t));
-    return Node(g_.simulated_ranks().size(), i);
+    const auto work_of = [&](GroupId group) {
+      CollectiveWork work{CollectiveOp::kAllToAll, group, d_.a2a_bytes_per_peer()};
+      if (!traffic_.empty()) {
+        // The routed rows of this chunk: dispatch-direction collectives (the dispatch, the
+        // re-dispatch, the gradient of the combine) send them from the token's rank to the
+        // expert's; the others (combine, the dispatch's gradient) send them back.
+        work.bytes_per_peer = 0;
+        work.traffic = traffic_[static_cast<std::size_t>(chunk)];
+        work.transposed = !to_experts;
+      }
+      return work;
+    };
+    return collective(layer, pass, rest, stage, chunk, stream, GroupKind::kExpert, work_of, uses);
+  }
+
+  // A collective of `op` over `kind` groups whose whole tensor is `bytes` on each member: each
+  // member contributes ceil(bytes / group size) (CollectiveWork's convention).
+  Node group_collective(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
+                        StreamClass stream, GroupKind kind, CollectiveOp op, std::int64_t bytes) {
+    const auto work_of = [&](GroupId group) {
+      const auto size = static_cast<std::int64_t>(g_.group(group).size());
+      return CollectiveWork{op, group, (bytes + size - 1) / size};
+    };
+    return collective(layer, pass, rest, stage, chunk, stream, kind, work_of);
+  }
+
+  // Tensor-parallel collectives of a chunk's dispatch tensor (rows_per_chunk x M, the whole tensor
+  // on every member after it): the all-gather that follows an all-to-all with duplicate token
+  // dropping, and the all-reduce that completes FC2's partial sums (FC1's input gradient in
+  // backward).
+  Node tp_all_gather(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream) {
+    return group_collective(layer, pass, rest, "tp_gather", chunk, stream, GroupKind::kTensor,
+                            CollectiveOp::kAllGather, bytes(d_.rows_per_chunk(), d_.d_model));
+  }
+  Node tp_all_reduce(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream) {
+    return group_collective(layer, pass, rest, "tp_reduce", chunk, stream, GroupKind::kTensor,
+                            CollectiveOp::kAllReduce, bytes(d_.rows_per_chunk(), d_.d_model));
   }
 
   GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n) const {
@@ -566,7 +720,8 @@ class Builder {
     const Pass p = Pass::kForward;
     const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
-    const std::int64_t H = d_.d_ffn, F = d_.fc1_out, El = d_.local_experts;
+    // The rank's slice of the experts' hidden width (all of it without tensor parallelism).
+    const std::int64_t H = d_.d_ffn_shard(), F = d_.fc1_out_shard(), El = d_.local_experts;
     const int n = d_.num_chunks;
     // Per rank (RankLoad): R = received_total rows (E*C under uniform routing), R/n per chunk
     // (received[c]), the slot size received_max, and the rows it sends, sent_total.
@@ -578,7 +733,7 @@ class Builder {
     };
 
     // Model states and the pinned host copies of offloaded tensors: resident for the whole step.
-    const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer);
+    const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer, run_.zero_stage);
     buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
     buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
     if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
@@ -657,11 +812,19 @@ class Builder {
       shared_out = compute(l, p, "shared.fc2", "shared", -1, gemm(1, B, shared_h_, M), Uses{{shared_out_buf}, {}});
       edge(act, shared_out);
     }
+    // Tensor-parallel shared experts end in an all-reduce of their partial output (a Megatron
+    // MLP), on the combine stream, where it does not hold up the first dispatch; on one
+    // communication channel it follows the layer's all-to-alls (added after them, below).
+    if (shared_tp() && !single_comm_stream_) reduce_shared(l, p, shared_out);
 
     const CommOrder order = comm_order(p);
     const int first_dispatch = first_last(order, false).first;
     const int first_combine = first_last(order, true).first;
     std::vector<Node> dispatch(n), combine(n), fc1s(n), fc2(n);
+    // With tensor parallelism: the task after which a chunk's T_DI is whole (the all-gather that
+    // follows the dispatch with duplicate token dropping, else the dispatch), the all-reduce of
+    // FC2's partial sums, and the task after which the combined rows are whole.
+    std::vector<Node> dispatch_done(n), fc2_reduce(n), combine_done(n);
     const std::vector<int>& chunks = order.compute_chunks;
     // Processing position of each chunk (its sequence position q in the slot pools).
     std::vector<std::size_t> pos(n);
@@ -672,15 +835,31 @@ class Builder {
     };
     // Collectives first in their issue order, then compute in chunk order: each stream's order is
     // what matters, and data edges are added once both ends exist.
+    // Tensor-parallel collectives go right after (the all-gathers) or before (the all-reduce) the
+    // all-to-all they serve, on its stream. They work in place: the all-to-all writes a rank's share
+    // of the slot, the all-gather the rest.
     for (const auto& [second, c] : order.issue) {
       if (!second) {
         const Buf di = reuse_ ? first_write(di_slots_[l], pos[c]) : (c == first_dispatch ? t_di_full : Buf{});
         dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, true, Uses{{di}, {}});
+        dispatch_done[c] = dispatch[c];
+        if (d_.drop_duplicate_tokens) {
+          dispatch_done[c] = tp_all_gather(l, p, "dispatch.allgather", c, order.first_stream);
+          edge(dispatch[c], dispatch_done[c]);
+        }
       } else {
         const Buf out = c == first_combine ? t_o : Buf{};
+        if (d_.tp_size > 1) fc2_reduce[c] = tp_all_reduce(l, p, "fc2.allreduce", c, order.second_stream);
         combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, false, Uses{{out}, {}});
+        if (d_.tp_size > 1) edge(fc2_reduce[c], combine[c]);
+        combine_done[c] = combine[c];
+        if (d_.drop_duplicate_tokens) {
+          combine_done[c] = tp_all_gather(l, p, "combine.allgather", c, order.second_stream);
+          edge(combine[c], combine_done[c]);
+        }
       }
     }
+    if (shared_tp() && single_comm_stream_) reduce_shared(l, p, shared_out);
     // The task that releases each chunk's slot (its last reader), for the reuse edges.
     std::vector<Node> di_freer(n), m_freer(n);
     fwd_offload_di_[l].assign(n, Node{});
@@ -706,17 +885,17 @@ class Builder {
           fc2_uses);
       fc1s[c] = fc1;
       edge(encode, dispatch[c]);
-      edge(dispatch[c], fc1);
+      edge(dispatch_done[c], fc1);
       edge(fc1, act);
       edge(act, fc2[c]);
-      edge(fc2[c], combine[c]);
+      edge(fc2[c], d_.tp_size > 1 ? fc2_reduce[c] : combine[c]);
       di_freer[c] = fc1;
       m_freer[c] = fc2[c];
       // Offload copies (s1-s3), ordered after the slot's last compute reader: T_DI after FC1, T_M
       // after FC2. The copy is then the slot's last reader, which releases it for the next chunk.
       if (offloads_di(strategy)) {
         const Node off = copy(l, p, "offload.T_DI", "offload", c, M, CopyDirection::kDeviceToHost, Uses{});
-        edge(dispatch[c], off);
+        edge(dispatch_done[c], off);
         edge(fc1, off);
         di_freer[c] = off;
         fwd_offload_di_[l][c] = off;
@@ -760,7 +939,7 @@ class Builder {
                                   checked_mul({2, B, k, M}))};
         },
         Uses{{output}, {shared_out_buf}});
-    for (int c = 0; c < n; ++c) edge(combine[c], decode);
+    for (int c = 0; c < n; ++c) edge(combine_done[c], decode);
     edge(route, decode);
     if (!shared_out.empty()) edge(shared_out, decode);
     return decode;
@@ -770,7 +949,7 @@ class Builder {
     const Pass p = Pass::kBackward;
     const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
-    const std::int64_t H = d_.d_ffn, F = d_.fc1_out, El = d_.local_experts;
+    const std::int64_t H = d_.d_ffn_shard(), F = d_.fc1_out_shard(), El = d_.local_experts;
     const std::int64_t bk = checked_mul(B, k);
     const auto recv_bytes = [this](std::int64_t cols) {
       return [this, cols](const RankLoad& load) { return bytes(load.received_total, cols); };
@@ -839,6 +1018,7 @@ class Builder {
     // Shared experts right after decode: they run on the compute stream while the first
     // all-to-all of the routed gradients is in flight.
     Node shared_dgrad;
+    std::vector<Node> shared_wgrads;  // for the gradient all-reduce
     Buf shared_dx;
     if (shared_h_ > 0) {
       // Temporaries, as for the routed experts: the activation's input gradient shared.dM
@@ -871,7 +1051,11 @@ class Builder {
                              Uses{{shared_dx}, {d_m}});
       edge(act, shared_dgrad);
       edge(fc1_w, shared_dgrad);  // the W1 gradient reads shared.dM, which fc1.dgrad frees
+      shared_wgrads = {fc1_w, fc2_w};
     }
+    // Tensor parallel, the shared experts' input gradient is a partial sum: an all-reduce
+    // completes it before gate.dgrad adds it (on one channel, after the layer's all-to-alls).
+    if (shared_tp() && !single_comm_stream_) reduce_shared(l, p, shared_dgrad);
 
     const CommOrder order = comm_order(p);
     const auto [first_g, last_g] = first_last(order, false);
@@ -888,25 +1072,43 @@ class Builder {
       }
     }
     std::vector<Node> grad_combine(n), grad_dispatch(n), redispatch(n);
+    // With tensor parallelism (as in forward): the tasks after which dDO, a re-dispatched T_DI and
+    // the token-side gradient are whole, and the all-reduce of FC1's partial input gradient.
+    std::vector<Node> grad_combine_done(n), redispatch_done(n), grad_dispatch_done(n), dgrad_reduce(n);
+    const bool dtd = d_.drop_duplicate_tokens;
+    const auto gathered = [&](const Node& a2a, const std::string& rest, int c, StreamClass stream) {
+      if (!dtd) return a2a;
+      const Node ag = tp_all_gather(l, p, rest, c, stream);
+      edge(a2a, ag);
+      return ag;
+    };
     for (const auto& [second, c] : order.issue) {
       if (!second) {
         const Buf ddo = reuse_ ? Buf{} : (c == first_g ? d_do_full : Buf{});
         const Buf dto = c == last_g ? d_t_o : Buf{};
         grad_combine[c] = all_to_all(l, p, "combine", "combine", c, order.first_stream, true, Uses{{ddo}, {dto}});
+        grad_combine_done[c] = gathered(grad_combine[c], "combine.allgather", c, order.first_stream);
         if (redispatches(strategy)) {
           // s2/s4 restore T_DI by dispatching the chunk again, right after the gradient's
           // all-to-all as in the reference backward order.
           redispatch[c] = all_to_all(l, p, "redispatch", "redispatch", c, order.first_stream, true,
                                      Uses{{rest_di[c]}, {}});
           edge(decode, redispatch[c]);
+          redispatch_done[c] = gathered(redispatch[c], "redispatch.allgather", c, order.first_stream);
         }
       } else {
         const Buf ddi = reuse_ ? Buf{} : (c == last_d ? d_di_full : Buf{});
+        if (d_.tp_size > 1) dgrad_reduce[c] = tp_all_reduce(l, p, "fc1.allreduce", c, order.second_stream);
         grad_dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.second_stream, false, Uses{{}, {ddi}});
+        if (d_.tp_size > 1) edge(dgrad_reduce[c], grad_dispatch[c]);
+        grad_dispatch_done[c] = gathered(grad_dispatch[c], "dispatch.allgather", c, order.second_stream);
       }
     }
+    if (shared_tp() && single_comm_stream_) reduce_shared(l, p, shared_dgrad);
     const std::vector<int>& chunks = order.compute_chunks;
-    std::vector<Node> fc2_ws(n), fc1_ws(n), fc2_ds(n), fc1_ds(n), restore_m(n), restore_di(n), m_alloc(n);
+    // restore_di: after it T_DI is back; di_alloc: the task that writes its slot first (they differ
+    // for a re-dispatch followed by an all-gather).
+    std::vector<Node> fc2_ws(n), fc1_ws(n), fc2_ds(n), fc1_ds(n), restore_m(n), restore_di(n), m_alloc(n), di_alloc(n);
     for (std::size_t g = 0; g < chunks.size(); ++g) {
       const int c = chunks[g];
       const bool first = g == 0, last = g + 1 == chunks.size();
@@ -923,8 +1125,12 @@ class Builder {
                              Uses{{rest_di[c]}, {}});
         edge(decode, restore_di[c]);
         edge(fwd_offload_di_[l][c], restore_di[c]);
+        di_alloc[c] = restore_di[c];
       }
-      if (redispatches(strategy)) restore_di[c] = redispatch[c];
+      if (redispatches(strategy)) {
+        restore_di[c] = redispatch_done[c];
+        di_alloc[c] = redispatch[c];
+      }
       if (recomputes(strategy)) {
         const Node rfc1 = compute_each(
             l, p, "recompute.fc1", "recompute", c,
@@ -965,12 +1171,12 @@ class Builder {
           l, p, "fc1.dgrad", "fc1", c, [&](const RankLoad& load) { return Work{gemm(El, rows_of(load), F, M)}; },
           Uses{{ddi}, {dm_free}});
       edge(decode, grad_combine[c]);
-      edge(grad_combine[c], fc2_d);
+      edge(grad_combine_done[c], fc2_d);
       edge(fc2_d, act);
-      edge(grad_combine[c], fc2_ws[c]);
+      edge(grad_combine_done[c], fc2_ws[c]);
       edge(act, fc1_ws[c]);
       edge(act, fc1_d);
-      edge(fc1_d, grad_dispatch[c]);
+      edge(fc1_d, d_.tp_size > 1 ? dgrad_reduce[c] : grad_dispatch[c]);
       fc2_ds[c] = fc2_d;
       fc1_ds[c] = fc1_d;
       if (reuse_) {
@@ -999,9 +1205,9 @@ class Builder {
         else
           edge(fwd_m.back(), m_alloc[c], DepKind::kReuse);
         if (g >= slots)
-          edge(fc1_ws[chunks[g - slots]], restore_di[c], DepKind::kReuse);
+          edge(fc1_ws[chunks[g - slots]], di_alloc[c], DepKind::kReuse);
         else if (fwd_di.size() + g >= slots)
-          edge(fwd_di[fwd_di.size() + g - slots], restore_di[c], DepKind::kReuse);
+          edge(fwd_di[fwd_di.size() + g - slots], di_alloc[c], DepKind::kReuse);
         // The gradient slots: the gradient all-to-all writing dDO of g waits for fc2.wgrad of
         // g-slots (dDO's last reader); fc2.dgrad writing dM of g waits for fc1.dgrad of g-1 (one
         // slot); fc1.dgrad writing dDI of g waits for the all-to-all that sent dDI of g-slots.
@@ -1016,7 +1222,7 @@ class Builder {
         l, p, "encode", "encode", -1,
         [&](const RankLoad& load) { return Work{elementwise(sent_elems(load), checked_mul(B, M), sent_elems(load))}; },
         Uses{{d_t_i}, {}});
-    for (int c = 0; c < n; ++c) edge(grad_dispatch[c], encode);
+    for (int c = 0; c < n; ++c) edge(grad_dispatch_done[c], encode);
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1, elementwise(be + bk, be, checked_mul(4, be)));
     edge(decode, route);
@@ -1032,6 +1238,28 @@ class Builder {
     release.insert(release.end(), grad_pool.begin(), grad_pool.end());
     const Node gate_w = compute(l, p, "gate.wgrad", "gate", -1, gemm(1, E, B, M), Uses{{}, release});
     edge(route, gate_w);
+    if (run_.grad_sync) {
+      // Data-parallel gradient all-reduces on comm.grad, in place over the layer's gradients (with
+      // ZeRO-1 they stand for the reduce-scatter of the gradients and the all-gather of the
+      // updated parameters: the same ring traffic): the experts' once their weight gradients are
+      // done, over the ranks that hold the same expert shards; the gate's and shared experts'
+      // after gate.wgrad, over the non-expert data-parallel group.
+      const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer, run_.zero_stage);
+      if (layout_.dp > 1) {
+        const Node ar = group_collective(l, p, "grad.experts.allreduce", "grad_sync", -1, StreamClass::kCommGrad,
+                                         GroupKind::kExpertData, CollectiveOp::kAllReduce, ms.expert_grad_bytes());
+        for (int c = 0; c < n; ++c) {
+          edge(fc1_ws[c], ar);
+          edge(fc2_ws[c], ar);
+        }
+      }
+      if (layout_.ep * layout_.dp > 1) {
+        const Node ar = group_collective(l, p, "grad.dense.allreduce", "grad_sync", -1, StreamClass::kCommGrad,
+                                         GroupKind::kDenseData, CollectiveOp::kAllReduce, ms.dense_grad_bytes());
+        edge(gate_w, ar);
+        for (const Node& w : shared_wgrads) edge(w, ar);
+      }
+    }
     return gate_d;
   }
 
@@ -1040,7 +1268,7 @@ class Builder {
   const LayerDims& d_;
   TaskGraph& g_;
   bool single_comm_stream_ = false;
-  GroupId group_ = 0;
+  ParallelLayout layout_;
   int eb_ = 4;
   std::vector<RankLoad> loads_;                       // per simulated rank, in simulated_ranks() order
   std::vector<std::shared_ptr<const TrafficMatrix>> traffic_;  // per chunk, with a routing plan
@@ -1092,15 +1320,27 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
   }
   // A representative rank stands for all only when every rank does the same work.
   const bool representative = options.representative_rank && routing == nullptr;
+  // The graph's world: one data-parallel replica (the others repeat it), or every GPU when the
+  // gradient all-reduces between the replicas are simulated.
+  const ParallelLayout layout = dims.layout();
+  const int world = run.grad_sync ? layout.world() : layout.replica_size();
   // Refuse graphs too large to hold, before allocating them: per layer and simulated rank about
-  // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation),
-  // plus 4 collectives per chunk (5 with re-dispatch).
-  const std::int64_t simulated = representative ? 1 : dims.ep_size;
+  // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation)
+  // and 2 gradient all-reduces; per chunk and expert-parallel group 4 all-to-alls (5 with
+  // re-dispatch), per tensor-parallel group as many all-gathers with duplicate token dropping and
+  // 2 all-reduces.
+  const std::int64_t simulated =
+      representative ? 1 : (options.all_replicas ? world : layout.replica_size());
   const bool strategy = run.strategy != MemoryStrategy::kNone;
-  const std::int64_t estimate = checked_mul(
-      run.num_moe_layers,
-      checked_add(checked_mul(simulated, checked_add(12, checked_mul(strategy ? 14 : 10, dims.num_chunks))),
-                  checked_mul(strategy ? 5 : 4, dims.num_chunks)));
+  const std::int64_t a2as = strategy ? 5 : 4;
+  const std::int64_t expert_groups = (simulated + dims.ep_size - 1) / dims.ep_size;
+  const std::int64_t tensor_groups = dims.tp_size > 1 ? (simulated + dims.tp_size - 1) / dims.tp_size : 0;
+  const std::int64_t per_chunk_collectives = checked_add(
+      checked_mul(expert_groups, a2as), checked_mul(tensor_groups, (dims.drop_duplicate_tokens ? a2as : 0) + 2));
+  const std::int64_t per_rank = checked_add(12 + (run.grad_sync ? 2 : 0), checked_mul(strategy ? 14 : 10, dims.num_chunks));
+  const std::int64_t estimate =
+      checked_mul(run.num_moe_layers,
+                  checked_add(checked_mul(simulated, per_rank), checked_mul(per_chunk_collectives, dims.num_chunks)));
   if (estimate > kMaxGraphTasks) {
     throw InputError("the task graph would have about " + std::to_string(estimate) + " tasks (" +
                      std::to_string(run.num_moe_layers) + " layers x " + std::to_string(simulated) +
@@ -1109,12 +1349,8 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
                      "; simulate fewer layers, chunks or ranks");
   }
   std::vector<int> ranks;
-  if (representative) {
-    ranks.push_back(0);
-  } else {
-    for (int r = 0; r < dims.ep_size; ++r) ranks.push_back(r);
-  }
-  TaskGraph graph(dims.ep_size, std::move(ranks));
+  for (int r = 0; r < static_cast<int>(simulated); ++r) ranks.push_back(r);
+  TaskGraph graph(world, std::move(ranks));
   Builder(model, run, dims, graph, options.single_comm_stream, routing).build();
   return graph;
 }

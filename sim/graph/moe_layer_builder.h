@@ -12,7 +12,19 @@
 // prefetch, re-dispatch and recompute tasks (MPipeMoE Table II); the .cc header lists them.
 //
 // Chunking follows MPipeMoE: capacity C = floor(k*f*B/E) rounded down to a multiple of n, each
-// chunk carries C/n rows per (expert, source rank). The ordering policy decides which stream each
+// chunk carries C/n rows per (expert, source rank).
+//
+// Tensor parallelism (DeepSpeed-TED, run.tp_size = t > 1; reference section 5): the t ranks of a
+// tensor-parallel group hold the same B tokens (the non-expert blocks are Megatron tensor
+// parallel) and each holds a 1/t slice of every local expert: FC1 column-parallel (fc1_out/t
+// outputs), FC2 row-parallel (H/t inputs), so FC2's output is a partial sum that a tensor-parallel
+// all-reduce completes (fwd.fc2.allreduce), as the input gradient of FC1 in backward
+// (bwd.fc1.allreduce). The all-to-alls run among the ranks of one tensor index. With duplicate
+// token dropping each rank sends only its 1/t share of the capacity slots (C is then a multiple of
+// n*t) and a tensor-parallel all-gather after each all-to-all restores the whole tensor
+// (*.allgather). Shared experts are tensor parallel as a Megatron MLP (shared.allreduce). With
+// run.grad_sync the expert and the non-expert gradients are all-reduced over their data-parallel
+// groups on stream comm.grad (stage grad_sync). The .cc header gives the tasks and sizes. The ordering policy decides which stream each
 // all-to-all runs on and the issue order (see order_policy in the .cc and docs/concepts.md).
 #pragma once
 
@@ -23,6 +35,7 @@
 #include "sim/routing/routing.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
+#include "sim/spec/parallel_layout.h"
 #include "sim/spec/run_spec.h"
 
 namespace moesim {
@@ -36,6 +49,9 @@ struct LayerDims {
   int num_experts = 0;            // E
   int top_k = 1;                  // k
   int ep_size = 1;                // N
+  int tp_size = 1;                // t, tensor-parallel degree (DeepSpeed-TED)
+  int dp_size = 1;                // data-parallel replicas of the tp x ep ranks: GPUs / (t * N)
+  bool drop_duplicate_tokens = false;  // TED's duplicate token dropping in effect (t > 1)
   int local_experts = 1;          // E_l = E / N
   int num_chunks = 1;             // n
   std::int64_t capacity = 0;      // C per expert per source rank, a multiple of n
@@ -43,22 +59,33 @@ struct LayerDims {
   int element_bytes = 4;
   DType gemm_dtype = DType::kFp32;
 
-  // Rows a rank sends (and receives) per chunk: E * C / n.
+  // Rows of a chunk's dispatch tensor on a rank, and of its experts' input: E * C / n.
   std::int64_t rows_per_chunk() const;
-  // Bytes one rank sends to one peer in one chunk's all-to-all: E_l * (C/n) * M * bytes.
+  // The share of those rows each tensor-parallel rank sends through an all-to-all: t with
+  // duplicate token dropping, else 1.
+  int token_share() const { return drop_duplicate_tokens ? tp_size : 1; }
+  // Bytes one rank sends to one peer in one chunk's all-to-all: E_l * (C/n) / share * M * bytes.
   std::int64_t a2a_bytes_per_peer() const;
+  // Width of a rank's slice of FC1's output and of the activation (fc1_out / t, H / t).
+  std::int64_t fc1_out_shard() const { return fc1_out / tp_size; }
+  std::int64_t d_ffn_shard() const { return d_ffn / tp_size; }
+  ParallelLayout layout() const { return ParallelLayout{tp_size, ep_size, dp_size}; }
 };
 
 // Validates the combination (experts divisible by the EP size, top-k <= experts, capacity >= n,
-// EP size dividing the cluster, sizes that fit in 64 bits, slots 1 or 2, PCIe bandwidth for the
-// offloading strategies s1-s3) and derives the dims. Throws InputError
-// naming the values and the rule.
+// tp x EP dividing the cluster, d_ffn divisible by tp, sizes that fit in 64 bits, slots 1 or 2,
+// PCIe bandwidth for the offloading strategies s1-s3, ZeRO stage 0 or 1) and derives the dims.
+// Throws InputError naming the values and the rule.
 LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
 
 struct BuildOptions {
   // Simulate one representative rank (balanced routing: every EP rank is symmetric) instead of all.
   // Ignored (every rank is simulated) when the routing is imbalanced.
   bool representative_rank = true;
+  // Without a representative rank: simulate the ranks of every data-parallel replica the graph's
+  // world holds (run.grad_sync makes the world every GPU), not only those of the first. The
+  // replicas repeat the first one's work; only their gradient all-reduces meet it.
+  bool all_replicas = false;
   // Put every collective of a rank on one stream (comm.dispatch), as the PipeMoE model's single
   // communication channel. The mpipemoe order then issues its forward like fastermoe (all
   // dispatches, then the combines, bounded by the slots with reuse): on one channel that order

@@ -34,7 +34,8 @@ constexpr NameTable<StreamClass, kNumStreamClasses> kStreams{{{StreamClass::kCom
                                                               {StreamClass::kCommDispatch, "comm.dispatch"},
                                                               {StreamClass::kCommCombine, "comm.combine"},
                                                               {StreamClass::kCopyD2H, "copy.d2h"},
-                                                              {StreamClass::kCopyH2D, "copy.h2d"}}};
+                                                              {StreamClass::kCopyH2D, "copy.h2d"},
+                                                              {StreamClass::kCommGrad, "comm.grad"}}};
 constexpr NameTable<Pass, 2> kPasses{{{Pass::kForward, "fwd"}, {Pass::kBackward, "bwd"}}};
 constexpr NameTable<CollectiveOp, 4> kOps{{{CollectiveOp::kAllToAll, "all-to-all"},
                                            {CollectiveOp::kAllReduce, "all-reduce"},

@@ -26,11 +26,16 @@ using GroupId = std::uint32_t;
 enum class TaskKind { kGemm, kElementwise, kCollective, kCopy, kHost };
 std::string_view to_string(TaskKind k);
 
-// In-order streams of one rank, as on a GPU.
-enum class StreamClass { kCompute = 0, kCommDispatch = 1, kCommCombine = 2, kCopyD2H = 3, kCopyH2D = 4 };
-inline constexpr int kNumStreamClasses = 5;
+// In-order streams of one rank, as on a GPU. comm.grad carries the data-parallel gradient
+// all-reduces (RunSpec::grad_sync), on a communicator of their own as in DDP / ZeRO.
+enum class StreamClass { kCompute = 0, kCommDispatch = 1, kCommCombine = 2, kCopyD2H = 3, kCopyH2D = 4, kCommGrad = 5 };
+inline constexpr int kNumStreamClasses = 6;
 std::string_view to_string(StreamClass s);
 std::optional<StreamClass> parse_stream_class(std::string_view s);
+inline bool is_comm_stream(StreamClass s) {
+  return s == StreamClass::kCommDispatch || s == StreamClass::kCommCombine || s == StreamClass::kCommGrad;
+}
+inline bool is_copy_stream(StreamClass s) { return s == StreamClass::kCopyD2H || s == StreamClass::kCopyH2D; }
 
 enum class Pass { kForward, kBackward };
 std::string_view to_string(Pass p);  // "fwd" / "bwd"

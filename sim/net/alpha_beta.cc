@@ -159,7 +159,7 @@ double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) 
   } else {
     for (int r : ranks_.at(task)) {
       const int comm = concurrency.busy(r, StreamClass::kCommDispatch) +
-                       concurrency.busy(r, StreamClass::kCommCombine);
+                       concurrency.busy(r, StreamClass::kCommCombine) + concurrency.busy(r, StreamClass::kCommGrad);
       sharing = std::max(sharing, comm);
     }
   }

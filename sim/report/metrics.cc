@@ -7,8 +7,8 @@
 namespace moesim {
 namespace {
 
-bool is_comm(StreamClass s) { return s == StreamClass::kCommDispatch || s == StreamClass::kCommCombine; }
-bool is_copy(StreamClass s) { return s == StreamClass::kCopyD2H || s == StreamClass::kCopyH2D; }
+bool is_comm(StreamClass s) { return is_comm_stream(s); }
+bool is_copy(StreamClass s) { return is_copy_stream(s); }
 
 std::string stage_key(const Task& t) { return std::string(to_string(t.pass)) + "." + t.stage; }
 

@@ -84,6 +84,10 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
                      {"gpu", gpu_json(node.gpu)}}}};
   j["run"] = {{"tokens_per_gpu", run.tokens_per_gpu},
               {"ep_size", dims.ep_size},
+              {"tp_size", dims.tp_size},
+              {"drop_duplicate_tokens", dims.drop_duplicate_tokens},
+              {"grad_sync", run.grad_sync},
+              {"zero_stage", run.zero_stage},
               {"num_chunks", run.num_chunks},
               {"order", std::string(to_string(run.order))},
               {"num_moe_layers", run.num_moe_layers},
@@ -94,6 +98,9 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
               {"count_routing_data", run.count_routing_data},
               {"routing", run.routing.to_string()}};
   j["derived"] = {{"local_experts", dims.local_experts},
+                  {"dp_size", dims.dp_size},
+                  {"global_tokens", static_cast<std::int64_t>(cluster.num_gpus() / dims.tp_size) * dims.tokens},
+                  {"layout", dims.layout().describe()},
                   {"capacity_per_expert", dims.capacity},
                   {"rows_per_chunk", dims.rows_per_chunk()},
                   {"rows_per_expert_chunk", dims.rows_per_expert_chunk},

@@ -786,7 +786,8 @@ ClusterSpec load_hardware_spec(const std::string& path, const std::string& calib
 RunFile load_run_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
-                                 "tokens_per_gpu", "ep_size", "num_chunks", "order",
+                                 "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
+                                 "grad_sync", "zero_stage", "num_chunks", "order",
                                  "num_moe_layers", "seed", "strategy", "slots", "optimizer",
                                  "routing_data", "network", "all_to_all", "routing"});
   check_header(m, "run", true, true);
@@ -803,6 +804,10 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("hardware")) out.hardware_path = resolve(*v);
   out.run.tokens_per_gpu = m.require("tokens_per_gpu").as_int(1, std::int64_t{1} << 40);
   if (auto v = m.get("ep_size")) out.run.ep_size = static_cast<int>(v->as_int(0, 1 << 24));
+  if (auto v = m.get("tp_size")) out.run.tp_size = static_cast<int>(v->as_int(1, 1 << 24));
+  if (auto v = m.get("drop_duplicate_tokens")) out.run.drop_duplicate_tokens = v->as_bool();
+  if (auto v = m.get("grad_sync")) out.run.grad_sync = v->as_bool();
+  if (auto v = m.get("zero_stage")) out.run.zero_stage = static_cast<int>(v->as_int(0, 1));
   if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, 1 << 20));
   if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
   if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, 100000));

@@ -10,7 +10,21 @@ namespace moesim {
 
 struct RunSpec {
   std::int64_t tokens_per_gpu = 0;  // B
-  int ep_size = 0;                  // N, expert-parallel group size; 0 = every GPU of the cluster
+  int ep_size = 0;                  // N, expert-parallel group size; 0 = every GPU of the cluster / tp_size
+  // DeepSpeed-TED (reference section 5, sim/spec/parallel_layout.h): tensor-parallel degree of the
+  // experts and the non-expert blocks (G_tensor); the cluster's GPUs are tp_size x ep_size x
+  // data-parallel replicas.
+  int tp_size = 1;
+  // TED's duplicate token dropping (with tp_size > 1): each tensor-parallel rank sends 1/tp of the
+  // tokens its group holds in common through each all-to-all and all-gathers them after it.
+  bool drop_duplicate_tokens = true;
+  // Simulate the data-parallel gradient all-reduces of the step (expert gradients over the expert
+  // data-parallel group, the gate's and shared experts' over the non-expert one) on stream
+  // comm.grad. Off by default: the seed papers time a layer's forward and backward without them.
+  bool grad_sync = false;
+  // ZeRO stage of the optimizer states: 0 keeps them whole on every rank, 1 shards them (and the
+  // fp32 master copy of mixed precision) over the data-parallel group of their parameters (TED).
+  int zero_stage = 0;
   int num_chunks = 1;               // n, pipeline partitions of each layer
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   int num_moe_layers = 1;           // MoE layers simulated back to back

@@ -101,6 +101,50 @@ TEST(SimulationInvariants, EveryPresetPolicyAndChunkCount) {
   EXPECT_EQ(checked, static_cast<int>(model_presets().size()) * 16);
 }
 
+// DeepSpeed-TED layouts of the 64 GPUs (tp x ep x dp), with and without duplicate token dropping,
+// every memory strategy, the gradient all-reduces and ZeRO-1, in both network models (the flow
+// model simulates every rank of a replica with tp > 1).
+TEST(SimulationInvariants, TensorExpertDataParallelLayouts) {
+  const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
+  const ModelSpec model = load_model_spec(kRoot + "/models/moe-gpt-s-64e.yaml");
+  struct Case {
+    int tp, ep;
+    bool dtd;
+    MemoryStrategy strategy;
+    OrderPolicy order;
+    NetworkModel network;
+  };
+  const Case cases[] = {
+      {2, 0, true, MemoryStrategy::kNone, OrderPolicy::kMPipeMoE, NetworkModel::kFlow},
+      {8, 0, true, MemoryStrategy::kS1, OrderPolicy::kMPipeMoE, NetworkModel::kAlphaBeta},
+      {8, 0, false, MemoryStrategy::kS4, OrderPolicy::kFasterMoE, NetworkModel::kFlow},
+      {4, 4, true, MemoryStrategy::kS2, OrderPolicy::kTutel, NetworkModel::kAlphaBeta},
+      {2, 8, true, MemoryStrategy::kS3, OrderPolicy::kSequential, NetworkModel::kFlow},
+  };
+  for (const Case& c : cases) {
+    for (bool grad : {false, true}) {
+      RunSpec run;
+      run.tokens_per_gpu = 4096;
+      run.num_chunks = 2;
+      run.tp_size = c.tp;
+      run.ep_size = c.ep;
+      run.drop_duplicate_tokens = c.dtd;
+      run.strategy = c.strategy;
+      run.order = c.order;
+      run.network = c.network;
+      run.grad_sync = grad;
+      run.zero_stage = grad ? 1 : 0;
+      run.num_moe_layers = 2;
+      const std::string label = "tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) + " dtd " +
+                                std::to_string(c.dtd) + " " + std::string(to_string(c.strategy)) + " " +
+                                std::string(to_string(c.order)) + " " + std::string(to_string(c.network)) +
+                                " grad " + std::to_string(grad);
+      const SimulationResult r = simulate_step(model, cluster, run);
+      check_invariants(r.graph, r.trace, cluster, label);
+    }
+  }
+}
+
 TEST(SimulationInvariants, AllRanksMatchTheRepresentativeRankWhenBalanced) {
   const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/dgx-a100-2node.yaml");
   const ModelSpec model = load_model_spec(kRoot + "/models/moe-gpt-s-16e.yaml");

@@ -57,5 +57,36 @@ TEST(MemorySizes, SwigluAndSharedExpertsCount) {
   EXPECT_EQ(layer_model_state_bytes(m, d, Optimizer::kAdam).parameters, params);
 }
 
+// DeepSpeed-TED: each tensor-parallel rank holds 1/t of every expert and shared expert, the gate
+// whole; ZeRO-1 shards the optimizer part over the data-parallel group of the parameters.
+TEST(MemorySizes, TensorParallelSlicesAndZeroOneShards) {
+  ModelSpec m = model_with(DType::kBf16);
+  m.shared_experts = {1, 4096};
+  const std::int64_t M = 1024, H = 4096, E = 16;
+  LayerDims d = dims_for(M, H, E, 4);  // ep 4 -> 4 local experts
+  d.ep_size = 4;
+  d.tp_size = 2;
+  d.dp_size = 2;  // tp 2 x ep 4 x dp 2 = 16 GPUs
+  const std::int64_t experts = 4 * (M * H + H * M) / 2;
+  const std::int64_t dense = E * M + (M * 4096 + 4096 * M) / 2;
+  const ModelStateBytes s = layer_model_state_bytes(m, d, Optimizer::kAdam);
+  EXPECT_EQ(s.parameters, experts + dense);
+  EXPECT_EQ(s.expert_parameters, experts);
+  EXPECT_EQ(s.expert_grad_bytes(), 2 * experts);
+  EXPECT_EQ(s.dense_grad_bytes(), 2 * dense);
+  EXPECT_EQ(s.total(), 16 * (experts + dense));
+  // ZeRO-1: 12 bytes per parameter of optimizer part, the experts' over dp = 2, the rest over
+  // ep x dp = 8 ranks (rounded up to whole bytes per rank).
+  const ModelStateBytes z = layer_model_state_bytes(m, d, Optimizer::kAdam, 1);
+  EXPECT_EQ(z.param_bytes, s.param_bytes);
+  EXPECT_EQ(z.grad_bytes, s.grad_bytes);
+  EXPECT_EQ(z.optimizer_bytes, 12 * experts / 2 + (12 * dense + 7) / 8);
+  // Without replicas there is nothing to shard the experts' states over.
+  d.dp_size = 1;
+  EXPECT_EQ(layer_model_state_bytes(m, d, Optimizer::kAdam, 1).optimizer_bytes, 12 * experts + (12 * dense + 3) / 4);
+  // fp32 SGD keeps no optimizer state to shard.
+  EXPECT_EQ(layer_model_state_bytes(model_with(DType::kFp32), d, Optimizer::kSgd, 1).optimizer_bytes, 0);
+}
+
 }  // namespace
 }  // namespace moesim

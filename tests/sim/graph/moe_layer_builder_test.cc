@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/graph/graph_algorithms.h"
+#include "tests/sim/graph/graph_test_util.h"
 #include "tests/sim/graph/test_specs.h"
 
 namespace moesim {
@@ -19,23 +20,14 @@ namespace {
 
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using moesim::testing::expect_rejected;
 using moesim::testing::kAllPolicies;
+using moesim::testing::predecessor_ids;
 using moesim::testing::small_cluster;
 using moesim::testing::small_model;
 using moesim::testing::small_run;
-
-std::vector<std::string> stream_ids(const TaskGraph& g, int rank, StreamClass s) {
-  std::vector<std::string> out;
-  for (TaskIndex i : g.stream_tasks(rank, s)) out.push_back(g.task(i).id);
-  return out;
-}
-
-const Task& task_at(const TaskGraph& g, const std::string& id, int rank = 0) {
-  auto i = g.find(id, rank);
-  if (!i) i = g.find(id, -1);
-  EXPECT_TRUE(i.has_value()) << id;
-  return g.task(*i);
-}
+using moesim::testing::stream_ids;
+using moesim::testing::task_at;
 
 std::int64_t gemm_flops(const TaskGraph& g, const std::string& id) {
   return std::get<GemmWork>(task_at(g, id).work).flops();
@@ -80,16 +72,6 @@ TEST(DeriveLayerDims, SwigluDoublesFc1AndEpSizeSplitsExperts) {
   EXPECT_EQ(d.ep_size, 4);
   EXPECT_EQ(d.local_experts, 2);
   EXPECT_EQ(d.rows_per_expert_chunk, 4 * 24 / 2);
-}
-
-void expect_rejected(const ModelSpec& m, const RunSpec& r, const std::string& fragment,
-                     const ClusterSpec& c = small_cluster()) {
-  try {
-    derive_layer_dims(m, c, r);
-    ADD_FAILURE() << "accepted; expected an error containing: " << fragment;
-  } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr(fragment));
-  }
 }
 
 TEST(DeriveLayerDims, RejectsInvalidModels) {
@@ -491,13 +473,7 @@ TEST(Builder, MultiLayerChaining) {
 
 TEST(Builder, DataEdgesOfOneChunk) {
   const TaskGraph g = build_moe_graph(small_model(), small_cluster(), small_run(2, OrderPolicy::kFasterMoE));
-  auto preds_of = [&](const std::string& id) {
-    auto i = g.find(id, 0);
-    if (!i) i = g.find(id, -1);
-    std::set<std::string> out;
-    for (TaskIndex p : g.predecessors(*i)) out.insert(g.task(p).id);
-    return out;
-  };
+  const auto preds_of = [&](const std::string& id) { return predecessor_ids(g, id); };
   EXPECT_TRUE(preds_of("L0.fwd.fc1.c1").count("L0.fwd.dispatch.c1"));
   EXPECT_TRUE(preds_of("L0.fwd.combine.c1").count("L0.fwd.fc2.c1"));
   EXPECT_TRUE(preds_of("L0.fwd.decode").count("L0.fwd.combine.c0"));

@@ -193,6 +193,33 @@ TEST(GeneralCaseMemory, NoneSwigluN1) {
   EXPECT_EQ(at_peak(s, MemoryCategory::kTemporary), 17039360);
 }
 
+// DeepSpeed-TED, tp = 2 (ep 4 x dp 2 on the 16 GPUs), gelu, strategy none, n = 1, duplicate token
+// dropping on (C = 160 is already a multiple of n x tp = 2). Each rank holds H / 2 = 512 of each
+// expert's hidden columns; T_DI, T_DO, T_O stay whole (R x M: the all-gathers complete them).
+//   params = E*M + E_l*(M*H + H*M)/2 = 4096 + 4*262144 = 1052672 -> 16 B each = 16842752;
+//   ZeRO-1: 2 + 2 B per parameter, the experts' 12 B over dp = 2, the gate's over ep x dp = 8:
+//     4*1052672 + 12*1048576/2 + 12*4096/8 = 4210688 + 6291456 + 6144 = 10508288.
+//   activations: T_I 524288 + T_O 1310720 + scores 32768 + topk 16384 + T_DI 1310720
+//     + T_M (R x H/2 = 2560*512*2) 2621440 + T_DO 1310720 = 7127040.
+//   temporary: dDO + dM (R x (M + H/2) = 2560*768*2) = 3932160 in fc2.dgrad .. fc2.wgrad, and
+//     dM + dDI the same in fc1.dgrad (the tensor-parallel all-reduce works on dDI in place).
+//   peak: the first backward expert GEMM with every activation saved:
+//     16842752 + 7127040 + 3932160 = 27901952, with ZeRO-1 10508288 + 7127040 + 3932160 = 21567488.
+TEST(GeneralCaseMemory, TensorParallelGeluN1) {
+  for (int zero : {0, 1}) {
+    RunSpec r = small_run(1, MemoryStrategy::kNone);
+    r.tp_size = 2;
+    r.zero_stage = zero;
+    const Simulated s = simulate(small_model(Activation::kGelu), r);
+    EXPECT_EQ(buffer_bytes(s.graph, "L0.T_M"), 2621440);
+    EXPECT_EQ(buffer_bytes(s.graph, "L0.T_DI"), 1310720);
+    EXPECT_EQ(max_of(s, MemoryCategory::kModelStates), zero == 0 ? 16842752 : 10508288);
+    EXPECT_EQ(max_of(s, MemoryCategory::kActivations), 7127040);
+    EXPECT_EQ(max_of(s, MemoryCategory::kTemporary), 3932160);
+    EXPECT_EQ(s.memory.peak_device_bytes, zero == 0 ? 27901952 : 21567488);
+  }
+}
+
 TEST(GeneralCaseMemory, S4N4Slots2) {
   for (Activation act : {Activation::kGelu, Activation::kSwiglu}) {
     SCOPED_TRACE(std::string(to_string(act)));

@@ -1,0 +1,133 @@
+// `moesim simulate` with DeepSpeed-TED's layout: --tp, --no-dtd, --grad-sync, --zero, their run-file
+// keys, what the summary, the JSON and the trace say about them, and their bad values (exit 2).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_fixture.h"
+
+namespace {
+
+using namespace moesim::cli_test;
+
+const std::string kTed =
+    "simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+    "--tokens 4096 --chunks 4";
+
+TEST_F(Cli, TensorParallelLayoutInTheSummaryAndJson) {
+  const fs::path j = dir_ / "ted.json";
+  Result r = run(kTed + " --tp 8 --network alpha-beta --json " + j.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("# layout    tp 8 x ep 8 x dp 1 = 64 GPUs; experts 1/8 per rank (TED), duplicate token "
+                       "dropping on; a tensor-parallel group shares its B tokens: global batch 8 x B = 32768 tokens"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gradient all-reduces not simulated (--grad-sync)"), std::string::npos) << r.out;
+  for (const char* stage : {"fwd.tp_gather", "fwd.tp_reduce", "bwd.tp_gather", "bwd.tp_reduce"})
+    EXPECT_NE(r.out.find(stage), std::string::npos) << stage;
+  const auto report = nlohmann::json::parse(read_file(j));
+  EXPECT_EQ(report["config"]["run"]["tp_size"], 8);
+  EXPECT_EQ(report["config"]["run"]["ep_size"], 8);
+  EXPECT_EQ(report["config"]["run"]["drop_duplicate_tokens"], true);
+  EXPECT_EQ(report["config"]["run"]["grad_sync"], false);
+  EXPECT_EQ(report["config"]["derived"]["dp_size"], 1);
+  EXPECT_EQ(report["config"]["derived"]["global_tokens"], 32768);
+  EXPECT_EQ(report["config"]["derived"]["layout"], "tp 8 x ep 8 x dp 1 = 64 GPUs");
+  EXPECT_EQ(report["config"]["derived"]["a2a_bytes_per_peer"], 49152);
+
+  Result plain = run(kTed + " --tp 8 --no-dtd --network alpha-beta");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("duplicate token dropping off"), std::string::npos);
+  EXPECT_NE(plain.out.find("all-to-all 393216 B per peer per chunk"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("tp_gather"), std::string::npos);
+}
+
+TEST_F(Cli, GradientSyncRunsOnItsOwnStreamAndZeroOneShrinksTheStates) {
+  const fs::path trace = dir_ / "trace.json";
+  Result r = run(kTed + " --ep 8 --grad-sync --zero 1 --trace " + trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("# layout    tp 1 x ep 8 x dp 8 = 64 GPUs; gradient all-reduces simulated (comm.grad); ZeRO-1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("bwd.grad_sync"), std::string::npos) << r.out;
+  EXPECT_NE(read_file(trace).find("comm.grad"), std::string::npos);
+  const auto states = [](const std::string& out) {
+    const auto at = out.find("model_states");
+    return std::stod(out.substr(at + 12, out.find("GiB", at) - at - 12));
+  };
+  Result whole = run(kTed + " --ep 8");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_LT(states(r.out), states(whole.out));
+}
+
+TEST_F(Cli, RunFileKeysForTheLayout) {
+  const fs::path file = write("ted.yaml",
+                              "schema_version: 1\nkind: run\nmodel: " + std::string(MOESIM_SOURCE_DIR) +
+                                  "/models/moe-gpt-s-64e.yaml\nhardware: " + std::string(MOESIM_SOURCE_DIR) +
+                                  "/hardware/clusters/adira-8x-dgx-a100.yaml\ntokens_per_gpu: 4096\nnum_chunks: 2\n"
+                                  "tp_size: 4\nep_size: 4\ndrop_duplicate_tokens: false\ngrad_sync: true\n"
+                                  "zero_stage: 1\nnetwork: alpha-beta\n");
+  const fs::path j = dir_ / "r.json";
+  Result r = run("simulate --run " + file.string() + " --json " + j.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = nlohmann::json::parse(read_file(j));
+  EXPECT_EQ(report["config"]["run"]["tp_size"], 4);
+  EXPECT_EQ(report["config"]["run"]["drop_duplicate_tokens"], false);
+  EXPECT_EQ(report["config"]["run"]["grad_sync"], true);
+  EXPECT_EQ(report["config"]["run"]["zero_stage"], 1);
+  EXPECT_EQ(report["config"]["derived"]["dp_size"], 4);
+  // Flags override the file.
+  ASSERT_EQ(run("simulate --run " + file.string() + " --tp 2 --zero 0 --json " + j.string()).exit_code, 0);
+  report = nlohmann::json::parse(read_file(j));
+  EXPECT_EQ(report["config"]["run"]["tp_size"], 2);
+  EXPECT_EQ(report["config"]["run"]["zero_stage"], 0);
+}
+
+TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const fs::path bad_key =
+      write("bad.yaml", "schema_version: 1\nkind: run\ntokens_per_gpu: 4096\ntp_size: 0\n");
+  const fs::path bad_bool =
+      write("bool.yaml", "schema_version: 1\nkind: run\ntokens_per_gpu: 4096\ngrad_sync: maybe\n");
+  const fs::path bad_zero =
+      write("zero.yaml", "schema_version: 1\nkind: run\ntokens_per_gpu: 4096\nzero_stage: 3\n");
+  const std::string files = " --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml";
+  const std::vector<Case> cases = {
+      {kTed + " --tp 3", "tp_size 3 must divide the cluster's GPU count 64"},
+      {kTed + " --tp 0", "--tp must be at least 1"},
+      {kTed + " --tp 4 --ep 32", "tp_size x ep_size = 4 x 32 must divide"},
+      {kTed + " --zero 2", "--zero must be 0 or 1"},
+      {kTed + " --no-dtd", "--no-dtd turns off duplicate token dropping, which only exists with --tp > 1"},
+      {kTed + " --tp 2 --routing zipf:1.2", "imbalanced routing is simulated for expert parallelism only"},
+      {kTed + " --tp 2 --loopback --ep 8", "runs expert parallelism only"},
+      {"simulate" + files + " --tokens 4096 --tp 8 --chunks 16", "num_chunks x tp_size = 16 x 8"},
+      {"simulate --run " + bad_key.string() + files, bad_key.string() + ":4:"},
+      {"simulate --run " + bad_bool.string() + files, bad_bool.string() + ":4:"},
+      {"simulate --run " + bad_zero.string() + files, bad_zero.string() + ":4:"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+TEST_F(Cli, TensorParallelGraphExportsAndChecks) {
+  const fs::path g = dir_ / "g.json";
+  Result r = run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                 "--tokens 4096 --chunks 2 --tp 2 --ep 4 --grad-sync --strategy s4 -o " + g.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result check = run("graph check " + g.string());
+  ASSERT_EQ(check.exit_code, 0) << check.err;
+  // The flow model (the preset's topology) simulates the replica's tp x ep = 8 ranks of the 64 that
+  // the gradient all-reduces span.
+  EXPECT_NE(check.out.find("8 simulated rank(s) of 64, acyclic"), std::string::npos) << check.out;
+}
+
+}  // namespace
