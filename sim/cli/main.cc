@@ -73,6 +73,7 @@ struct StepArgs {
   bool no_dtd = false;
   bool grad_sync = false;
   int zero_stage = 0;
+  std::string checkpoint = "none";
   int layers = 1;
   bool all_ranks = false;
   bool loopback = false;
@@ -114,6 +115,10 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--zero", a.zero_stage,
                   "ZeRO stage of the optimizer states: 0 (whole on every rank) or 1 (sharded over the "
                   "data-parallel group)")
+      ->capture_default_str();
+  app->add_option("--checkpoint", a.checkpoint,
+                  "activation checkpointing of each MoE layer: none | full (re-run its forward before its backward) "
+                  "| cac (TED's communication-aware checkpointing: the re-run reuses the all-to-alls' stashed outputs)")
       ->capture_default_str();
   app->add_option("--layers", a.layers, "MoE layers simulated back to back")->capture_default_str();
   app->add_flag("--all-ranks", a.all_ranks,
@@ -164,6 +169,7 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--no-dtd")) a.no_dtd = !file.run.drop_duplicate_tokens;
     if (!given(a, "--grad-sync")) a.grad_sync = file.run.grad_sync;
     if (!given(a, "--zero")) a.zero_stage = file.run.zero_stage;
+    if (!given(a, "--checkpoint")) a.checkpoint = std::string(to_string(file.run.checkpoint));
     if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
     if (!given(a, "--seed")) a.seed = file.run.seed;
     if (!given(a, "--strategy")) a.strategy = std::string(to_string(file.run.strategy));
@@ -199,6 +205,11 @@ RunSpec to_run_spec(const StepArgs& a) {
   run.drop_duplicate_tokens = !a.no_dtd;
   run.grad_sync = a.grad_sync;
   run.zero_stage = a.zero_stage;
+  const auto checkpoint = parse_activation_checkpointing(a.checkpoint);
+  if (!checkpoint)
+    throw InputError("--checkpoint '" + a.checkpoint + "' is not an activation checkpointing mode; valid: " +
+                     join(activation_checkpointing_names()));
+  run.checkpoint = *checkpoint;
   run.num_moe_layers = a.layers;
   run.seed = a.seed;
   const auto order = parse_order_policy(a.order);

@@ -99,6 +99,39 @@ namespace moesim {
 // last forward chunks' releases. At most s T_DI, s T_DO and one T_M chunk occupy the slots at once.
 // With reuse, FasterMoE's forward ("all dispatches, then all combines" on one stream) would deadlock
 // on the slots; its dispatches run at most 2s+1 ahead of the combines instead (comm_order).
+//
+// DeepSpeed-TED (run.tp_size = t > 1; sim/spec/parallel_layout.h for the groups). Per rank the
+// expert GEMMs and T_M, dM, dA, host.T_M, the shared experts' tensors and the expert parameters
+// are 1/t wide (H/t, fc1_out/t); T_DI, T_DO, T_O and their gradients stay whole. Collectives a
+// chunk adds, each on the stream of the all-to-all it serves, in place over that all-to-all's
+// tensor (per member: the chunk's dispatch tensor E*C/n x M, divided by t):
+//   forward   fc2.allreduce (tensor group, FC2's partial sums) right before combine;
+//             with duplicate token dropping dispatch.allgather after dispatch (T_DI whole before
+//             FC1) and combine.allgather after combine (T_O whole before decode); the all-to-alls
+//             then send E_l * C/n / t rows per peer.
+//   backward  combine.allgather after the gradient's combine (dDO whole), fc1.allreduce (FC1's
+//             partial input gradient) before dispatch, dispatch.allgather after it, and
+//             redispatch.allgather after a re-dispatch (s2/s4); the re-dispatch all-to-all writes
+//             the slot (its reuse edge), its all-gather completes T_DI (FC1's recompute and W1
+//             gradient wait for it).
+//   shared.allreduce (tensor group, B x M) after shared.fc2 (forward) and shared.fc1.dgrad
+//   (backward), on comm.combine (one channel: after the layer's all-to-alls).
+// Collective ids name their group where the layout has several of the kind (dispatch.tp1.c0,
+// fc2.allreduce.ep3.c0, with .dp<r> when the world spans replicas); expert-parallel ids are
+// unchanged. With run.grad_sync, after each layer's backward on comm.grad (stage grad_sync):
+// grad.experts.allreduce over the expert data-parallel group (after every fc1/fc2.wgrad) and
+// grad.dense.allreduce over the non-expert one (after gate.wgrad and the shared experts' wgrads),
+// of the layer's gradients, none over a group of one.
+//
+// Activation checkpointing (run.checkpoint, strategy none): a layer's forward frees at its decode
+// everything it saved except its input T_I (and, with cac, the stash); its backward starts by
+// re-running the forward (pass bwd, ids and buffers prefixed recompute.: L0.bwd.recompute.fc1.c0,
+// L0.recompute.T_M; local tasks in stage recompute, the all-to-alls in redispatch / recombine),
+// whose tensors and output (L{l}.recompute.out, B x M) bwd.gate.wgrad frees; bwd.decode waits
+// for the re-run's decode. With cac the forward keeps what its all-to-alls received (T_DI and T_O,
+// or with duplicate token dropping the 1/t shares L{l}.stash.T_DI / .T_O, allocated by the first
+// dispatch / combine) and the re-run has no all-to-alls: it reads T_DI / T_O, or all-gathers the
+// shares into new tensors.
 namespace {
 
 std::string layer_dims_context(const ModelSpec& model) {
@@ -156,6 +189,11 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   if (run.slots != 1 && run.slots != 2)
     throw InputError("slots must be 1 or 2 (buffer slots per reused tensor), got " +
                      std::to_string(run.slots));
+  if (run.checkpoint != ActivationCheckpointing::kNone && run.strategy != MemoryStrategy::kNone)
+    throw InputError("activation checkpointing (" + std::string(to_string(run.checkpoint)) +
+                     ") re-runs each layer's forward before its backward; it replaces the MPipeMoE strategies, which "
+                     "restore what chunk reuse overwrote: use strategy none with it (got " +
+                     std::string(to_string(run.strategy)) + ")");
   if (run.strategy == MemoryStrategy::kS1 || run.strategy == MemoryStrategy::kS2 ||
       run.strategy == MemoryStrategy::kS3) {
     if (!(cluster.node.pcie_h2d.effective_bandwidth() > 0) ||
@@ -349,6 +387,8 @@ class Builder {
     }
     reuse_ = run_.strategy != MemoryStrategy::kNone;
     saved_.resize(run_.num_moe_layers);
+    t_i_.resize(run_.num_moe_layers);
+    stash_.resize(run_.num_moe_layers);
     di_slots_.resize(run_.num_moe_layers);
     m_slots_.resize(run_.num_moe_layers);
     do_slots_.resize(run_.num_moe_layers);
@@ -463,8 +503,12 @@ class Builder {
     partial = ar;
   }
 
+  // While a checkpointed layer's forward is re-run (rerun_), its task ids and buffer names are
+  // prefixed `recompute.` (L0.bwd.recompute.fc1.c0, L0.recompute.T_M) and its local tasks are in
+  // stage recompute, its all-to-alls in redispatch / recombine.
   std::string id(int layer, Pass pass, const std::string& rest, int chunk = -1) const {
-    std::string s = "L" + std::to_string(layer) + "." + std::string(to_string(pass)) + "." + rest;
+    std::string s = "L" + std::to_string(layer) + "." + std::string(to_string(pass)) + "." +
+                    (rerun_ ? "recompute." : "") + rest;
     if (chunk >= 0) s += ".c" + std::to_string(chunk);
     return s;
   }
@@ -474,7 +518,7 @@ class Builder {
   template <typename SizeOf>
   Buf buffer_each(int layer, const std::string& name, int chunk, SizeOf size_of, MemoryCategory category,
                   bool resident = false) {
-    std::string full = "L" + std::to_string(layer) + "." + name;
+    std::string full = "L" + std::to_string(layer) + "." + (rerun_ ? "recompute." : "") + name;
     if (chunk >= 0) full += ".c" + std::to_string(chunk);
     Buf b;
     std::size_t slot = 0;
@@ -516,7 +560,7 @@ class Builder {
       t.work = work_of(loads_[static_cast<std::size_t>(slot)]);
       t.layer = layer;
       t.pass = pass;
-      t.stage = stage;
+      t.stage = rerun_ ? "recompute" : stage;
       t.chunk = chunk;
       t.allocates = ids(uses.alloc, slot);
       t.frees = ids(uses.free, slot);
@@ -655,27 +699,31 @@ class Builder {
       }
       return work;
     };
-    return collective(layer, pass, rest, stage, chunk, stream, GroupKind::kExpert, work_of, uses);
+    const std::string rerun_stage = to_experts ? "redispatch" : "recombine";
+    return collective(layer, pass, rest, rerun_ ? rerun_stage : stage, chunk, stream, GroupKind::kExpert, work_of,
+                      uses);
   }
 
   // A collective of `op` over `kind` groups whose whole tensor is `bytes` on each member: each
   // member contributes ceil(bytes / group size) (CollectiveWork's convention).
   Node group_collective(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                        StreamClass stream, GroupKind kind, CollectiveOp op, std::int64_t bytes) {
+                        StreamClass stream, GroupKind kind, CollectiveOp op, std::int64_t bytes,
+                        const Uses& uses = {}) {
     const auto work_of = [&](GroupId group) {
       const auto size = static_cast<std::int64_t>(g_.group(group).size());
       return CollectiveWork{op, group, (bytes + size - 1) / size};
     };
-    return collective(layer, pass, rest, stage, chunk, stream, kind, work_of);
+    return collective(layer, pass, rest, stage, chunk, stream, kind, work_of, uses);
   }
 
   // Tensor-parallel collectives of a chunk's dispatch tensor (rows_per_chunk x M, the whole tensor
   // on every member after it): the all-gather that follows an all-to-all with duplicate token
   // dropping, and the all-reduce that completes FC2's partial sums (FC1's input gradient in
   // backward).
-  Node tp_all_gather(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream) {
+  Node tp_all_gather(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream,
+                     const Uses& uses = {}) {
     return group_collective(layer, pass, rest, "tp_gather", chunk, stream, GroupKind::kTensor,
-                            CollectiveOp::kAllGather, bytes(d_.rows_per_chunk(), d_.d_model));
+                            CollectiveOp::kAllGather, bytes(d_.rows_per_chunk(), d_.d_model), uses);
   }
   Node tp_all_reduce(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream) {
     return group_collective(layer, pass, rest, "tp_reduce", chunk, stream, GroupKind::kTensor,
@@ -698,7 +746,9 @@ class Builder {
     return ElementwiseWork{checked_mul(read_elems, eb_), checked_mul(written_elems, eb_), flops};
   }
 
+  // No edge when either end is absent (an empty Node: a task the configuration does not have).
   void edge(const Node& from, const Node& to, DepKind kind = DepKind::kData) {
+    if (from.empty() || to.empty()) return;
     for (std::size_t i = 0; i < from.size(); ++i) g_.add_dependency(from[i], to[i], kind);
   }
 
@@ -716,9 +766,14 @@ class Builder {
     return {first, last};
   }
 
+  // The layer's forward; with rerun_, its re-run before its backward under activation
+  // checkpointing (pass bwd, `output` then the re-run's own, held until the layer's backward ends).
   Node forward_layer(int l, const Node& input, const Buf& t_i, const Buf& output) {
-    const Pass p = Pass::kForward;
+    const Pass p = rerun_ ? Pass::kBackward : Pass::kForward;
     const MemoryStrategy strategy = run_.strategy;
+    const bool checkpointed = run_.checkpoint != ActivationCheckpointing::kNone;
+    const bool cac = run_.checkpoint == ActivationCheckpointing::kCommAware;
+    const bool dtd = d_.drop_duplicate_tokens;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
     // The rank's slice of the experts' hidden width (all of it without tensor parallelism).
     const std::int64_t H = d_.d_ffn_shard(), F = d_.fc1_out_shard(), El = d_.local_experts;
@@ -733,20 +788,44 @@ class Builder {
     };
 
     // Model states and the pinned host copies of offloaded tensors: resident for the whole step.
-    const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer, run_.zero_stage);
-    buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
-    buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
-    if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
-      buffer(l, "optimizer", -1, ms.optimizer_bytes, MemoryCategory::kModelStates, true);
-    if (offloads_di(strategy)) buffer_each(l, "host.T_DI", -1, recv_bytes(M), MemoryCategory::kHostPinned, true);
-    if (offloads_m(strategy)) buffer_each(l, "host.T_M", -1, recv_bytes(F), MemoryCategory::kHostPinned, true);
+    if (!rerun_) {
+      const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer, run_.zero_stage);
+      buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
+      buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
+      if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
+        buffer(l, "optimizer", -1, ms.optimizer_bytes, MemoryCategory::kModelStates, true);
+      if (offloads_di(strategy)) buffer_each(l, "host.T_DI", -1, recv_bytes(M), MemoryCategory::kHostPinned, true);
+      if (offloads_m(strategy)) buffer_each(l, "host.T_M", -1, recv_bytes(F), MemoryCategory::kHostPinned, true);
+      t_i_[l] = t_i;
+    }
 
-    // Activations saved for backward.
-    std::vector<Buf>& saved = saved_[l];
-    const Buf t_o = buffer_each(
-        l, "T_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); }, MemoryCategory::kActivations);
-    saved.push_back(t_i);
-    saved.push_back(t_o);
+    // Activations saved for backward (this pass's; the layer's input is the caller's). Under
+    // communication-aware checkpointing what the all-to-alls received is stashed for the re-run:
+    // T_DI and T_O themselves, or with duplicate token dropping the rank's 1/tp shares, which the
+    // re-run all-gathers again; the re-run then sends nothing and uses the stash.
+    std::vector<Buf> saved;
+    std::vector<Buf> stashed;
+    const bool stash_is_tensor = cac && !dtd;     // the re-run reads the forward's T_DI and T_O
+    const bool from_stash = rerun_ && cac;        // this pass skips the all-to-alls
+    const Buf t_o = from_stash && stash_is_tensor
+                        ? stash_[l].o
+                        : buffer_each(
+                              l, "T_O", -1, [&](const RankLoad& load) { return bytes(load.sent_total, M); },
+                              MemoryCategory::kActivations);
+    if (!(from_stash && stash_is_tensor)) saved.push_back(t_o);
+    if (cac && !rerun_) {
+      if (stash_is_tensor) {
+        stash_[l].o = t_o;
+      } else {
+        const auto share = [&](std::int64_t rows) { return bytes(rows / d_.tp_size, M); };
+        stash_[l].di = buffer_each(
+            l, "stash.T_DI", -1, [&](const RankLoad& load) { return share(load.received_total); },
+            MemoryCategory::kActivations);
+        stash_[l].o = buffer_each(
+            l, "stash.T_O", -1, [&](const RankLoad& load) { return share(load.sent_total); },
+            MemoryCategory::kActivations);
+      }
+    }
     Buf scores, topk;
     if (run_.count_routing_data) {
       scores = buffer(l, "scores", -1, bytes(B, E), MemoryCategory::kActivations);
@@ -774,15 +853,22 @@ class Builder {
       for (const std::vector<Buf>* pool : {&di, &m, &dout})
         saved.insert(saved.end(), pool->begin(), pool->end());
     } else {
-      t_di_full = buffer_each(l, "T_DI", -1, recv_bytes(M), MemoryCategory::kActivations);
+      if (from_stash && stash_is_tensor) {
+        t_di_full = stash_[l].di;
+      } else {
+        t_di_full = buffer_each(l, "T_DI", -1, recv_bytes(M), MemoryCategory::kActivations);
+        saved.push_back(t_di_full);
+        if (cac && !rerun_ && stash_is_tensor) stash_[l].di = t_di_full;
+      }
       t_m_full = buffer_each(l, "T_M", -1, recv_bytes(F), MemoryCategory::kActivations);
       t_do_full = buffer_each(l, "T_DO", -1, recv_bytes(M), MemoryCategory::kActivations);
-      saved.push_back(t_di_full);
       saved.push_back(t_m_full);
       saved.push_back(t_do_full);
     }
+    if (cac && !rerun_) stashed = {stash_[l].di, stash_[l].o};
 
-    const Node gate = compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{l == 0 ? t_i : Buf{}}, {}});
+    const Node gate =
+        compute(l, p, "gate", "gate", -1, gemm(1, B, M, E), Uses{{l == 0 && !rerun_ ? t_i : Buf{}}, {}});
     if (!input.empty()) edge(input, gate);
     const std::int64_t be = checked_mul(B, E);
     const Node route = compute(l, p, "route", "route", -1,
@@ -817,7 +903,7 @@ class Builder {
     // communication channel it follows the layer's all-to-alls (added after them, below).
     if (shared_tp() && !single_comm_stream_) reduce_shared(l, p, shared_out);
 
-    const CommOrder order = comm_order(p);
+    const CommOrder order = comm_order(Pass::kForward);  // a re-run issues as the forward did
     const int first_dispatch = first_last(order, false).first;
     const int first_combine = first_last(order, true).first;
     std::vector<Node> dispatch(n), combine(n), fc1s(n), fc2(n);
@@ -838,23 +924,33 @@ class Builder {
     // Tensor-parallel collectives go right after (the all-gathers) or before (the all-reduce) the
     // all-to-all they serve, on its stream. They work in place: the all-to-all writes a rank's share
     // of the slot, the all-gather the rest.
+    // A re-run from the stash has no all-to-alls: its all-gathers (duplicate token dropping) read
+    // the stashed shares and allocate the tensors; without dropping the stash is the tensor.
     for (const auto& [second, c] : order.issue) {
       if (!second) {
-        const Buf di = reuse_ ? first_write(di_slots_[l], pos[c]) : (c == first_dispatch ? t_di_full : Buf{});
-        dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, true, Uses{{di}, {}});
+        Buf di = reuse_ ? first_write(di_slots_[l], pos[c]) : (c == first_dispatch ? t_di_full : Buf{});
+        if (!from_stash) {
+          const Buf stash = c == first_dispatch && cac && !rerun_ && !stash_is_tensor ? stash_[l].di : Buf{};
+          dispatch[c] = all_to_all(l, p, "dispatch", "dispatch", c, order.first_stream, true, Uses{{di, stash}, {}});
+          di = Buf{};
+        }
         dispatch_done[c] = dispatch[c];
-        if (d_.drop_duplicate_tokens) {
-          dispatch_done[c] = tp_all_gather(l, p, "dispatch.allgather", c, order.first_stream);
+        if (dtd) {
+          dispatch_done[c] = tp_all_gather(l, p, "dispatch.allgather", c, order.first_stream, Uses{{di}, {}});
           edge(dispatch[c], dispatch_done[c]);
         }
       } else {
-        const Buf out = c == first_combine ? t_o : Buf{};
+        Buf out = c == first_combine && !(from_stash && stash_is_tensor) ? t_o : Buf{};
         if (d_.tp_size > 1) fc2_reduce[c] = tp_all_reduce(l, p, "fc2.allreduce", c, order.second_stream);
-        combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, false, Uses{{out}, {}});
-        if (d_.tp_size > 1) edge(fc2_reduce[c], combine[c]);
+        if (!from_stash) {
+          const Buf stash = c == first_combine && cac && !rerun_ && !stash_is_tensor ? stash_[l].o : Buf{};
+          combine[c] = all_to_all(l, p, "combine", "combine", c, order.second_stream, false, Uses{{out, stash}, {}});
+          out = Buf{};
+          edge(fc2_reduce[c], combine[c]);
+        }
         combine_done[c] = combine[c];
-        if (d_.drop_duplicate_tokens) {
-          combine_done[c] = tp_all_gather(l, p, "combine.allgather", c, order.second_stream);
+        if (dtd) {
+          combine_done[c] = tp_all_gather(l, p, "combine.allgather", c, order.second_stream, Uses{{out}, {}});
           edge(combine[c], combine_done[c]);
         }
       }
@@ -930,6 +1026,24 @@ class Builder {
         if (g >= 1) edge(m_freer[chunks[g - 1]], fc1s[c], DepKind::kReuse);
       }
     }
+    // What the layer's backward frees with its last task: its input, and what this pass saved.
+    // A checkpointed forward frees its saved tensors at its decode instead, keeping only the
+    // input and the stash; the re-run's are kept, with its output, which autograd holds until the
+    // layer's backward ends.
+    std::vector<Buf> freed_at_decode = {shared_out_buf};
+    if (!rerun_) {
+      saved_[l] = {t_i};
+      if (checkpointed) {
+        for (const Buf& b : saved)
+          if (std::find(stashed.begin(), stashed.end(), b) == stashed.end()) freed_at_decode.push_back(b);
+        saved_[l].insert(saved_[l].end(), stashed.begin(), stashed.end());
+      } else {
+        saved_[l].insert(saved_[l].end(), saved.begin(), saved.end());
+      }
+    } else {
+      saved_[l].insert(saved_[l].end(), saved.begin(), saved.end());
+      saved_[l].push_back(output);
+    }
     // Decode reads the combined rows and the scores, plus the shared experts' output it adds.
     const std::int64_t shared_read = shared_h_ > 0 ? checked_mul(B, M) : 0;
     const Node decode = compute_each(
@@ -938,7 +1052,7 @@ class Builder {
           return Work{elementwise(checked_mul(load.sent_total, M) + checked_mul(B, k) + shared_read, checked_mul(B, M),
                                   checked_mul({2, B, k, M}))};
         },
-        Uses{{output}, {shared_out_buf}});
+        Uses{{output}, freed_at_decode});
     for (int c = 0; c < n; ++c) edge(combine_done[c], decode);
     edge(route, decode);
     if (!shared_out.empty()) edge(shared_out, decode);
@@ -950,6 +1064,16 @@ class Builder {
     const MemoryStrategy strategy = run_.strategy;
     const std::int64_t B = d_.tokens, M = d_.d_model, E = d_.num_experts, k = d_.top_k;
     const std::int64_t H = d_.d_ffn_shard(), F = d_.fc1_out_shard(), El = d_.local_experts;
+    // Activation checkpointing: the layer's forward runs again first, from its input (and the
+    // stash), re-creating the tensors its backward reads; autograd reaches it after the layer
+    // above's backward, which the compute stream's order gives.
+    Node rerun_decode;
+    if (run_.checkpoint != ActivationCheckpointing::kNone) {
+      rerun_ = true;
+      const Buf out = buffer(l, "out", -1, bytes(B, M), MemoryCategory::kActivations);
+      rerun_decode = forward_layer(l, Node{}, t_i_[l], out);
+      rerun_ = false;
+    }
     const std::int64_t bk = checked_mul(B, k);
     const auto recv_bytes = [this](std::int64_t cols) {
       return [this, cols](const RankLoad& load) { return bytes(load.received_total, cols); };
@@ -1014,6 +1138,7 @@ class Builder {
                                      }(),
                                      {shared_h_ > 0 ? Buf{} : upstream_d}});
     edge(upstream_grad, decode);
+    edge(rerun_decode, decode);
 
     // Shared experts right after decode: they run on the compute stream while the first
     // all-to-all of the routed gradients is in flight.
@@ -1275,6 +1400,14 @@ class Builder {
   std::int64_t shared_h_ = 0;
   std::int64_t shared_fc1_out_ = 0;
   std::vector<Buf> d_t_i_;  // per layer: its input gradient dT_I
+  std::vector<Buf> t_i_;    // per layer: its input T_I (the checkpoint of activation checkpointing)
+  // Per layer under communication-aware checkpointing: what the all-to-alls received, kept for the
+  // re-run (T_DI and T_O, or their 1/tp shares with duplicate token dropping).
+  struct Stash {
+    Buf di, o;
+  };
+  std::vector<Stash> stash_;
+  bool rerun_ = false;  // a checkpointed layer's forward is being re-run (see id())
   bool reuse_ = false;
   std::vector<std::vector<Buf>> saved_;             // per layer: activations freed by gate.wgrad
   std::vector<std::vector<Buf>> di_slots_;          // per layer: T_DI slot buffers (s1-s4)
@@ -1325,19 +1458,21 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
   const ParallelLayout layout = dims.layout();
   const int world = run.grad_sync ? layout.world() : layout.replica_size();
   // Refuse graphs too large to hold, before allocating them: per layer and simulated rank about
-  // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation)
-  // and 2 gradient all-reduces; per chunk and expert-parallel group 4 all-to-alls (5 with
-  // re-dispatch), per tensor-parallel group as many all-gathers with duplicate token dropping and
-  // 2 all-reduces.
+  // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation,
+  // 13 with activation checkpointing's re-run) and 2 gradient all-reduces; per chunk and
+  // expert-parallel group 4 all-to-alls (5 with re-dispatch, 6 with the re-run's), per
+  // tensor-parallel group as many all-gathers with duplicate token dropping and 3 all-reduces.
   const std::int64_t simulated =
       representative ? 1 : (options.all_replicas ? world : layout.replica_size());
   const bool strategy = run.strategy != MemoryStrategy::kNone;
-  const std::int64_t a2as = strategy ? 5 : 4;
+  const bool rerun = run.checkpoint != ActivationCheckpointing::kNone;
+  const std::int64_t a2as = strategy ? 5 : (rerun ? 6 : 4);
   const std::int64_t expert_groups = (simulated + dims.ep_size - 1) / dims.ep_size;
   const std::int64_t tensor_groups = dims.tp_size > 1 ? (simulated + dims.tp_size - 1) / dims.tp_size : 0;
   const std::int64_t per_chunk_collectives = checked_add(
-      checked_mul(expert_groups, a2as), checked_mul(tensor_groups, (dims.drop_duplicate_tokens ? a2as : 0) + 2));
-  const std::int64_t per_rank = checked_add(12 + (run.grad_sync ? 2 : 0), checked_mul(strategy ? 14 : 10, dims.num_chunks));
+      checked_mul(expert_groups, a2as), checked_mul(tensor_groups, (dims.drop_duplicate_tokens ? a2as : 0) + 3));
+  const std::int64_t per_rank =
+      checked_add(12 + (run.grad_sync ? 2 : 0), checked_mul(strategy || rerun ? 14 : 10, dims.num_chunks));
   const std::int64_t estimate =
       checked_mul(run.num_moe_layers,
                   checked_add(checked_mul(simulated, per_rank), checked_mul(per_chunk_collectives, dims.num_chunks)));

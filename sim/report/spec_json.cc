@@ -88,6 +88,7 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
               {"drop_duplicate_tokens", dims.drop_duplicate_tokens},
               {"grad_sync", run.grad_sync},
               {"zero_stage", run.zero_stage},
+              {"checkpoint", std::string(to_string(run.checkpoint))},
               {"num_chunks", run.num_chunks},
               {"order", std::string(to_string(run.order))},
               {"num_moe_layers", run.num_moe_layers},

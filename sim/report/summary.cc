@@ -96,6 +96,10 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
     out << pad_right(label, 20) << pad_left(fixed(ns_to_us(ns), 3), 14) << " us\n";
   };
   out << "# memory    strategy=" << to_string(in.run.strategy);
+  if (in.run.checkpoint != ActivationCheckpointing::kNone)
+    out << " checkpoint=" << to_string(in.run.checkpoint)
+        << (in.run.checkpoint == ActivationCheckpointing::kFull ? " (each layer's forward re-run before its backward)"
+                                                                : " (re-run from the all-to-alls' stashed outputs)");
   if (in.run.strategy != MemoryStrategy::kNone) out << " slots=" << in.run.slots;
   out << " optimizer=" << to_string(in.run.optimizer)
       << " routing data " << (in.run.count_routing_data ? "counted" : "not counted") << "\n";

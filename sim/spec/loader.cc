@@ -787,7 +787,7 @@ RunFile load_run_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
-                                 "grad_sync", "zero_stage", "num_chunks", "order",
+                                 "grad_sync", "zero_stage", "checkpoint", "num_chunks", "order",
                                  "num_moe_layers", "seed", "strategy", "slots", "optimizer",
                                  "routing_data", "network", "all_to_all", "routing"});
   check_header(m, "run", true, true);
@@ -808,6 +808,8 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("drop_duplicate_tokens")) out.run.drop_duplicate_tokens = v->as_bool();
   if (auto v = m.get("grad_sync")) out.run.grad_sync = v->as_bool();
   if (auto v = m.get("zero_stage")) out.run.zero_stage = static_cast<int>(v->as_int(0, 1));
+  if (auto v = m.get("checkpoint"))
+    out.run.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
   if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, 1 << 20));
   if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
   if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, 100000));

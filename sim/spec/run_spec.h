@@ -25,6 +25,11 @@ struct RunSpec {
   // ZeRO stage of the optimizer states: 0 keeps them whole on every rank, 1 shards them (and the
   // fp32 master copy of mixed precision) over the data-parallel group of their parameters (TED).
   int zero_stage = 0;
+  // Re-run each MoE layer's forward before its backward instead of keeping its activations (full),
+  // with TED's communication-aware variant (cac) that stashes the all-to-alls' outputs. Needs
+  // strategy none: the MPipeMoE strategies restore what chunk reuse overwrote, a different answer
+  // to the same memory problem.
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   int num_chunks = 1;               // n, pipeline partitions of each layer
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   int num_moe_layers = 1;           // MoE layers simulated back to back

@@ -114,4 +114,17 @@ std::string_view to_string(AllToAllAlgorithm a) { return name_of(kAllToAll, a); 
 std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s) { return parse_from(kAllToAll, s); }
 std::vector<std::string> all_to_all_algorithm_names() { return names_of(kAllToAll); }
 
+namespace {
+constexpr std::array<std::pair<ActivationCheckpointing, std::string_view>, 3> kCheckpointing{
+    {{ActivationCheckpointing::kNone, "none"},
+     {ActivationCheckpointing::kFull, "full"},
+     {ActivationCheckpointing::kCommAware, "cac"}}};
+}  // namespace
+
+std::string_view to_string(ActivationCheckpointing c) { return name_of(kCheckpointing, c); }
+std::optional<ActivationCheckpointing> parse_activation_checkpointing(std::string_view s) {
+  return parse_from(kCheckpointing, s);
+}
+std::vector<std::string> activation_checkpointing_names() { return names_of(kCheckpointing); }
+
 }  // namespace moesim

@@ -61,4 +61,14 @@ std::string_view to_string(AllToAllAlgorithm a);
 std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s);
 std::vector<std::string> all_to_all_algorithm_names();
 
+// Activation checkpointing of each MoE layer (DeepSpeed-TED, reference section 5): none keeps the
+// layer's activations for backward; full keeps only its input and re-runs its forward before its
+// backward, all-to-alls included (6 all-to-alls per layer and step); cac, TED's
+// communication-aware checkpointing, also stashes what the dispatch and combine all-to-alls
+// received, so the re-run sends nothing through them (4 all-to-alls).
+enum class ActivationCheckpointing { kNone, kFull, kCommAware };
+std::string_view to_string(ActivationCheckpointing c);
+std::optional<ActivationCheckpointing> parse_activation_checkpointing(std::string_view s);
+std::vector<std::string> activation_checkpointing_names();
+
 }  // namespace moesim

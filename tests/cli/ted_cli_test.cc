@@ -109,6 +109,8 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
       {"simulate --run " + bad_key.string() + files, bad_key.string() + ":4:"},
       {"simulate --run " + bad_bool.string() + files, bad_bool.string() + ":4:"},
       {"simulate --run " + bad_zero.string() + files, bad_zero.string() + ":4:"},
+      {kTed + " --checkpoint some", "--checkpoint 'some' is not an activation checkpointing mode; valid: none, full, cac"},
+      {kTed + " --checkpoint cac --strategy s2", "use strategy none with it (got s2)"},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);
@@ -116,6 +118,29 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
   }
+}
+
+TEST_F(Cli, CommunicationAwareCheckpointingSavesTwoAllToAllsPerLayer) {
+  const fs::path full = dir_ / "full.json";
+  const fs::path cac = dir_ / "cac.json";
+  Result f = run(kTed + " --layers 2 --checkpoint full --json " + full.string());
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_NE(f.out.find("checkpoint=full (each layer's forward re-run before its backward)"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("bwd.redispatch"), std::string::npos);
+  EXPECT_NE(f.out.find("bwd.recombine"), std::string::npos);
+  Result c = run(kTed + " --layers 2 --checkpoint cac --json " + cac.string());
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out.find("bwd.redispatch"), std::string::npos);
+  const auto count_a2a = [](const fs::path& p) {
+    int n = 0;
+    const nlohmann::json report = nlohmann::json::parse(read_file(p));
+    for (const auto& t : report["tasks"])
+      if (t["rank"] == 0 && t["kind"] == "collective") ++n;
+    return n;
+  };
+  EXPECT_EQ(count_a2a(full), 2 * 6 * 4);  // 2 layers, 6 all-to-alls, 4 chunks
+  EXPECT_EQ(count_a2a(cac), 2 * 4 * 4);
+  EXPECT_EQ(nlohmann::json::parse(read_file(cac))["config"]["run"]["checkpoint"], "cac");
 }
 
 TEST_F(Cli, TensorParallelGraphExportsAndChecks) {

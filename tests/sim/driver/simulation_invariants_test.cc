@@ -102,8 +102,9 @@ TEST(SimulationInvariants, EveryPresetPolicyAndChunkCount) {
 }
 
 // DeepSpeed-TED layouts of the 64 GPUs (tp x ep x dp), with and without duplicate token dropping,
-// every memory strategy, the gradient all-reduces and ZeRO-1, in both network models (the flow
-// model simulates every rank of a replica with tp > 1).
+// every memory strategy, activation checkpointing (full and communication-aware), the gradient
+// all-reduces and ZeRO-1, in both network models (the flow model simulates every rank of a replica
+// with tp > 1).
 TEST(SimulationInvariants, TensorExpertDataParallelLayouts) {
   const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
   const ModelSpec model = load_model_spec(kRoot + "/models/moe-gpt-s-64e.yaml");
@@ -113,6 +114,7 @@ TEST(SimulationInvariants, TensorExpertDataParallelLayouts) {
     MemoryStrategy strategy;
     OrderPolicy order;
     NetworkModel network;
+    ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   };
   const Case cases[] = {
       {2, 0, true, MemoryStrategy::kNone, OrderPolicy::kMPipeMoE, NetworkModel::kFlow},
@@ -120,6 +122,9 @@ TEST(SimulationInvariants, TensorExpertDataParallelLayouts) {
       {8, 0, false, MemoryStrategy::kS4, OrderPolicy::kFasterMoE, NetworkModel::kFlow},
       {4, 4, true, MemoryStrategy::kS2, OrderPolicy::kTutel, NetworkModel::kAlphaBeta},
       {2, 8, true, MemoryStrategy::kS3, OrderPolicy::kSequential, NetworkModel::kFlow},
+      {4, 0, true, MemoryStrategy::kNone, OrderPolicy::kMPipeMoE, NetworkModel::kAlphaBeta, ActivationCheckpointing::kFull},
+      {2, 0, true, MemoryStrategy::kNone, OrderPolicy::kFasterMoE, NetworkModel::kFlow, ActivationCheckpointing::kCommAware},
+      {1, 0, true, MemoryStrategy::kNone, OrderPolicy::kTutel, NetworkModel::kFlow, ActivationCheckpointing::kCommAware},
   };
   for (const Case& c : cases) {
     for (bool grad : {false, true}) {
@@ -134,11 +139,13 @@ TEST(SimulationInvariants, TensorExpertDataParallelLayouts) {
       run.network = c.network;
       run.grad_sync = grad;
       run.zero_stage = grad ? 1 : 0;
+      run.checkpoint = c.checkpoint;
       run.num_moe_layers = 2;
       const std::string label = "tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) + " dtd " +
                                 std::to_string(c.dtd) + " " + std::string(to_string(c.strategy)) + " " +
                                 std::string(to_string(c.order)) + " " + std::string(to_string(c.network)) +
-                                " grad " + std::to_string(grad);
+                                " grad " + std::to_string(grad) + " checkpoint " +
+                                std::string(to_string(c.checkpoint));
       const SimulationResult r = simulate_step(model, cluster, run);
       check_invariants(r.graph, r.trace, cluster, label);
     }

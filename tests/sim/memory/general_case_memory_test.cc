@@ -220,6 +220,29 @@ TEST(GeneralCaseMemory, TensorParallelGeluN1) {
   }
 }
 
+// Activation checkpointing, two layers, gelu, strategy none, n = 1. A layer's saved tensors other
+// than its input are T_O 1310720 + scores 32768 + topk 16384 + T_DI 1310720 + T_M 5242880 + T_DO
+// 1310720 = 9224192; inputs T_I are 524288 each.
+//   none: both layers keep everything to their backward: 2 x (524288 + 9224192) = 19496960.
+//   full: a layer's forward frees those at its decode; its re-run recreates them before its
+//     backward, plus the re-run's output (B x M = 524288). The maximum is in layer 1's backward,
+//     with both inputs held: 2 x 524288 + 9224192 + 524288 = 10797056.
+//   cac: the forward also keeps T_DI and T_O (the all-to-alls' outputs, 2621440 per layer) and the
+//     re-run makes only scores, topk, T_M and T_DO (6602752): in layer 1's backward
+//     2 x 524288 + 2 x 2621440 + 6602752 + 524288 = 13418496.
+TEST(GeneralCaseMemory, ActivationCheckpointingTwoLayers) {
+  const std::pair<ActivationCheckpointing, std::int64_t> cases[] = {{ActivationCheckpointing::kNone, 19496960},
+                                                                    {ActivationCheckpointing::kFull, 10797056},
+                                                                    {ActivationCheckpointing::kCommAware, 13418496}};
+  for (const auto& [mode, activations] : cases) {
+    RunSpec r = small_run(1, MemoryStrategy::kNone);
+    r.num_moe_layers = 2;
+    r.checkpoint = mode;
+    const Simulated s = simulate(small_model(Activation::kGelu), r);
+    EXPECT_EQ(max_of(s, MemoryCategory::kActivations), activations) << to_string(mode);
+  }
+}
+
 TEST(GeneralCaseMemory, S4N4Slots2) {
   for (Activation act : {Activation::kGelu, Activation::kSwiglu}) {
     SCOPED_TRACE(std::string(to_string(act)));
