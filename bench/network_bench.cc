@@ -53,7 +53,8 @@ void BM_RailAllToAll64MiBPerPair(benchmark::State& state) { all_to_all(state, fa
 BENCHMARK(BM_RailAllToAll64MiBPerPair)->RangeMultiplier(2)->Range(64, 512)->Unit(benchmark::kMillisecond)->Complexity();
 
 // The MoE layer of the speed targets: 1,024 experts (one per GPU), top-2, B = 8192.
-void moe_step_1024(benchmark::State& state, const RoutingSpec& routing) {
+void moe_step_1024(benchmark::State& state, const RoutingSpec& routing, int tp = 1, int ep = 0,
+                   bool grad_sync = false, int chunks = 4) {
   ModelSpec model;
   model.name = "bench-1024e";
   model.d_model = 1024;
@@ -67,9 +68,12 @@ void moe_step_1024(benchmark::State& state, const RoutingSpec& routing) {
   const ClusterSpec c = rail_cluster(1024);
   RunSpec run;
   run.tokens_per_gpu = 8192;
-  run.num_chunks = 4;
+  run.num_chunks = chunks;
   run.network = NetworkModel::kFlow;
   run.routing = routing;
+  run.tp_size = tp;
+  run.ep_size = ep;
+  run.grad_sync = grad_sync;
   TimeNs step = 0;
   std::size_t ranks = 0;
   for (auto _ : state) {
@@ -90,5 +94,13 @@ void BM_MoeStep1024Zipf(benchmark::State& state) {
   moe_step_1024(state, parse_routing_spec("zipf:1.2", SourceLocation{}));
 }
 BENCHMARK(BM_MoeStep1024Zipf)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// DeepSpeed-TED on the same 1,024 GPUs: tp 8 x ep 128 (the flow model simulates every rank of the
+// replica), and tp 8 x ep 64 x dp 2 with the gradient all-reduces between the replicas; n = 2
+// (duplicate token dropping needs C = 20 rounded to a multiple of n x tp: 16).
+void BM_MoeStep1024Tp8(benchmark::State& state) { moe_step_1024(state, RoutingSpec{}, 8, 0, false, 2); }
+BENCHMARK(BM_MoeStep1024Tp8)->Unit(benchmark::kMillisecond)->Iterations(1);
+void BM_MoeStep1024Tp8GradSync(benchmark::State& state) { moe_step_1024(state, RoutingSpec{}, 8, 64, true, 2); }
+BENCHMARK(BM_MoeStep1024Tp8GradSync)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

@@ -48,6 +48,26 @@ std::vector<int> member_nodes(const ClusterTopology& topo, const std::vector<int
   return nodes;
 }
 
+// The local ranks a group holds on each of its nodes when they are the same on every node (whole
+// nodes, or the strided groups of tensor x expert layouts: local ranks {0, 2, 4, 6} of each node);
+// empty otherwise.
+std::vector<int> uniform_local_ranks(const ClusterTopology& topo, const std::vector<int>& group) {
+  const int g = topo.gpus_per_node();
+  std::vector<int> first;
+  for (int r : group) {
+    if (r / g != group.front() / g) break;
+    first.push_back(r % g);
+  }
+  const std::size_t per_node = first.size();
+  if (group.size() % per_node != 0) return {};
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const int node = group[k - k % per_node] / g;
+    if (group[k] / g != node || group[k] % g != first[k % per_node]) return {};
+    if (k % per_node == 0 && k > 0 && node == group[k - 1] / g) return {};
+  }
+  return first;
+}
+
 bool whole_nodes(const ClusterTopology& topo, const std::vector<int>& group) {
   const int g = topo.gpus_per_node();
   if (group.size() % static_cast<std::size_t>(g) != 0) return false;
@@ -59,7 +79,8 @@ bool whole_nodes(const ClusterTopology& topo, const std::vector<int>& group) {
 }
 
 // Flows of a uniform pattern: every ordered pair (a, b), a != b, of `group` allowed by `pattern`
-// sends `bytes`; aggregated by class when the group is symmetric.
+// sends `bytes`; aggregated by class (local ranks i, j of the group's per-node set) when the group
+// is symmetric.
 void uniform_flows(const ClusterTopology& topo, const std::vector<int>& group, Pattern pattern,
                    double bytes, bool aggregate, std::vector<FlowSpec>& out) {
   const int gpn = topo.gpus_per_node();
@@ -77,8 +98,9 @@ void uniform_flows(const ClusterTopology& topo, const std::vector<int>& group, P
   }));
   const int same_count = per_group - 1;
   const int cross_count = static_cast<int>(nodes.size()) - per_group;
-  for (int i = 0; i < gpn; ++i) {
-    for (int j = 0; j < gpn; ++j) {
+  const std::vector<int> local = uniform_local_ranks(topo, group);
+  for (int i : local) {
+    for (int j : local) {
       if (i != j && in_pattern(pattern, true, i, j)) {
         std::map<LinkId, double> w;
         for (int n : nodes)
@@ -126,7 +148,7 @@ TimeNs copy_ns(const GpuSpec& gpu, double bytes) {
 }  // namespace
 
 bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& group) {
-  if (!whole_nodes(topo, group)) return false;
+  if (uniform_local_ranks(topo, group).empty()) return false;
   const std::vector<int> nodes = member_nodes(topo, group);
   const int npl = topo.nodes_per_leaf();
   std::map<int, int> members;

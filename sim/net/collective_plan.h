@@ -14,11 +14,13 @@
 //   ring all-reduce: 2(p-1) steps, each member sending b (= S/p) to the next; all-gather and
 //     reduce-scatter: p-1 steps.
 //
-// Aggregation (uniform all-to-all patterns): flows are N^2. When the group is symmetric -- whole
-// nodes, and every leaf group that holds members holds the same number of them and of nodes --
-// every flow of one class (local source rank i, local destination rank j, and whether the peer is
-// in the same node, the same leaf group or another one) gets the same max-min rate, because a
-// topology automorphism maps any two of them onto each other. The class is then one weighted flow:
+// Aggregation (uniform all-to-all patterns): flows are N^2. When the group is symmetric -- the
+// same local ranks on every node it touches (whole nodes, or a tensor x expert layout's strided
+// expert group: local rank 0 of every node, or local ranks 0, 2, 4, 6), and every leaf group that
+// holds members holds the same number of them and of nodes -- every flow of one class (local
+// source rank i, local destination rank j, and whether the peer is in the same node, the same
+// leaf group or another one) gets the same max-min rate, because a topology automorphism
+// permuting the nodes maps any two of them onto each other. The class is then one weighted flow:
 // on each link it puts (number of the class's flows crossing that link) x its rate. This is exact
 // (tests compare it with the per-pair plan) and turns N^2 flows into at most 3 x gpus_per_node^2
 // weighted flows. Without symmetry the plan falls back to one flow per pair.

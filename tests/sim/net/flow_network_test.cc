@@ -179,6 +179,41 @@ TEST(FlowCollectives, AggregatedAndPerPairPlansGiveTheSameTimes) {
               static_cast<double>(run(rt, plan_collective(rt, rail.node.gpu, w, iota(64), PlanOptions{{}, false}))), 2.0);
 }
 
+// The expert-parallel groups of tensor x expert layouts hold the same local ranks on every node
+// (stride tp): they aggregate too, with the same times as one flow per pair.
+TEST(FlowCollectives, StridedGroupsAggregateExactly) {
+  const auto strided = [](int first, int stride, int count) {
+    std::vector<int> g;
+    for (int k = 0; k < count; ++k) g.push_back(first + k * stride);
+    return g;
+  };
+  ClusterSpec fat = dgx1_cluster(4);  // DGX-1: uneven NVLinks, a NIC per two GPUs
+  fat.fabric.nodes_per_leaf = 2;
+  fat.fabric.oversubscription = 3;
+  const ClusterSpec rail = preset("clusters/adira-8x-dgx-a100.yaml");
+  for (const ClusterSpec* c : {static_cast<const ClusterSpec*>(&fat), &rail}) {
+    const ClusterTopology t(*c);
+    const int nodes = t.num_nodes();
+    for (const auto& group : {strided(0, 2, 4 * nodes), strided(1, 8, nodes), strided(3, 4, 2 * nodes)}) {
+      ASSERT_TRUE(is_symmetric_group(t, group)) << c->name << " from " << group.front();
+      for (std::int64_t b : {4 * kKiB, 8 * kMiB}) {
+        const CollectiveWork w{CollectiveOp::kAllToAll, 0, b};
+        const CollectivePlan agg = plan_collective(t, c->node.gpu, w, group, PlanOptions{{}, true});
+        const CollectivePlan flat = plan_collective(t, c->node.gpu, w, group, PlanOptions{{}, false});
+        EXPECT_LT(agg.phases[0].flows.size(), flat.phases[0].flows.size());
+        const auto ta = static_cast<double>(run(t, agg)), tf = static_cast<double>(run(t, flat));
+        EXPECT_NEAR(ta, tf, 2.0 + 1e-9 * tf) << c->name << " group from " << group.front() << " stride "
+                                             << group[1] - group[0] << ", " << b << " B";
+      }
+    }
+  }
+  // Not the same local ranks everywhere, or uneven leaf groups: one flow per pair.
+  const ClusterTopology t(fat);
+  EXPECT_FALSE(is_symmetric_group(t, {0, 2, 9, 11}));
+  EXPECT_FALSE(is_symmetric_group(t, {0, 2, 8}));
+  EXPECT_FALSE(is_symmetric_group(t, strided(0, 8, 3)));  // two nodes of one leaf, one of another
+}
+
 TEST(FlowCollectives, HierarchicalAllToAllPaysTwoPhasesAndStrideCopies) {
   const ClusterSpec c = preset("clusters/adira-8x-dgx-a100.yaml");
   const TimeNs pair_small = collective(c, CollectiveOp::kAllToAll, 1 * kKiB, iota(64));
