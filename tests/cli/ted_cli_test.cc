@@ -143,6 +143,16 @@ TEST_F(Cli, CommunicationAwareCheckpointingSavesTwoAllToAllsPerLayer) {
   EXPECT_EQ(nlohmann::json::parse(read_file(cac))["config"]["run"]["checkpoint"], "cac");
 }
 
+TEST_F(Cli, TheBundledTedExampleRuns) {
+  Result r = run("simulate --run examples/ted-adira.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("TED-GPT-6.7B-16E"), std::string::npos);
+  EXPECT_NE(r.out.find("# layout    tp 4 x ep 8 x dp 2 = 64 GPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoint=cac"), std::string::npos);
+  EXPECT_NE(r.out.find("bwd.grad_sync"), std::string::npos);
+  EXPECT_NE(r.out.find("fits in"), std::string::npos);
+}
+
 TEST_F(Cli, TensorParallelGraphExportsAndChecks) {
   const fs::path g = dir_ / "g.json";
   Result r = run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
