@@ -17,6 +17,7 @@
 #include "sim/cli/calibrate_command.h"
 #include "sim/cli/collective_command.h"
 #include "sim/cli/compare_command.h"
+#include "sim/cli/layout_flags.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/plan_command.h"
 #include "sim/cli/run_command.h"
@@ -70,9 +71,7 @@ struct StepArgs {
   std::string order = "mpipemoe";
   int ep_size = 0;
   int tp_size = 1;
-  bool no_dtd = false;
-  bool grad_sync = false;
-  int zero_stage = 0;
+  LayoutFlags layout;
   std::string checkpoint = "none";
   int layers = 1;
   bool all_ranks = false;
@@ -87,6 +86,18 @@ struct StepArgs {
   std::string routing = "uniform";
   std::string routing_base;  // the run file's folder, for a matrix path given there
 };
+
+void add_layout_flags(CLI::App* app, LayoutFlags& f) {
+  app->add_flag("--no-dtd", f.no_dtd,
+                "with --tp > 1: send every token through the all-to-alls on every tensor-parallel rank instead of "
+                "TED's duplicate token dropping (1/tp each, then an all-gather)");
+  app->add_flag("--grad-sync", f.grad_sync,
+                "simulate the data-parallel gradient all-reduces (experts over their data-parallel replicas, the "
+                "gate and shared experts over the non-expert group) on stream comm.grad");
+  app->add_option("--zero", f.zero_stage,
+                  "ZeRO stage of the optimizer states: 0 (whole on every rank; the default) or 1 (sharded over "
+                  "the data-parallel group)");
+}
 
 void add_step_options(CLI::App* app, StepArgs& a) {
   a.app = app;
@@ -106,16 +117,7 @@ void add_step_options(CLI::App* app, StepArgs& a) {
                   "tensor-parallel degree of the experts and non-expert blocks (DeepSpeed-TED); the GPUs are "
                   "tp x ep x data-parallel replicas")
       ->capture_default_str();
-  app->add_flag("--no-dtd", a.no_dtd,
-                "with --tp > 1: send every token through the all-to-alls on every tensor-parallel rank instead of "
-                "TED's duplicate token dropping (1/tp each, then an all-gather)");
-  app->add_flag("--grad-sync", a.grad_sync,
-                "simulate the data-parallel gradient all-reduces (experts over their data-parallel replicas, the "
-                "gate and shared experts over the non-expert group) on stream comm.grad");
-  app->add_option("--zero", a.zero_stage,
-                  "ZeRO stage of the optimizer states: 0 (whole on every rank) or 1 (sharded over the "
-                  "data-parallel group)")
-      ->capture_default_str();
+  add_layout_flags(app, a.layout);
   app->add_option("--checkpoint", a.checkpoint,
                   "activation checkpointing of each MoE layer: none | full (re-run its forward before its backward) "
                   "| cac (TED's communication-aware checkpointing: the re-run reuses the all-to-alls' stashed outputs)")
@@ -166,9 +168,9 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--order")) a.order = std::string(to_string(file.run.order));
     if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
     if (!given(a, "--tp")) a.tp_size = file.run.tp_size;
-    if (!given(a, "--no-dtd")) a.no_dtd = !file.run.drop_duplicate_tokens;
-    if (!given(a, "--grad-sync")) a.grad_sync = file.run.grad_sync;
-    if (!given(a, "--zero")) a.zero_stage = file.run.zero_stage;
+    if (!given(a, "--no-dtd")) a.layout.no_dtd = !file.run.drop_duplicate_tokens;
+    if (!given(a, "--grad-sync")) a.layout.grad_sync = file.run.grad_sync;
+    if (!given(a, "--zero")) a.layout.zero_stage = file.run.zero_stage;
     if (!given(a, "--checkpoint")) a.checkpoint = std::string(to_string(file.run.checkpoint));
     if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
     if (!given(a, "--seed")) a.seed = file.run.seed;
@@ -191,20 +193,15 @@ RunSpec to_run_spec(const StepArgs& a) {
   if (a.chunks < 1) throw InputError("--chunks must be at least 1, got " + std::to_string(a.chunks));
   if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
   if (a.ep_size < 0) throw InputError("--ep must be 0 (all GPUs) or positive, got " + std::to_string(a.ep_size));
-  if (a.tp_size < 1) throw InputError("--tp must be at least 1, got " + std::to_string(a.tp_size));
-  if (a.zero_stage != 0 && a.zero_stage != 1)
-    throw InputError("--zero must be 0 or 1 (ZeRO stage of the optimizer states), got " +
-                     std::to_string(a.zero_stage));
-  if (a.no_dtd && a.tp_size == 1 && given(a, "--no-dtd"))
-    throw InputError("--no-dtd turns off duplicate token dropping, which only exists with --tp > 1");
+  check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd && given(a, "--no-dtd"), a.layout.zero_stage);
   RunSpec run;
   run.tokens_per_gpu = a.tokens;
   run.num_chunks = a.chunks;
   run.ep_size = a.ep_size;
   run.tp_size = a.tp_size;
-  run.drop_duplicate_tokens = !a.no_dtd;
-  run.grad_sync = a.grad_sync;
-  run.zero_stage = a.zero_stage;
+  run.drop_duplicate_tokens = !a.layout.no_dtd;
+  run.grad_sync = a.layout.grad_sync;
+  run.zero_stage = a.layout.zero_stage;
   const auto checkpoint = parse_activation_checkpointing(a.checkpoint);
   if (!checkpoint)
     throw InputError("--checkpoint '" + a.checkpoint + "' is not an activation checkpointing mode; valid: " +
@@ -368,7 +365,12 @@ int main_impl(int argc, char** argv) {
   plan->add_option("--method", plan_args.method, "selection method: simulate|pipemoe|mpipemoe-online|mpmoe-model|all")
       ->capture_default_str();
   plan->add_option("--order", plan_args.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
-  plan->add_option("--ep", plan_args.ep_size, "expert-parallel group size (0 = every GPU)")->capture_default_str();
+  plan->add_option("--ep", plan_args.ep_size, "expert-parallel group size (0 = every GPU / --tp)")
+      ->capture_default_str();
+  plan->add_option("--tp", plan_args.tp_size,
+                   "tensor-parallel degree (DeepSpeed-TED): the simulate and mpipemoe-online methods only")
+      ->capture_default_str();
+  add_layout_flags(plan, plan_args.layout);
   plan->add_option("--layers", plan_args.layers, "MoE layers simulated back to back")->capture_default_str();
   plan->add_option("--slots", plan_args.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")->capture_default_str();
   plan->add_option("--optimizer", plan_args.optimizer, "adam|momentum|sgd")->capture_default_str();
@@ -391,6 +393,12 @@ int main_impl(int argc, char** argv) {
   sweep->add_option("--hardware", sweep_args.hardware, "hardware preset YAML(s), comma-separated");
   sweep->add_option("--gpus", sweep_args.gpus, "GPU counts (multiples of the preset's GPUs per node)");
   sweep->add_option("--tokens", sweep_args.tokens, "tokens per GPU: list or ranges");
+  sweep->add_option("--global-tokens", sweep_args.global_tokens,
+                    "instead of --tokens: tokens per step of the whole cluster, list or ranges; each configuration "
+                    "gets global / (GPUs / tp) per GPU");
+  sweep->add_option("--tp", sweep_args.tp,
+                    "tensor-parallel degrees, list or ranges (default 1); the expert-parallel group spans GPUs / tp");
+  add_layout_flags(sweep, sweep_args.layout);
   sweep->add_option("--chunks,-n", sweep_args.chunks, "pipeline degrees (default without --grid: 1,2,4,8)");
   sweep->add_option("--strategies", sweep_args.strategies, "memory strategies: all or none,s1,s2,s3,s4 (default none)");
   sweep->add_option("--routing", sweep_args.routing, "routing values, comma-separated: uniform, zipf:<s>, matrix:<csv file>");
@@ -527,7 +535,10 @@ int main_impl(int argc, char** argv) {
   if (graph_export->parsed()) return run_graph_export(export_args, export_path);
   if (graph_check->parsed()) return run_graph_check(check_path);
   if (plan->parsed()) return run_plan(plan_args, kVersion);
-  if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
+  if (sweep->parsed()) {
+    sweep_args.layout.zero_given = sweep->count("--zero") > 0;
+    return run_sweep_command(sweep_args, kVersion);
+  }
   if (collective->parsed()) {
     coll.op_given = coll_op->count() > 0;
     coll.against_given = coll_against->count() > 0;

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
@@ -31,6 +32,7 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   if (a.tokens.empty()) throw InputError("--tokens is required (one count or a list: 2048,4096)");
   if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
   if (a.ep_size < 0) throw InputError("--ep must be 0 (all GPUs) or positive, got " + std::to_string(a.ep_size));
+  check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd, a.layout.zero_stage);
   if (a.slots != 1 && a.slots != 2) throw InputError("--slots must be 1 or 2, got " + std::to_string(a.slots));
   if (a.jobs < 0) throw InputError("--jobs must be at least 1 (or 0 for every core), got " + std::to_string(a.jobs));
   if (!std::isfinite(a.max_step_ms) || a.max_step_ms < 0)
@@ -40,6 +42,10 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   req.model = load_model_spec(a.model_path);
   req.cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   req.run.ep_size = a.ep_size;
+  req.run.tp_size = a.tp_size;
+  req.run.drop_duplicate_tokens = !a.layout.no_dtd;
+  req.run.grad_sync = a.layout.grad_sync;
+  req.run.zero_stage = a.layout.zero_stage;
   req.run.num_moe_layers = a.layers;
   req.run.slots = a.slots;
   req.run.count_routing_data = !a.no_routing_data;

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "sim/cli/layout_flags.h"
+
 namespace moesim::cli {
 
 struct PlanArgs {
@@ -20,6 +22,8 @@ struct PlanArgs {
   std::string method = "simulate";  // one method or "all"
   std::string order = "mpipemoe";
   int ep_size = 0;
+  int tp_size = 1;                 // --tp: one tensor-parallel degree
+  LayoutFlags layout;              // --no-dtd, --grad-sync, --zero
   int layers = 1;
   int slots = 2;
   std::string optimizer = "adam";

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "runtime/comm/process_group.h"
+#include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
@@ -132,7 +134,22 @@ SweepSpec spec_from(const SweepArgs& a) {
     for (std::int64_t v : parse_int_list("--gpus", a.gpus, 1, 1 << 24)) g.push_back(static_cast<int>(v));
     override_axis(spec.gpus, g);
   }
-  if (!a.tokens.empty()) override_axis(spec.tokens, parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40));
+  if (!a.tokens.empty() && !a.global_tokens.empty())
+    throw InputError("give either --tokens (per GPU) or --global-tokens (per step of the whole cluster), not both");
+  // Either flag replaces the file's token axis, whichever unit the file used.
+  if (!a.tokens.empty()) {
+    override_axis(spec.tokens, parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40));
+    spec.token_unit = TokenUnit::kPerGpu;
+  }
+  if (!a.global_tokens.empty()) {
+    override_axis(spec.tokens, parse_int_list("--global-tokens", a.global_tokens, 1, std::int64_t{1} << 40));
+    spec.token_unit = TokenUnit::kGlobal;
+  }
+  if (!a.tp.empty()) {
+    std::vector<int> tp;
+    for (std::int64_t v : parse_int_list("--tp", a.tp, 1, 1 << 24)) tp.push_back(static_cast<int>(v));
+    override_axis(spec.tp, tp);
+  }
   if (!a.chunks.empty()) override_axis(spec.chunks, parse_chunk_list("--chunks", a.chunks));
   if (!a.strategies.empty()) override_axis(spec.strategies, parse_strategy_list("--strategies", a.strategies));
   if (!a.routing.empty()) override_axis(spec.routing, split_list("--routing", a.routing));
@@ -143,7 +160,8 @@ SweepSpec spec_from(const SweepArgs& a) {
     if (spec.routing.values.empty() && a.routing.empty()) spec.routing.values = {"uniform"};
     if (a.models.empty()) throw InputError("sweep: give a grid file (--grid) or --model");
     if (a.hardware.empty()) throw InputError("sweep: give a grid file (--grid) or --hardware");
-    if (a.tokens.empty()) throw InputError("sweep: give a grid file (--grid) or --tokens");
+    if (a.tokens.empty() && a.global_tokens.empty())
+      throw InputError("sweep: give a grid file (--grid) or --tokens (or --global-tokens)");
   }
   if (!a.order.empty()) {
     const auto o = parse_order_policy(a.order);
@@ -152,6 +170,13 @@ SweepSpec spec_from(const SweepArgs& a) {
   }
   if (a.layers < 0) throw InputError("--layers must be at least 1");
   if (a.layers > 0) spec.num_moe_layers = a.layers;
+  const auto [min_tp, max_tp] = std::minmax_element(spec.tp.values.begin(), spec.tp.values.end());
+  if (min_tp != spec.tp.values.end()) {
+    check_layout_flags(*min_tp, *max_tp, a.layout.no_dtd, a.layout.zero_given ? a.layout.zero_stage : 0);
+  }
+  if (a.layout.no_dtd) spec.drop_duplicate_tokens = false;
+  if (a.layout.grad_sync) spec.grad_sync = true;
+  if (a.layout.zero_given) spec.zero_stage = a.layout.zero_stage;
   if (a.step_target_ms >= 0) {
     if (!std::isfinite(a.step_target_ms)) throw InputError("--step-target-ms must be a finite number");
     spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));

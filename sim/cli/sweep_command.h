@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "sim/cli/layout_flags.h"
+
 namespace moesim::cli {
 
 struct SweepArgs {
@@ -14,7 +16,10 @@ struct SweepArgs {
   std::string models;       // comma-separated paths
   std::string hardware;     // comma-separated paths
   std::string gpus;         // "8,16,32"
-  std::string tokens;       // "2048,4096"
+  std::string tokens;       // "2048,4096": per GPU
+  std::string global_tokens;  // instead of tokens: per step of the whole cluster
+  std::string tp;           // "1,2,4,8"
+  LayoutFlags layout;       // --no-dtd, --grad-sync, --zero: every configuration
   std::string chunks;       // "1-16"
   std::string strategies;   // "none,s4" or "all"
   std::string routing;      // "uniform"

@@ -159,6 +159,32 @@ std::int64_t LayerDims::a2a_bytes_per_peer() const {
   return checked_mul({local_experts, capacity / num_chunks / token_share(), d_model, element_bytes});
 }
 
+void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
+  const int gpus = cluster.num_gpus();
+  const int tp = run.tp_size;
+  if (tp < 1) throw InputError("tp_size must be at least 1, got " + std::to_string(tp));
+  if (tp > gpus || gpus % tp != 0)
+    throw InputError("tp_size " + std::to_string(tp) + " must divide the cluster's GPU count " +
+                     std::to_string(gpus));
+  if (tp > 1) {
+    if (cluster.node.loopback)
+      throw InputError(cluster.origin, "tp_size " + std::to_string(tp) + ": loopback node " + cluster.node.name +
+                                           " describes `moesim run --loopback`, which runs expert parallelism "
+                                           "only; tensor parallelism needs a node of real GPUs");
+    if (model.d_ffn % tp != 0)
+      reject(model, "d_ffn " + std::to_string(model.d_ffn) + " is not divisible by tp_size " + std::to_string(tp) +
+                        " (each tensor-parallel rank holds d_ffn/tp columns of FC1 and rows of FC2)");
+    const std::int64_t shared_width = checked_mul(model.shared_experts.count, model.shared_experts.d_ffn);
+    if (shared_width % tp != 0)
+      reject(model, "the shared experts' width count x d_ffn = " + std::to_string(shared_width) +
+                        " is not divisible by tp_size " + std::to_string(tp));
+    if (!run.routing.balanced())
+      throw InputError("routing " + run.routing.to_string() + " with tp_size " + std::to_string(tp) +
+                       ": imbalanced routing is simulated for expert parallelism only (tp_size 1); with "
+                       "tensor parallelism use --routing uniform");
+  }
+}
+
 LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
   const int experts = model.num_experts;
   if (experts <= 0)
@@ -212,28 +238,8 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   if (gpus <= 0)
     throw InputError(cluster.origin, "cluster '" + cluster.name + "' has " + std::to_string(gpus) +
                                          " GPUs; it needs at least 1");
+  check_tensor_parallel_degree(model, cluster, run);
   const int tp = run.tp_size;
-  if (tp < 1) throw InputError("tp_size must be at least 1, got " + std::to_string(tp));
-  if (tp > gpus || gpus % tp != 0)
-    throw InputError("tp_size " + std::to_string(tp) + " must divide the cluster's GPU count " +
-                     std::to_string(gpus));
-  if (tp > 1) {
-    if (cluster.node.loopback)
-      throw InputError(cluster.origin, "tp_size " + std::to_string(tp) + ": loopback node " + cluster.node.name +
-                                           " describes `moesim run --loopback`, which runs expert parallelism "
-                                           "only; tensor parallelism needs a node of real GPUs");
-    if (model.d_ffn % tp != 0)
-      reject(model, "d_ffn " + std::to_string(model.d_ffn) + " is not divisible by tp_size " + std::to_string(tp) +
-                        " (each tensor-parallel rank holds d_ffn/tp columns of FC1 and rows of FC2)");
-    const std::int64_t shared_width = checked_mul(model.shared_experts.count, model.shared_experts.d_ffn);
-    if (shared_width % tp != 0)
-      reject(model, "the shared experts' width count x d_ffn = " + std::to_string(shared_width) +
-                        " is not divisible by tp_size " + std::to_string(tp));
-    if (!run.routing.balanced())
-      throw InputError("routing " + run.routing.to_string() + " with tp_size " + std::to_string(tp) +
-                       ": imbalanced routing is simulated for expert parallelism only (tp_size 1); with "
-                       "tensor parallelism use --routing uniform");
-  }
   if (run.ep_size < 0)
     throw InputError("ep_size must be positive (or 0 for every GPU), got " +
                      std::to_string(run.ep_size));

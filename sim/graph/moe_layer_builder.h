@@ -72,6 +72,11 @@ struct LayerDims {
   ParallelLayout layout() const { return ParallelLayout{tp_size, ep_size, dp_size}; }
 };
 
+// The part of derive_layer_dims about run.tp_size alone: at least 1, dividing the cluster's GPUs,
+// not on a loopback node, dividing d_ffn and the shared experts' width, uniform routing when above
+// 1. A sweep calls it first so that a bad tensor-parallel degree is named at its own axis.
+void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
+
 // Validates the combination (experts divisible by the EP size, top-k <= experts, capacity >= n,
 // tp x EP dividing the cluster, d_ffn divisible by tp, sizes that fit in 64 bits, slots 1 or 2,
 // PCIe bandwidth for the offloading strategies s1-s3, ZeRO stage 0 or 1) and derives the dims.

@@ -39,6 +39,21 @@ std::string format_gib(std::int64_t bytes) {
   return format_fixed(static_cast<double>(bytes) / static_cast<double>(kGiB), 2);
 }
 
+std::string layout_text(const ParallelLayout& layout, bool drop_duplicate_tokens, bool grad_sync, int zero_stage,
+                        std::int64_t tokens_per_gpu) {
+  std::string s = layout.describe();
+  if (layout.tp > 1) {
+    const int groups = layout.world() / layout.tp;
+    s += "; experts 1/" + std::to_string(layout.tp) + " per rank (TED), duplicate token dropping " +
+         (drop_duplicate_tokens ? "on" : "off") + "; a tensor-parallel group shares its B tokens: global batch " +
+         std::to_string(groups) + " x B";
+    if (tokens_per_gpu > 0) s += " = " + std::to_string(groups * tokens_per_gpu) + " tokens";
+  }
+  s += std::string("; gradient all-reduces ") + (grad_sync ? "simulated (comm.grad)" : "not simulated (--grad-sync)");
+  if (zero_stage > 0) s += "; ZeRO-" + std::to_string(zero_stage);
+  return s;
+}
+
 namespace {
 
 std::string pad(const std::string& s, std::size_t width, bool left = false) {
@@ -50,8 +65,11 @@ std::string config_name(int n, MemoryStrategy s) {
   return "n=" + std::to_string(n) + " " + std::string(to_string(s));
 }
 
-void write_table(std::ostream& out, const PlanTable& t) {
-  out << "\ntokens per GPU: " << t.tokens << "   baseline (n=1, none): step " << format_ms(t.baseline.step_ns)
+// tensor_parallel: the tokens per GPU are not the cluster's batch over the GPUs, so say it.
+void write_table(std::ostream& out, const PlanTable& t, bool tensor_parallel) {
+  out << "\ntokens per GPU: " << t.tokens;
+  if (tensor_parallel) out << " (global batch " << t.global_tokens << ")";
+  out << "   baseline (n=1, none): step " << format_ms(t.baseline.step_ns)
       << " ms, peak " << format_gib(t.baseline.peak_bytes) << " GiB\n";
   out << pad("rank", 4) << pad("n", 4) << "  " << pad("strategy", 8, true) << pad("step_ms", 10)
       << pad("fwd_ms", 10) << pad("bwd_ms", 10) << pad("peak_GiB", 10) << pad("fits", 5)
@@ -106,7 +124,9 @@ void write_fit(std::ostream& out, const FitReport& f) {
   out << "\n";
   for (const FitStep& s : f.steps) {
     out << "  " << pad(std::to_string(s.num_nodes), 3) << " node(s) " << pad(std::to_string(s.num_gpus), 5)
-        << " GPUs: ";
+        << " GPUs";
+    if (s.valid && s.tp_size > 1) out << " (tp " << s.tp_size << " x ep " << s.ep_size << ")";
+    out << ": ";
     if (!s.valid) {
       out << "skipped (" << s.reason << ")\n";
     } else if (!s.found) {
@@ -141,16 +161,19 @@ nlohmann::ordered_json row_json(const PlanRow& r) {
 
 void write_plan_text(std::ostream& out, const PlanReport& r) {
   out << "# moesim " << r.tool_version << " plan\n";
-  out << "# model " << r.model << " on " << r.cluster << " (" << r.num_gpus << " GPUs, EP " << r.ep_size
+  out << "# model " << r.model << " on " << r.cluster << " (" << r.num_gpus << " GPUs, EP " << r.layout.ep
       << "), order " << r.order << ", routing " << r.routing << ", " << r.num_moe_layers << " MoE layer(s), objective "
       << to_string(r.objective) << "\n";
+  if (layout_line_wanted(r.layout.tp, r.grad_sync, r.zero_stage)) {
+    out << "# layout    " << layout_text(r.layout, r.drop_duplicate_tokens, r.grad_sync, r.zero_stage, 0) << "\n";
+  }
   if (!r.calibration.empty()) out << "# calibrated " << r.calibration << "\n";
   out << "# n:";
   for (int n : r.chunk_counts) out << " " << n;
   out << "; strategies:";
   for (MemoryStrategy s : r.strategies) out << " " << to_string(s);
   out << "\n";
-  for (const PlanTable& t : r.tables) write_table(out, t);
+  for (const PlanTable& t : r.tables) write_table(out, t, r.layout.tp > 1);
   if (r.has_online) write_online(out, r.online);
   if (r.has_fit) write_fit(out, r.fit);
 }
@@ -164,7 +187,13 @@ std::string plan_json(const PlanReport& r) {
   j["cluster"] = r.cluster;
   if (!r.calibration.empty()) j["calibration"] = r.calibration;
   j["num_gpus"] = r.num_gpus;
-  j["ep_size"] = r.ep_size;
+  j["ep_size"] = r.layout.ep;
+  j["tp_size"] = r.layout.tp;
+  j["dp_size"] = r.layout.dp;
+  j["layout"] = r.layout.describe();
+  j["drop_duplicate_tokens"] = r.drop_duplicate_tokens;
+  j["grad_sync"] = r.grad_sync;
+  j["zero_stage"] = r.zero_stage;
   j["order"] = r.order;
   j["routing"] = r.routing;
   j["num_moe_layers"] = r.num_moe_layers;
@@ -177,6 +206,7 @@ std::string plan_json(const PlanReport& r) {
   for (const PlanTable& t : r.tables) {
     ordered_json tj;
     tj["tokens"] = t.tokens;
+    tj["global_tokens"] = t.global_tokens;
     tj["baseline"] = row_json(t.baseline);
     ordered_json rows = ordered_json::array();
     for (const PlanRow& row : t.rows) rows.push_back(row_json(row));
@@ -225,8 +255,9 @@ std::string plan_json(const PlanReport& r) {
     f["max_step_ns"] = r.fit.max_step_ns;
     ordered_json steps = ordered_json::array();
     for (const FitStep& s : r.fit.steps) {
-      ordered_json sj = {{"num_nodes", s.num_nodes}, {"num_gpus", s.num_gpus}, {"valid", s.valid},
-                         {"found", s.found},         {"reason", s.reason}};
+      ordered_json sj = {{"num_nodes", s.num_nodes}, {"num_gpus", s.num_gpus}, {"tp_size", s.tp_size},
+                         {"ep_size", s.ep_size},     {"valid", s.valid},       {"found", s.found},
+                         {"reason", s.reason}};
       if (s.found) sj["best"] = row_json(s.best);
       steps.push_back(sj);
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/core/units.h"
+#include "sim/spec/parallel_layout.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -57,6 +58,7 @@ struct MethodPick {
 // One token count: every configuration, ranked by the objective (fitting ones first).
 struct PlanTable {
   std::int64_t tokens = 0;
+  std::int64_t global_tokens = 0;  // the cluster's batch: GPUs / tp x tokens
   PlanRow baseline;             // n = 1, strategy none (simulated even when not in the set)
   std::vector<PlanRow> rows;    // ranked
   int best = -1;                // index into rows of the objective's pick; -1 when nothing fits
@@ -91,6 +93,8 @@ struct OnlineReplay {
 struct FitStep {
   int num_nodes = 0;
   int num_gpus = 0;
+  int tp_size = 1;           // the request's tensor-parallel degree
+  int ep_size = 0;           // num_gpus / tp_size when valid
   bool valid = false;        // false: the model cannot be laid out on this size (reason says why)
   std::string reason;
   bool found = false;        // a configuration fits (and meets the step target, if any)
@@ -109,7 +113,10 @@ struct PlanReport {
   std::string cluster;
   std::string calibration;  // the calibration file applied to the GPU, or empty
   int num_gpus = 0;
-  int ep_size = 0;
+  ParallelLayout layout;  // DeepSpeed-TED: tp x ep x dp = num_gpus (tp 1: expert parallelism)
+  bool drop_duplicate_tokens = false;  // in effect: tp_size > 1 and not turned off
+  bool grad_sync = false;
+  int zero_stage = 0;
   std::string order;
   std::string routing = "uniform";  // RoutingSpec::to_string()
   int num_moe_layers = 1;
@@ -126,6 +133,16 @@ struct PlanReport {
 
 void write_plan_text(std::ostream& out, const PlanReport& report);
 std::string plan_json(const PlanReport& report);
+
+// The `# layout` line of `moesim simulate` and `moesim plan`, after its label: the layout, with
+// tp > 1 duplicate token dropping and the global batch (of tokens_per_gpu; 0: several, left as
+// B), then the gradient all-reduces and the ZeRO stage. Worth printing when tp > 1, grad_sync or
+// zero_stage > 0 (layout_line_wanted).
+std::string layout_text(const ParallelLayout& layout, bool drop_duplicate_tokens, bool grad_sync, int zero_stage,
+                        std::int64_t tokens_per_gpu);
+inline bool layout_line_wanted(int tp_size, bool grad_sync, int zero_stage) {
+  return tp_size > 1 || grad_sync || zero_stage > 0;
+}
 
 // Shared number formats of the plan and sweep outputs: fixed decimals, so output is deterministic.
 std::string format_fixed(double value, int decimals);

@@ -2,6 +2,7 @@
 #include <ostream>
 #include <string>
 
+#include "sim/report/plan_report.h"
 #include "sim/report/report.h"
 
 #include "sim/cost/gemm_calibration.h"
@@ -56,16 +57,9 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   out << "# run       B=" << in.run.tokens_per_gpu << " tokens/GPU, EP=" << d.ep_size << " ("
       << d.local_experts << " local expert(s)), n=" << d.num_chunks << " chunks, order="
       << to_string(in.run.order) << ", MoE layers=" << in.run.num_moe_layers << "\n";
-  if (d.tp_size > 1 || in.run.grad_sync || in.run.zero_stage > 0) {
-    out << "# layout    " << d.layout().describe();
-    if (d.tp_size > 1)
-      out << "; experts 1/" << d.tp_size << " per rank (TED), duplicate token dropping "
-          << (d.drop_duplicate_tokens ? "on" : "off") << "; a tensor-parallel group shares its B tokens: global batch "
-          << cl.num_gpus() / d.tp_size << " x B = " << static_cast<std::int64_t>(cl.num_gpus() / d.tp_size) * d.tokens
-          << " tokens";
-    out << "; gradient all-reduces " << (in.run.grad_sync ? "simulated (comm.grad)" : "not simulated (--grad-sync)");
-    if (in.run.zero_stage > 0) out << "; ZeRO-" << in.run.zero_stage;
-    out << "\n";
+  if (layout_line_wanted(d.tp_size, in.run.grad_sync, in.run.zero_stage)) {
+    out << "# layout    "
+        << layout_text(d.layout(), d.drop_duplicate_tokens, in.run.grad_sync, in.run.zero_stage, d.tokens) << "\n";
   }
   if (!in.network.empty()) out << "# network   " << in.network << "\n";
   if (const auto& cal = cl.node.gpu.calibration) {

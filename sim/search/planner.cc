@@ -219,19 +219,39 @@ void resolve_plan_request(PlanRequest& req) {
     if (t < 1) throw InputError("plan: token counts must be positive, got " + std::to_string(t));
   }
   if (req.strategies.empty()) req.strategies = kAllStrategies;
+  if (req.run.tp_size > 1) {
+    // The PipeMoE and MPipeMoE cost models (pipemoe_model.h, strategy_model.h) time one expert-
+    // parallel all-to-all channel and the whole experts on every rank: they have no term for the
+    // tensor-parallel all-reduces and all-gathers or the sliced experts, so their pick would be a
+    // guess about another layout.
+    std::string analytical;
+    for (PlanMethod m : req.methods) {
+      if (m == PlanMethod::kPipeMoE || m == PlanMethod::kMpmoeModel)
+        analytical += (analytical.empty() ? "" : " and ") + std::string(to_string(m));
+    }
+    if (!analytical.empty())
+      throw InputError("--tp " + std::to_string(req.run.tp_size) + ": the method(s) " + analytical +
+                       " describe expert parallelism only (one all-to-all channel, whole experts on every rank); "
+                       "the methods that take --tp are simulate and mpipemoe-online, which simulate the layout");
+  }
   if (std::find(req.methods.begin(), req.methods.end(), PlanMethod::kSimulate) == req.methods.end()) {
     req.methods.insert(req.methods.begin(), PlanMethod::kSimulate);  // the others are judged by it
   }
   if (req.chunk_counts.empty()) {
     // The degrees 1..16 that divide the capacity C of every token count. The builder rounds C
-    // down to a multiple of n, so a degree that does not divide it processes fewer rows per expert
+    // down to a multiple of n (of n x tp with duplicate token dropping, where every chunk's rows
+    // split over the tp ranks), so a degree that does not divide it processes fewer rows per expert
     // and would look faster for doing less work; such degrees are only tried when asked for.
     std::vector<std::int64_t> capacities;
-    for (std::int64_t t : req.tokens)
-      capacities.push_back(
-          checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone)).capacity);
+    int share = 1;
+    for (std::int64_t t : req.tokens) {
+      const LayerDims d = checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone));
+      capacities.push_back(d.capacity);
+      share = d.token_share();
+    }
     for (int n = 1; n <= kDefaultMaxChunks; ++n) {
-      if (std::all_of(capacities.begin(), capacities.end(), [n](std::int64_t c) { return c >= n && c % n == 0; }))
+      // C is a positive multiple of the share, so n x share dividing it also bounds n x share by C.
+      if (std::all_of(capacities.begin(), capacities.end(), [&](std::int64_t c) { return c % (n * share) == 0; }))
         req.chunk_counts.push_back(n);
     }
   }
@@ -389,7 +409,12 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   report.cluster = req.cluster.name;
   if (req.cluster.node.gpu.calibration) report.calibration = req.cluster.node.gpu.calibration->file;
   report.num_gpus = req.cluster.num_gpus();
-  report.ep_size = req.run.ep_size == 0 ? req.cluster.num_gpus() : req.run.ep_size;
+  const LayerDims layout =
+      checked_dims(req.model, req.cluster, with_config(req.run, req.tokens.front(), 1, MemoryStrategy::kNone));
+  report.layout = layout.layout();
+  report.drop_duplicate_tokens = layout.drop_duplicate_tokens;
+  report.grad_sync = req.run.grad_sync;
+  report.zero_stage = req.run.zero_stage;
   report.order = std::string(to_string(req.run.order));
   report.routing = req.run.routing.to_string();
   report.num_moe_layers = req.run.num_moe_layers;
@@ -417,6 +442,8 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   for (std::int64_t t : distinct) {
     PlanTable table;
     table.tokens = t;
+    // The tp ranks of a tensor-parallel group share their tokens (moe_layer_builder.h).
+    table.global_tokens = static_cast<std::int64_t>(report.num_gpus / report.layout.tp) * t;
     table.baseline = cache.get({t, 1, MemoryStrategy::kNone});
     add_relative(table.baseline, table.baseline);
     for (int n : req.chunk_counts) {
@@ -551,6 +578,7 @@ FitReport fit_cluster(const PlanRequest& req, int max_nodes, TimeNs max_step_ns)
     ClusterSpec cluster = req.cluster;
     cluster.num_nodes = k;
     step.num_gpus = cluster.num_gpus();
+    step.tp_size = req.run.tp_size;
     if (k > 1 && cluster.node.loopback) {
       step.reason = "a loopback node is one GPU shared by virtual ranks; it does not grow by nodes";
       fit.steps.push_back(step);
@@ -575,6 +603,7 @@ FitReport fit_cluster(const PlanRequest& req, int max_nodes, TimeNs max_step_ns)
     }
     step.valid = !runs.empty();
     if (step.valid) {
+      step.ep_size = step.num_gpus / step.tp_size;  // ep_size 0: the GPUs of one tensor index
       std::vector<PlanRow> rows(runs.size());
       parallel_for(runs.size(), req.jobs,
                    [&](std::size_t i) { rows[i] = evaluate_configuration(req.model, cluster, runs[i]); });

@@ -15,6 +15,11 @@
 // Each pick is then looked up in the exhaustive table: its simulated step and its loss against the
 // exhaustive best. fit_cluster() answers `plan --fit`: the smallest node count of a preset family
 // on which some configuration fits (and meets a step-time target).
+//
+// With a DeepSpeed-TED layout (run.tp_size > 1) only simulate and mpipemoe-online apply: they
+// simulate the layout, while pipemoe and mpmoe-model model one expert-parallel all-to-all channel
+// and whole experts, with no term for the tensor-parallel collectives; resolve_plan_request
+// refuses them.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +57,9 @@ struct PlanRequest {
 };
 
 // Fills the defaults and checks every configuration (derive_layer_dims) before any simulation, so a
-// bad request fails at once with an InputError naming the configuration and the rule.
+// bad request fails at once with an InputError naming the configuration and the rule. The default
+// n set is the degrees 1..16 whose n x share divides every capacity C (share: tp with duplicate
+// token dropping, else 1), so that no chunk loses rows to rounding.
 void resolve_plan_request(PlanRequest& request);
 
 // Simulates one configuration; the routing's imbalance goes to *routing when given.
@@ -82,7 +89,8 @@ DegreePick pipemoe_pick(const PipeMoeParams& params, const std::vector<int>& deg
 PlanReport plan(const PlanRequest& request, const std::string& tool_version);
 
 // plan --fit: node counts 1..max_nodes of the request's cluster (its node and inter-node link; the
-// expert-parallel group spans every GPU), the first token count. max_step_ns = 0: no time target.
+// expert-parallel group spans every GPU / run.tp_size, and a count whose GPUs tp_size does not
+// divide is skipped with the reason), the first token count. max_step_ns = 0: no time target.
 FitReport fit_cluster(const PlanRequest& request, int max_nodes, TimeNs max_step_ns);
 
 }  // namespace moesim::search

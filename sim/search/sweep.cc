@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "sim/core/checked_math.h"
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/search/planner.h"
@@ -14,12 +15,57 @@
 namespace moesim::search {
 namespace {
 
+const ClusterSpec& cluster_of(const SweepPlan& p, const SweepConfig& c) {
+  return p.clusters[static_cast<std::size_t>(c.cluster)];
+}
+
 std::string describe(const SweepPlan& p, const SweepConfig& c) {
-  return "model " + p.models[static_cast<std::size_t>(c.model)].name + ", hardware " +
-         p.clusters[static_cast<std::size_t>(c.cluster)].name + " at " +
-         std::to_string(p.clusters[static_cast<std::size_t>(c.cluster)].num_gpus()) + " GPUs, tokens " +
-         std::to_string(c.run.tokens_per_gpu) + ", n = " + std::to_string(c.run.num_chunks) + ", strategy " +
-         std::string(to_string(c.run.strategy));
+  const ClusterSpec& cluster = cluster_of(p, c);
+  std::string s = "model " + p.models[static_cast<std::size_t>(c.model)].name + ", hardware " + cluster.name +
+                  " at " + std::to_string(cluster.num_gpus()) + " GPUs";
+  if (c.run.tp_size > 1) s += ", tp " + std::to_string(c.run.tp_size);
+  if (p.spec.token_unit == TokenUnit::kGlobal) {
+    s += ", global tokens " + std::to_string(c.global_tokens);
+    if (c.run.tokens_per_gpu > 0) s += " (" + std::to_string(c.run.tokens_per_gpu) + " per GPU)";
+  } else {
+    s += ", tokens " + std::to_string(c.run.tokens_per_gpu);
+  }
+  return s + ", n = " + std::to_string(c.run.num_chunks) + ", strategy " + std::string(to_string(c.run.strategy));
+}
+
+// An axis value as a message names it: by the sweep file's key (the error's location gives its
+// line) or, when a flag gave the axis, by the flag.
+std::string axis_value(const SourceLocation& where, const char* key, const char* flag, std::int64_t value) {
+  return where.file.empty() ? std::string(flag) + " " + std::to_string(value)
+                            : std::string(key) + " = " + std::to_string(value);
+}
+
+// Checks the configuration's tensor-parallel degree, then its global batch, each at its own axis,
+// and fills the token count the other unit gives: B = T / (GPUs / tp), or T = GPUs / tp x B.
+void resolve_tokens(const SweepPlan& plan, SweepConfig& c) {
+  const SweepSpec& spec = plan.spec;
+  const ClusterSpec& cluster = cluster_of(plan, c);
+  try {
+    check_tensor_parallel_degree(plan.models[static_cast<std::size_t>(c.model)], cluster, c.run);
+  } catch (const InputError& e) {
+    throw InputError(spec.tp.where, axis_value(spec.tp.where, "tp", "--tp", c.run.tp_size) + " (" +
+                                        describe(plan, c) + "): " + e.rule());
+  }
+  // The tp ranks of a tensor-parallel group hold the same tokens: the batch splits over the groups.
+  const int groups = cluster.num_gpus() / c.run.tp_size;
+  if (spec.token_unit == TokenUnit::kPerGpu) {
+    c.global_tokens = checked_mul(groups, c.run.tokens_per_gpu);
+    return;
+  }
+  if (c.global_tokens % groups != 0) {
+    throw InputError(spec.tokens.where,
+                     axis_value(spec.tokens.where, "global_tokens", "--global-tokens", c.global_tokens) +
+                         " does not divide evenly over the " + std::to_string(groups) +
+                         " tensor-parallel groups (GPUs / tp = " + std::to_string(cluster.num_gpus()) + " / " +
+                         std::to_string(c.run.tp_size) + ") of " + describe(plan, c) +
+                         ": each group takes global_tokens / groups tokens");
+  }
+  c.run.tokens_per_gpu = c.global_tokens / groups;
 }
 
 }  // namespace
@@ -32,7 +78,8 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
   };
   require(spec.models, "models");
   require(spec.hardware, "hardware");
-  require(spec.tokens, "tokens");
+  require(spec.tokens, spec.token_key());
+  require(spec.tp, "tp");
   require(spec.chunks, "chunks");
   require(spec.strategies, "strategies");
   require(spec.routing, "routing");
@@ -68,29 +115,40 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
       plan.clusters.push_back(std::move(c));
     }
   }
-  // Grid order: model, hardware, gpus, tokens, routing, strategy, n.
+  // Grid order: model, hardware, gpus, tokens, tp, routing, strategy, n.
   for (std::size_t m = 0; m < plan.models.size(); ++m) {
     for (std::size_t h = 0; h < presets.size(); ++h) {
       for (std::size_t g = 0; g < num_g; ++g) {
         for (std::int64_t tokens : spec.tokens.values) {
-          for (std::size_t r = 0; r < routings.size(); ++r) {
-            for (MemoryStrategy s : spec.strategies.values) {
-              for (int n : spec.chunks.values) {
-                SweepConfig c;
-                c.model = static_cast<int>(m);
-                c.hardware = static_cast<int>(h);
-                c.cluster = static_cast<int>(h * num_g + g);
-                c.routing = spec.routing.values[r];
-                c.run.routing = routings[r];
-                c.run.tokens_per_gpu = tokens;
-                c.run.num_chunks = n;
-                c.run.strategy = s;
-                c.run.order = spec.order;
-                c.run.num_moe_layers = spec.num_moe_layers;
-                c.run.slots = spec.slots;
-                c.run.optimizer = spec.optimizer;
-                c.run.count_routing_data = spec.count_routing_data;
-                plan.configs.push_back(std::move(c));
+          for (int tp : spec.tp.values) {
+            for (std::size_t r = 0; r < routings.size(); ++r) {
+              for (MemoryStrategy s : spec.strategies.values) {
+                for (int n : spec.chunks.values) {
+                  SweepConfig c;
+                  c.model = static_cast<int>(m);
+                  c.hardware = static_cast<int>(h);
+                  c.cluster = static_cast<int>(h * num_g + g);
+                  c.routing = spec.routing.values[r];
+                  c.run.routing = routings[r];
+                  // The other unit depends on the GPUs and tp: resolve_tokens derives it.
+                  if (spec.token_unit == TokenUnit::kGlobal) {
+                    c.global_tokens = tokens;
+                  } else {
+                    c.run.tokens_per_gpu = tokens;
+                  }
+                  c.run.tp_size = tp;
+                  c.run.drop_duplicate_tokens = spec.drop_duplicate_tokens;
+                  c.run.grad_sync = spec.grad_sync;
+                  c.run.zero_stage = spec.zero_stage;
+                  c.run.num_chunks = n;
+                  c.run.strategy = s;
+                  c.run.order = spec.order;
+                  c.run.num_moe_layers = spec.num_moe_layers;
+                  c.run.slots = spec.slots;
+                  c.run.optimizer = spec.optimizer;
+                  c.run.count_routing_data = spec.count_routing_data;
+                  plan.configs.push_back(std::move(c));
+                }
               }
             }
           }
@@ -98,22 +156,33 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
       }
     }
   }
-  // Every configuration checked before any work. n above capacity is named at the chunks axis.
+  // Every configuration checked before any work. A bad tp or global batch is named at its axis,
+  // n above capacity at the chunks axis.
   std::set<std::tuple<std::string, int, int, int, std::int64_t, std::int64_t, int>> checked_matrices;
-  for (const SweepConfig& c : plan.configs) {
+  for (SweepConfig& c : plan.configs) {
     const ModelSpec& model = plan.models[static_cast<std::size_t>(c.model)];
-    const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];
+    const ClusterSpec& cluster = cluster_of(plan, c);
+    resolve_tokens(plan, c);
     RunSpec one = c.run;
     one.num_chunks = 1;
     try {
       const LayerDims d = derive_layer_dims(model, cluster, one);
-      if (c.run.num_chunks > d.capacity) {
-        throw InputError(spec.chunks.where, "n = " + std::to_string(c.run.num_chunks) +
-                                                " is above the capacity C = " + std::to_string(d.capacity) +
-                                                " rows per expert (" + describe(plan, c) +
-                                                "): each chunk needs at least one row per expert");
+      // With duplicate token dropping a chunk's rows split over the tp ranks: C must hold n x tp.
+      const int share = d.token_share();
+      const std::int64_t rows = checked_mul(c.run.num_chunks, share);
+      if (rows > d.capacity) {
+        std::string rule = "n = " + std::to_string(c.run.num_chunks) + " is above the capacity C = " +
+                           std::to_string(d.capacity) + " rows per expert";
+        if (share > 1) rule += " over tp " + std::to_string(share) + " ranks";
+        rule += " (" + describe(plan, c) + "): each chunk needs at least one row per expert";
+        if (share > 1)
+          rule += " on each tensor-parallel rank with duplicate token dropping (n x tp = " + std::to_string(rows) +
+                  " > C)";
+        throw InputError(spec.chunks.where, rule);
       }
       const LayerDims dims = derive_layer_dims(model, cluster, c.run);
+      c.layout = dims.layout();
+      c.drop_duplicate_tokens = dims.drop_duplicate_tokens;
       // A routing matrix must match the layer (rows per rank, a column per expert, k experts with
       // traffic): build its routing now, once per layer shape, rather than fail mid-sweep.
       if (c.run.routing.kind == RoutingKind::kMatrix) {
@@ -153,6 +222,9 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
   t.name = plan.spec.name;
   t.tool_version = tool_version;
   t.step_target_ns = plan.spec.step_target_ns;
+  t.token_unit = plan.spec.token_unit;
+  t.grad_sync = plan.spec.grad_sync;
+  t.zero_stage = plan.spec.zero_stage;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const SweepConfig& c = plan.configs[i];
     const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];
@@ -161,6 +233,9 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
     r.hardware = cluster.name;
     r.gpus = cluster.num_gpus();
     r.tokens = c.run.tokens_per_gpu;
+    r.global_tokens = c.global_tokens;
+    r.layout = c.layout;
+    r.drop_duplicate_tokens = c.drop_duplicate_tokens;
     r.routing = c.routing;
     r.strategy = c.run.strategy;
     r.num_chunks = c.run.num_chunks;

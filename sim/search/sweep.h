@@ -1,8 +1,10 @@
 // `moesim sweep`: simulate every configuration of a grid (sweep_spec.h) on a thread pool.
 //
 // prepare_sweep loads every model and hardware file once and checks every configuration
-// (derive_layer_dims: n within capacity, experts divisible by the GPU count, ...) before any
-// simulation, so a bad grid fails at once with an InputError naming the sweep file's line.
+// (derive_layer_dims: n within capacity, experts divisible by the GPU count, the tensor-parallel
+// degree dividing the GPUs and d_ffn, a global batch dividing over the tensor-parallel groups, ...)
+// before any simulation, so a bad grid fails at once with an InputError naming the sweep file's
+// line (or the flag) of the axis at fault.
 // run_sweep evaluates any subset of the configurations (all of them, or one MPI rank's share) and
 // returns outcomes by configuration index; sweep_table joins them with the grid's labels in grid
 // order. Outcomes are integers only (ns, bytes), so they travel between MPI ranks exactly and the
@@ -18,6 +20,7 @@
 #include "sim/report/sweep_report.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
+#include "sim/spec/parallel_layout.h"
 #include "sim/spec/run_spec.h"
 #include "sim/spec/sweep_spec.h"
 
@@ -28,7 +31,11 @@ struct SweepConfig {
   int cluster = 0;  // index into SweepPlan::clusters (a hardware file at one GPU count)
   int hardware = 0; // index into the hardware axis (for labels)
   std::string routing;
-  RunSpec run;
+  RunSpec run;                     // tokens_per_gpu is B, derived from a global batch when given so
+  std::int64_t global_tokens = 0;  // the cluster's batch: GPUs / tp x B
+  // The layout derive_layer_dims gives (ep_size 0: the GPUs / tp ranks of one tensor index).
+  ParallelLayout layout;
+  bool drop_duplicate_tokens = false;  // in effect: asked for and tp > 1
 };
 
 struct SweepPlan {

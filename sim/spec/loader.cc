@@ -853,8 +853,9 @@ std::vector<RoutingSpec> SweepSpec::routing_specs() const {
 SweepSpec load_sweep_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
-                                 "tokens", "chunks", "strategies", "routing", "order", "num_moe_layers",
-                                 "slots", "optimizer", "routing_data", "step_target"});
+                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order",
+                                 "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
+                                 "drop_duplicate_tokens", "grad_sync", "zero_stage"});
   check_header(m, "sweep", true, true);
   SweepSpec spec;
   spec.origin = origin_of(m);
@@ -874,7 +875,19 @@ SweepSpec load_sweep_spec(const std::string& path) {
   if (m.has("gpus")) {
     spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 24)); });
   }
-  spec.tokens = read_axis<std::int64_t>(m, "tokens", [](const YamlValue& v) { return v.as_int(1, std::int64_t{1} << 40); });
+  // One token axis, per GPU or global: both keys would leave it ambiguous which one the grid means.
+  if (m.has("tokens") && m.has("global_tokens"))
+    m.require("global_tokens").fail("give either tokens (per GPU) or global_tokens (per step of the whole "
+                                    "cluster), not both");
+  if (!m.has("tokens") && !m.has("global_tokens"))
+    m.fail("missing required key 'tokens' (tokens per GPU) or 'global_tokens' (tokens per step of the whole "
+           "cluster)");
+  if (m.has("global_tokens")) spec.token_unit = TokenUnit::kGlobal;
+  spec.tokens = read_axis<std::int64_t>(m, spec.token_key(),
+                                        [](const YamlValue& v) { return v.as_int(1, std::int64_t{1} << 40); });
+  if (m.has("tp")) {
+    spec.tp = read_axis<int>(m, "tp", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 24)); });
+  }
   spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 20)); });
   spec.strategies = read_axis<MemoryStrategy>(
       m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
@@ -897,6 +910,9 @@ SweepSpec load_sweep_spec(const std::string& path) {
   if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
   if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
   if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);
+  if (auto v = m.get("drop_duplicate_tokens")) spec.drop_duplicate_tokens = v->as_bool();
+  if (auto v = m.get("grad_sync")) spec.grad_sync = v->as_bool();
+  if (auto v = m.get("zero_stage")) spec.zero_stage = static_cast<int>(v->as_int(0, 1));
   return spec;
 }
 

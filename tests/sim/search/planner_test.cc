@@ -1,13 +1,16 @@
 // The planner on a hardware file whose costs are pure alpha-beta with one communication channel
 // (hardware/clusters/pipemoe-alpha-beta.yaml), where the simulator, an independent list schedule
-// written here, and the PipeMoE model can be compared exactly; plus ranking and the other methods.
+// written here, and the PipeMoE model can be compared exactly; plus ranking, the other methods, and
+// which methods take a tensor-parallel layout.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "sim/core/error.h"
 #include "sim/driver/simulation.h"
 #include "sim/search/planner.h"
 #include "sim/spec/loader.h"
@@ -272,6 +275,81 @@ TEST(PlannerTest, FitFindsTheSmallestClusterThatFits) {
   const FitReport never = fit_cluster(req, 3, 1);
   EXPECT_EQ(never.answer, -1);
   EXPECT_EQ(never.steps.size(), 3u);
+}
+
+// With tensor parallelism: the analytical methods are refused (they model one expert-parallel
+// channel), the simulating ones run the layout, and the default degrees keep every chunk's rows
+// whole on each tensor-parallel rank.
+PlanRequest tensor_parallel_request(int tp, bool dtd) {
+  PlanRequest req;
+  req.model = load_model_spec(kRoot + "/models/moe-gpt-s-64e.yaml");
+  req.cluster = load_hardware_spec(kRoot + "/hardware/clusters/adira-8x-dgx-a100.yaml");
+  req.run.tp_size = tp;
+  req.run.drop_duplicate_tokens = dtd;
+  req.run.network = NetworkModel::kAlphaBeta;
+  req.tokens = {2048};  // C = 2048 / 64 = 32
+  req.strategies = {MemoryStrategy::kNone};
+  return req;
+}
+
+TEST(PlannerTest, AnalyticalMethodsAreRefusedWithTensorParallelism) {
+  for (const auto& [methods, named] :
+       {std::make_pair(std::vector<PlanMethod>{PlanMethod::kPipeMoE}, std::string("pipemoe")),
+        std::make_pair(std::vector<PlanMethod>{PlanMethod::kMpmoeModel}, std::string("mpmoe-model")),
+        std::make_pair(std::vector<PlanMethod>{PlanMethod::kSimulate, PlanMethod::kPipeMoE, PlanMethod::kOnline,
+                                               PlanMethod::kMpmoeModel},
+                       std::string("pipemoe and mpmoe-model"))}) {
+    PlanRequest req = tensor_parallel_request(2, true);
+    req.methods = methods;
+    try {
+      resolve_plan_request(req);
+      ADD_FAILURE() << named;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--tp 2: the method(s) " + named + " describe expert parallelism only"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  PlanRequest req = tensor_parallel_request(2, true);
+  req.methods = {PlanMethod::kOnline};
+  EXPECT_NO_THROW(resolve_plan_request(req));
+  req = tensor_parallel_request(1, true);
+  req.methods = {PlanMethod::kPipeMoE, PlanMethod::kMpmoeModel};
+  EXPECT_NO_THROW(resolve_plan_request(req));
+}
+
+TEST(PlannerTest, DefaultDegreesKeepEveryTensorParallelRanksRows) {
+  // Duplicate token dropping splits each chunk's C / n rows over the 8 ranks: n x 8 must divide 32.
+  PlanRequest req = tensor_parallel_request(8, true);
+  resolve_plan_request(req);
+  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 4}));
+  // Without it every rank sends all of them: n divides 32.
+  req = tensor_parallel_request(8, false);
+  resolve_plan_request(req);
+  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 4, 8, 16}));
+}
+
+TEST(PlannerTest, TensorParallelPlanRowsAreSimulatedSteps) {
+  PlanRequest req = tensor_parallel_request(4, true);
+  req.methods = {PlanMethod::kSimulate, PlanMethod::kOnline};
+  resolve_plan_request(req);
+  const PlanReport report = plan(req, "test");
+  EXPECT_EQ(report.layout.tp, 4);
+  EXPECT_EQ(report.layout.ep, 16);
+  EXPECT_EQ(report.layout.dp, 1);
+  EXPECT_TRUE(report.drop_duplicate_tokens);
+  ASSERT_EQ(report.tables.size(), 1u);
+  EXPECT_EQ(report.tables[0].global_tokens, 16 * 2048);
+  for (const PlanRow& row : report.tables[0].rows) {
+    RunSpec run = req.run;
+    run.tokens_per_gpu = 2048;
+    run.num_chunks = row.num_chunks;
+    run.strategy = row.strategy;
+    EXPECT_EQ(row.step_ns, simulate_step(req.model, req.cluster, run).metrics.step_ns) << "n " << row.num_chunks;
+  }
+  ASSERT_EQ(report.tables[0].picks.size(), 2u);
+  EXPECT_EQ(report.tables[0].picks[1].method, "mpipemoe-online");
+  EXPECT_TRUE(report.tables[0].picks[1].found);
 }
 
 }  // namespace
