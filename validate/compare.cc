@@ -70,6 +70,7 @@ const char* const kSameLayer[] = {
     "config/model/gemm_precision",   "config/model/activation",    "config/run/tokens_per_gpu",
     "config/run/ep_size",            "config/run/tp_size",         "config/run/drop_duplicate_tokens",
     "config/run/num_chunks",         "config/run/order",           "config/run/checkpoint",
+    "config/run/grad_sync",
     "config/run/num_moe_layers",     "config/run/strategy",        "config/run/slots",
     "config/run/routing",            "config/derived/capacity_per_expert", "config/derived/rows_per_chunk"};
 

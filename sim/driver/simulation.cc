@@ -13,14 +13,18 @@ namespace moesim {
 
 BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options) {
   if (cluster.pure_alpha_beta()) options.single_comm_stream = true;
-  // Virtual ranks slow each other down, so one representative rank would not show the step.
-  if (cluster.node.loopback) options.representative_rank = false;
+  // Virtual ranks slow each other down, so one representative rank would not show the step; all
+  // of them share the GPU, those of other data-parallel replicas too.
+  if (cluster.node.loopback) {
+    options.representative_rank = false;
+    options.all_replicas = true;
+  }
   return options;
 }
 
 BuildOptions build_options_for(const ClusterSpec& cluster, const RunSpec& run, BuildOptions options) {
   options = build_options_for(cluster, options);
-  if (run.tp_size > 1 && !cluster.pure_alpha_beta() &&
+  if ((run.tp_size > 1 || run.grad_sync) && !cluster.pure_alpha_beta() &&
       resolve_network_model(cluster, run.network) == NetworkModel::kFlow)
     options.representative_rank = false;
   return options;

@@ -41,9 +41,10 @@ struct EngineRun {
 // The build options the hardware implies on top of `options`: a pure alpha-beta cluster has one
 // communication channel per rank (BuildOptions::single_comm_stream).
 BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options = {});
-// ... and the run: with tensor parallelism under the flow model every rank of a replica is
-// simulated, since the all-to-alls of the other tensor indices share NICs and switches with the
-// representative rank's (with one rank, the flow model would not see them).
+// ... and the run: with tensor parallelism or gradient sync under the flow model every rank of a
+// replica is simulated, since the all-to-alls of the other tensor indices and the gradient rings
+// of the other ranks share NICs and switches with the representative rank's (with one rank, the
+// flow model would not see them); every gradient ring has a member in the first replica.
 BuildOptions build_options_for(const ClusterSpec& cluster, const RunSpec& run, BuildOptions options = {});
 
 struct NetworkChoice {

@@ -117,8 +117,8 @@ namespace moesim {
 //   shared.allreduce (tensor group, B x M) after shared.fc2 (forward) and shared.fc1.dgrad
 //   (backward), on comm.combine (one channel: after the layer's all-to-alls).
 // Collective ids name their group where the layout has several of the kind (dispatch.tp1.c0,
-// fc2.allreduce.ep3.c0, with .dp<r> when the world spans replicas); expert-parallel ids are
-// unchanged. With run.grad_sync, after each layer's backward on comm.grad (stage grad_sync):
+// fc2.allreduce.ep3.c0, with .dp<r> in replicas r > 0 when the world spans them); expert-parallel
+// ids are unchanged. With run.grad_sync, after each layer's backward on comm.grad (stage grad_sync):
 // grad.experts.allreduce over the expert data-parallel group (after every fc1/fc2.wgrad) and
 // grad.dense.allreduce over the non-expert one (after gate.wgrad and the shared experts' wgrads),
 // of the layer's gradients, none over a group of one.
@@ -178,6 +178,9 @@ void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& clu
     if (shared_width % tp != 0)
       reject(model, "the shared experts' width count x d_ffn = " + std::to_string(shared_width) +
                         " is not divisible by tp_size " + std::to_string(tp));
+    if (run.all_to_all == AllToAllAlgorithm::kHierarchical)
+      throw InputError("the 2DH all-to-all (--a2a 2dh) needs expert-parallel groups of whole nodes; with tp_size " +
+                       std::to_string(tp) + " each group holds one tensor index of every node: use --a2a pairwise");
     if (!run.routing.balanced())
       throw InputError("routing " + run.routing.to_string() + " with tp_size " + std::to_string(tp) +
                        ": imbalanced routing is simulated for expert parallelism only (tp_size 1); with "
@@ -251,7 +254,10 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
                                    " must divide the cluster's GPU count " + std::to_string(gpus));
   if (experts % ep != 0)
     reject(model, "num_experts " + std::to_string(experts) + " is not divisible by ep_size " +
-                      std::to_string(ep));
+                      std::to_string(ep) +
+                      (run.ep_size == 0 && tp > 1 ? " (ep_size 0: the GPUs / tp_size = " + std::to_string(gpus) +
+                                                        " / " + std::to_string(tp) + ")"
+                                                  : std::string()));
 
   // C = floor(k*f*B/E). The relative slack absorbs the binary representation error of f (1.1 is
   // stored as 1.1000000000000000888): without it, k*f*B/E = 110 could floor to 109.
@@ -289,6 +295,7 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   d.local_experts = experts / ep;
   d.num_chunks = run.num_chunks;
   d.capacity = capacity;
+  d.capacity_unrounded = unrounded;
   d.rows_per_expert_chunk = checked_mul(ep, capacity) / n;
   d.element_bytes = model.element_bytes();
   d.gemm_dtype = model.gemm_dtype;
@@ -633,8 +640,9 @@ class Builder {
   std::string group_suffix(GroupKind kind, int rank) const {
     const std::string tp = layout_.tp > 1 ? ".tp" + std::to_string(layout_.tp_index(rank)) : "";
     const std::string ep = layout_.ep > 1 ? ".ep" + std::to_string(layout_.ep_index(rank)) : "";
-    const std::string dp =
-        g_.world_size() > layout_.replica_size() ? ".dp" + std::to_string(layout_.dp_index(rank)) : "";
+    // The first replica's collectives keep the ids of a one-replica world (gradient sync does not
+    // rename the step's all-to-alls).
+    const std::string dp = layout_.dp_index(rank) > 0 ? ".dp" + std::to_string(layout_.dp_index(rank)) : "";
     switch (kind) {
       case GroupKind::kExpert:
         return tp + dp;
@@ -987,6 +995,13 @@ class Builder {
           fc2_uses);
       fc1s[c] = fc1;
       edge(encode, dispatch[c]);
+      // A re-run from the stash all-gathers (dropping) where the all-to-all would have run: after
+      // encode, and after FC2 and its all-reduce.
+      if (dispatch[c].empty()) edge(encode, dispatch_done[c].empty() ? fc1 : dispatch_done[c]);
+      if (combine[c].empty() && !combine_done[c].empty()) {
+        edge(fc2[c], combine_done[c]);
+        edge(fc2_reduce[c], combine_done[c]);
+      }
       edge(dispatch_done[c], fc1);
       edge(fc1, act);
       edge(act, fc2[c]);

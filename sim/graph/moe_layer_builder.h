@@ -54,7 +54,8 @@ struct LayerDims {
   bool drop_duplicate_tokens = false;  // TED's duplicate token dropping in effect (t > 1)
   int local_experts = 1;          // E_l = E / N
   int num_chunks = 1;             // n
-  std::int64_t capacity = 0;      // C per expert per source rank, a multiple of n
+  std::int64_t capacity = 0;      // C per expert per source rank, a multiple of n (of n x t with dropping)
+  std::int64_t capacity_unrounded = 0;  // floor(k*f*B/E), before that rounding
   std::int64_t rows_per_expert_chunk = 0;  // N * C / n rows each local expert computes per chunk
   int element_bytes = 4;
   DType gemm_dtype = DType::kFp32;

@@ -103,6 +103,7 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
                   {"global_tokens", static_cast<std::int64_t>(cluster.num_gpus() / dims.tp_size) * dims.tokens},
                   {"layout", dims.layout().describe()},
                   {"capacity_per_expert", dims.capacity},
+                  {"capacity_unrounded", dims.capacity_unrounded},
                   {"rows_per_chunk", dims.rows_per_chunk()},
                   {"rows_per_expert_chunk", dims.rows_per_expert_chunk},
                   {"a2a_bytes_per_peer", dims.a2a_bytes_per_peer()},

@@ -79,7 +79,11 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << fixed(r.rank_imbalance, 2) << " (rank " << r.busiest_rank << "); dropped "
         << fixed(100.0 * r.dropped_fraction(), 2) << "% of " << r.routed << " choices\n";
   }
-  out << "# derived   capacity C=" << d.capacity << " rows/expert/rank, " << d.rows_per_chunk()
+  out << "# derived   capacity C=" << d.capacity;
+  if (d.capacity != d.capacity_unrounded)
+    out << " (floor(k*f*B/E) = " << d.capacity_unrounded << " rounded down to a multiple of "
+        << (d.drop_duplicate_tokens ? "n x tp = " : "n = ") << d.num_chunks * d.token_share() << ")";
+  out << " rows/expert/rank, " << d.rows_per_chunk()
       << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk\n";
   out << "# figures   rank " << m.rank
       << (in.graph.simulated_ranks().size() == 1 ? " (representative: routing is balanced)"

@@ -37,6 +37,16 @@ TEST_F(Cli, TensorParallelLayoutInTheSummaryAndJson) {
   EXPECT_EQ(report["config"]["derived"]["layout"], "tp 8 x ep 8 x dp 1 = 64 GPUs");
   EXPECT_EQ(report["config"]["derived"]["a2a_bytes_per_peer"], 49152);
 
+  // Dropping rounds C down to a multiple of n x tp, and the summary says so.
+  const fs::path model = write("f12.yaml", "schema_version: 1\nkind: model\nname: f12\nd_model: 768\nd_ffn: 3072\n"
+                                          "num_experts: 64\ntop_k: 1\ncapacity_factor: 1.2\ndtype: fp32\nactivation: gelu\nnum_layers: 1\n");
+  Result rounded = run("simulate --model " + model.string() +
+                       " --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096 --chunks 4 --tp 8");
+  ASSERT_EQ(rounded.exit_code, 0) << rounded.err;
+  EXPECT_NE(rounded.out.find("capacity C=64 (floor(k*f*B/E) = 76 rounded down to a multiple of n x tp = 32)"),
+            std::string::npos)
+      << rounded.out;
+
   Result plain = run(kTed + " --tp 8 --no-dtd --network alpha-beta");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("duplicate token dropping off"), std::string::npos);
@@ -111,6 +121,7 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
       {"simulate --run " + bad_zero.string() + files, bad_zero.string() + ":4:"},
       {kTed + " --checkpoint some", "--checkpoint 'some' is not an activation checkpointing mode; valid: none, full, cac"},
       {kTed + " --checkpoint cac --strategy s2", "use strategy none with it (got s2)"},
+      {kTed + " --tp 2 --a2a 2dh", "the 2DH all-to-all (--a2a 2dh) needs expert-parallel groups of whole nodes"},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);
@@ -141,6 +152,16 @@ TEST_F(Cli, CommunicationAwareCheckpointingSavesTwoAllToAllsPerLayer) {
   EXPECT_EQ(count_a2a(full), 2 * 6 * 4);  // 2 layers, 6 all-to-alls, 4 chunks
   EXPECT_EQ(count_a2a(cac), 2 * 4 * 4);
   EXPECT_EQ(nlohmann::json::parse(read_file(cac))["config"]["run"]["checkpoint"], "cac");
+}
+
+// Virtual ranks share one GPU, those of every data-parallel replica too: gradient sync with two
+// replicas of ep 4 on a loopback node of 8 simulates all 8 without being asked.
+TEST_F(Cli, GradientSyncOnALoopbackNodeSimulatesEveryReplica) {
+  Result r = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/nodes/h100-loopback-8.yaml "
+                 "--tokens 1024 --ep 4 --grad-sync --timing");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("on 8 simulated rank(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("bwd.grad_sync"), std::string::npos);
 }
 
 TEST_F(Cli, TheBundledTedExampleRuns) {

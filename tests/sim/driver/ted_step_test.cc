@@ -124,6 +124,34 @@ TEST(TedStep, RepresentativeRankEqualsEveryRankUnderAlphaBeta) {
   }
 }
 
+// Valor: 4 nodes of 4 V100s sharing one NIC. With --ep 4 the experts have 4 replicas (one per
+// node), so each node's 4 GPUs run 4 gradient rings through the one NIC at once: the flow model
+// must see all of them, so the default (the first replica) equals every rank simulated.
+TEST(TedStep, GradientRingsOfTheOtherRanksShareTheNic) {
+  const ClusterSpec c = load_hardware_spec(kRoot + "/hardware/clusters/valor-4x-v100.yaml");
+  ModelSpec m = load_model_spec(kRoot + "/models/moe-gpt-s-16e.yaml");
+  m.dtype = DType::kFp16;  // V100: no tf32
+  m.gemm_dtype = DType::kFp16;
+  RunSpec r = run_with(1, 4);
+  r.tokens_per_gpu = 2048;
+  r.network = NetworkModel::kFlow;
+  r.grad_sync = true;
+  EXPECT_FALSE(build_options_for(c, r).representative_rank);
+  BuildOptions all;
+  all.representative_rank = false;
+  all.all_replicas = true;
+  const SimulationResult replica = simulate_step(m, c, r);
+  const SimulationResult every = simulate_step(m, c, r, all);
+  EXPECT_EQ(replica.graph.simulated_ranks().size(), 4u);
+  EXPECT_EQ(every.graph.simulated_ranks().size(), 16u);
+  EXPECT_EQ(replica.metrics.step_ns, every.metrics.step_ns);
+  // One rank alone would see its ring with the NIC to itself: faster than the truth.
+  BuildOptions one;
+  one.representative_rank = true;
+  TaskGraph g = build_moe_graph(m, c, r, one);
+  EXPECT_LT(simulate_graph(g, c, NetworkChoice{NetworkModel::kFlow}).trace.makespan_ns(), replica.metrics.step_ns);
+}
+
 TEST(TedStep, FlowModelSimulatesTheWholeReplicaWithTensorParallelism) {
   const ClusterSpec c = adira();
   RunSpec r = run_with(2);

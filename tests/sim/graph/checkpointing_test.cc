@@ -148,6 +148,36 @@ TEST(Checkpointing, CacWithTensorParallelismStashesTheSharesAndGathersAgain) {
   EXPECT_NO_THROW(check_acyclic(g));
 }
 
+// The re-run starts when autograd reaches the layer: apart from its gate and the shared experts'
+// FC1 (which the compute stream's order starts after the layer above's backward), every re-run
+// task waits for data of the re-run -- in particular the all-gathers that replace the all-to-alls
+// under cac with dropping, which would otherwise run during the layer above's backward.
+TEST(Checkpointing, EveryReRunTaskWaitsForTheReRun) {
+  for (OrderPolicy order : kAllPolicies)
+    for (ActivationCheckpointing mode : {ActivationCheckpointing::kFull, ActivationCheckpointing::kCommAware})
+      for (int tp : {1, 2}) {
+        ModelSpec m = small_model();
+        m.shared_experts = {1, 64};
+        RunSpec r = checkpointed(mode, 2, tp);
+        r.order = order;
+        r.num_moe_layers = 2;
+        const TaskGraph g = build_moe_graph(m, small_cluster(), r);
+        int checked = 0;
+        for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+          const Task& t = g.task(i);
+          if (t.id.find(".bwd.recompute.") == std::string::npos) continue;
+          if (t.id.ends_with("recompute.gate") || t.id.ends_with("recompute.shared.fc1")) continue;
+          bool has_data = false;
+          for (const auto& [from, to, kind] : g.edges())
+            if (to == i && kind == DepKind::kData && g.task(from).id.find(".bwd.recompute.") != std::string::npos)
+              has_data = true;
+          EXPECT_TRUE(has_data) << t.id << " " << to_string(order) << " " << to_string(mode) << " tp " << tp;
+          ++checked;
+        }
+        EXPECT_GT(checked, 10);
+      }
+}
+
 TEST(Checkpointing, AcyclicForEveryPolicyLayersAndTensorParallelism) {
   for (OrderPolicy order : kAllPolicies)
     for (ActivationCheckpointing mode : {ActivationCheckpointing::kFull, ActivationCheckpointing::kCommAware})

@@ -107,8 +107,10 @@ TEST(TensorParallelDims, DuplicateTokenDroppingSendsOneShareOfTheTokens) {
 }
 
 TEST(TensorParallelDims, CapacityIsAMultipleOfChunksTimesTpWithDropping) {
-  // C = 24: a multiple of n * tp for n = 2, tp = 2 (4) but not for n = 8 (16) -> 16.
+  // C = 24: a multiple of n * tp for n = 2, tp = 2 (4) but not for n = 8 (16) -> 16; the value
+  // before rounding is kept for the reports.
   EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8)).capacity, 16);
+  EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8)).capacity_unrounded, 24);
   EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8, 0, false)).capacity, 24);
   EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(4, 3)).capacity, 24);
   expect_rejected(small_model(), ted_run(8, 4), "is less than num_chunks x tp_size = 4 x 8");
@@ -120,6 +122,13 @@ TEST(TensorParallelDims, RejectsLayoutsThatDoNotFit) {
   expect_rejected(small_model(), ted_run(0), "tp_size must be at least 1, got 0");
   expect_rejected(small_model(), ted_run(2, 1, 8), "tp_size x ep_size = 2 x 8 must divide the cluster's GPU count 8");
   expect_rejected(small_model(), ted_run(4, 1, 4), "tp_size x ep_size = 4 x 4 must divide");
+  RunSpec hierarchical = ted_run(2);
+  hierarchical.all_to_all = AllToAllAlgorithm::kHierarchical;
+  expect_rejected(small_model(), hierarchical, "the 2DH all-to-all (--a2a 2dh) needs expert-parallel groups of whole nodes");
+  ModelSpec six = small_model();
+  six.num_experts = 6;
+  six.top_k = 1;
+  expect_rejected(six, ted_run(2, 1), "num_experts 6 is not divisible by ep_size 4 (ep_size 0: the GPUs / tp_size = 8 / 2)");
   ModelSpec m = small_model();
   m.d_ffn = 100;
   expect_rejected(m, ted_run(8, 1), "d_ffn 100 is not divisible by tp_size 8");
@@ -367,8 +376,8 @@ TEST(TensorParallelGraph, GradientAllReducesOverTheDataParallelGroups) {
   EXPECT_THAT(stream_ids(g, 0, StreamClass::kCommGrad),
               ElementsAre("L0.bwd.grad.experts.allreduce.ep0.tp0", "L0.bwd.grad.dense.allreduce.tp0"));
   EXPECT_EQ(task_at(g, "L0.bwd.grad.experts.allreduce.ep0.tp0").stage, "grad_sync");
-  // The world spans the replicas, so the all-to-alls name theirs.
-  EXPECT_TRUE(g.find("L0.fwd.dispatch.tp0.dp0.c0", -1).has_value());
+  // The world spans the replicas; the first replica's collectives keep their ids.
+  EXPECT_TRUE(g.find("L0.fwd.dispatch.tp0.c0", -1).has_value());
   const auto preds = [&](const std::string& id) { return predecessor_ids(g, id); };
   EXPECT_TRUE(preds("L0.bwd.grad.experts.allreduce.ep0.tp0").count("L0.bwd.fc1.wgrad.c1"));
   EXPECT_TRUE(preds("L0.bwd.grad.experts.allreduce.ep0.tp0").count("L0.bwd.fc2.wgrad.c0"));
@@ -382,7 +391,7 @@ TEST(TensorParallelGraph, GradientAllReducesOverTheDataParallelGroups) {
   const TaskGraph full = build_moe_graph(small_model(), small_cluster(), r, all);
   EXPECT_EQ(full.simulated_ranks().size(), 8u);
   for (const char* id : {"L0.bwd.grad.experts.allreduce.ep1.tp1", "L0.fwd.dispatch.tp1.dp1.c0",
-                         "L0.fwd.dispatch.allgather.ep1.dp1.c0"})
+                         "L0.fwd.dispatch.allgather.ep1.dp1.c0", "L0.fwd.dispatch.tp1.c0"})
     EXPECT_TRUE(full.find(id, -1).has_value()) << id;
   check_acyclic(full);
   BuildOptions replica;
