@@ -72,7 +72,6 @@ struct StepArgs {
   int ep_size = 0;
   int tp_size = 1;
   LayoutFlags layout;
-  std::string checkpoint = "none";
   int layers = 1;
   bool all_ranks = false;
   bool loopback = false;
@@ -97,6 +96,10 @@ void add_layout_flags(CLI::App* app, LayoutFlags& f) {
   app->add_option("--zero", f.zero_stage,
                   "ZeRO stage of the optimizer states: 0 (whole on every rank; the default) or 1 (sharded over "
                   "the data-parallel group)");
+  app->add_option("--checkpoint", f.checkpoint,
+                  "activation checkpointing of each MoE layer: none (the default) | full (re-run its forward before "
+                  "its backward) | cac (TED's communication-aware checkpointing: the re-run reuses the all-to-alls' "
+                  "stashed outputs); needs strategy none");
 }
 
 void add_step_options(CLI::App* app, StepArgs& a) {
@@ -118,10 +121,6 @@ void add_step_options(CLI::App* app, StepArgs& a) {
                   "tp x ep x data-parallel replicas")
       ->capture_default_str();
   add_layout_flags(app, a.layout);
-  app->add_option("--checkpoint", a.checkpoint,
-                  "activation checkpointing of each MoE layer: none | full (re-run its forward before its backward) "
-                  "| cac (TED's communication-aware checkpointing: the re-run reuses the all-to-alls' stashed outputs)")
-      ->capture_default_str();
   app->add_option("--layers", a.layers, "MoE layers simulated back to back")->capture_default_str();
   app->add_flag("--all-ranks", a.all_ranks,
                 "simulate every rank instead of one representative rank");
@@ -171,7 +170,7 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--no-dtd")) a.layout.no_dtd = !file.run.drop_duplicate_tokens;
     if (!given(a, "--grad-sync")) a.layout.grad_sync = file.run.grad_sync;
     if (!given(a, "--zero")) a.layout.zero_stage = file.run.zero_stage;
-    if (!given(a, "--checkpoint")) a.checkpoint = std::string(to_string(file.run.checkpoint));
+    if (!given(a, "--checkpoint")) a.layout.checkpoint = std::string(to_string(file.run.checkpoint));
     if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
     if (!given(a, "--seed")) a.seed = file.run.seed;
     if (!given(a, "--strategy")) a.strategy = std::string(to_string(file.run.strategy));
@@ -202,11 +201,7 @@ RunSpec to_run_spec(const StepArgs& a) {
   run.drop_duplicate_tokens = !a.layout.no_dtd;
   run.grad_sync = a.layout.grad_sync;
   run.zero_stage = a.layout.zero_stage;
-  const auto checkpoint = parse_activation_checkpointing(a.checkpoint);
-  if (!checkpoint)
-    throw InputError("--checkpoint '" + a.checkpoint + "' is not an activation checkpointing mode; valid: " +
-                     join(activation_checkpointing_names()));
-  run.checkpoint = *checkpoint;
+  run.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
   run.num_moe_layers = a.layers;
   run.seed = a.seed;
   const auto order = parse_order_policy(a.order);
@@ -359,7 +354,8 @@ int main_impl(int argc, char** argv) {
   plan->add_option("--calibration", plan_args.calibration_path, "calibration YAML measured by `moesim calibrate`");
   plan->add_option("--tokens", plan_args.tokens, "tokens per GPU: one count or a list (2048,4096)")->required();
   plan->add_option("--chunks,-n", plan_args.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity)");
-  plan->add_option("--strategies", plan_args.strategies, "memory strategies: all or a list of none,s1,s2,s3,s4")
+  plan->add_option("--strategies", plan_args.strategies,
+                   "memory strategies: all (with --checkpoint: none) or a list of none,s1,s2,s3,s4")
       ->capture_default_str();
   plan->add_option("--objective", plan_args.objective, "what best means: time|memory|balanced")->capture_default_str();
   plan->add_option("--method", plan_args.method, "selection method: simulate|pipemoe|mpipemoe-online|mpmoe-model|all")
@@ -537,6 +533,7 @@ int main_impl(int argc, char** argv) {
   if (plan->parsed()) return run_plan(plan_args, kVersion);
   if (sweep->parsed()) {
     sweep_args.layout.zero_given = sweep->count("--zero") > 0;
+    sweep_args.layout.checkpoint_given = sweep->count("--checkpoint") > 0;
     return run_sweep_command(sweep_args, kVersion);
   }
   if (collective->parsed()) {

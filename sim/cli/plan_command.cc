@@ -46,6 +46,7 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   req.run.drop_duplicate_tokens = !a.layout.no_dtd;
   req.run.grad_sync = a.layout.grad_sync;
   req.run.zero_stage = a.layout.zero_stage;
+  req.run.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
   req.run.num_moe_layers = a.layers;
   req.run.slots = a.slots;
   req.run.count_routing_data = !a.no_routing_data;
@@ -59,7 +60,11 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
   req.tokens = parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40);
   if (!a.chunks.empty()) req.chunk_counts = parse_chunk_list("--chunks", a.chunks);
-  req.strategies = parse_strategy_list("--strategies", a.strategies);
+  // `all` means every strategy the run can use: activation checkpointing replaces the MPipeMoE
+  // ones, so it leaves none (a list naming s1-s4 with --checkpoint is refused with the rule).
+  req.strategies = req.run.checkpoint != ActivationCheckpointing::kNone && a.strategies == "all"
+                       ? std::vector<MemoryStrategy>{MemoryStrategy::kNone}
+                       : parse_strategy_list("--strategies", a.strategies);
   if (a.method == "all") {
     req.methods = {search::PlanMethod::kSimulate, search::PlanMethod::kPipeMoE, search::PlanMethod::kOnline,
                    search::PlanMethod::kMpmoeModel};

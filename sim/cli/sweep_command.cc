@@ -177,6 +177,7 @@ SweepSpec spec_from(const SweepArgs& a) {
   if (a.layout.no_dtd) spec.drop_duplicate_tokens = false;
   if (a.layout.grad_sync) spec.grad_sync = true;
   if (a.layout.zero_given) spec.zero_stage = a.layout.zero_stage;
+  if (a.layout.checkpoint_given) spec.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
   if (a.step_target_ms >= 0) {
     if (!std::isfinite(a.step_target_ms)) throw InputError("--step-target-ms must be a finite number");
     spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));

@@ -172,6 +172,8 @@ void write_plan_text(std::ostream& out, const PlanReport& r) {
   for (int n : r.chunk_counts) out << " " << n;
   out << "; strategies:";
   for (MemoryStrategy s : r.strategies) out << " " << to_string(s);
+  if (r.checkpoint != ActivationCheckpointing::kNone)
+    out << "; activation checkpointing " << to_string(r.checkpoint);
   out << "\n";
   for (const PlanTable& t : r.tables) write_table(out, t, r.layout.tp > 1);
   if (r.has_online) write_online(out, r.online);
@@ -194,6 +196,7 @@ std::string plan_json(const PlanReport& r) {
   j["drop_duplicate_tokens"] = r.drop_duplicate_tokens;
   j["grad_sync"] = r.grad_sync;
   j["zero_stage"] = r.zero_stage;
+  j["checkpoint"] = std::string(to_string(r.checkpoint));
   j["order"] = r.order;
   j["routing"] = r.routing;
   j["num_moe_layers"] = r.num_moe_layers;

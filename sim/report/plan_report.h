@@ -117,6 +117,7 @@ struct PlanReport {
   bool drop_duplicate_tokens = false;  // in effect: tp_size > 1 and not turned off
   bool grad_sync = false;
   int zero_stage = 0;
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   std::string order;
   std::string routing = "uniform";  // RoutingSpec::to_string()
   int num_moe_layers = 1;

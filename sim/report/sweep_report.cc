@@ -226,7 +226,7 @@ std::string options_text(const SweepTable& t) {
   if (std::any_of(tps.begin(), tps.end(), [](int tp) { return tp > 1; }))
     s += std::string(", duplicate token dropping ") + (dtd ? "on" : "off");
   s += std::string(". Gradient all-reduces ") + (t.grad_sync ? "simulated" : "not simulated") + "; ZeRO stage " +
-       std::to_string(t.zero_stage) + ".";
+       std::to_string(t.zero_stage) + "; activation checkpointing " + std::string(to_string(t.checkpoint)) + ".";
   return s;
 }
 
@@ -383,7 +383,7 @@ std::string sweep_csv(const SweepTable& t) {
   std::string out =
       "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
       "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction,tp,ep,dp,global_tokens,best_layout,"
-      "drop_duplicate_tokens,grad_sync,zero_stage\n";
+      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint\n";
   for (std::size_t i = 0; i < t.records.size(); ++i) {
     const SweepRecord& r = t.records[i];
     out += csv_field(r.model) + "," + csv_field(r.hardware) + "," + std::to_string(r.gpus) + "," +
@@ -395,7 +395,8 @@ std::string sweep_csv(const SweepTable& t) {
            format_fixed(r.dropped_fraction, 6) + "," + std::to_string(r.layout.tp) + "," + std::to_string(r.layout.ep) +
            "," + std::to_string(r.layout.dp) + "," + std::to_string(r.global_tokens) + "," +
            (best_layout[i] ? "1" : "0") + "," + (r.drop_duplicate_tokens ? "1" : "0") + "," +
-           (t.grad_sync ? "1" : "0") + "," + std::to_string(t.zero_stage) + "\n";
+           (t.grad_sync ? "1" : "0") + "," + std::to_string(t.zero_stage) + "," + std::string(to_string(t.checkpoint)) +
+           "\n";
   }
   return out;
 }
@@ -410,6 +411,7 @@ std::string sweep_json(const SweepTable& t) {
   j["token_axis"] = token_axis_key(t.token_unit);
   j["grad_sync"] = t.grad_sync;
   j["zero_stage"] = t.zero_stage;
+  j["checkpoint"] = std::string(to_string(t.checkpoint));
   ordered_json records = ordered_json::array();
   for (const SweepRecord& r : t.records) {
     records.push_back({{"model", r.model},

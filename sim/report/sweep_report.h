@@ -60,6 +60,7 @@ struct SweepTable {
   TokenUnit token_unit = TokenUnit::kPerGpu;  // what the grid's token axis counted
   bool grad_sync = false;
   int zero_stage = 0;
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   std::vector<SweepRecord> records;  // grid order
 };
 

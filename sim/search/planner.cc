@@ -218,7 +218,10 @@ void resolve_plan_request(PlanRequest& req) {
   for (std::int64_t t : req.tokens) {
     if (t < 1) throw InputError("plan: token counts must be positive, got " + std::to_string(t));
   }
-  if (req.strategies.empty()) req.strategies = kAllStrategies;
+  // Activation checkpointing replaces the MPipeMoE strategies (derive_layer_dims refuses both).
+  if (req.strategies.empty())
+    req.strategies = req.run.checkpoint == ActivationCheckpointing::kNone ? kAllStrategies
+                                                                          : std::vector<MemoryStrategy>{MemoryStrategy::kNone};
   if (req.run.tp_size > 1) {
     // The PipeMoE and MPipeMoE cost models (pipemoe_model.h, strategy_model.h) time one expert-
     // parallel all-to-all channel and the whole experts on every rank: they have no term for the
@@ -415,6 +418,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   report.drop_duplicate_tokens = layout.drop_duplicate_tokens;
   report.grad_sync = req.run.grad_sync;
   report.zero_stage = req.run.zero_stage;
+  report.checkpoint = req.run.checkpoint;
   report.order = std::string(to_string(req.run.order));
   report.routing = req.run.routing.to_string();
   report.num_moe_layers = req.run.num_moe_layers;

@@ -140,6 +140,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
                   c.run.drop_duplicate_tokens = spec.drop_duplicate_tokens;
                   c.run.grad_sync = spec.grad_sync;
                   c.run.zero_stage = spec.zero_stage;
+                  c.run.checkpoint = spec.checkpoint;
                   c.run.num_chunks = n;
                   c.run.strategy = s;
                   c.run.order = spec.order;
@@ -225,6 +226,7 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
   t.token_unit = plan.spec.token_unit;
   t.grad_sync = plan.spec.grad_sync;
   t.zero_stage = plan.spec.zero_stage;
+  t.checkpoint = plan.spec.checkpoint;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const SweepConfig& c = plan.configs[i];
     const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];

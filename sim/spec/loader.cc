@@ -855,7 +855,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
                                  "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order",
                                  "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
-                                 "drop_duplicate_tokens", "grad_sync", "zero_stage"});
+                                 "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
   check_header(m, "sweep", true, true);
   SweepSpec spec;
   spec.origin = origin_of(m);
@@ -913,6 +913,8 @@ SweepSpec load_sweep_spec(const std::string& path) {
   if (auto v = m.get("drop_duplicate_tokens")) spec.drop_duplicate_tokens = v->as_bool();
   if (auto v = m.get("grad_sync")) spec.grad_sync = v->as_bool();
   if (auto v = m.get("zero_stage")) spec.zero_stage = static_cast<int>(v->as_int(0, 1));
+  if (auto v = m.get("checkpoint"))
+    spec.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
   return spec;
 }
 

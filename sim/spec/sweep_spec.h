@@ -70,6 +70,7 @@ struct SweepSpec {
   bool drop_duplicate_tokens = true;
   bool grad_sync = false;
   int zero_stage = 0;
+  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
 
   const char* token_key() const { return token_axis_key(token_unit); }
 };

@@ -245,6 +245,40 @@ const std::string kSweepTed =
     "sweep --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml --chunks 1,2 "
     "--strategies none";
 
+// Activation checkpointing in plan and sweep: every configuration re-runs its layers' forward;
+// plan's default strategy set is then none alone, and a strategy with checkpointing is refused.
+TEST_F(Cli, PlanAndSweepTakeActivationCheckpointing) {
+  const fs::path json = dir_ / "plan.json";
+  Result p = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                 "--tokens 4096 --chunks 1,2 --checkpoint cac --json " + json.string());
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto plan = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(plan["checkpoint"], "cac");
+  EXPECT_EQ(plan["strategies"], nlohmann::json::array({"none"}));
+  Result bad = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                   "--tokens 4096 --strategies s1 --checkpoint full");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("use strategy none with it (got s1)"), std::string::npos) << bad.err;
+  EXPECT_EQ(run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                "--tokens 4096 --checkpoint half")
+                .exit_code,
+            2);
+
+  const fs::path csv = dir_ / "s.csv";
+  Result s = run(kSweepTed.substr(0, kSweepTed.find(" --strategies")) + " --tokens 2048 --checkpoint full --csv " +
+                 csv.string());
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const std::string text = read_file(csv);
+  EXPECT_NE(text.find(",full\n"), std::string::npos) << text;
+  const fs::path grid = write("grid.yaml", "schema_version: 1\nkind: sweep\nmodels: [" + std::string(MOESIM_SOURCE_DIR) +
+                                               "/models/moe-gpt-s-64e.yaml]\nhardware: [" + MOESIM_SOURCE_DIR +
+                                               "/hardware/clusters/dgx-a100-2node.yaml]\ntokens: [2048]\nchunks: [1]\n"
+                                               "strategies: [none]\ncheckpoint: sometimes\n");
+  Result g = run("sweep --grid " + grid.string());
+  EXPECT_EQ(g.exit_code, 2);
+  EXPECT_NE(g.err.find(grid.string() + ":8:13: checkpoint: unknown value 'sometimes'"), std::string::npos) << g.err;
+}
+
 TEST_F(Cli, SweepOverLayoutsAtOneGlobalBatch) {
   const fs::path csv = dir_ / "ted.csv", json = dir_ / "ted.json", html = dir_ / "ted.html";
   const Result r = run(kSweepTed + " --global-tokens 32768 --tp 1,2,4 --grad-sync --zero 1 --csv " + csv.string() +
@@ -253,7 +287,7 @@ TEST_F(Cli, SweepOverLayoutsAtOneGlobalBatch) {
   const std::string text = read_file(csv);
   EXPECT_EQ(text.rfind("model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,"
                        "capacity_bytes,fits,speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction,"
-                       "tp,ep,dp,global_tokens,best_layout,drop_duplicate_tokens,grad_sync,zero_stage\n",
+                       "tp,ep,dp,global_tokens,best_layout,drop_duplicate_tokens,grad_sync,zero_stage,checkpoint\n",
                        0),
             0u)
       << text;
@@ -301,7 +335,7 @@ TEST_F(Cli, SweepOverLayoutsAtOneGlobalBatch) {
   }
   const std::string page = read_file(html);
   EXPECT_NE(page.find("Layouts at one global batch"), std::string::npos);
-  EXPECT_NE(page.find("Gradient all-reduces simulated; ZeRO stage 1."), std::string::npos);
+  EXPECT_NE(page.find("Gradient all-reduces simulated; ZeRO stage 1; activation checkpointing none."), std::string::npos);
 }
 
 TEST_F(Cli, BadLayoutSweepsExitTwoBeforeAnyWork) {

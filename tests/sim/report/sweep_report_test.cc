@@ -81,14 +81,14 @@ TEST(SweepReportTest, CsvColumnsAndFixedFormats) {
   const std::string header =
       "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
       "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction,tp,ep,dp,global_tokens,best_layout,"
-      "drop_duplicate_tokens,grad_sync,zero_stage\n";
+      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint\n";
   ASSERT_EQ(csv.rfind(header, 0), 0u);
   EXPECT_NE(csv.find("m,h,8,1024,uniform,s4,2,0.900,0.450,0.450,90,100,1,1.1111,1,1.0000,1.0000,0.000000,"
-                     "1,8,1,8192,1,0,0,0\n"),
+                     "1,8,1,8192,1,0,0,0,none\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("m,h,16,1024,uniform,none,1,0.700,0.350,0.350,80,100,1,1.0000,0,1.0000,1.0000,0.000000,"
-                     "1,16,1,16384,0,0,0,0\n"),
+                     "1,16,1,16384,0,0,0,0,none\n"),
             std::string::npos)
       << csv;
   SweepTable quoted = table();
@@ -163,12 +163,12 @@ TEST(SweepReportTest, LayoutColumnsAndPreamble) {
   const std::string csv = sweep_csv(t);
   // tp 2, n = 2: the group's best (1.1667x over its n = 1) and the batch's fastest layout.
   EXPECT_NE(csv.find("m,h,16,2048,uniform,none,2,0.600,0.300,0.300,95,100,1,1.1667,1,1.0000,1.0000,0.000000,"
-                     "2,8,1,16384,1,1,1,1\n"),
+                     "2,8,1,16384,1,1,1,1,none\n"),
             std::string::npos)
       << csv;
   // tp 4, n = 2: its group's best, not the batch's.
   EXPECT_NE(csv.find("m,h,16,4096,uniform,none,2,0.650,0.325,0.325,70,100,1,1.2308,1,1.0000,1.0000,0.000000,"
-                     "4,4,1,16384,0,1,1,1\n"),
+                     "4,4,1,16384,0,1,1,1,none\n"),
             std::string::npos)
       << csv;
   const auto j = nlohmann::json::parse(sweep_json(t));
@@ -188,7 +188,7 @@ TEST(SweepReportTest, LayoutColumnsAndPreamble) {
   const std::string html = sweep_html(t);
   EXPECT_NE(html.find("Token axis: global tokens per step"), std::string::npos);
   EXPECT_NE(html.find("Layouts: tensor-parallel degree 1, 2, 4, the expert-parallel group spanning GPUs / tp, "
-                      "duplicate token dropping on. Gradient all-reduces simulated; ZeRO stage 1."),
+                      "duplicate token dropping on. Gradient all-reduces simulated; ZeRO stage 1; activation checkpointing none."),
             std::string::npos);
   EXPECT_NE(html.find("Layouts at one global batch"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"l\">tp 2 x ep 8 x dp 1 = 16 GPUs</td><td>2048</td><td>2</td><td>none</td>"
@@ -202,7 +202,7 @@ TEST(SweepReportTest, LayoutColumnsAndPreamble) {
   apart.records[3].tokens = 1024;  // tokens per GPU kept, so tp 2 trains half the batch
   apart.records[3].global_tokens = 8192;
   EXPECT_NE(sweep_html(apart).find("No global batch of this grid has more than one layout"), std::string::npos);
-  EXPECT_NE(sweep_html(table()).find("Gradient all-reduces not simulated; ZeRO stage 0."), std::string::npos);
+  EXPECT_NE(sweep_html(table()).find("Gradient all-reduces not simulated; ZeRO stage 0; activation checkpointing none."), std::string::npos);
 }
 
 }  // namespace
