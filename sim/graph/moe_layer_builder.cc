@@ -366,7 +366,8 @@ class Builder {
         d_(dims),
         g_(graph),
         single_comm_stream_(single_comm_stream),
-        layout_(dims.layout()) {
+        layout_(dims.layout()),
+        model_states_(layer_model_state_bytes(model, dims, run.optimizer, run.zero_stage)) {
     eb_ = d_.element_bytes;
     const int n = d_.num_chunks;
     for (int r : g_.simulated_ranks()) {
@@ -803,7 +804,7 @@ class Builder {
 
     // Model states and the pinned host copies of offloaded tensors: resident for the whole step.
     if (!rerun_) {
-      const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer, run_.zero_stage);
+      const ModelStateBytes& ms = model_states_;
       buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
       buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
       if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
@@ -1390,7 +1391,7 @@ class Builder {
       // updated parameters: the same ring traffic): the experts' once their weight gradients are
       // done, over the ranks that hold the same expert shards; the gate's and shared experts'
       // after gate.wgrad, over the non-expert data-parallel group.
-      const ModelStateBytes ms = layer_model_state_bytes(model_, d_, run_.optimizer, run_.zero_stage);
+      const ModelStateBytes& ms = model_states_;
       if (layout_.dp > 1) {
         const Node ar = group_collective(l, p, "grad.experts.allreduce", "grad_sync", -1, StreamClass::kCommGrad,
                                          GroupKind::kExpertData, CollectiveOp::kAllReduce, ms.expert_grad_bytes());
@@ -1415,6 +1416,7 @@ class Builder {
   TaskGraph& g_;
   bool single_comm_stream_ = false;
   ParallelLayout layout_;
+  ModelStateBytes model_states_;  // of one layer on a rank (every layer has the same)
   int eb_ = 4;
   std::vector<RankLoad> loads_;                       // per simulated rank, in simulated_ranks() order
   std::vector<std::shared_ptr<const TrafficMatrix>> traffic_;  // per chunk, with a routing plan

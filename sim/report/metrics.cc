@@ -7,8 +7,6 @@
 namespace moesim {
 namespace {
 
-bool is_comm(StreamClass s) { return is_comm_stream(s); }
-bool is_copy(StreamClass s) { return is_copy_stream(s); }
 
 std::string stage_key(const Task& t) { return std::string(to_string(t.pass)) + "." + t.stage; }
 
@@ -72,8 +70,8 @@ StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int
     const auto iv = std::make_pair(r.start_ns, r.end_ns);
     all.push_back(iv);
     if (t.stream == StreamClass::kCompute) compute.push_back(iv);
-    if (is_comm(t.stream)) comm.push_back(iv);
-    if (is_copy(t.stream)) copy.push_back(iv);
+    if (is_comm_stream(t.stream)) comm.push_back(iv);
+    if (is_copy_stream(t.stream)) copy.push_back(iv);
     m.sum_task_ns += r.end_ns - r.start_ns;
     m.step_ns = std::max(m.step_ns, r.end_ns);
     if (t.pass == Pass::kForward) {
