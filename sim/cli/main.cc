@@ -27,6 +27,7 @@
 #include "sim/graph/graph_algorithms.h"
 #include "sim/graph/graph_json.h"
 #include "sim/report/report.h"
+#include "sim/report/timeline.h"
 #include "sim/spec/loader.h"
 
 namespace moesim::cli {
@@ -246,10 +247,20 @@ ClusterSpec load_step_cluster(const StepArgs& a) {
   return loopback_cluster(cluster, a.ep_size > 0 ? a.ep_size : cluster.num_gpus());
 }
 
-int run_simulate(StepArgs& a, const std::string& json_path, const std::string& trace_path,
-                 bool timing) {
-  if (json_path == "-" && trace_path == "-")
-    throw InputError("--json - and --trace - cannot both write to stdout; give one a file name");
+struct SimulateOutputs {
+  std::string json_path;
+  std::string trace_path;
+  std::string timeline_path;
+  bool timing = false;
+};
+
+int run_simulate(StepArgs& a, const SimulateOutputs& outputs) {
+  const std::string& json_path = outputs.json_path;
+  const std::string& trace_path = outputs.trace_path;
+  const std::string& timeline_path = outputs.timeline_path;
+  const int to_stdout = (json_path == "-") + (trace_path == "-") + (timeline_path == "-");
+  if (to_stdout > 1)
+    throw InputError("only one of --json -, --trace - and --timeline - can write to stdout; give the others a file name");
   PhaseTimer timer;
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
@@ -280,12 +291,17 @@ int run_simulate(StepArgs& a, const std::string& json_path, const std::string& t
   std::ostringstream summary;
   write_summary(summary, in);
   // When a machine-readable output goes to stdout, the summary moves to stderr.
-  const bool stdout_taken = json_path == "-" || trace_path == "-";
+  const bool stdout_taken = to_stdout > 0;
   (stdout_taken ? std::cerr : std::cout) << summary.str();
   if (!json_path.empty()) write_output(json_path, report_json(in));
   if (!trace_path.empty()) write_output(trace_path, perfetto_trace_json(graph, trace, result.memory));
+  if (!timeline_path.empty()) {
+    std::ostringstream timeline;
+    write_timeline(timeline, graph, trace, result.memory);
+    write_output(timeline_path, timeline.str());
+  }
   timer.mark("report");
-  if (timing) {
+  if (outputs.timing) {
     std::cout.flush();  // keep the summary ahead of the timing lines on a shared terminal
     std::cerr << "timing: " << graph.num_tasks() << " tasks on " << graph.simulated_ranks().size()
               << " simulated rank(s)\n";
@@ -327,13 +343,15 @@ int main_impl(int argc, char** argv) {
   app.add_flag("--version", show_version, "print the version and exit");
 
   StepArgs sim_args;
-  std::string json_path, trace_path;
-  bool timing = false;
+  SimulateOutputs sim_outputs;
   CLI::App* simulate = app.add_subcommand("simulate", "simulate one training step of MoE layers");
   add_step_options(simulate, sim_args);
-  simulate->add_option("--json", json_path, "write the full report as JSON ('-' for stdout)");
-  simulate->add_option("--trace", trace_path, "write a Chrome/Perfetto trace JSON");
-  simulate->add_flag("--timing", timing, "print wall-clock time per phase on stderr");
+  simulate->add_option("--json", sim_outputs.json_path, "write the full report as JSON ('-' for stdout)");
+  simulate->add_option("--trace", sim_outputs.trace_path, "write a Chrome/Perfetto trace JSON ('-' for stdout)");
+  simulate->add_option("--timeline", sim_outputs.timeline_path,
+                       "write the compact text timeline: every task's start and end in ns, each rank's peak memory "
+                       "(the format of tests/golden/; '-' for stdout)");
+  simulate->add_flag("--timing", sim_outputs.timing, "print wall-clock time per phase on stderr");
 
   CLI::App* graph_cmd = app.add_subcommand("graph", "task graph tools");
   graph_cmd->require_subcommand(1);
@@ -527,7 +545,7 @@ int main_impl(int argc, char** argv) {
     return 2;
   }
 
-  if (simulate->parsed()) return run_simulate(sim_args, json_path, trace_path, timing);
+  if (simulate->parsed()) return run_simulate(sim_args, sim_outputs);
   if (graph_export->parsed()) return run_graph_export(export_args, export_path);
   if (graph_check->parsed()) return run_graph_check(check_path);
   if (plan->parsed()) return run_plan(plan_args, kVersion);

@@ -141,6 +141,18 @@ TEST_F(Cli, JsonToStdoutMovesTheSummaryToStderr) {
   EXPECT_EQ(run(kExample + " --json - --trace -").exit_code, 2);
 }
 
+TEST_F(Cli, TimelineToStdoutAndOneStdoutOutputAtMost) {
+  Result r = run(kExample + " --timeline -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("# moesim timeline v1\n", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_NE(r.out.find("\nstep_ns 2563214\n"), std::string::npos);  // the summary's 2563.214 us
+  EXPECT_NE(r.out.find("\ntask 0 "), std::string::npos);
+  EXPECT_NE(r.err.find("step time"), std::string::npos);  // the summary moved to stderr
+  Result both = run(kExample + " --timeline - --trace -");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("only one of --json -, --trace - and --timeline -"), std::string::npos) << both.err;
+}
+
 TEST_F(Cli, ExtremeValuesAreInputErrorsNotCrashes) {
   // An efficiency so small that durations leave 64-bit time.
   const std::string gpu = read_file(fs::path(MOESIM_SOURCE_DIR) / "hardware/gpus/a100-sxm4-40gb.yaml");

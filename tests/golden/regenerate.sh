@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Regenerates the golden timelines (docs/golden.md) with a built moesim:
+#   tests/golden/regenerate.sh BUILD_DIR [CASE ...]
+# Every case by default. Review `git diff tests/golden` and commit the change on its own, saying
+# why the timelines moved.
+set -euo pipefail
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BUILD_DIR [CASE ...]" >&2
+  exit 2
+fi
+golden_dir="$(cd "$(dirname "$0")" && pwd)"
+moesim="$1/sim/cli/moesim"
+shift
+if [[ ! -x "$moesim" ]]; then
+  echo "error: $moesim is not an executable; build first (cmake --build BUILD_DIR)" >&2
+  exit 2
+fi
+cases=("$@")
+if [[ ${#cases[@]} -eq 0 ]]; then
+  for dir in "$golden_dir"/*/; do
+    [[ -f "$dir/scenario.yaml" ]] && cases+=("$(basename "$dir")")
+  done
+fi
+for name in "${cases[@]}"; do
+  dir="$golden_dir/$name"
+  if [[ ! -f "$dir/scenario.yaml" ]]; then
+    echo "error: $dir/scenario.yaml does not exist (no golden case '$name')" >&2
+    exit 2
+  fi
+  # Written next to the old file and renamed, so a failed run leaves the old timeline in place.
+  "$moesim" simulate --run "$dir/scenario.yaml" --timeline "$dir/expected.timeline.new" >/dev/null
+  mv "$dir/expected.timeline.new" "$dir/expected.timeline"
+  echo "$name: $(grep -c '^task ' "$dir/expected.timeline") task lines, $(sed -n 's/^step_ns //p' "$dir/expected.timeline") ns"
+done
