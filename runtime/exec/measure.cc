@@ -17,6 +17,7 @@
 #include "runtime/exec/reference_check.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
+#include "sim/memory/model_memory.h"
 #include "sim/report/metrics.h"
 #include "sim/report/report.h"
 #include "sim/report/spec_json.h"
@@ -197,6 +198,7 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
   if (!reason.empty()) throw InputError("`moesim run` needs a GPU, and none is usable: " + reason);
   if (req.ranks < 1) throw InputError("--ranks must be at least 1, got " + std::to_string(req.ranks));
   if (req.iters < 1 || req.warmup < 0) throw InputError("--iters must be at least 1 and --warmup at least 0");
+  check_simulated_layers(req.model, req.run.num_moe_layers);  // the report's whole-model memory needs it
   Prepared p;
   p.cluster = run_hardware(req.cluster, req.ranks, req.loopback);
   p.run = req.run;

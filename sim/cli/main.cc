@@ -26,6 +26,7 @@
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
 #include "sim/graph/graph_json.h"
+#include "sim/memory/model_memory.h"
 #include "sim/report/report.h"
 #include "sim/report/timeline.h"
 #include "sim/spec/loader.h"
@@ -266,6 +267,7 @@ int run_simulate(StepArgs& a, const SimulateOutputs& outputs) {
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_step_cluster(a);
   const RunSpec run = to_run_spec(a);
+  check_simulated_layers(model, run.num_moe_layers);
   timer.mark("load");
   BuildOptions options;
   options.representative_rank = !a.all_ranks;

@@ -90,10 +90,10 @@ class World {
   // exactly a single process's.
   std::vector<search::SweepOutcome> gather(const std::vector<search::SweepOutcome>& mine, std::size_t total) const {
     if (size() == 1) return mine;
-    constexpr std::size_t kFields = 7;
+    constexpr std::size_t kFields = 8;
     std::vector<std::int64_t> fields;
     for (const auto& o : mine)
-      fields.insert(fields.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes,
+      fields.insert(fields.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes, o.model_peak_bytes,
                                    std::bit_cast<std::int64_t>(o.expert_imbalance),
                                    std::bit_cast<std::int64_t>(o.rank_imbalance),
                                    std::bit_cast<std::int64_t>(o.dropped_fraction)});
@@ -106,8 +106,8 @@ class World {
       if (!f.empty()) std::memcpy(f.data(), parts[r].data(), parts[r].size());
       for (std::size_t k = 0; k * kFields < f.size(); ++k) {
         const std::int64_t* v = f.data() + k * kFields;
-        all[r + k * static_cast<std::size_t>(size())] = {v[0], v[1], v[2], v[3], std::bit_cast<double>(v[4]),
-                                                         std::bit_cast<double>(v[5]), std::bit_cast<double>(v[6])};
+        all[r + k * static_cast<std::size_t>(size())] = {v[0], v[1], v[2], v[3], v[4], std::bit_cast<double>(v[5]),
+                                                         std::bit_cast<double>(v[6]), std::bit_cast<double>(v[7])};
       }
     }
     return all;

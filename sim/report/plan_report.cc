@@ -70,16 +70,17 @@ void write_table(std::ostream& out, const PlanTable& t, bool tensor_parallel) {
   out << "\ntokens per GPU: " << t.tokens;
   if (tensor_parallel) out << " (global batch " << t.global_tokens << ")";
   out << "   baseline (n=1, none): step " << format_ms(t.baseline.step_ns)
-      << " ms, peak " << format_gib(t.baseline.peak_bytes) << " GiB\n";
+      << " ms, peak " << format_gib(t.baseline.peak_bytes) << " GiB (simulated layers), whole model "
+      << format_gib(t.baseline.model_peak_bytes) << " GiB\n";
   out << pad("rank", 4) << pad("n", 4) << "  " << pad("strategy", 8, true) << pad("step_ms", 10)
-      << pad("fwd_ms", 10) << pad("bwd_ms", 10) << pad("peak_GiB", 10) << pad("fits", 5)
+      << pad("fwd_ms", 10) << pad("bwd_ms", 10) << pad("peak_GiB", 10) << pad("model_GiB", 10) << pad("fits", 5)
       << pad("speedup", 9) << pad("saved_GiB", 10) << "\n";
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const PlanRow& r = t.rows[i];
     out << pad(std::to_string(i + 1), 4) << pad(std::to_string(r.num_chunks), 4) << "  "
         << pad(std::string(to_string(r.strategy)), 8, true) << pad(format_ms(r.step_ns), 10)
         << pad(format_ms(r.forward_ns), 10) << pad(format_ms(r.backward_ns), 10)
-        << pad(format_gib(r.peak_bytes), 10) << pad(r.fits ? "yes" : "no", 5)
+        << pad(format_gib(r.peak_bytes), 10) << pad(format_gib(r.model_peak_bytes), 10) << pad(r.fits ? "yes" : "no", 5)
         << pad(format_fixed(r.speedup, 3) + "x", 9) << pad(format_gib(r.memory_saved_bytes), 10)
         << (static_cast<int>(i) == t.best ? "  <- best" : "") << "\n";
   }
@@ -133,7 +134,7 @@ void write_fit(std::ostream& out, const FitReport& f) {
       out << "no (" << s.reason << ")\n";
     } else {
       out << "yes: " << config_name(s.best.num_chunks, s.best.strategy) << ", step "
-          << format_ms(s.best.step_ns) << " ms, peak " << format_gib(s.best.peak_bytes) << " GiB\n";
+          << format_ms(s.best.step_ns) << " ms, whole model " << format_gib(s.best.model_peak_bytes) << " GiB\n";
     }
   }
   if (f.answer < 0) {
@@ -151,6 +152,7 @@ nlohmann::ordered_json row_json(const PlanRow& r) {
           {"forward_ns", r.forward_ns},
           {"backward_ns", r.backward_ns},
           {"peak_bytes", r.peak_bytes},
+          {"model_peak_bytes", r.model_peak_bytes},
           {"capacity_bytes", r.capacity_bytes},
           {"fits", r.fits},
           {"speedup", r.speedup},

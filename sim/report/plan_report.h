@@ -36,11 +36,12 @@ struct PlanRow {
   TimeNs step_ns = 0;
   TimeNs forward_ns = 0;
   TimeNs backward_ns = 0;
-  std::int64_t peak_bytes = 0;      // device peak of the critical rank
-  std::int64_t capacity_bytes = 0;  // HBM of one GPU
-  bool fits = false;                // peak_bytes <= capacity_bytes
-  double speedup = 0;               // baseline step / this step (baseline: n = 1, strategy none)
-  std::int64_t memory_saved_bytes = 0;  // baseline peak - this peak (negative: uses more)
+  std::int64_t peak_bytes = 0;        // device peak of the simulated layers on the fullest rank
+  std::int64_t model_peak_bytes = 0;  // the whole model's on the fullest GPU (sim/memory/model_memory.h)
+  std::int64_t capacity_bytes = 0;    // HBM of one GPU
+  bool fits = false;                  // model_peak_bytes <= capacity_bytes
+  double speedup = 0;                 // baseline step / this step (baseline: n = 1, strategy none)
+  std::int64_t memory_saved_bytes = 0;  // baseline whole-model peak - this one (negative: uses more)
 };
 
 // The configuration a selection method picked, and how it fares in simulation.

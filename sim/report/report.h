@@ -13,6 +13,7 @@
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/graph/task_graph.h"
 #include "sim/memory/memory_tracker.h"
+#include "sim/memory/model_memory.h"
 #include "sim/report/metrics.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -44,6 +45,16 @@ const RankMemory* peak_memory_rank(const std::vector<RankMemory>& memory);
 // its virtual ranks' peaks (each rank's buffers are planned on their own, as the runtime gives each
 // virtual rank its own arena). This is what is compared with the GPU's capacity.
 std::int64_t device_peak_bytes(const ClusterSpec& cluster, const std::vector<RankMemory>& memory);
+
+// The same for the whole model (sim/memory/model_memory.h): what decides whether the model fits.
+std::int64_t device_peak_bytes(const ClusterSpec& cluster, const std::vector<ModelMemory>& memory);
+
+// The rank whose whole-model peak is the highest; null for an empty list.
+const ModelMemory* peak_model_memory_rank(const std::vector<ModelMemory>& memory);
+
+// The whole model's memory for a report: model_memory() over the report's graph, with the model's
+// num_layers and the run's simulated layers.
+std::vector<ModelMemory> model_memory_of(const ReportInputs& in);
 
 // The human-readable summary (stdout of `moesim simulate`).
 void write_summary(std::ostream& out, const ReportInputs& in);

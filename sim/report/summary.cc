@@ -28,6 +28,53 @@ std::string pad_right(const std::string& s, std::size_t width) {
 
 std::string bandwidth_text(double bytes_per_s) { return fixed(bytes_per_s / 1e9, 1) + " GB/s"; }
 
+std::string gib(std::int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 3) + " GiB"; }
+
+std::string layers_text(int n) { return std::to_string(n) + (n == 1 ? " layer" : " layers"); }
+
+// The memory block: the simulated layers' peak and its breakdown, then the whole model's peak
+// (model_memory.h) against the GPU's capacity.
+void write_memory(std::ostream& out, const ReportInputs& in) {
+  const ClusterSpec& cl = in.cluster;
+  const RankMemory* mem = in.graph.num_buffers() > 0 ? peak_memory_rank(in.memory) : nullptr;
+  if (mem == nullptr) {
+    out << "memory              not modelled: the graph declares no buffers\n\n";
+    return;
+  }
+  const std::int64_t capacity = cl.node.gpu.hbm_capacity_bytes;
+  out << pad_right("memory peak", 20) << pad_left(gib(mem->peak_device_bytes), 18) << "  (rank " << mem->rank
+      << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us; " << in.run.num_moe_layers << " of "
+      << layers_text(in.model.num_layers) << " simulated)\n";
+  if (cl.node.loopback)
+    out << pad_right("  one GPU holds", 20) << pad_left(gib(device_peak_bytes(cl, in.memory)), 18)
+        << "  (the peaks of its " << virtual_ranks(cl.node.gpus_per_node) << ")\n";
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    const auto category = static_cast<MemoryCategory>(c);
+    const std::int64_t bytes =
+        category == MemoryCategory::kHostPinned ? mem->peak_host_pinned_bytes : mem->at_peak_bytes[c];
+    const std::string label =
+        category == MemoryCategory::kHostPinned ? "host pinned (peak)" : std::string(to_string(category));
+    out << pad_right("  " + label, 20) << pad_left(gib(bytes), 18) << "\n";
+  }
+  const std::vector<ModelMemory> model = model_memory_of(in);
+  const ModelMemory& whole = *peak_model_memory_rank(model);
+  const std::int64_t device = device_peak_bytes(cl, model);
+  out << pad_right("whole model", 20) << pad_left(gib(whole.peak_bytes), 18) << "  (rank " << whole.rank << ", "
+      << layers_text(whole.model_layers);
+  if (whole.layers_not_simulated() > 0)
+    out << ": + " << whole.layers_not_simulated() << " x (" << gib(whole.layer_model_state_bytes)
+        << " model states + " << gib(whole.layer_kept_activation_bytes) << " activations kept for backward)";
+  out << ")";
+  if (cl.node.loopback)
+    out << "\n" << pad_right("  one GPU holds", 20) << pad_left(gib(device), 18) << "  (the whole-model peaks of its "
+        << virtual_ranks(cl.node.gpus_per_node) << ")";
+  if (device <= capacity) {
+    out << ": fits in " << gib(capacity) << "\n\n";
+  } else {
+    out << ": does not fit: needs " << gib(device) << " of " << gib(capacity) << "\n\n";
+  }
+}
+
 }  // namespace
 
 void write_summary(std::ostream& out, const ReportInputs& in) {
@@ -111,34 +158,7 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
       << pad_left(fixed(100.0 * m.overlap_fraction, 1), 14)
       << " %  of min(compute, comm) hidden\n\n";
 
-  const RankMemory* mem = in.graph.num_buffers() > 0 ? peak_memory_rank(in.memory) : nullptr;
-  if (mem == nullptr) {
-    out << "memory              not modelled: the graph declares no buffers\n\n";
-  } else {
-    const std::int64_t capacity = cl.node.gpu.hbm_capacity_bytes;
-    const auto gib = [](std::int64_t b) { return fixed(static_cast<double>(b) / kGiB, 3) + " GiB"; };
-    const std::int64_t device = device_peak_bytes(cl, in.memory);
-    out << pad_right("memory peak", 20) << pad_left(gib(mem->peak_device_bytes), 18) << "  (rank "
-        << mem->rank << ", at " << fixed(ns_to_us(mem->peak_time_ns), 3) << " us)";
-    if (cl.node.loopback) {
-      out << "\n" << pad_right("  one GPU holds", 20) << pad_left(gib(device), 18) << "  (the peaks of its "
-          << virtual_ranks(cl.node.gpus_per_node) << ")";
-    }
-    if (device <= capacity) {
-      out << ": fits in " << gib(capacity) << "\n";
-    } else {
-      out << ": does not fit: needs " << gib(device) << " of " << gib(capacity) << "\n";
-    }
-    for (int c = 0; c < kNumMemoryCategories; ++c) {
-      const auto category = static_cast<MemoryCategory>(c);
-      const std::int64_t bytes =
-          category == MemoryCategory::kHostPinned ? mem->peak_host_pinned_bytes : mem->at_peak_bytes[c];
-      const std::string label = category == MemoryCategory::kHostPinned ? "host pinned (peak)"
-                                                                         : std::string(to_string(category));
-      out << pad_right("  " + label, 20) << pad_left(gib(bytes), 18) << "\n";
-    }
-    out << "\n";
-  }
+  write_memory(out, in);
   out << pad_right("stage", 20) << pad_left("busy_us", 14) << pad_left("exposed_us", 14)
       << pad_left("tasks", 8) << "\n";
   for (const std::string& key : m.stage_order) {

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "sim/report/plan_report.h"
+#include "sim/report/svg_chart.h"
 
 namespace moesim {
 namespace {
@@ -55,20 +56,6 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string us(TimeNs t) { return format_fixed(static_cast<double>(t) / 1e3, 3); }
 
 const char* strategy_color(MemoryStrategy s) {
@@ -84,116 +71,6 @@ const char* strategy_color(MemoryStrategy s) {
 
 const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
-// ---- a small SVG chart: axes with "nice" ticks, lines and markers ----
-
-struct Series {
-  std::string name;
-  std::string color;
-  std::vector<std::pair<double, double>> points;
-  bool line = true;
-  std::vector<bool> filled;  // per point; empty = all filled
-};
-
-std::vector<double> nice_ticks(double lo, double hi) {
-  if (!(hi > lo)) {
-    const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
-    lo -= pad;
-    hi += pad;
-  }
-  const double raw = (hi - lo) / 5;
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  const double norm = raw / mag;
-  const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
-  // From the multiple of step at or below lo up to the first one at or above hi, so every point lies
-  // inside the axes.
-  std::vector<double> ticks;
-  const double first = std::floor(lo / step);
-  for (double k = first; ticks.empty() || ticks.back() < hi - step * 1e-9; k += 1) ticks.push_back(k * step);
-  if (ticks.size() < 2) ticks.push_back(ticks.back() + step);
-  return ticks;
-}
-
-std::string tick_label(double v) {
-  if (std::fabs(v) >= 100 || v == std::floor(v)) return format_fixed(v, 0);
-  if (std::fabs(v) >= 1) return format_fixed(v, 1);
-  return format_fixed(v, 3);
-}
-
-std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<Series>& series, bool log2_x = false) {
-  const double w = 600, h = 330, left = 64, right = 190, top = 34, bottom = 48;
-  const double pw = w - left - right, ph = h - top - bottom;
-  double x0 = 1e300, x1 = -1e300, y0 = 0, y1 = -1e300;
-  const auto fx = [log2_x](double x) { return log2_x ? std::log2(x) : x; };
-  for (const Series& s : series) {
-    for (const auto& [x, y] : s.points) {
-      x0 = std::min(x0, fx(x));
-      x1 = std::max(x1, fx(x));
-      y1 = std::max(y1, y);
-    }
-  }
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
-    << " " << h << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o << "<text x=\"" << w / 2 - right / 2 << "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">"
-    << html_escape(title) << "</text>\n";
-  if (x0 > x1) {
-    o << "<text x=\"" << left << "\" y=\"" << top + 20 << "\">no data</text></svg>\n";
-    return o.str();
-  }
-  std::vector<double> xt;
-  if (log2_x) {
-    for (double v = std::floor(x0); v <= std::ceil(x1); v += 1) xt.push_back(v);
-  } else {
-    xt = nice_ticks(x0, x1);
-  }
-  const std::vector<double> yt = nice_ticks(y0, y1);
-  const double xa = xt.front(), xb = xt.back() > xt.front() ? xt.back() : xt.front() + 1;
-  const double ya = yt.front(), yb = yt.back();
-  const auto px = [&](double x) { return left + (fx(x) - xa) / (xb - xa) * pw; };
-  const auto py = [&](double y) { return top + ph - (y - ya) / (yb - ya) * ph; };
-  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
-    << "\" fill=\"#fafafa\" stroke=\"#999\"/>\n";
-  for (double v : xt) {
-    const double x = left + (v - xa) / (xb - xa) * pw;
-    o << "<line x1=\"" << format_fixed(x, 1) << "\" y1=\"" << top << "\" x2=\"" << format_fixed(x, 1) << "\" y2=\""
-      << top + ph << "\" stroke=\"#e4e4e4\"/>";
-    o << "<text x=\"" << format_fixed(x, 1) << "\" y=\"" << top + ph + 14 << "\" text-anchor=\"middle\">"
-      << (log2_x ? tick_label(std::exp2(v)) : tick_label(v)) << "</text>\n";
-  }
-  for (double v : yt) {
-    const double y = py(v);
-    o << "<line x1=\"" << left << "\" y1=\"" << format_fixed(y, 1) << "\" x2=\"" << left + pw << "\" y2=\""
-      << format_fixed(y, 1) << "\" stroke=\"#e4e4e4\"/>";
-    o << "<text x=\"" << left - 6 << "\" y=\"" << format_fixed(y + 4, 1) << "\" text-anchor=\"end\">" << tick_label(v)
-      << "</text>\n";
-  }
-  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << h - 10 << "\" text-anchor=\"middle\">" << html_escape(xlabel)
-    << "</text>\n";
-  o << "<text transform=\"translate(16," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-    << html_escape(ylabel) << "</text>\n";
-  for (std::size_t si = 0; si < series.size(); ++si) {
-    const Series& s = series[si];
-    if (s.line && s.points.size() > 1) {
-      o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.8\" points=\"";
-      for (const auto& [x, y] : s.points) o << format_fixed(px(x), 1) << "," << format_fixed(py(y), 1) << " ";
-      o << "\"/>\n";
-    }
-    for (std::size_t i = 0; i < s.points.size(); ++i) {
-      const bool filled = s.filled.empty() || s.filled[i];
-      o << "<circle cx=\"" << format_fixed(px(s.points[i].first), 1) << "\" cy=\""
-        << format_fixed(py(s.points[i].second), 1) << "\" r=\"3\" fill=\"" << (filled ? s.color : "white")
-        << "\" stroke=\"" << s.color << "\"/>";
-    }
-    o << "\n";
-    const double ly = top + 8 + 16 * static_cast<double>(si);
-    o << "<rect x=\"" << left + pw + 10 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"10\" fill=\"" << s.color
-      << "\"/><text x=\"" << left + pw + 24 << "\" y=\"" << ly + 1 << "\">" << html_escape(s.name) << "</text>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
-}
 
 std::string group_label(const GroupKey& k) {
   const int tp = std::get<3>(k);
@@ -256,7 +133,7 @@ void write_layouts(std::ostream& o, const SweepTable& t, const std::vector<BestC
   }
   o << svg_chart("fastest fitting step per layout", "tensor-parallel degree tp", "step time (ms)", series, true);
   o << "<table><tr><th>model</th><th>hardware</th><th>GPUs</th><th>global tokens</th><th>layout</th>"
-       "<th>tokens per GPU</th><th>best n</th><th>strategy</th><th>step (ms)</th><th>peak (GiB)</th><th></th></tr>\n";
+       "<th>tokens per GPU</th><th>best n</th><th>strategy</th><th>step (ms)</th><th>model peak (GiB)</th><th></th></tr>\n";
   for (const LayoutChoice& l : batches) {
     for (int g : l.groups) {
       const BestChoice& b = choices[static_cast<std::size_t>(g)];
@@ -270,7 +147,7 @@ void write_layouts(std::ostream& o, const SweepTable& t, const std::vector<BestC
       const SweepRecord& r = t.records[static_cast<std::size_t>(b.best)];
       o << "<td class=\"l\">" << r.layout.describe() << "</td><td>" << r.tokens << "</td><td>" << r.num_chunks
         << "</td><td>" << to_string(r.strategy) << "</td><td>" << format_ms(r.step_ns) << "</td><td>"
-        << format_gib(r.peak_bytes) << "</td><td class=\"l\">" << (b.best == l.best ? "fastest" : "")
+        << format_gib(r.model_peak_bytes) << "</td><td class=\"l\">" << (b.best == l.best ? "fastest" : "")
         << "</td></tr>\n";
     }
   }
@@ -344,12 +221,12 @@ std::vector<int> pareto_front(const SweepTable& t) {
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     const SweepRecord& x = t.records[static_cast<std::size_t>(a)];
     const SweepRecord& y = t.records[static_cast<std::size_t>(b)];
-    return std::tie(x.step_ns, x.peak_bytes) < std::tie(y.step_ns, y.peak_bytes);
+    return std::tie(x.step_ns, x.model_peak_bytes) < std::tie(y.step_ns, y.model_peak_bytes);
   });
   std::vector<int> front;
   std::int64_t lowest = -1;
   for (int i : order) {
-    const std::int64_t peak = t.records[static_cast<std::size_t>(i)].peak_bytes;
+    const std::int64_t peak = t.records[static_cast<std::size_t>(i)].model_peak_bytes;
     if (lowest < 0 || peak < lowest) {
       front.push_back(i);
       lowest = peak;
@@ -383,7 +260,7 @@ std::string sweep_csv(const SweepTable& t) {
   std::string out =
       "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
       "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction,tp,ep,dp,global_tokens,best_layout,"
-      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint\n";
+      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint,model_peak_bytes\n";
   for (std::size_t i = 0; i < t.records.size(); ++i) {
     const SweepRecord& r = t.records[i];
     out += csv_field(r.model) + "," + csv_field(r.hardware) + "," + std::to_string(r.gpus) + "," +
@@ -396,7 +273,7 @@ std::string sweep_csv(const SweepTable& t) {
            "," + std::to_string(r.layout.dp) + "," + std::to_string(r.global_tokens) + "," +
            (best_layout[i] ? "1" : "0") + "," + (r.drop_duplicate_tokens ? "1" : "0") + "," +
            (t.grad_sync ? "1" : "0") + "," + std::to_string(t.zero_stage) + "," + std::string(to_string(t.checkpoint)) +
-           "\n";
+           "," + std::to_string(r.model_peak_bytes) + "\n";
   }
   return out;
 }
@@ -425,6 +302,7 @@ std::string sweep_json(const SweepTable& t) {
                        {"forward_ns", r.forward_ns},
                        {"backward_ns", r.backward_ns},
                        {"peak_bytes", r.peak_bytes},
+                       {"model_peak_bytes", r.model_peak_bytes},
                        {"capacity_bytes", r.capacity_bytes},
                        {"fits", r.fits},
                        {"expert_imbalance", r.expert_imbalance},
@@ -483,7 +361,8 @@ std::string sweep_html(const SweepTable& t) {
     << ", " << t.records.size() << " configurations"
     << (t.step_target_ns > 0 ? ", step-time target " + format_ms(t.step_target_ns) + " ms" : "")
     << ". Times are simulated training steps (forward and backward of the MoE layers); memory is the "
-       "simulated device peak of the critical rank. Hollow markers do not fit in GPU memory.</p>\n"
+       "whole model's device peak on the fullest GPU (all its layers, extrapolated from the simulated ones). "
+       "Hollow markers do not fit in GPU memory.</p>\n"
     << "<p class=\"note\">" << html_escape(options_text(t)) << "</p>\n";
 
   const auto all_groups = groups(t);
@@ -521,7 +400,7 @@ std::string sweep_html(const SweepTable& t) {
       Series dots{std::string(to_string(s)), strategy_color(s), {}, false, {}};
       for (const SweepRecord& r : t.records) {
         if (r.strategy != s) continue;
-        dots.points.emplace_back(ns_to_ms(r.step_ns), static_cast<double>(r.peak_bytes) / static_cast<double>(kGiB));
+        dots.points.emplace_back(ns_to_ms(r.step_ns), static_cast<double>(r.model_peak_bytes) / static_cast<double>(kGiB));
         dots.filled.push_back(r.fits);
       }
       if (!dots.points.empty()) series.push_back(std::move(dots));
@@ -529,10 +408,10 @@ std::string sweep_html(const SweepTable& t) {
     Series front{"Pareto front", "#000000", {}, true, {}};
     for (int i : pareto_front(t)) {
       const SweepRecord& r = t.records[static_cast<std::size_t>(i)];
-      front.points.emplace_back(ns_to_ms(r.step_ns), static_cast<double>(r.peak_bytes) / static_cast<double>(kGiB));
+      front.points.emplace_back(ns_to_ms(r.step_ns), static_cast<double>(r.model_peak_bytes) / static_cast<double>(kGiB));
     }
     series.push_back(std::move(front));
-    o << svg_chart("peak memory against step time (all configurations)", "step time (ms)", "peak memory (GiB)", series);
+    o << svg_chart("whole-model peak memory against step time (all configurations)", "step time (ms)", "model peak memory (GiB)", series);
   }
 
   const auto choices = best_per_group(t);
@@ -558,7 +437,7 @@ std::string sweep_html(const SweepTable& t) {
     o << svg_chart("n of the fastest fitting configuration", "tokens per GPU", "best n", series, true);
   }
   o << "<table><tr><th>model</th><th>hardware</th><th>GPUs</th><th>tp</th><th>tokens</th><th>best n</th>"
-       "<th>strategy</th><th>step (ms)</th><th>peak (GiB)</th><th>speed-up vs n=1 none</th></tr>\n";
+       "<th>strategy</th><th>step (ms)</th><th>model peak (GiB)</th><th>speed-up vs n=1 none</th></tr>\n";
   for (const BestChoice& b : choices) {
     o << "<tr><td class=\"l\">" << html_escape(b.model) << "</td><td class=\"l\">" << html_escape(b.hardware)
       << "</td><td>" << b.gpus << "</td><td>" << b.tp_size << "</td><td>" << b.tokens << "</td>";
@@ -568,7 +447,7 @@ std::string sweep_html(const SweepTable& t) {
     }
     const SweepRecord& r = t.records[static_cast<std::size_t>(b.best)];
     o << "<td>" << r.num_chunks << "</td><td>" << to_string(r.strategy) << "</td><td>" << format_ms(r.step_ns)
-      << "</td><td>" << format_gib(r.peak_bytes) << "</td><td>"
+      << "</td><td>" << format_gib(r.model_peak_bytes) << "</td><td>"
       << (b.baseline < 0 ? std::string("-")
                          : format_fixed(static_cast<double>(t.records[static_cast<std::size_t>(b.baseline)].step_ns) /
                                             static_cast<double>(r.step_ns), 3) + "x")
@@ -596,7 +475,7 @@ std::string sweep_html(const SweepTable& t) {
     o << svg_chart("smallest GPU count per token count", axis_tokens_label(t), "GPUs", series, true);
   }
   o << "<table><tr><th>model</th><th>hardware</th><th>" << axis_tokens_label(t)
-    << "</th><th>smallest GPUs</th><th>layout</th><th>n</th><th>strategy</th><th>step (ms)</th><th>peak (GiB)</th>"
+    << "</th><th>smallest GPUs</th><th>layout</th><th>n</th><th>strategy</th><th>step (ms)</th><th>model peak (GiB)</th>"
        "</tr>\n";
   for (const CapacityAnswer& a : capacity) {
     o << "<tr><td class=\"l\">" << html_escape(a.model) << "</td><td class=\"l\">" << html_escape(a.hardware)
@@ -608,7 +487,7 @@ std::string sweep_html(const SweepTable& t) {
     const SweepRecord& r = t.records[static_cast<std::size_t>(a.record)];
     o << "<td>" << a.gpus << "</td><td class=\"l\">" << r.layout.describe() << "</td><td>" << r.num_chunks
       << "</td><td>" << to_string(r.strategy) << "</td><td>" << format_ms(r.step_ns) << "</td><td>"
-      << format_gib(r.peak_bytes) << "</td></tr>\n";
+      << format_gib(r.model_peak_bytes) << "</td></tr>\n";
   }
   o << "</table>\n</body></html>\n";
   return o.str();

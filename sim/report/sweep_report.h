@@ -40,9 +40,10 @@ struct SweepRecord {
   TimeNs step_ns = 0;
   TimeNs forward_ns = 0;
   TimeNs backward_ns = 0;
-  std::int64_t peak_bytes = 0;
+  std::int64_t peak_bytes = 0;        // the simulated layers' device peak on the fullest rank
+  std::int64_t model_peak_bytes = 0;  // the whole model's on the fullest GPU (sim/memory/model_memory.h)
   std::int64_t capacity_bytes = 0;
-  bool fits = false;
+  bool fits = false;                  // model_peak_bytes <= capacity_bytes
   double expert_imbalance = 1.0;  // the routing's max / mean tokens per expert (before capacity)
   double rank_imbalance = 1.0;    // max / mean rows a rank's experts compute
   double dropped_fraction = 0.0;

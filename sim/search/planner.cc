@@ -10,6 +10,7 @@
 #include "sim/core/error.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/driver/simulation.h"
+#include "sim/memory/model_memory.h"
 #include "sim/net/alpha_beta.h"
 #include "sim/report/report.h"
 #include "sim/search/online_search.h"
@@ -38,6 +39,7 @@ std::string config_text(std::int64_t tokens, int n, MemoryStrategy s) {
 // derive_layer_dims with the configuration named in the message.
 LayerDims checked_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
   try {
+    check_simulated_layers(model, run.num_moe_layers);
     return derive_layer_dims(model, cluster, run);
   } catch (const InputError& e) {
     throw InputError(e.where(), "configuration " +
@@ -115,7 +117,7 @@ class EvaluationCache {
 
 void add_relative(PlanRow& row, const PlanRow& baseline) {
   row.speedup = static_cast<double>(baseline.step_ns) / static_cast<double>(row.step_ns);
-  row.memory_saved_bytes = baseline.peak_bytes - row.peak_bytes;
+  row.memory_saved_bytes = baseline.model_peak_bytes - row.model_peak_bytes;
 }
 
 const PlanRow* find_row(const PlanTable& t, int n, MemoryStrategy s) {
@@ -283,8 +285,9 @@ PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluste
   row.backward_ns = r.metrics.backward_ns;
   const RankMemory* peak = peak_memory_rank(r.memory);
   row.peak_bytes = peak != nullptr ? peak->peak_device_bytes : 0;
+  row.model_peak_bytes = device_peak_bytes(cluster, model_memory(r.graph, r.memory, model.num_layers, run.num_moe_layers));
   row.capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
-  row.fits = row.peak_bytes <= row.capacity_bytes;
+  row.fits = row.model_peak_bytes <= row.capacity_bytes;
   return row;
 }
 
@@ -292,13 +295,13 @@ int rank_rows(std::vector<PlanRow>& rows, PlanObjective objective) {
   const auto score = [objective](const PlanRow& r) {
     switch (objective) {
       case PlanObjective::kTime:
-        return std::make_tuple(static_cast<double>(r.step_ns), static_cast<double>(r.peak_bytes));
+        return std::make_tuple(static_cast<double>(r.step_ns), static_cast<double>(r.model_peak_bytes));
       case PlanObjective::kMemory:
-        return std::make_tuple(static_cast<double>(r.peak_bytes), static_cast<double>(r.step_ns));
+        return std::make_tuple(static_cast<double>(r.model_peak_bytes), static_cast<double>(r.step_ns));
       case PlanObjective::kBalanced:
         break;
     }
-    return std::make_tuple(static_cast<double>(r.step_ns) * static_cast<double>(r.peak_bytes),
+    return std::make_tuple(static_cast<double>(r.step_ns) * static_cast<double>(r.model_peak_bytes),
                            static_cast<double>(r.step_ns));
   };
   std::stable_sort(rows.begin(), rows.end(), [&](const PlanRow& a, const PlanRow& b) {
@@ -613,10 +616,10 @@ FitReport fit_cluster(const PlanRequest& req, int max_nodes, TimeNs max_step_ns)
                    [&](std::size_t i) { rows[i] = evaluate_configuration(req.model, cluster, runs[i]); });
       const int best = rank_rows(rows, PlanObjective::kTime);
       if (best < 0) {
-        step.reason = "nothing fits: smallest peak " +
+        step.reason = "nothing fits: smallest whole-model peak " +
                       format_gib(std::min_element(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
-                                   return a.peak_bytes < b.peak_bytes;
-                                 })->peak_bytes) +
+                                   return a.model_peak_bytes < b.model_peak_bytes;
+                                 })->model_peak_bytes) +
                       " GiB of " + format_gib(rows.front().capacity_bytes) + " GiB";
       } else {
         step.best = rows[static_cast<std::size_t>(best)];

@@ -8,6 +8,7 @@
 #include "sim/core/checked_math.h"
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
+#include "sim/memory/model_memory.h"
 #include "sim/search/planner.h"
 #include "sim/search/thread_pool.h"
 #include "sim/spec/loader.h"
@@ -167,6 +168,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
     RunSpec one = c.run;
     one.num_chunks = 1;
     try {
+      check_simulated_layers(model, one.num_moe_layers);
       const LayerDims d = derive_layer_dims(model, cluster, one);
       // With duplicate token dropping a chunk's rows split over the tp ranks: C must hold n x tp.
       const int share = d.token_share();
@@ -204,8 +206,10 @@ SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index) {
   RoutingStats routing;
   const PlanRow row = evaluate_configuration(plan.models[static_cast<std::size_t>(c.model)],
                                              plan.clusters[static_cast<std::size_t>(c.cluster)], c.run, &routing);
-  return SweepOutcome{row.step_ns,           row.forward_ns,         row.backward_ns,           row.peak_bytes,
-                      routing.expert_imbalance, routing.rank_imbalance, routing.dropped_fraction()};
+  return SweepOutcome{row.step_ns,          row.forward_ns,
+                      row.backward_ns,      row.peak_bytes,
+                      row.model_peak_bytes, routing.expert_imbalance,
+                      routing.rank_imbalance, routing.dropped_fraction()};
 }
 
 std::vector<SweepOutcome> run_sweep(const SweepPlan& plan, const std::vector<std::size_t>& indices, int jobs,
@@ -245,11 +249,12 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
     r.forward_ns = outcomes[i].forward_ns;
     r.backward_ns = outcomes[i].backward_ns;
     r.peak_bytes = outcomes[i].peak_bytes;
+    r.model_peak_bytes = outcomes[i].model_peak_bytes;
     r.expert_imbalance = outcomes[i].expert_imbalance;
     r.rank_imbalance = outcomes[i].rank_imbalance;
     r.dropped_fraction = outcomes[i].dropped_fraction;
     r.capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
-    r.fits = r.peak_bytes <= r.capacity_bytes;
+    r.fits = r.model_peak_bytes <= r.capacity_bytes;
     t.records.push_back(std::move(r));
   }
   return t;

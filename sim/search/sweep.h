@@ -53,7 +53,8 @@ struct SweepOutcome {
   TimeNs step_ns = 0;
   TimeNs forward_ns = 0;
   TimeNs backward_ns = 0;
-  std::int64_t peak_bytes = 0;
+  std::int64_t peak_bytes = 0;        // the simulated layers'
+  std::int64_t model_peak_bytes = 0;  // the whole model's
   double expert_imbalance = 1.0;  // RoutingStats: max / mean tokens per expert before capacity
   double rank_imbalance = 1.0;    // max / mean rows a rank computes
   double dropped_fraction = 0.0;  // choices dropped by capacity

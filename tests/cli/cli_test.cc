@@ -164,11 +164,39 @@ TEST_F(Cli, ExtremeValuesAreInputErrorsNotCrashes) {
   Result r = run("simulate --model models/moe-gpt-s-64e.yaml --hardware " + g.string() + " --ep 1 --tokens 4096");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("not a usable time"), std::string::npos) << r.err;
-  // A graph too large to build is refused before it is built.
-  Result big = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
-                   "--tokens 4096 --layers 100000 --chunks 64 --all-ranks");
+  // A graph too large to build is refused before it is built (a model that has 100000 layers).
+  std::string deep = read_file(fs::path(MOESIM_SOURCE_DIR) / "models/moe-gpt-s-64e.yaml");
+  const auto layers_key = deep.find("num_layers: 12");
+  ASSERT_NE(layers_key, std::string::npos);
+  deep.replace(layers_key, 14, "num_layers: 100000");
+  const fs::path deep_model = write("deep.yaml", deep);
+  Result big = run("simulate --model " + deep_model.string() +
+                   " --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096 --layers 100000 --chunks 64 "
+                   "--all-ranks");
   EXPECT_EQ(big.exit_code, 2) << big.err;
   EXPECT_NE(big.err.find("limit"), std::string::npos) << big.err;
+}
+
+TEST_F(Cli, MoreLayersThanTheModelHasAreRefusedAndTheVerdictCountsEveryLayer) {
+  Result r = run(kExample + " --layers 13");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("models/moe-gpt-s-64e.yaml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the run simulates 13 MoE layers but the model has num_layers = 12"), std::string::npos)
+      << r.err;
+  // DeepSeek-V3's 61 layers on 32 H100s: one layer fits in 80 GiB, the model does not.
+  Result ds = run("simulate --model models/deepseek-v3.yaml --hardware hardware/clusters/h100-4x-hgx-ndr.yaml "
+                  "--tokens 4096 --json -");
+  ASSERT_EQ(ds.exit_code, 0) << ds.err;
+  const auto mem = nlohmann::json::parse(ds.out)["memory"];
+  EXPECT_LT(mem["peak_bytes"].get<std::int64_t>(), mem["capacity_bytes"].get<std::int64_t>());
+  EXPECT_EQ(mem["whole_model"]["layers"], 61);
+  EXPECT_EQ(mem["whole_model"]["peak_bytes"].get<std::int64_t>(),
+            mem["peak_bytes"].get<std::int64_t>() +
+                60 * (mem["whole_model"]["layer_model_states_bytes"].get<std::int64_t>() +
+                      mem["whole_model"]["layer_kept_activations_bytes"].get<std::int64_t>()));
+  EXPECT_FALSE(mem["fits"].get<bool>());
+  EXPECT_NE(ds.err.find("61 layers: + 60 x ("), std::string::npos) << ds.err;
+  EXPECT_NE(ds.err.find("does not fit: needs"), std::string::npos) << ds.err;
 }
 
 TEST_F(Cli, BadInputExitsTwoWithAClearMessage) {

@@ -77,6 +77,7 @@ TEST(MeasureOnHost, LoopbackRanksReportTheSimulatorSchemaWithAMeasuredBlock) {
 TEST(MeasureOnHost, SeveralLayersAreMeasuredAndCheckedLayerByLayer) {
   MeasureRequest req = tiny_request(2, true);
   req.run.num_moe_layers = 2;
+  req.model.num_layers = 2;
   req.model.activation = Activation::kSwiglu;
   const auto provider = make_host_provider(1);
   const MeasureResult r = measure(req, *provider);

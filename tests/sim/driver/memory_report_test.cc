@@ -50,6 +50,7 @@ struct Fixture {
 
 TEST(MemoryReport, PeakBreakdownAndVerdict) {
   Fixture f;
+  f.model.num_layers = 1;  // the hand-made graph is the whole model
   auto [json_text, text] = f.report();
   const auto j = nlohmann::json::parse(json_text);
   const auto& mem = j["memory"];
@@ -68,6 +69,28 @@ TEST(MemoryReport, PeakBreakdownAndVerdict) {
   auto [json2, text2] = f.report();
   EXPECT_FALSE(nlohmann::json::parse(json2)["memory"]["fits"].get<bool>());
   EXPECT_NE(text2.find("does not fit: needs 3.000 GiB of 2.000 GiB"), std::string::npos) << text2;
+}
+
+// A 4-layer model of which the graph is one layer: the three below hold their model states (1 GiB
+// each; the graph's activation is freed by the task that allocates it, so none is kept).
+TEST(MemoryReport, WholeModelVerdictCountsTheLayersNotSimulated) {
+  Fixture f;
+  f.model.num_layers = 4;
+  f.cluster.node.gpu.hbm_capacity_bytes = 5 * kGiB;
+  auto [json_text, text] = f.report();
+  const auto mem = nlohmann::json::parse(json_text)["memory"];
+  EXPECT_EQ(mem["peak_bytes"], 3 * kGiB);
+  EXPECT_EQ(mem["whole_model"]["layers"], 4);
+  EXPECT_EQ(mem["whole_model"]["simulated_layers"], 1);
+  EXPECT_EQ(mem["whole_model"]["layer_model_states_bytes"], kGiB);
+  EXPECT_EQ(mem["whole_model"]["layer_kept_activations_bytes"], 0);
+  EXPECT_EQ(mem["whole_model"]["peak_bytes"], 6 * kGiB);
+  EXPECT_FALSE(mem["fits"].get<bool>());  // 3 GiB of one layer fits in 5, the model's 6 GiB do not
+  EXPECT_NE(text.find("(rank 0, at 0.000 us; 1 of 4 layers simulated)"), std::string::npos) << text;
+  EXPECT_NE(text.find("whole model                  6.000 GiB  (rank 0, 4 layers: + 3 x (1.000 GiB model states + "
+                      "0.000 GiB activations kept for backward)): does not fit: needs 6.000 GiB of 5.000 GiB"),
+            std::string::npos)
+      << text;
 }
 
 TEST(MemoryReport, GraphWithoutBuffersSaysNotModelled) {

@@ -24,6 +24,7 @@ SweepRecord rec(int gpus, std::int64_t tokens, int n, MemoryStrategy s, TimeNs s
   r.forward_ns = step / 2;
   r.backward_ns = step - step / 2;
   r.peak_bytes = peak;
+  r.model_peak_bytes = peak;  // a one-layer model: the simulated layer is the whole model
   r.capacity_bytes = 100;
   r.fits = fits;
   r.layout.ep = gpus;
@@ -81,14 +82,14 @@ TEST(SweepReportTest, CsvColumnsAndFixedFormats) {
   const std::string header =
       "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
       "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction,tp,ep,dp,global_tokens,best_layout,"
-      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint\n";
+      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint,model_peak_bytes\n";
   ASSERT_EQ(csv.rfind(header, 0), 0u);
   EXPECT_NE(csv.find("m,h,8,1024,uniform,s4,2,0.900,0.450,0.450,90,100,1,1.1111,1,1.0000,1.0000,0.000000,"
-                     "1,8,1,8192,1,0,0,0,none\n"),
+                     "1,8,1,8192,1,0,0,0,none,90\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("m,h,16,1024,uniform,none,1,0.700,0.350,0.350,80,100,1,1.0000,0,1.0000,1.0000,0.000000,"
-                     "1,16,1,16384,0,0,0,0,none\n"),
+                     "1,16,1,16384,0,0,0,0,none,80\n"),
             std::string::npos)
       << csv;
   SweepTable quoted = table();
@@ -126,6 +127,7 @@ SweepTable layouts() {
     r.forward_ns = step / 2;
     r.backward_ns = step - step / 2;
     r.peak_bytes = peak;
+    r.model_peak_bytes = peak;
     r.fits = peak <= r.capacity_bytes;
     return r;
   };
@@ -163,12 +165,12 @@ TEST(SweepReportTest, LayoutColumnsAndPreamble) {
   const std::string csv = sweep_csv(t);
   // tp 2, n = 2: the group's best (1.1667x over its n = 1) and the batch's fastest layout.
   EXPECT_NE(csv.find("m,h,16,2048,uniform,none,2,0.600,0.300,0.300,95,100,1,1.1667,1,1.0000,1.0000,0.000000,"
-                     "2,8,1,16384,1,1,1,1,none\n"),
+                     "2,8,1,16384,1,1,1,1,none,95\n"),
             std::string::npos)
       << csv;
   // tp 4, n = 2: its group's best, not the batch's.
   EXPECT_NE(csv.find("m,h,16,4096,uniform,none,2,0.650,0.325,0.325,70,100,1,1.2308,1,1.0000,1.0000,0.000000,"
-                     "4,4,1,16384,0,1,1,1,none\n"),
+                     "4,4,1,16384,0,1,1,1,none,70\n"),
             std::string::npos)
       << csv;
   const auto j = nlohmann::json::parse(sweep_json(t));
