@@ -9,8 +9,10 @@
 // link is unconstrained (rate = +infinity).
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,11 +36,30 @@ class MaxMinSolver {
   std::vector<double> solve(std::span<const std::span<const WeightedLink>> flows);
 
  private:
+  // Up to this many links in use, each event scans them for the lowest level; above, a heap.
+  static constexpr std::size_t kScanLinks = 256;
+
+  bool open(std::size_t link) const;  // some unfrozen flow still crosses it
+  // Freezes the unfrozen flows crossing `link` at `level`; touched_ lists the links they cross.
+  void saturate(std::size_t link, double level, std::span<const std::span<const WeightedLink>> flows,
+                std::vector<double>& rate);
+  void fill_by_scan(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate);
+  void fill_by_heap(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate);
+
   std::vector<double> capacity_;
   // Scratch, indexed by link; only the entries of links in use are touched and reset.
   std::vector<double> remaining_;
   std::vector<double> weight_;
+  std::vector<int> version_;  // bumped whenever the link's level changes (stale heap entries)
   std::vector<std::vector<std::size_t>> flows_on_;
+  // Scratch of one solve, kept to avoid reallocating on every call.
+  std::vector<LinkId> used_;
+  std::vector<std::tuple<double, LinkId, int>> heap_;
+  std::vector<char> frozen_;
+  std::vector<LinkId> open_;                   // fill_by_scan's open links
+  std::vector<LinkId> touched_;                // links whose level changed in one saturation event
+  std::vector<std::uint64_t> touched_stamp_;   // per link: the event that last touched it
+  std::uint64_t stamp_ = 1;
 };
 
 }  // namespace moesim
