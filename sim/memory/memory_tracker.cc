@@ -14,7 +14,21 @@ MemoryTracker::MemoryTracker(const TaskGraph& graph)
     ranks_.push_back(m);
   }
   current_.resize(ranks_.size());
-  live_.assign(ranks_.size(), std::vector<bool>(graph.num_buffers(), false));
+  // Each rank's own buffers, so that a new peak scans them and not every rank's (an every-rank
+  // simulation of N ranks would otherwise cost N x all buffers in time and bits).
+  buffers_of_slot_.resize(ranks_.size());
+  local_index_.resize(graph.num_buffers());
+  for (BufferId id = 0; id < graph.num_buffers(); ++id) {
+    const int rank = graph.buffer(id).rank;
+    MOESIM_CHECK(rank >= 0 && rank < graph.world_size() && slot_of_rank_[static_cast<std::size_t>(rank)] >= 0,
+                 "buffer '" + graph.buffer(id).name + "' belongs to rank " + std::to_string(rank) +
+                     ", which is not simulated");
+    auto& mine = buffers_of_slot_[static_cast<std::size_t>(slot_of_rank_[static_cast<std::size_t>(rank)])];
+    local_index_[id] = static_cast<std::uint32_t>(mine.size());
+    mine.push_back(id);
+  }
+  live_.resize(ranks_.size());
+  for (std::size_t slot = 0; slot < ranks_.size(); ++slot) live_[slot].assign(buffers_of_slot_[slot].size(), false);
   allocated_once_.assign(graph.num_buffers(), false);
   for (BufferId id = 0; id < graph.num_buffers(); ++id) {
     if (graph.buffer(id).resident) change(id, true, 0, "(resident)");
@@ -44,10 +58,10 @@ void MemoryTracker::change(BufferId id, bool allocate, TimeNs now, const std::st
     MOESIM_CHECK(!allocated_once_[id], "buffer '" + b.name + "' allocated twice (by '" + task_id + "')");
     allocated_once_[id] = true;
   } else {
-    MOESIM_CHECK(live_[slot][id], "buffer '" + b.name + "' freed by '" + task_id +
-                                      "' while not allocated (is the free ordered after the allocation?)");
+    MOESIM_CHECK(live_[slot][local_index_[id]], "buffer '" + b.name + "' freed by '" + task_id +
+                                                    "' while not allocated (is the free ordered after the allocation?)");
   }
-  live_[slot][id] = allocate;
+  live_[slot][local_index_[id]] = allocate;
   auto& cur = current_[slot][static_cast<int>(b.category)];
   cur = allocate ? checked_add(cur, b.bytes) : cur - b.bytes;
   record(ranks_[slot], slot, now);
@@ -67,8 +81,9 @@ void MemoryTracker::record(RankMemory& m, std::size_t slot, TimeNs now) {
     m.peak_time_ns = now;
     m.at_peak_bytes = cur;
     m.live_at_peak.clear();
-    for (BufferId id = 0; id < live_[slot].size(); ++id)
-      if (live_[slot][id] && !graph_.buffer(id).on_host()) m.live_at_peak.push_back(id);
+    const std::vector<BufferId>& mine = buffers_of_slot_[slot];
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (live_[slot][i] && !graph_.buffer(mine[i]).on_host()) m.live_at_peak.push_back(mine[i]);
   }
   // Several changes at one instant collapse into one sample: the state after all of them.
   if (!m.timeline.empty() && m.timeline.back().time_ns == now) {

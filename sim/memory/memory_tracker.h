@@ -56,7 +56,9 @@ class MemoryTracker final : public EngineObserver {
   std::vector<RankMemory> ranks_;
   std::vector<int> slot_of_rank_;                 // rank -> index in ranks_ (-1 if not simulated)
   std::vector<std::array<std::int64_t, kNumMemoryCategories>> current_;  // per slot
-  std::vector<std::vector<bool>> live_;           // per slot, per buffer id
+  std::vector<std::vector<BufferId>> buffers_of_slot_;  // per slot, its rank's buffers, ascending id
+  std::vector<std::uint32_t> local_index_;        // per buffer id, its place in its rank's list
+  std::vector<std::vector<bool>> live_;           // per slot, per buffer of its rank
   std::vector<bool> allocated_once_;
 };
 

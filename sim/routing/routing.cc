@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -19,8 +20,6 @@ RoutingPlan::RoutingPlan(const RoutingShape& shape, std::vector<std::int64_t> de
   MOESIM_CHECK(demand_.size() == static_cast<std::size_t>(N) * static_cast<std::size_t>(E),
                "routing demand is not N x E");
   const int local = E / N;
-  kept_.resize(demand_.size());
-  for (std::size_t i = 0; i < demand_.size(); ++i) kept_[i] = std::min(demand_[i], shape_.capacity);
 
   const auto NN = static_cast<std::size_t>(N) * static_cast<std::size_t>(N);
   pairs_.assign(static_cast<std::size_t>(n), std::vector<std::int64_t>(NN, 0));
@@ -29,7 +28,7 @@ RoutingPlan::RoutingPlan(const RoutingShape& shape, std::vector<std::int64_t> de
   for (int s = 0; s < N; ++s) {
     for (int d = 0; d < N; ++d) {
       for (int e = d * local; e < (d + 1) * local; ++e) {
-        const std::int64_t rows = kept_[index(s, e)];
+        const std::int64_t rows = kept(s, e);
         if (rows == 0) continue;
         for (int c = 0; c < n; ++c) {
           const std::int64_t share = chunk_share(rows, c, n);
@@ -47,7 +46,7 @@ RoutingPlan::RoutingPlan(const RoutingShape& shape, std::vector<std::int64_t> de
   for (int s = 0; s < N; ++s)
     for (int e = 0; e < E; ++e) {
       load[static_cast<std::size_t>(e)] += demand_[index(s, e)];
-      kept_load[static_cast<std::size_t>(e)] += kept_[index(s, e)];
+      kept_load[static_cast<std::size_t>(e)] += kept(s, e);
     }
   const std::int64_t routed = std::accumulate(load.begin(), load.end(), std::int64_t{0});
   const std::int64_t kept_total = std::accumulate(kept_load.begin(), kept_load.end(), std::int64_t{0});
@@ -91,8 +90,8 @@ std::int64_t chunk_share(std::int64_t rows, int c, int n) {
   return rows / n + (c < rows % n ? 1 : 0);
 }
 
-std::vector<std::int64_t> demand_from_popularity(const std::vector<double>& popularity, int top_k,
-                                                 std::int64_t tokens, int rotation) {
+PopularityRounding::PopularityRounding(const std::vector<double>& popularity, int top_k, std::int64_t tokens)
+    : popularity_(popularity), tokens_(tokens) {
   const std::size_t E = popularity.size();
   const double total_choices = static_cast<double>(checked_mul(top_k, tokens));
   const auto positive = static_cast<int>(std::count_if(popularity.begin(), popularity.end(), [](double p) { return p > 0; }));
@@ -118,31 +117,52 @@ std::vector<std::int64_t> demand_from_popularity(const std::vector<double>& popu
   std::vector<double> expected(E);
   for (std::size_t i = 0; i < E; ++i) expected[order[i]] = i < capped ? B : popularity[order[i]] * scale;
 
-  // Largest remainder to exactly k*B, never above B.
-  std::vector<std::int64_t> out(E);
+  // The floors, and the experts grouped by equal remainder, groups by falling remainder, each in
+  // ascending expert id: what every rotation's largest-remainder order is made of.
+  floors_.resize(E);
   std::int64_t assigned = 0;
   for (std::size_t e = 0; e < E; ++e) {
-    out[e] = std::min(tokens, static_cast<std::int64_t>(std::floor(expected[e] + 1e-9)));
-    assigned += out[e];
+    floors_[e] = std::min(tokens, static_cast<std::int64_t>(std::floor(expected[e] + 1e-9)));
+    assigned += floors_[e];
   }
-  std::int64_t left = checked_mul(top_k, tokens) - assigned;
+  left_ = checked_mul(top_k, tokens) - assigned;
   std::vector<std::size_t> by_remainder(E);
   std::iota(by_remainder.begin(), by_remainder.end(), std::size_t{0});
-  const auto rot = static_cast<std::size_t>(rotation) % std::max<std::size_t>(E, 1);
-  const auto place = [&](std::size_t e) { return (e + E - rot) % E; };
+  const auto remainder = [&](std::size_t e) { return expected[e] - static_cast<double>(floors_[e]); };
   std::sort(by_remainder.begin(), by_remainder.end(), [&](std::size_t a, std::size_t b) {
-    const double ra = expected[a] - static_cast<double>(out[a]);
-    const double rb = expected[b] - static_cast<double>(out[b]);
-    if (ra != rb) return ra > rb;
-    return place(a) < place(b);
+    const double ra = remainder(a), rb = remainder(b);
+    return ra != rb ? ra > rb : a < b;
   });
+  for (std::size_t i = 0; i < E; ++i) {
+    if (i == 0 || remainder(by_remainder[i]) != remainder(by_remainder[i - 1])) group_starts_.push_back(i);
+  }
+  group_starts_.push_back(E);
+  by_remainder_ = std::move(by_remainder);
+}
+
+std::vector<std::int64_t> PopularityRounding::demand(int rotation) const {
+  const std::size_t E = floors_.size();
+  // Largest remainder, ties broken by place (e - rotation) mod E: within a group of equal
+  // remainders, the experts at or above the rotation first, then those below it.
+  const auto rot = static_cast<std::size_t>(rotation) % std::max<std::size_t>(E, 1);
+  std::vector<std::size_t> order;
+  order.reserve(E);
+  for (std::size_t g = 0; g + 1 < group_starts_.size(); ++g) {
+    const auto first = by_remainder_.begin() + static_cast<std::ptrdiff_t>(group_starts_[g]);
+    const auto last = by_remainder_.begin() + static_cast<std::ptrdiff_t>(group_starts_[g + 1]);
+    const auto split = std::lower_bound(first, last, rot);
+    order.insert(order.end(), split, last);
+    order.insert(order.end(), first, split);
+  }
+  std::vector<std::int64_t> out = floors_;
+  std::int64_t left = left_;
   // Each pass adds at most one per expert; a second pass is needed only when rounding errors left
   // more than E choices, which the water-filling above rules out up to round-off.
   while (left > 0) {
     std::int64_t added = 0;
-    for (std::size_t e : by_remainder) {
+    for (std::size_t e : order) {
       if (left == 0) break;
-      if (out[e] < tokens && popularity[e] > 0) {
+      if (out[e] < tokens_ && popularity_[e] > 0) {
         ++out[e];
         --left;
         ++added;
@@ -151,7 +171,7 @@ std::vector<std::int64_t> demand_from_popularity(const std::vector<double>& popu
     MOESIM_CHECK(added > 0, "routing rounding could not place every choice");
   }
   while (left < 0) {  // round-off above k*B: take back from the smallest remainders
-    for (auto it = by_remainder.rbegin(); it != by_remainder.rend() && left < 0; ++it) {
+    for (auto it = order.rbegin(); it != order.rend() && left < 0; ++it) {
       if (out[*it] > 0) {
         --out[*it];
         ++left;
@@ -159,6 +179,11 @@ std::vector<std::int64_t> demand_from_popularity(const std::vector<double>& popu
     }
   }
   return out;
+}
+
+std::vector<std::int64_t> demand_from_popularity(const std::vector<double>& popularity, int top_k,
+                                                 std::int64_t tokens, int rotation) {
+  return PopularityRounding(popularity, top_k, tokens).demand(rotation);
 }
 
 std::vector<double> zipf_popularity(int experts, double exponent, std::uint64_t seed) {
@@ -252,10 +277,15 @@ RoutingPlan make_routing_plan(const RoutingSpec& spec, const RoutingShape& shape
   }
   std::vector<std::int64_t> demand;
   demand.reserve(static_cast<std::size_t>(N) * static_cast<std::size_t>(E));
+  // One row for every rank (zipf, a one-line matrix): its water-filling and remainders once, each
+  // rank only its rotation of the ties.
+  std::optional<PopularityRounding> shared;
   for (int s = 0; s < N; ++s) {
-    const std::vector<double>& popularity = rows.size() == 1 ? rows.front() : rows[static_cast<std::size_t>(s)];
     try {
-      const std::vector<std::int64_t> d = demand_from_popularity(popularity, shape.top_k, shape.tokens, s);
+      if (rows.size() == 1 && !shared) shared.emplace(rows.front(), shape.top_k, shape.tokens);
+      const std::vector<std::int64_t> d =
+          shared ? shared->demand(s)
+                 : demand_from_popularity(rows[static_cast<std::size_t>(s)], shape.top_k, shape.tokens, s);
       demand.insert(demand.end(), d.begin(), d.end());
     } catch (const InputError& e) {
       if (spec.kind == RoutingKind::kMatrix)

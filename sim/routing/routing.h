@@ -26,6 +26,7 @@
 // than contiguous blocks (rank q owns experts q*E/N .. (q+1)*E/N - 1).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,7 +65,7 @@ class RoutingPlan {
   const RoutingShape& shape() const { return shape_; }
   // Choices of source rank s for expert e, before and after capacity.
   std::int64_t demand(int s, int e) const { return demand_[index(s, e)]; }
-  std::int64_t kept(int s, int e) const { return kept_[index(s, e)]; }
+  std::int64_t kept(int s, int e) const { return std::min(demand_[index(s, e)], shape_.capacity); }
   // Rows source s sends to destination d in chunk c (d's experts only).
   std::int64_t pair_rows(int c, int s, int d) const;
   // The N x N row-major matrix of pair_rows for chunk c.
@@ -76,8 +77,8 @@ class RoutingPlan {
  private:
   std::size_t index(int s, int e) const;
   RoutingShape shape_;
-  std::vector<std::int64_t> demand_;              // N x E
-  std::vector<std::int64_t> kept_;                // N x E
+  std::vector<std::int64_t> demand_;              // N x E (what capacity keeps is derived: N x E more bytes
+                                                  // would dominate an every-rank simulation of thousands)
   std::vector<std::vector<std::int64_t>> pairs_;  // per chunk, N x N
   std::vector<std::int64_t> sent_;                // per chunk, per rank: n x N
   std::vector<std::int64_t> received_;            // n x N
@@ -93,6 +94,22 @@ std::int64_t chunk_share(std::int64_t rows, int c, int n);
 // positive popularity).
 std::vector<std::int64_t> demand_from_popularity(const std::vector<double>& popularity, int top_k,
                                                  std::int64_t tokens, int rotation);
+
+// demand_from_popularity in two steps, for a popularity every rank shares: the water-filling, the
+// floors and the remainders' order once (O(E log E)), then each rotation in O(E).
+class PopularityRounding {
+ public:
+  PopularityRounding(const std::vector<double>& popularity, int top_k, std::int64_t tokens);
+  std::vector<std::int64_t> demand(int rotation) const;
+
+ private:
+  std::vector<double> popularity_;
+  std::int64_t tokens_ = 0;
+  std::vector<std::int64_t> floors_;
+  std::int64_t left_ = 0;                   // choices the floors leave to place
+  std::vector<std::size_t> by_remainder_;   // falling remainder; equal ones in ascending id
+  std::vector<std::size_t> group_starts_;   // where each run of equal remainders starts, then E
+};
 
 // Zipf popularity of E experts with exponent s, hot experts placed by `seed`.
 std::vector<double> zipf_popularity(int experts, double exponent, std::uint64_t seed);
