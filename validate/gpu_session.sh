@@ -143,12 +143,12 @@ phase_tests() {
 phase_calibrate() {
   # Launch gap, HBM, PCIe and GEMM tables in the model's tf32, bf16 and fp32, so that each
   # measured run is compared with the datasheet prediction and with the calibrated one.
-  step calibrate 200 "$moesim" calibrate --hardware $node --out "$work/calibration.yaml" --dtypes tf32,bf16,fp32
+  step calibrate 200 "$moesim" calibrate --hardware $node --output "$work/calibration.yaml" --dtypes tf32,bf16,fp32
   if [ -s "$work/calibration.yaml" ]; then cal="$work/calibration.yaml"; fi
   # The intra-node all-to-all through NCCL, where there are two GPUs or more to measure it between.
   if [ "$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
     step calibrate-network 120 env MOESIM_NCCL_TIMEOUT_S=60 "$moesim" calibrate --hardware $node --collectives \
-      --out "$work/network.yaml"
+      --output "$work/network.yaml"
   fi
 }
 

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -11,6 +10,7 @@
 
 #include "sim/cli/collective_command.h"
 #include "sim/cli/list_args.h"
+#include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/driver/network_calibration.h"
 #include "sim/spec/loader.h"
@@ -36,10 +36,6 @@ struct CalibrateInputs {
 
 CalibrateInputs read_inputs(const CalibrateArgs& a) {
   if (a.hardware_path.empty()) throw InputError("--hardware is required (the preset whose GPU is calibrated)");
-  if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
-  if (a.device < 0) throw InputError("--device must be a GPU ordinal >= 0, got " + std::to_string(a.device));
-  if (!(a.min_time_ms > 0) || a.min_time_ms > 10000)
-    throw InputError("--min-time-ms must be in (0, 10000], got " + std::to_string(a.min_time_ms));
   CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size")};
   const GpuSpec& gpu = in.cluster.node.gpu;
   if (a.dtypes.empty()) {
@@ -81,27 +77,35 @@ std::string utc_now() {
 // an InputError naming `input` for values fitted to a user's input (a log off the plausible ranges).
 void write_checked_calibration(const std::string& out_path, const std::string& text, NodeSpec node,
                                const std::string& input = "") {
-  const std::string pending = out_path + ".pending";
-  {
-    std::ofstream out(pending, std::ios::binary);
-    if (!out) throw InputError("--out: cannot write '" + pending + "'");
-    out << text;
-  }
+  PendingFile pending("--output", out_path, text);
   node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
   try {
-    apply_calibration(node, load_calibration(pending));
+    apply_calibration(node, load_calibration(pending.temp_path()));
   } catch (const InputError& e) {
     const std::string rejected = out_path + ".rejected";
-    std::filesystem::rename(pending, rejected);
+    pending.keep_as(rejected);
+    // The error's file:line points into the temporary file, which is now the rejected one.
+    std::string why = e.what();
+    for (std::size_t at = why.find(pending.temp_path()); at != std::string::npos; at = why.find(pending.temp_path()))
+      why.replace(at, pending.temp_path().size(), rejected);
     if (!input.empty()) {
       throw InputError(SourceLocation{input, 0, 0},
                        "what this measurement gives is off the simulator's plausible ranges (kept as " + rejected +
-                           "): " + std::string(e.what()) + "; check the measurement and that --hardware is its node");
+                           "): " + why + "; check the measurement and that --hardware is its node");
     }
-    throw InternalError("the calibration just written does not load back (kept as " + rejected + "): " +
-                        std::string(e.what()) + " (a value outside the plausible range usually means a disturbed measurement; rerun)");
+    throw InternalError("the calibration just written does not load back (kept as " + rejected + "): " + why +
+                        " (a value outside the plausible range usually means a disturbed measurement; rerun)");
   }
-  std::filesystem::rename(pending, out_path);
+  pending.commit();
+}
+
+// The calibration is loaded back before it is kept, so it goes to a file, never to stdout; its path
+// is checked before anything is measured or fitted.
+void check_calibration_output(const std::string& path) {
+  if (path.empty()) throw InputError("--output is required (the calibration file to write)");
+  if (path == "-")
+    throw InputError("--output: a calibration is loaded back before it is kept, so it needs a file name, not '-'");
+  check_outputs({{"--output", path}});
 }
 
 // A measured all-to-all: the cluster GPUs it ran on, in rank order, one point per message size.
@@ -203,11 +207,27 @@ MeasuredAllToAll measure_alltoall_here(const ClusterSpec& cluster, int wanted) {
 #endif
 }
 
+// What the network fit found, on stdout.
+void print_network_fit(const CalibrateArgs& a, const MeasuredAllToAll& m, const NetworkCalibration& cal) {
+  std::cout << "wrote " << a.out_path << ": all-to-all of " << m.ranks() << " GPUs"
+            << (cal.inter_node ? " on " + std::to_string(cal.nodes) + " nodes" : "") << ", " << m.points.size()
+            << " sizes: latency " << yaml_fixed(cal.measured.latency_ns / 1e3, 2) << " us, bandwidth "
+            << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU";
+  if (cal.inter_node_link)
+    std::cout << " (alpha-beta inter_node " << yaml_fixed(cal.inter_node_link->effective_bandwidth() / 1e9, 1)
+              << " GB/s per GPU, latency " << yaml_fixed(static_cast<double>(cal.inter_node_link->latency_ns) / 1e3, 2)
+              << " us)";
+  std::cout << "; calibrated alpha-beta within " << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
+  if (!cal.link_types.empty() || cal.nic_port) std::cout << ", flow within " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
+  std::cout << " of every measured time\n";
+  for (const std::string& note : cal.notes) std::cout << "note: " << note << "\n";
+  std::cout << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
+}
+
 // The network fitted to a measured all-to-all, written as a calibration file: the intra-node
 // network from GPUs of one node, the inter-node network from GPUs on several (on top of --base's
 // intra-node calibration, where it has one).
 int run_network_calibration(const CalibrateArgs& a, const std::string& version) {
-  if (a.out_path.empty()) throw InputError("--out is required (the calibration file to write)");
   const ClusterSpec preset = load_hardware_spec(a.hardware_path);
   std::optional<MeasuredAllToAll> logged;
   if (!a.alltoall_log.empty()) logged = read_alltoall_log(a, preset);
@@ -233,7 +253,7 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
   std::string text;
   bool intra_calibrated = false;
   if (!a.base_path.empty()) {  // checked before measuring
-    const CalibrationSpec base = load_calibration(a.base_path);
+    const CalibrationSpec base = load_calibration(a.base_path, "--base");
     if (base.calibrates_inter_node()) {
       throw InputError(base.origin, inter_node ? "--base already calibrates the inter-node network"
                                                : "--base calibrates the inter-node network, which is fitted on top of "
@@ -273,25 +293,14 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
   }
   text += network_calibration_yaml(cal, m.ranks(), m.points, m.source);
   write_checked_calibration(a.out_path, text, preset.node, m.file.empty() ? m.source : m.file);
-  std::cout << "wrote " << a.out_path << ": all-to-all of " << m.ranks() << " GPUs"
-            << (cal.inter_node ? " on " + std::to_string(cal.nodes) + " nodes" : "") << ", " << m.points.size()
-            << " sizes: latency " << yaml_fixed(cal.measured.latency_ns / 1e3, 2) << " us, bandwidth "
-            << yaml_fixed(cal.measured.bandwidth / 1e9, 1) << " GB/s per GPU";
-  if (cal.inter_node_link)
-    std::cout << " (alpha-beta inter_node " << yaml_fixed(cal.inter_node_link->effective_bandwidth() / 1e9, 1)
-              << " GB/s per GPU, latency " << yaml_fixed(static_cast<double>(cal.inter_node_link->latency_ns) / 1e3, 2)
-              << " us)";
-  std::cout << "; calibrated alpha-beta within " << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
-  if (!cal.link_types.empty() || cal.nic_port) std::cout << ", flow within " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
-  std::cout << " of every measured time\n";
-  for (const std::string& note : cal.notes) std::cout << "note: " << note << "\n";
-  std::cout << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
+  print_network_fit(a, m, cal);
   return 0;
 }
 
 }  // namespace
 
 int run_calibrate(const CalibrateArgs& a, const std::string& version) {
+  check_calibration_output(a.out_path);
   if (!a.alltoall_log.empty() || a.collectives) return run_network_calibration(a, version);
   if (!a.base_path.empty() || a.ranks != 0)
     throw InputError(std::string(a.ranks != 0 ? "--ranks" : "--base") +

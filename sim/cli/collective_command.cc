@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "sim/cli/number_flags.h"
 #include "sim/core/error.h"
 #include "sim/driver/network_calibration.h"
 #include "sim/driver/simulation.h"
@@ -17,14 +18,13 @@
 namespace moesim::cli {
 
 std::int64_t parse_size_bytes(const std::string& text, const std::string& flag) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    throw InputError(flag + " '" + text + "' is not a size; use bytes or K, M, G (e.g. 1M)");
+  const std::string sizes = "give a size of 1 B to 1 PiB, in bytes or K, M, G (e.g. 1M)";
+  const std::size_t end = std::min(text.find_first_not_of("0123456789"), text.size());
+  std::string number = text.substr(0, end);
+  const std::string unit = text.substr(end);
+  if (number.empty()) {
+    throw InputError(flag + ": '" + text + (text.starts_with("-") ? "' is negative; " : "' is not a size; ") + sizes);
   }
-  const std::string unit = text.substr(used);
   std::int64_t mult = 1;
   if (unit == "K" || unit == "k") {
     mult = std::int64_t{1} << 10;
@@ -33,10 +33,11 @@ std::int64_t parse_size_bytes(const std::string& text, const std::string& flag) 
   } else if (unit == "G" || unit == "g") {
     mult = std::int64_t{1} << 30;
   } else if (!unit.empty()) {
-    throw InputError(flag + " '" + text + "' has an unknown unit '" + unit + "'; use K, M or G");
+    throw InputError(flag + ": '" + text + "' has an unknown unit '" + unit + "'; use K, M or G");
   }
-  if (v <= 0 || v > (std::int64_t{1} << 50) / mult) throw InputError(flag + " '" + text + "' must be positive and at most 1 PiB");
-  return v * mult;
+  const auto max = static_cast<std::uint64_t>((std::int64_t{1} << 50) / mult);
+  if (!integer_rule(number, 1, max).empty()) throw InputError(flag + ": " + text + " is outside [1 B, 1 PiB]");
+  return static_cast<std::int64_t>(std::stoull(number)) * mult;
 }
 
 namespace {
@@ -144,7 +145,6 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   if (!network) throw InputError("--network '" + a.network + "' is not a network model; valid: auto, alpha-beta, flow");
   const auto a2a = parse_all_to_all_algorithm(a.a2a);
   if (!a2a) throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: pairwise, 2dh");
-  if (a.step_factor < 2) throw InputError("--step-factor must be at least 2, got " + std::to_string(a.step_factor));
   const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   if (a.against_given) {
     if (a.against_log.empty()) throw InputError("--against needs an nccl-tests log, got ''");

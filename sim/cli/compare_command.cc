@@ -28,12 +28,12 @@ nlohmann::json read_report(const std::string& path) {
 }  // namespace
 
 int run_compare(const CompareArgs& a) {
-  if (a.worst < 0) throw InputError("--worst must be 0 or more, got " + std::to_string(a.worst));
+  check_outputs({{"--csv", a.csv_path}, {"--json", a.json_path}});
   const validate::Comparison c = validate::compare_reports(read_report(a.reference_path), a.reference_path,
                                                            read_report(a.predicted_path), a.predicted_path);
   if (a.csv_path != "-" && a.json_path != "-") std::cout << validate::comparison_text(c, a.worst);
-  if (!a.csv_path.empty()) write_output(a.csv_path, validate::comparison_csv(c));
-  if (!a.json_path.empty()) write_output(a.json_path, validate::comparison_json(c));
+  if (!a.csv_path.empty()) write_output("--csv", a.csv_path, validate::comparison_csv(c));
+  if (!a.json_path.empty()) write_output("--json", a.json_path, validate::comparison_json(c));
   return 0;
 }
 

@@ -1,23 +1,16 @@
 #include "sim/cli/list_args.h"
 
-#include <charconv>
-
+#include "sim/cli/number_flags.h"
 #include "sim/core/error.h"
+#include "sim/spec/run_spec.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim::cli {
 namespace {
 
 std::int64_t parse_one(const std::string& flag, const std::string& item, std::int64_t min, std::int64_t max) {
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-  if (ec != std::errc() || end != item.data() + item.size()) {
-    throw InputError(flag + ": '" + item + "' is not an integer");
-  }
-  if (v < min || v > max) {
-    throw InputError(flag + ": " + item + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
-  }
-  return v;
+  return static_cast<std::int64_t>(
+      parse_integer_flag(flag, item, static_cast<std::uint64_t>(min), static_cast<std::uint64_t>(max)));
 }
 
 }  // namespace
@@ -56,7 +49,7 @@ std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::str
 
 std::vector<int> parse_chunk_list(const std::string& flag, const std::string& text) {
   std::vector<int> out;
-  for (std::int64_t v : parse_int_list(flag, text, 1, 1 << 20)) out.push_back(static_cast<int>(v));
+  for (std::int64_t v : parse_int_list(flag, text, 1, kMaxChunks)) out.push_back(static_cast<int>(v));
   return out;
 }
 

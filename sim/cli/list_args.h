@@ -10,7 +10,8 @@
 
 namespace moesim::cli {
 
-// Comma-separated integers; an element "a-b" stands for a, a+1, ..., b. Each in [min, max].
+// Comma-separated integers; an element "a-b" stands for a, a+1, ..., b. Each in [min, max], with
+// 0 <= min (no list flag takes a negative value), read as parse_integer_flag reads one.
 std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::string& text,
                                          std::int64_t min, std::int64_t max);
 std::vector<int> parse_chunk_list(const std::string& flag, const std::string& text);

@@ -27,16 +27,11 @@ T parse_named(const std::string& flag, const std::string& value, Parse parse, co
 }  // namespace
 
 int run_plan(const PlanArgs& a, const std::string& version) {
+  check_outputs({{"--json", a.json_path}});
   if (a.model_path.empty()) throw InputError("--model is required");
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
   if (a.tokens.empty()) throw InputError("--tokens is required (one count or a list: 2048,4096)");
-  if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
-  if (a.ep_size < 0) throw InputError("--ep must be 0 (all GPUs) or positive, got " + std::to_string(a.ep_size));
   check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd, a.layout.zero_stage);
-  if (a.slots != 1 && a.slots != 2) throw InputError("--slots must be 1 or 2, got " + std::to_string(a.slots));
-  if (a.jobs < 0) throw InputError("--jobs must be at least 1 (or 0 for every core), got " + std::to_string(a.jobs));
-  if (!std::isfinite(a.max_step_ms) || a.max_step_ms < 0)
-    throw InputError("--max-step-ms must be a non-negative number of milliseconds");
 
   search::PlanRequest req;
   req.model = load_model_spec(a.model_path);
@@ -58,7 +53,7 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
   req.run.optimizer = parse_named<Optimizer>("--optimizer", a.optimizer, parse_optimizer, optimizer_names());
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
-  req.tokens = parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40);
+  req.tokens = parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu);
   if (!a.chunks.empty()) req.chunk_counts = parse_chunk_list("--chunks", a.chunks);
   // `all` means every strategy the run can use: activation checkpointing replaces the MPipeMoE
   // ones, so it leaves none (a list naming s1-s4 with --checkpoint is refused with the rule).
@@ -83,7 +78,7 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   std::ostringstream text;
   write_plan_text(text, report);
   (a.json_path == "-" ? std::cerr : std::cout) << text.str();
-  if (!a.json_path.empty()) write_output(a.json_path, plan_json(report));
+  if (!a.json_path.empty()) write_output("--json", a.json_path, plan_json(report));
   return 0;
 }
 

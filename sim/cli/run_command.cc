@@ -38,10 +38,6 @@ struct RunInputs {
 RunInputs read_inputs(const RunArgs& a) {
   if (a.model_path.empty()) throw InputError("--model is required");
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
-  if (a.tokens <= 0) throw InputError("--tokens is required and must be positive");
-  if (a.chunks < 1) throw InputError("--chunks must be at least 1, got " + std::to_string(a.chunks));
-  if (a.slots != 1 && a.slots != 2) throw InputError("--slots must be 1 or 2, got " + std::to_string(a.slots));
-  if (a.layers < 1) throw InputError("--layers must be at least 1, got " + std::to_string(a.layers));
   RunInputs in{load_model_spec(a.model_path), load_hardware_spec(a.hardware_path, a.calibration_path), RunSpec{}};
   apply_dtype(in.model, a.dtype);
   in.run.tokens_per_gpu = a.tokens;
@@ -77,6 +73,8 @@ int run_measure(const RunArgs& a, const std::string& version) {
     RunArgs args = a;
     if (group != nullptr && args.ranks == 1) args.ranks = group->size();
     in = read_inputs(args);  // bad input is named as such first, on builds without CUDA too
+    // Only the reporting process (rank 0) writes the files, so only its paths must be writable.
+    if (group == nullptr || group->rank() == 0) check_outputs({{"--json", a.json_path}, {"--trace", a.trace_path}});
 #if !MOESIM_HAVE_CUDA
     throw InputError(
         "this build of moesim has no GPU runtime (it was configured without CUDA: MOESIM_WITH_CUDA=OFF or no nvcc "
@@ -94,8 +92,8 @@ int run_measure(const RunArgs& a, const std::string& version) {
   const runtime::MeasureResult result = runtime::measure(req, *provider);
   if (result.reports) {
     std::cout << result.summary;
-    if (!a.json_path.empty()) write_output(a.json_path, result.json);
-    if (!a.trace_path.empty()) write_output(a.trace_path, result.trace);
+    if (!a.json_path.empty()) write_output("--json", a.json_path, result.json);
+    if (!a.trace_path.empty()) write_output("--trace", a.trace_path, result.trace);
   }
   return result.exit_code;
 #else

@@ -124,6 +124,18 @@ void override_axis(SweepAxis<T>& axis, std::vector<T> values) {
   axis.where = SourceLocation{};
 }
 
+// The CSV, JSON and HTML outputs; the CSV goes to stdout when none is named.
+std::vector<Output> outputs_of(const SweepArgs& a) {
+  const bool any = !a.csv_path.empty() || !a.json_path.empty() || !a.html_path.empty();
+  return {{"--csv", any ? a.csv_path : "-"}, {"--json", a.json_path}, {"--html", a.html_path}};
+}
+
+// What each output holds.
+std::string output_text(const std::string& flag, const SweepTable& table) {
+  if (flag == "--csv") return sweep_csv(table);
+  return flag == "--json" ? sweep_json(table) : sweep_html(table);
+}
+
 SweepSpec spec_from(const SweepArgs& a) {
   SweepSpec spec;
   if (!a.grid_path.empty()) spec = load_sweep_spec(a.grid_path);
@@ -131,23 +143,23 @@ SweepSpec spec_from(const SweepArgs& a) {
   if (!a.hardware.empty()) override_axis(spec.hardware, split_list("--hardware", a.hardware));
   if (!a.gpus.empty()) {
     std::vector<int> g;
-    for (std::int64_t v : parse_int_list("--gpus", a.gpus, 1, 1 << 24)) g.push_back(static_cast<int>(v));
+    for (std::int64_t v : parse_int_list("--gpus", a.gpus, 1, kMaxGroupSize)) g.push_back(static_cast<int>(v));
     override_axis(spec.gpus, g);
   }
   if (!a.tokens.empty() && !a.global_tokens.empty())
     throw InputError("give either --tokens (per GPU) or --global-tokens (per step of the whole cluster), not both");
   // Either flag replaces the file's token axis, whichever unit the file used.
   if (!a.tokens.empty()) {
-    override_axis(spec.tokens, parse_int_list("--tokens", a.tokens, 1, std::int64_t{1} << 40));
+    override_axis(spec.tokens, parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu));
     spec.token_unit = TokenUnit::kPerGpu;
   }
   if (!a.global_tokens.empty()) {
-    override_axis(spec.tokens, parse_int_list("--global-tokens", a.global_tokens, 1, std::int64_t{1} << 40));
+    override_axis(spec.tokens, parse_int_list("--global-tokens", a.global_tokens, 1, kMaxTokensPerGpu));
     spec.token_unit = TokenUnit::kGlobal;
   }
   if (!a.tp.empty()) {
     std::vector<int> tp;
-    for (std::int64_t v : parse_int_list("--tp", a.tp, 1, 1 << 24)) tp.push_back(static_cast<int>(v));
+    for (std::int64_t v : parse_int_list("--tp", a.tp, 1, kMaxGroupSize)) tp.push_back(static_cast<int>(v));
     override_axis(spec.tp, tp);
   }
   if (!a.chunks.empty()) override_axis(spec.chunks, parse_chunk_list("--chunks", a.chunks));
@@ -168,7 +180,6 @@ SweepSpec spec_from(const SweepArgs& a) {
     if (!o) throw InputError("--order '" + a.order + "' is not valid; valid: " + YamlValue::join_names(order_policy_names()));
     spec.order = *o;
   }
-  if (a.layers < 0) throw InputError("--layers must be at least 1");
   if (a.layers > 0) spec.num_moe_layers = a.layers;
   const auto [min_tp, max_tp] = std::minmax_element(spec.tp.values.begin(), spec.tp.values.end());
   if (min_tp != spec.tp.values.end()) {
@@ -178,10 +189,7 @@ SweepSpec spec_from(const SweepArgs& a) {
   if (a.layout.grad_sync) spec.grad_sync = true;
   if (a.layout.zero_given) spec.zero_stage = a.layout.zero_stage;
   if (a.layout.checkpoint_given) spec.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
-  if (a.step_target_ms >= 0) {
-    if (!std::isfinite(a.step_target_ms)) throw InputError("--step-target-ms must be a finite number");
-    spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));
-  }
+  if (a.step_target_ms >= 0) spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));
   return spec;
 }
 
@@ -194,8 +202,10 @@ int run_sweep_command(const SweepArgs& a, const std::string& version) {
   int jobs = 1;
   std::string error;
   try {
-    if (a.jobs < 0) throw InputError("--jobs must be at least 1 (or 0 for every core), got " + std::to_string(a.jobs));
     jobs = a.jobs == 0 ? search::default_jobs() : a.jobs;
+    // Only rank 0 writes the files, so only its paths must be writable; a bad one fails every rank
+    // before the sweep runs.
+    if (world.rank() == 0) check_outputs(outputs_of(a));
     plan = search::prepare_sweep(spec_from(a));
   } catch (const InputError& e) {
     error = e.what();
@@ -234,10 +244,9 @@ int run_sweep_command(const SweepArgs& a, const std::string& version) {
   if (world.rank() != 0) return 0;
 
   const SweepTable table = search::sweep_table(*plan, all, version);
-  const bool any = !a.csv_path.empty() || !a.json_path.empty() || !a.html_path.empty();
-  if (!any || !a.csv_path.empty()) write_output(any ? a.csv_path : "-", sweep_csv(table));
-  if (!a.json_path.empty()) write_output(a.json_path, sweep_json(table));
-  if (!a.html_path.empty()) write_output(a.html_path, sweep_html(table));
+  for (const Output& o : outputs_of(a)) {
+    if (!o.path.empty()) write_output(o.flag, o.path, output_text(o.flag, table));
+  }
   if (a.timing) {
     std::fprintf(stderr, "timing: %zu configurations in %.3f s (%.3f ms each) with %d rank(s) x %d job(s)\n", total,
                  seconds, total == 0 ? 0.0 : seconds * 1e3 / static_cast<double>(total), world.size(), jobs);

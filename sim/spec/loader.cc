@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sim/spec/file_kind.h"
 #include "sim/spec/sweep_spec.h"
 #include "sim/spec/yaml_reader.h"
 
@@ -26,8 +27,6 @@ constexpr PlausibleRange kNetworkRange{0.1e9, 150e9};
 constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
 constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
 constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
-
-const std::vector<std::string> kKinds = {"model", "gpu", "node", "cluster", "run", "sweep", "calibration"};
 
 std::vector<std::string> with_header(std::vector<std::string> keys) {
   keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
@@ -83,13 +82,13 @@ std::string check_header(const YamlMap& m, std::string_view expected_kind, bool 
   auto k = m.get("kind");
   if (!k) {
     if (kind_required) {
-      m.fail("missing required key 'kind'; valid kinds: " + YamlValue::join_names(kKinds));
+      m.fail("missing required key 'kind'; valid kinds: " + YamlValue::join_names(file_kinds()));
     }
     return std::string(expected_kind);
   }
   const std::string kind = k->as_string();
-  if (std::find(kKinds.begin(), kKinds.end(), kind) == kKinds.end()) {
-    k->fail("unknown kind '" + kind + "'; valid kinds: " + YamlValue::join_names(kKinds));
+  if (std::find(file_kinds().begin(), file_kinds().end(), kind) == file_kinds().end()) {
+    k->fail("unknown kind '" + kind + "'; valid kinds: " + YamlValue::join_names(file_kinds()));
   }
   if (!expected_kind.empty() && kind != expected_kind) {
     k->fail("expected kind '" + std::string(expected_kind) + "', found '" + kind + "'");
@@ -325,6 +324,8 @@ auto read_reference(const YamlValue& ref, std::string_view kind,
   }
   stack.push_back(canonical);
   const YamlValue root = parse_yaml_file(target.string());
+  check_file_kind(root, {std::string(kind)},
+                  "the " + ref.key_path() + ": key of " + fs::path(ref.file()).filename().string());
   const YamlMap m = root.as_map(keys);
   check_header(m, kind, true, true);
   auto spec = read(m);
@@ -625,6 +626,7 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
 
 ModelSpec load_model_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
+  check_file_kind(root, {"model"}, "--model");
   const YamlMap m = root.as_map(kModelKeys);
   check_header(m, "model", true, false);
   ModelSpec model;
@@ -673,16 +675,9 @@ ModelSpec load_model_spec(const std::string& path) {
 
 ClusterSpec load_hardware_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
+  check_file_kind(root, {"gpu", "node", "cluster"}, "--hardware");
   // Which keys are allowed depends on the kind, so the header is read first.
   const std::string kind = check_header(root.as_map(all_hardware_keys()), "", true, true);
-  if (kind == "model") {
-    root.as_map(kModelKeys).require("kind").fail(
-        "this is a model file; a hardware file has kind gpu, node or cluster");
-  }
-  if (kind == "calibration") {
-    root.as_map(kCalibrationKeys).require("kind").fail(
-        "this is a calibration file; give it with --calibration next to --hardware, or as a node's calibration: key");
-  }
   std::error_code ec;
   LoadStack stack{fs::weakly_canonical(path, ec).string()};
   if (kind == "cluster") return read_cluster(root.as_map(kClusterKeys), stack);
@@ -706,8 +701,9 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   return cluster;
 }
 
-CalibrationSpec load_calibration(const std::string& path) {
+CalibrationSpec load_calibration(const std::string& path, const std::string& taker) {
   const YamlValue root = parse_yaml_file(path);
+  check_file_kind(root, {"calibration"}, taker);
   const YamlMap m = root.as_map(kCalibrationKeys);
   check_header(m, "calibration", true, true);
   return read_calibration(m);
@@ -785,6 +781,7 @@ ClusterSpec load_hardware_spec(const std::string& path, const std::string& calib
 
 RunFile load_run_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
+  check_file_kind(root, {"run"}, "--run");
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
                                  "grad_sync", "zero_stage", "checkpoint", "num_chunks", "order",
@@ -802,17 +799,17 @@ RunFile load_run_spec(const std::string& path) {
   };
   if (auto v = m.get("model")) out.model_path = resolve(*v);
   if (auto v = m.get("hardware")) out.hardware_path = resolve(*v);
-  out.run.tokens_per_gpu = m.require("tokens_per_gpu").as_int(1, std::int64_t{1} << 40);
-  if (auto v = m.get("ep_size")) out.run.ep_size = static_cast<int>(v->as_int(0, 1 << 24));
-  if (auto v = m.get("tp_size")) out.run.tp_size = static_cast<int>(v->as_int(1, 1 << 24));
+  out.run.tokens_per_gpu = m.require("tokens_per_gpu").as_int(1, kMaxTokensPerGpu);
+  if (auto v = m.get("ep_size")) out.run.ep_size = static_cast<int>(v->as_int(0, kMaxGroupSize));
+  if (auto v = m.get("tp_size")) out.run.tp_size = static_cast<int>(v->as_int(1, kMaxGroupSize));
   if (auto v = m.get("drop_duplicate_tokens")) out.run.drop_duplicate_tokens = v->as_bool();
   if (auto v = m.get("grad_sync")) out.run.grad_sync = v->as_bool();
   if (auto v = m.get("zero_stage")) out.run.zero_stage = static_cast<int>(v->as_int(0, 1));
   if (auto v = m.get("checkpoint"))
     out.run.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
-  if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, 1 << 20));
+  if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, kMaxChunks));
   if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
-  if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, 100000));
+  if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
   if (auto v = m.get("strategy")) out.run.strategy = v->as_enum(parse_memory_strategy, memory_strategy_names());
   if (auto v = m.get("slots")) out.run.slots = static_cast<int>(v->as_int(1, 2));
   if (auto v = m.get("optimizer")) out.run.optimizer = v->as_enum(parse_optimizer, optimizer_names());
@@ -821,7 +818,8 @@ RunFile load_run_spec(const std::string& path) {
   if (auto v = m.get("all_to_all"))
     out.run.all_to_all = v->as_enum(parse_all_to_all_algorithm, all_to_all_algorithm_names());
   if (auto v = m.get("routing")) out.run.routing = parse_routing_spec(v->as_string(), v->location(), base.string());
-  if (auto v = m.get("seed")) out.run.seed = static_cast<std::uint64_t>(v->as_int(0, std::numeric_limits<std::int64_t>::max()));
+  if (auto v = m.get("seed"))
+    out.run.seed = static_cast<std::uint64_t>(v->as_int(0, static_cast<std::int64_t>(kMaxSeed)));
   return out;
 }
 
@@ -852,6 +850,7 @@ std::vector<RoutingSpec> SweepSpec::routing_specs() const {
 
 SweepSpec load_sweep_spec(const std::string& path) {
   const YamlValue root = parse_yaml_file(path);
+  check_file_kind(root, {"sweep"}, "--grid");
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
                                  "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order",
                                  "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
@@ -873,7 +872,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
   spec.models = read_axis<std::string>(m, "models", file_ref("model"));
   spec.hardware = read_axis<std::string>(m, "hardware", file_ref("hardware"));
   if (m.has("gpus")) {
-    spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 24)); });
+    spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
   }
   // One token axis, per GPU or global: both keys would leave it ambiguous which one the grid means.
   if (m.has("tokens") && m.has("global_tokens"))
@@ -884,11 +883,11 @@ SweepSpec load_sweep_spec(const std::string& path) {
            "cluster)");
   if (m.has("global_tokens")) spec.token_unit = TokenUnit::kGlobal;
   spec.tokens = read_axis<std::int64_t>(m, spec.token_key(),
-                                        [](const YamlValue& v) { return v.as_int(1, std::int64_t{1} << 40); });
+                                        [](const YamlValue& v) { return v.as_int(1, kMaxTokensPerGpu); });
   if (m.has("tp")) {
-    spec.tp = read_axis<int>(m, "tp", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 24)); });
+    spec.tp = read_axis<int>(m, "tp", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
   }
-  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, 1 << 20)); });
+  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxChunks)); });
   spec.strategies = read_axis<MemoryStrategy>(
       m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
   if (m.has("routing")) {
@@ -905,7 +904,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
     spec.routing.where = spec.origin;
   }
   if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
-  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, 100000));
+  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
   if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
   if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
   if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();

@@ -68,7 +68,8 @@ struct CalibrationSpec {
   bool calibrates_intra_node() const { return intra_node || !link_types.empty() || all_to_all; }
   bool calibrates_inter_node() const { return inter_node || nic_port || inter_node_all_to_all; }
 };
-CalibrationSpec load_calibration(const std::string& path);
+// `taker` names what the file was given as, for the message when it is another kind of file.
+CalibrationSpec load_calibration(const std::string& path, const std::string& taker = "--calibration");
 
 // Replaces the node's launch overhead, HBM and PCIe values, the measured interference factors, its
 // intra-node link, the calibrated topology link types and NIC ports with the calibration's, keeps

@@ -2,11 +2,20 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "sim/spec/routing_spec.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
+
+// The ranges a run file's keys, a sweep file's axes and their command-line flags take: wide enough
+// for any cluster, narrow enough that products of them stay well inside 64 bits.
+inline constexpr std::int64_t kMaxTokensPerGpu = std::int64_t{1} << 40;
+inline constexpr int kMaxGroupSize = 1 << 24;  // ep_size, tp_size, GPU counts
+inline constexpr int kMaxChunks = 1 << 20;
+inline constexpr int kMaxMoeLayers = 100000;
+inline constexpr std::uint64_t kMaxSeed = std::numeric_limits<std::int64_t>::max();
 
 struct RunSpec {
   std::int64_t tokens_per_gpu = 0;  // B

@@ -342,7 +342,9 @@ std::pair<double, std::string> YamlValue::quantity(const char* what,
   bool out_of_range = false;
   std::size_t used = parse_double_prefix(rest, v, out_of_range);
   if (used == 0) {
-    if (is_non_finite_spelling(s)) fail("must be a finite number, found '" + s + "'");
+    // ".nan ms": YAML's spellings of NaN and infinity are no number to from_chars, but are meant as one.
+    const std::string_view word = rest.substr(0, rest.find_first_of(" \t"));
+    if (is_non_finite_spelling(word)) fail("must be a finite number, found '" + s + "'");
     fail(std::string("expected ") + what + " like '" + example + "', found " + describe());
   }
   number = rest.substr(0, used);

@@ -20,7 +20,7 @@ namespace {
 using namespace moesim::cli_test;
 
 TEST_F(Cli, CalibrateWithoutAGpuExitsTwoWithTheReason) {
-  const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --out " + (dir_ / "c.yaml").string());
+  const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --output " + (dir_ / "c.yaml").string());
 #if MOESIM_CLI_HAVE_CUDA
   if (r.exit_code == 0) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -32,21 +32,21 @@ TEST_F(Cli, CalibrateWithoutAGpuExitsTwoWithTheReason) {
 }
 
 TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
-  const std::string base = "calibrate --hardware hardware/nodes/hgx-h100.yaml --out " + (dir_ / "c.yaml").string();
+  const std::string base = "calibrate --hardware hardware/nodes/hgx-h100.yaml --output " + (dir_ / "c.yaml").string();
   struct Case {
     std::string args;
     std::string expect;
   };
   const Case cases[] = {
       {base + " --dtypes int8", "--dtypes: 'int8' is not a dtype"},
-      {"calibrate --hardware hardware/nodes/dgx-1-v100.yaml --out x.yaml --dtypes bf16",
+      {"calibrate --hardware hardware/nodes/dgx-1-v100.yaml --output x.yaml --dtypes bf16",
        "GPU 'V100-SXM2-16GB' (hardware/nodes/../gpus/v100-sxm2-16gb.yaml:4:1) has no peak_flops for bf16"},
       {base + " --dims 64,32", "--dims must be strictly increasing; 32 follows 64"},
       {base + " --dims 0,32", "--dims"},
       {base + " --copy-size 12", "--copy-size must be at least 1K"},
-      {base + " --min-time-ms 0", "--min-time-ms must be in (0, 10000]"},
-      {base + " --device -1", "--device must be a GPU ordinal >= 0"},
-      {"calibrate --hardware hardware/nodes/nope.yaml --out x.yaml", "nope.yaml"},
+      {base + " --min-time-ms 0", "error: --min-time-ms: 0 is outside (0, 10000]"},
+      {base + " --device -1", "error: --device: -1 is negative; it must be in [0, 1023]"},
+      {"calibrate --hardware hardware/nodes/nope.yaml --output x.yaml", "nope.yaml"},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);
@@ -54,7 +54,7 @@ TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
   }
   EXPECT_EQ(run("calibrate --help").exit_code, 0);
-  EXPECT_EQ(run("calibrate --hardware hardware/nodes/hgx-h100.yaml").exit_code, 2);  // --out is required
+  EXPECT_EQ(run("calibrate --hardware hardware/nodes/hgx-h100.yaml").exit_code, 2);  // --output is required
 }
 
 // An alltoall_perf log of `ranks` GPUs on `hosts` (node-a, node-b, ...; each host's ranks on its
@@ -82,7 +82,7 @@ std::string alltoall_log(int ranks, int hosts = 1, const std::string& redop = "n
 TEST_F(Cli, CalibrateFitsTheNodesNetworkToAnAllToAllLog) {
   const std::string log = write("a2a.log", alltoall_log(8)).string();
   const std::string out = (dir_ / "net.yaml").string();
-  const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " + log + " --out " + out);
+  const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " + log + " --output " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("all-to-all of 8 GPUs, 11 sizes: latency 25.00 us, bandwidth 350.0 GB/s per GPU"),
             std::string::npos) << r.out;
@@ -114,7 +114,7 @@ TEST_F(Cli, CalibrateAddsTheNetworkToAGpuCalibrationGivenAsBase) {
                                  "kernel_launch_overhead: 4 us\n").string();
   const std::string out = (dir_ / "both.yaml").string();
   const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " +
-                       write("a2a.log", alltoall_log(4)).string() + " --base " + base + " --out " + out);
+                       write("a2a.log", alltoall_log(4)).string() + " --base " + base + " --output " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Result s = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/nodes/hgx-h100.yaml "
                        "--calibration " + out + " --tokens 1024 --ep 4 --json -");
@@ -122,7 +122,7 @@ TEST_F(Cli, CalibrateAddsTheNetworkToAGpuCalibrationGivenAsBase) {
   EXPECT_NE(s.out.find("\"kernel_launch_ns\": 4000"), std::string::npos);  // the base's value kept
   // A base that already has network sections is refused.
   const Result again = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " +
-                           (dir_ / "a2a.log").string() + " --base " + out + " --out " + (dir_ / "x.yaml").string());
+                           (dir_ / "a2a.log").string() + " --base " + out + " --output " + (dir_ / "x.yaml").string());
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("--base already calibrates the network"), std::string::npos) << again.err;
 }
@@ -138,12 +138,12 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
   // First the intra-node network from one node's log, then the inter-node one on top of it.
   const std::string intra = (dir_ / "intra.yaml").string();
   const Result r1 = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " +
-                        write("one.log", alltoall_log(8, 1, "none", 200)).string() + " --out " + intra);
+                        write("one.log", alltoall_log(8, 1, "none", 200)).string() + " --output " + intra);
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   const std::string cluster = "hardware/clusters/dgx-a100-2node.yaml";
   const std::string two = write("two.log", alltoall_log(16, 2, "none", 12)).string();
   const std::string both = (dir_ / "both.yaml").string();
-  const Result r2 = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + intra + " --out " + both);
+  const Result r2 = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + intra + " --output " + both);
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NE(r2.out.find("all-to-all of 16 GPUs on 2 nodes, 11 sizes: latency 25.00 us, bandwidth 12.0 GB/s per GPU "
                         "(alpha-beta inter_node 6.4 GB/s per GPU, latency 25.00 us)"),
@@ -169,12 +169,12 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
   EXPECT_EQ(run("simulate --model models/moe-gpt-s-64e.yaml --hardware " + cluster + " --calibration " + both +
                 " --tokens 1024 --ep 16").exit_code, 0);
   // Without --base the intra-node links are the preset's, and the output says so.
-  const Result alone = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --out " +
+  const Result alone = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --output " +
                            (dir_ / "inter.yaml").string());
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
   EXPECT_NE(alone.out.find("note: the intra-node links keep --hardware's values"), std::string::npos) << alone.out;
   // What --base may hold: not the inter-node network again, and an intra-node fit comes first.
-  const Result again = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + both + " --out " +
+  const Result again = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + both + " --output " +
                            (dir_ / "x.yaml").string());
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("--base already calibrates the inter-node network"), std::string::npos) << again.err;
@@ -185,7 +185,7 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
       "pcie: {h2d_bandwidth: 25 GB/s, d2h_bandwidth: 25 GB/s, latency: 10 us}\ncalibration: gpu.yaml\n").string();
   const std::string gpu_only = write("gpu.yaml", "schema_version: 1\nkind: calibration\nname: a\ngpu: A100-SXM4-40GB\n").string();
   const Result twice = run("calibrate --hardware " + calibrated_node + " --alltoall-log " + (dir_ / "one.log").string() +
-                           " --out " + (dir_ / "x.yaml").string());
+                           " --output " + (dir_ / "x.yaml").string());
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_NE(twice.err.find("node 'dgx' already has a calibration (" + gpu_only +
                            "), and a node takes one: give --hardware a preset without the calibration: key, and that "
@@ -200,20 +200,20 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
   write("net-only.yaml", "schema_version: 1\nkind: calibration\nname: n\ngpu: A100-SXM4-40GB\n"
                          "intra_node: {bandwidth: 200 GB/s, latency: 20 us}\n");
   const Result held = run("calibrate --hardware " + write("node2.yaml", node2).string() + " --alltoall-log " +
-                          (dir_ / "one.log").string() + " --out " + (dir_ / "x.yaml").string());
+                          (dir_ / "one.log").string() + " --output " + (dir_ / "x.yaml").string());
   EXPECT_EQ(held.exit_code, 2);
   EXPECT_NE(held.err.find("give --hardware a preset without the calibration: key (that file already calibrates this "
                           "network)"),
             std::string::npos) << held.err;
   const Result order = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + (dir_ / "one.log").string() +
-                           " --base " + (dir_ / "inter.yaml").string() + " --out " + (dir_ / "x.yaml").string());
+                           " --base " + (dir_ / "inter.yaml").string() + " --output " + (dir_ / "x.yaml").string());
   EXPECT_EQ(order.exit_code, 2);
   EXPECT_NE(order.err.find("fitted on top of the intra-node one: fit this one-node measurement first"), std::string::npos)
       << order.err;
 }
 
 TEST_F(Cli, CalibratePlacesEachLoggedRankOnItsNodeAndDevice) {
-  const std::string cluster = "calibrate --hardware hardware/clusters/dgx-a100-2node.yaml --out " + (dir_ / "p.yaml").string();
+  const std::string cluster = "calibrate --hardware hardware/clusters/dgx-a100-2node.yaml --output " + (dir_ / "p.yaml").string();
   // One process per GPU, each seeing its GPU as device 0: the ranks of a host take its GPUs in order.
   std::string per_process = alltoall_log(16, 2, "none", 12);
   for (std::size_t at = 0; (at = per_process.find(" device  ", at)) != std::string::npos; at += 9)
@@ -262,7 +262,7 @@ TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
   EXPECT_NE(plain.out.find("# worst "), std::string::npos);
   // Calibrated on that log, the simulation gives it back.
   const std::string cal = (dir_ / "net.yaml").string();
-  ASSERT_EQ(run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + log + " --out " + cal).exit_code, 0);
+  ASSERT_EQ(run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + log + " --output " + cal).exit_code, 0);
   for (const char* network : {"alpha-beta", "flow"}) {
     const Result fitted = run(node + " --calibration " + cal + " --network " + network);
     ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
@@ -309,7 +309,7 @@ TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
 }
 
 TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
-  const std::string hw = "calibrate --hardware hardware/nodes/hgx-h100.yaml --out " + (dir_ / "n.yaml").string();
+  const std::string hw = "calibrate --hardware hardware/nodes/hgx-h100.yaml --output " + (dir_ / "n.yaml").string();
   struct Case {
     std::string args;
     std::string expect;
@@ -347,7 +347,7 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
       {hw + " --alltoall-log " + cputime, "the times are CPU times (nccl-tests -C 1)"},
       {hw + " --alltoall-log " + slow_log, "slow.log: what this measurement gives is off the simulator's plausible ranges"},
       {hw + " --alltoall-log " + bare + " --ranks 8 --base " + a100_base, "a100.yaml:4:"},
-      {"calibrate --hardware hardware/gpus/h100-sxm5.yaml --out x.yaml --alltoall-log " + bare + " --ranks 8",
+      {"calibrate --hardware hardware/gpus/h100-sxm5.yaml --output x.yaml --alltoall-log " + bare + " --ranks 8",
        "has one GPU: there is no network between GPUs to calibrate"},
       {hw + " --alltoall-log " + write("empty.log", "").string(), "no nccl-tests result rows"},
       {hw + " --alltoall-log " + reduce, "ar.log:12:1: redop 'sum': this is not an all-to-all log"},

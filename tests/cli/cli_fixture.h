@@ -23,6 +23,20 @@ struct Result {
   std::string err;
 };
 
+// Small, quick invocations of the commands, for tests that add the one flag they are about.
+inline const std::string kQuickSimulate =
+    "simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096 "
+    "--chunks 4";
+inline const std::string kQuickPlan =
+    "plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/pipemoe-alpha-beta.yaml --tokens 4096 "
+    "--strategies none --chunks 1-2";
+inline const std::string kQuickSweep =
+    "sweep --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml --gpus 8 --tokens 2048 "
+    "--chunks 1-2 --strategies none";
+inline const std::string kQuickRun =
+    "run --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 256 "
+    "--chunks 2 --iters 1 --warmup 0";
+
 inline std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream s;

@@ -158,7 +158,10 @@ TEST(CalibrationLoader, StrictRules) {
   msg = calibration_error(t, replaced(kCalibration, "schema_version: 1", "schema_version: 2"));
   EXPECT_NE(msg.find("unsupported schema_version 2"), std::string::npos) << msg;
   msg = calibration_error(t, replaced(kCalibration, "kind: calibration", "kind: gpu"));
-  EXPECT_NE(msg.find("expected kind 'calibration'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.yaml:2:7: kind: this is a gpu file (kind: gpu), which goes to --hardware; --calibration "
+                     "takes a calibration file"),
+            std::string::npos)
+      << msg;
   msg = calibration_error(t, replaced(kCalibration, "hbm_bandwidth:", "hbm_bandwith:"));
   EXPECT_NE(msg.find("did you mean 'hbm_bandwidth'"), std::string::npos) << msg;
   msg = calibration_error(t, replaced(kCalibration, "2600 GB/s", "2600 MB/s"));
@@ -175,13 +178,18 @@ TEST(CalibrationLoader, ReferencedFileMustExistAndBeACalibration) {
   TempFiles t;
   // Given where a hardware file belongs, it says where it goes instead.
   std::string given_as_hardware = input_error_of([&] { load_hardware_spec(t.write("c.yaml", kCalibration)); });
-  EXPECT_NE(given_as_hardware.find("this is a calibration file; give it with --calibration"), std::string::npos)
+  EXPECT_NE(given_as_hardware.find("this is a calibration file (kind: calibration), which goes to --calibration (or "
+                                   "a node's calibration: key)"),
+            std::string::npos)
       << given_as_hardware;
   std::string msg = input_error_of([&] { load_hardware_spec(t.write("node.yaml", node_with_calibration("nope.yaml"))); });
   EXPECT_NE(msg.find("cannot open referenced calibration file"), std::string::npos) << msg;
   t.write("gpu.yaml", "schema_version: 1\nkind: gpu\nname: g\n");
   msg = input_error_of([&] { load_hardware_spec(t.write("node.yaml", node_with_calibration("gpu.yaml"))); });
-  EXPECT_NE(msg.find("expected kind 'calibration'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gpu.yaml:2:7: kind: this is a gpu file (kind: gpu), which goes to --hardware; the calibration: "
+                     "key of node.yaml takes a calibration file"),
+            std::string::npos)
+      << msg;
   // A GPU file cannot carry a calibration: it is measured on a node (PCIe is the node's).
   msg = input_error_of([&] {
     load_hardware_spec(t.write("g.yaml", "schema_version: 1\nkind: gpu\nname: g\ncalibration: cal.yaml\n"));

@@ -260,7 +260,8 @@ TEST(ModelLoaderTest, UnsupportedSchemaVersion) {
 TEST(ModelLoaderTest, WrongKind) {
   TempFiles t;
   EXPECT_THAT(model_error(t, replaced(kModel, "kind: model", "kind: gpu")),
-              HasSubstr("m.yaml:2:7: kind: expected kind 'model', found 'gpu'"));
+              HasSubstr("m.yaml:2:7: kind: this is a gpu file (kind: gpu), which goes to --hardware; --model takes a "
+                        "model file"));
   EXPECT_THAT(model_error(t, replaced(kModel, "kind: model", "kind: modle")),
               HasSubstr("unknown kind 'modle'; valid kinds: model, gpu, node, cluster"));
 }
@@ -438,7 +439,8 @@ TEST(HardwareLoaderTest, ErrorInReferencedFileNamesThatFile) {
 TEST(HardwareLoaderTest, ReferencedFileMissingHeader) {
   TempFiles t;
   EXPECT_THAT(hardware_error(t, replaced(kGpu, "kind: gpu", "kind: node"), kNode, kCluster),
-              HasSubstr("gpu.yaml:2:7: kind: expected kind 'gpu', found 'node'"));
+              HasSubstr("gpu.yaml:2:7: kind: this is a node file (kind: node), which goes to --hardware; the gpu: key "
+                        "of node.yaml takes a gpu file"));
   EXPECT_THAT(hardware_error(t, replaced(kGpu, "schema_version: 1\n", ""), kNode, kCluster),
               HasSubstr("gpu.yaml:1:1: missing required key 'schema_version'"));
 }

@@ -1,0 +1,228 @@
+#include "sim/cli/simulate_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/cli/output_file.h"
+#include "sim/core/error.h"
+#include "sim/driver/simulation.h"
+#include "sim/graph/graph_algorithms.h"
+#include "sim/graph/graph_json.h"
+#include "sim/memory/model_memory.h"
+#include "sim/report/report.h"
+#include "sim/report/timeline.h"
+#include "sim/spec/loader.h"
+
+namespace moesim::cli {
+namespace {
+
+// Wall-clock phases for --timing (stderr).
+class PhaseTimer {
+ public:
+  void mark(const std::string& phase) {
+    const auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(phase, std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+  void print(std::ostream& out) const {
+    double total = 0;
+    for (const auto& [name, ms] : phases_) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "timing: %-10s %9.3f ms\n", name.c_str(), ms);
+      out << buf;
+      total += ms;
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "timing: %-10s %9.3f ms\n", "total", total);
+    out << buf;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, double>> phases_;
+};
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+bool given(const StepArgs& a, const char* flag) { return a.given(flag); }
+
+// Merges the run file (if any) with the flags; flags given on the command line win.
+void resolve_step_args(StepArgs& a) {
+  RunFile file;
+  if (!a.run_path.empty()) {
+    file = load_run_spec(a.run_path);
+    if (!given(a, "--model") && file.model_path) a.model_path = *file.model_path;
+    if (!given(a, "--hardware") && file.hardware_path) a.hardware_path = *file.hardware_path;
+    if (!given(a, "--tokens")) a.tokens = file.run.tokens_per_gpu;
+    if (!given(a, "--chunks")) a.chunks = file.run.num_chunks;
+    if (!given(a, "--order")) a.order = std::string(to_string(file.run.order));
+    if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
+    if (!given(a, "--tp")) a.tp_size = file.run.tp_size;
+    if (!given(a, "--no-dtd")) a.layout.no_dtd = !file.run.drop_duplicate_tokens;
+    if (!given(a, "--grad-sync")) a.layout.grad_sync = file.run.grad_sync;
+    if (!given(a, "--zero")) a.layout.zero_stage = file.run.zero_stage;
+    if (!given(a, "--checkpoint")) a.layout.checkpoint = std::string(to_string(file.run.checkpoint));
+    if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
+    if (!given(a, "--seed")) a.seed = file.run.seed;
+    if (!given(a, "--strategy")) a.strategy = std::string(to_string(file.run.strategy));
+    if (!given(a, "--slots")) a.slots = file.run.slots;
+    if (!given(a, "--optimizer")) a.optimizer = std::string(to_string(file.run.optimizer));
+    if (!given(a, "--no-routing-data")) a.no_routing_data = !file.run.count_routing_data;
+    if (!given(a, "--network")) a.network = std::string(to_string(file.run.network));
+    if (!given(a, "--a2a")) a.a2a = std::string(to_string(file.run.all_to_all));
+    if (!given(a, "--routing")) a.routing = file.run.routing.to_string();  // paths already resolved
+  }
+  if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
+  if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
+  if (a.run_path.empty() && !given(a, "--tokens"))
+    throw InputError("--tokens is required (or tokens_per_gpu: in a --run file)");
+}
+
+RunSpec to_run_spec(const StepArgs& a) {
+  // The numbers are in range: the flags' validators (main.cc) and the run file's loader check them.
+  check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd && given(a, "--no-dtd"), a.layout.zero_stage);
+  RunSpec run;
+  run.tokens_per_gpu = a.tokens;
+  run.num_chunks = a.chunks;
+  run.ep_size = a.ep_size;
+  run.tp_size = a.tp_size;
+  run.drop_duplicate_tokens = !a.layout.no_dtd;
+  run.grad_sync = a.layout.grad_sync;
+  run.zero_stage = a.layout.zero_stage;
+  run.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
+  run.num_moe_layers = a.layers;
+  run.seed = a.seed;
+  const auto order = parse_order_policy(a.order);
+  if (!order)
+    throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " + join(order_policy_names()));
+  run.order = *order;
+  const auto strategy = parse_memory_strategy(a.strategy);
+  if (!strategy)
+    throw InputError("--strategy '" + a.strategy + "' is not a memory strategy; valid: " +
+                     join(memory_strategy_names()));
+  run.strategy = *strategy;
+  run.slots = a.slots;
+  const auto optimizer = parse_optimizer(a.optimizer);
+  if (!optimizer)
+    throw InputError("--optimizer '" + a.optimizer + "' is not an optimizer; valid: " + join(optimizer_names()));
+  run.optimizer = *optimizer;
+  run.count_routing_data = !a.no_routing_data;
+  const auto network = parse_network_model(a.network);
+  if (!network)
+    throw InputError("--network '" + a.network + "' is not a network model; valid: " + join(network_model_names()));
+  run.network = *network;
+  const auto a2a = parse_all_to_all_algorithm(a.a2a);
+  if (!a2a)
+    throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +
+                     join(all_to_all_algorithm_names()));
+  run.all_to_all = *a2a;
+  try {
+    run.routing = parse_routing_spec(a.routing, SourceLocation{});
+  } catch (const InputError& e) {
+    throw InputError("--routing: " + e.rule());
+  }
+  return run;
+}
+
+// The hardware the step runs on: the file (with its calibration), or with --loopback its GPU
+// shared by the job's ranks (--ep, or every GPU of the file).
+ClusterSpec load_step_cluster(const StepArgs& a) {
+  ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  if (!a.loopback) return cluster;
+  return loopback_cluster(cluster, a.ep_size > 0 ? a.ep_size : cluster.num_gpus());
+}
+
+}  // namespace
+
+int run_simulate(StepArgs& a, const SimulateOutputs& outputs, const std::string& version) {
+  const std::string& json_path = outputs.json_path;
+  const std::string& trace_path = outputs.trace_path;
+  const std::string& timeline_path = outputs.timeline_path;
+  check_outputs({{"--json", json_path}, {"--trace", trace_path}, {"--timeline", timeline_path}});
+  PhaseTimer timer;
+  resolve_step_args(a);
+  const ModelSpec model = load_model_spec(a.model_path);
+  const ClusterSpec cluster = load_step_cluster(a);
+  const RunSpec run = to_run_spec(a);
+  check_simulated_layers(model, run.num_moe_layers);
+  timer.mark("load");
+  BuildOptions options;
+  options.representative_rank = !a.all_ranks;
+  options.all_replicas = a.all_ranks;
+  options = build_options_for(cluster, run, options);
+  const LayerDims dims = derive_layer_dims(model, cluster, run);
+  const std::optional<RoutingPlan> routing = make_layer_routing(dims, run);
+  const RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
+  timer.mark("routing");
+  const TaskGraph graph = build_moe_graph(model, cluster, run, options, routing ? &*routing : nullptr);
+  timer.mark("build");
+  const EngineRun result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
+  const Trace& trace = result.trace;
+  timer.mark("simulate");
+  const StepMetrics metrics = compute_step_metrics(graph, trace);
+  const std::string network =
+      cluster.pure_alpha_beta()
+          ? std::string("pure alpha-beta costs (hardware alpha_beta.simulate)")
+          : std::string(to_string(resolve_network_model(cluster, run.network))) + " model, " +
+                std::string(to_string(run.all_to_all)) + " all-to-all";
+  const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, version, network,
+                        &routing_stats};
+  std::ostringstream summary;
+  write_summary(summary, in);
+  // When a machine-readable output goes to stdout, the summary moves to stderr.
+  const bool stdout_taken = json_path == "-" || trace_path == "-" || timeline_path == "-";
+  (stdout_taken ? std::cerr : std::cout) << summary.str();
+  if (!json_path.empty()) write_output("--json", json_path, report_json(in));
+  if (!trace_path.empty()) write_output("--trace", trace_path, perfetto_trace_json(graph, trace, result.memory));
+  if (!timeline_path.empty()) {
+    std::ostringstream timeline;
+    write_timeline(timeline, graph, trace, result.memory);
+    write_output("--timeline", timeline_path, timeline.str());
+  }
+  timer.mark("report");
+  if (outputs.timing) {
+    std::cout.flush();  // keep the summary ahead of the timing lines on a shared terminal
+    std::cerr << "timing: " << graph.num_tasks() << " tasks on " << graph.simulated_ranks().size()
+              << " simulated rank(s)\n";
+    timer.print(std::cerr);
+  }
+  return 0;
+}
+
+int run_graph_export(StepArgs& a, const std::string& out_path) {
+  check_outputs({{"--output", out_path}});
+  resolve_step_args(a);
+  const ModelSpec model = load_model_spec(a.model_path);
+  const ClusterSpec cluster = load_step_cluster(a);
+  const RunSpec run = to_run_spec(a);
+  BuildOptions options;
+  options.representative_rank = !a.all_ranks;
+  options.all_replicas = a.all_ranks;
+  const TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, run, options));
+  write_output("--output", out_path, export_graph_json(graph));
+  return 0;
+}
+
+int run_graph_check(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the graph file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const TaskGraph graph = import_graph_json(text.str(), path);
+  check_acyclic(graph);
+  std::cout << path << ": " << graph.num_tasks() << " tasks, " << graph.edges().size()
+            << " edges, " << graph.simulated_ranks().size() << " simulated rank(s) of "
+            << graph.world_size() << ", acyclic\n";
+  return 0;
+}
+
+}  // namespace moesim::cli

@@ -1,0 +1,52 @@
+// `moesim simulate` and `moesim graph export|check`: one training step of MoE layers simulated (a
+// summary, and on request a JSON report, a Perfetto trace and the text timeline), or its task
+// graph written or checked as JSON. The options are registered in main.cc (the one translation
+// unit that includes CLI11); this is what they fill and the commands that run on them.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "sim/cli/layout_flags.h"
+
+namespace moesim::cli {
+
+struct StepArgs {
+  // Whether a flag was on the command line: a run file's value gives way only to those.
+  std::function<bool(const char*)> given;
+  std::string run_path;
+  std::string model_path;
+  std::string hardware_path;
+  std::string calibration_path;
+  long long tokens = 0;
+  int chunks = 1;
+  std::string order = "mpipemoe";
+  int ep_size = 0;
+  int tp_size = 1;
+  LayoutFlags layout;
+  int layers = 1;
+  bool all_ranks = false;
+  bool loopback = false;
+  unsigned long long seed = 1;
+  std::string strategy = "none";
+  int slots = 2;
+  std::string optimizer = "adam";
+  bool no_routing_data = false;
+  std::string network = "auto";
+  std::string a2a = "pairwise";
+  std::string routing = "uniform";
+};
+
+
+struct SimulateOutputs {
+  std::string json_path;  // "" = none, "-" = stdout (the summary then goes to stderr)
+  std::string trace_path;
+  std::string timeline_path;
+  bool timing = false;
+};
+
+int run_simulate(StepArgs& args, const SimulateOutputs& outputs, const std::string& version);
+int run_graph_export(StepArgs& args, const std::string& out_path);
+int run_graph_check(const std::string& path);
+
+}  // namespace moesim::cli
