@@ -12,9 +12,11 @@
 #include "sim/cli/calibrate_command.h"
 #include "sim/cli/collective_command.h"
 #include "sim/cli/compare_command.h"
+#include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/number_flags.h"
 #include "sim/cli/plan_command.h"
+#include "sim/cli/presets_command.h"
 #include "sim/cli/run_command.h"
 #include "sim/cli/simulate_command.h"
 #include "sim/cli/sweep_command.h"
@@ -34,6 +36,7 @@ constexpr std::uint64_t kMaxStepFactor = 1024;
 constexpr std::uint64_t kMaxSteps = 1000000;    // run --iters, --warmup
 constexpr std::uint64_t kMaxDevice = 1023;      // a GPU ordinal
 constexpr std::uint64_t kMaxListed = 1000000;   // compare --worst
+constexpr std::uint64_t kMaxClusterGpus = std::uint64_t{1} << 26;  // --gpus: 2^20 nodes of 64
 
 // Numbers are read strictly (sim/cli/number_flags.h). A transform rather than a check: CLI11 then
 // converts the plain decimal text checked here, never "010" as octal.
@@ -75,12 +78,23 @@ void add_layout_flags(CLI::App* app, LayoutFlags& f) {
                   "stashed outputs); needs strategy none");
 }
 
+// --gpus and --nodes (cluster_flags.h); returns --gpus, which excludes --nodes.
+CLI::Option* add_cluster_size_flags(CLI::App* app, long long& gpus, long long& nodes) {
+  CLI::Option* g = app->add_option("--gpus", gpus, "the cluster preset grown or shrunk to this many GPUs (whole nodes)")
+                       ->transform(whole(1, kMaxClusterGpus));
+  CLI::Option* n = app->add_option("--nodes", nodes, "the cluster preset grown or shrunk to this many nodes")
+                       ->transform(whole(1, kMaxClusterNodes));
+  g->excludes(n);
+  return g;
+}
+
 void add_step_options(CLI::App* app, StepArgs& a) {
   a.given = [app](const char* flag) { return app->count(flag) > 0; };
   app->add_option("--run", a.run_path,
                   "run file (kind: run) with the model, hardware and run options; flags override it");
-  app->add_option("--model", a.model_path, "model preset YAML (models/*.yaml)");
-  app->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML (hardware/**.yaml)");
+  app->add_option("--model", a.model_path, "model YAML, or a bundled preset's name (`moesim presets models`)");
+  app->add_option("--hardware", a.hardware_path,
+                  "cluster, node or GPU YAML, or a bundled preset's name (`moesim presets clusters|nodes|gpus`)");
   app->add_option("--calibration", a.calibration_path,
                   "calibration YAML measured by `moesim calibrate` on this GPU (hardware/calibration/)");
   app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)")->transform(whole(1, kMaxTokensPerGpu));
@@ -100,9 +114,11 @@ void add_step_options(CLI::App* app, StepArgs& a) {
       ->transform(whole(1, kMaxMoeLayers))->capture_default_str();
   app->add_flag("--all-ranks", a.all_ranks,
                 "simulate every rank instead of one representative rank");
-  app->add_flag("--loopback", a.loopback,
-                "the --ep ranks are virtual ranks sharing one GPU of the hardware, as `moesim run --loopback` runs "
-                "them (shared compute, all-to-all as device copies; every rank simulated)");
+  CLI::Option* loopback = app->add_flag(
+      "--loopback", a.loopback,
+      "the --ep ranks are virtual ranks sharing one GPU of the hardware, as `moesim run --loopback` runs "
+      "them (shared compute, all-to-all as device copies; every rank simulated)");
+  add_cluster_size_flags(app, a.gpus, a.nodes)->excludes(loopback);
   app->add_option("--seed", a.seed, "random seed (recorded in the report)")
       ->transform(whole(0, kMaxSeed))->capture_default_str();
   app->add_option("--strategy", a.strategy, "memory-reuse strategy: none|s1|s2|s3|s4 (MPipeMoE)")
@@ -139,9 +155,10 @@ CLI::App* add_simulate(CLI::App& app, StepArgs& a, SimulateOutputs& outputs) {
 CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   CLI::App* plan = app.add_subcommand(
       "plan", "rank pipeline degrees and memory strategies for a model on a cluster (docs/planning.md)");
-  plan->add_option("--model", a.model_path, "model preset YAML")->required();
-  plan->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML")->required();
+  plan->add_option("--model", a.model_path, "model YAML or bundled preset name (`moesim presets models`)")->required();
+  plan->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML or bundled preset name")->required();
   plan->add_option("--calibration", a.calibration_path, "calibration YAML measured by `moesim calibrate`");
+  add_cluster_size_flags(plan, a.gpus, a.nodes);
   plan->add_option("--tokens", a.tokens, "tokens per GPU: one count or a list (2048,4096)")->required();
   plan->add_option("--chunks,-n", a.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity)");
   plan->add_option("--strategies", a.strategies,
@@ -367,6 +384,10 @@ int main_impl(int argc, char** argv) {
   CLI::App* calibrate = add_calibrate(app, cal_args);
   CompareArgs compare_args;
   CLI::App* compare = add_compare(app, compare_args);
+  PresetsArgs presets_args;
+  CLI::App* presets = app.add_subcommand(
+      "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
+  presets->add_option("kind", presets_args.kind, "models | clusters | nodes | gpus (default: all)");
   check_every_number_has_a_range(app);
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
@@ -410,6 +431,7 @@ int main_impl(int argc, char** argv) {
   }
   if (run_cmd->parsed()) return run_measure(run_args, kVersion);
   if (compare->parsed()) return run_compare(compare_args);
+  if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (calibrate->parsed()) {
     if (calibrate->count("--out") > 0) std::cerr << "note: calibrate --out is deprecated; use --output (or -o)\n";
     for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");

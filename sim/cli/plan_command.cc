@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/output_file.h"
@@ -12,6 +13,7 @@
 #include "sim/search/planner.h"
 #include "sim/search/thread_pool.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/presets.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim::cli {
@@ -34,8 +36,9 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd, a.layout.zero_stage);
 
   search::PlanRequest req;
-  req.model = load_model_spec(a.model_path);
-  req.cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  req.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
+  req.cluster = scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), a.calibration_path),
+                               a.gpus, a.nodes);
   req.run.ep_size = a.ep_size;
   req.run.tp_size = a.tp_size;
   req.run.drop_duplicate_tokens = !a.layout.no_dtd;

@@ -14,6 +14,8 @@ namespace moesim::cli {
 struct PlanArgs {
   std::string model_path;
   std::string hardware_path;
+  long long gpus = 0;   // --gpus / --nodes: the preset's size changed (cluster_flags.h)
+  long long nodes = 0;
   std::string calibration_path;  // empty: none
   std::string tokens;              // "4096" or "2048,4096,8192"
   std::string chunks;              // "" = 1..min(16, capacity); "1-8", "1,2,4,8"

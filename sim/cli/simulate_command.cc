@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/cluster_flags.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
@@ -18,6 +19,7 @@
 #include "sim/report/report.h"
 #include "sim/report/timeline.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/presets.h"
 
 namespace moesim::cli {
 namespace {
@@ -83,6 +85,8 @@ void resolve_step_args(StepArgs& a) {
   }
   if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
   if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
+  a.model_path = resolve_model_arg(a.model_path, "--model");
+  a.hardware_path = resolve_hardware_arg(a.hardware_path, "--hardware");
   if (a.run_path.empty() && !given(a, "--tokens"))
     throw InputError("--tokens is required (or tokens_per_gpu: in a --run file)");
 }
@@ -136,7 +140,7 @@ RunSpec to_run_spec(const StepArgs& a) {
 // The hardware the step runs on: the file (with its calibration), or with --loopback its GPU
 // shared by the job's ranks (--ep, or every GPU of the file).
 ClusterSpec load_step_cluster(const StepArgs& a) {
-  ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
+  ClusterSpec cluster = scaled_cluster(load_hardware_spec(a.hardware_path, a.calibration_path), a.gpus, a.nodes);
   if (!a.loopback) return cluster;
   return loopback_cluster(cluster, a.ep_size > 0 ? a.ep_size : cluster.num_gpus());
 }

@@ -27,6 +27,8 @@ struct StepArgs {
   int layers = 1;
   bool all_ranks = false;
   bool loopback = false;
+  long long gpus = 0;   // --gpus: the cluster preset grown or shrunk to this many GPUs (0 = as the file says)
+  long long nodes = 0;  // --nodes: ... to this many nodes
   unsigned long long seed = 1;
   std::string strategy = "none";
   int slots = 2;

@@ -27,6 +27,7 @@
 #include "sim/search/sweep.h"
 #include "sim/search/thread_pool.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/presets.h"
 #include "sim/spec/sweep_spec.h"
 #include "sim/spec/yaml_reader.h"
 
@@ -139,8 +140,16 @@ std::string output_text(const std::string& flag, const SweepTable& table) {
 SweepSpec spec_from(const SweepArgs& a) {
   SweepSpec spec;
   if (!a.grid_path.empty()) spec = load_sweep_spec(a.grid_path);
-  if (!a.models.empty()) override_axis(spec.models, split_list("--model", a.models));
-  if (!a.hardware.empty()) override_axis(spec.hardware, split_list("--hardware", a.hardware));
+  if (!a.models.empty()) {
+    std::vector<std::string> models = split_list("--model", a.models);
+    for (std::string& m : models) m = resolve_model_arg(m, "--model");
+    override_axis(spec.models, std::move(models));
+  }
+  if (!a.hardware.empty()) {
+    std::vector<std::string> hardware = split_list("--hardware", a.hardware);
+    for (std::string& h : hardware) h = resolve_hardware_arg(h, "--hardware");
+    override_axis(spec.hardware, std::move(hardware));
+  }
   if (!a.gpus.empty()) {
     std::vector<int> g;
     for (std::int64_t v : parse_int_list("--gpus", a.gpus, 1, kMaxGroupSize)) g.push_back(static_cast<int>(v));

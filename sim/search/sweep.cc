@@ -94,25 +94,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
   for (const ClusterSpec& preset : presets) {
     for (std::size_t g = 0; g < num_g; ++g) {
       ClusterSpec c = preset;
-      if (!spec.gpus.values.empty()) {
-        const int gpus = spec.gpus.values[g];
-        const int per_node = preset.node.gpus_per_node;
-        if (gpus % per_node != 0) {
-          throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " is not a multiple of the " +
-                                                std::to_string(per_node) + " GPUs per node of " + preset.name +
-                                                "; a GPU count sets the number of whole nodes");
-        }
-        c.num_nodes = gpus / per_node;
-        if (c.num_nodes > 1 && preset.node.loopback) {
-          throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " needs " + std::to_string(c.num_nodes) +
-                                                " nodes, but " + preset.name + " is a loopback node (one GPU)");
-        }
-        if (c.num_nodes > 1 && !(c.inter_node.effective_bandwidth() > 0)) {
-          throw InputError(spec.gpus.where, "gpus = " + std::to_string(gpus) + " needs " +
-                                                std::to_string(c.num_nodes) + " nodes but " + preset.name +
-                                                " has no inter_node link");
-        }
-      }
+      if (!spec.gpus.values.empty()) c = with_gpus(preset, spec.gpus.values[g], spec.gpus.where, "gpus");
       plan.clusters.push_back(std::move(c));
     }
   }

@@ -41,6 +41,33 @@ ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks) {
   return c;
 }
 
+std::string gpu_count_problem(const ClusterSpec& preset, std::int64_t gpus) {
+  const int per_node = preset.node.gpus_per_node;
+  const std::string count = std::to_string(gpus);
+  if (gpus < 1) return count + " is not a positive GPU count";
+  if (gpus % per_node != 0)
+    return count + " is not a multiple of the " + std::to_string(per_node) + " GPUs per node of " + preset.name +
+           "; a GPU count sets the number of whole nodes";
+  const std::int64_t nodes = gpus / per_node;
+  if (nodes > kMaxClusterNodes)
+    return count + " needs " + std::to_string(nodes) + " nodes, more than the limit of " +
+           std::to_string(kMaxClusterNodes);
+  if (nodes > 1 && preset.node.loopback)
+    return count + " needs " + std::to_string(nodes) + " nodes, but " + preset.name + " is a loopback node (one GPU)";
+  if (nodes > 1 && !(preset.inter_node.effective_bandwidth() > 0))
+    return count + " needs " + std::to_string(nodes) + " nodes but " + preset.name + " has no inter_node link";
+  return "";
+}
+
+ClusterSpec with_gpus(const ClusterSpec& preset, std::int64_t gpus, const SourceLocation& where,
+                      const std::string& what) {
+  const std::string problem = gpu_count_problem(preset, gpus);
+  if (!problem.empty()) throw InputError(where, what + " = " + problem);
+  ClusterSpec c = preset;
+  c.num_nodes = static_cast<int>(gpus / preset.node.gpus_per_node);
+  return c;
+}
+
 ClusterSpec run_hardware(const ClusterSpec& file, int ranks, bool loopback) {
   if (loopback) return loopback_cluster(file, ranks);
   if (file.node.loopback)

@@ -201,6 +201,14 @@ struct ClusterSpec {
   int ranks_per_device() const { return node.loopback ? node.gpus_per_node : 1; }
 };
 
+// Why `preset` cannot be grown or shrunk to `gpus` GPUs of whole nodes, or "" when it can: a count
+// that is not a multiple of its GPUs per node, several loopback nodes, or several nodes without an
+// inter-node link. The caller names where the count came from.
+inline constexpr int kMaxClusterNodes = 1 << 20;
+std::string gpu_count_problem(const ClusterSpec& preset, std::int64_t gpus);
+// `preset` with gpus / gpus_per_node nodes; InputError "<what> = <gpus> ..." when it cannot be.
+ClusterSpec with_gpus(const ClusterSpec& preset, std::int64_t gpus, const SourceLocation& where, const std::string& what);
+
 // `base`'s GPU (with its calibration), host link and interference as a loopback node of `ranks`
 // virtual ranks, one node: what `moesim run --ranks N --loopback` runs on one GPU of `base`.
 // Throws InputError for ranks outside [1, 1024] (a node file's gpus_per_node range) or a base
