@@ -36,7 +36,6 @@ constexpr std::uint64_t kMaxStepFactor = 1024;
 constexpr std::uint64_t kMaxSteps = 1000000;    // run --iters, --warmup
 constexpr std::uint64_t kMaxDevice = 1023;      // a GPU ordinal
 constexpr std::uint64_t kMaxListed = 1000000;   // compare --worst
-constexpr std::uint64_t kMaxClusterGpus = std::uint64_t{1} << 26;  // --gpus: 2^20 nodes of 64
 
 // Numbers are read strictly (sim/cli/number_flags.h). A transform rather than a check: CLI11 then
 // converts the plain decimal text checked here, never "010" as octal.
@@ -81,7 +80,7 @@ void add_layout_flags(CLI::App* app, LayoutFlags& f) {
 // --gpus and --nodes (cluster_flags.h); returns --gpus, which excludes --nodes.
 CLI::Option* add_cluster_size_flags(CLI::App* app, long long& gpus, long long& nodes) {
   CLI::Option* g = app->add_option("--gpus", gpus, "the cluster preset grown or shrunk to this many GPUs (whole nodes)")
-                       ->transform(whole(1, kMaxClusterGpus));
+                       ->transform(whole(1, static_cast<std::uint64_t>(kMaxClusterGpus)));
   CLI::Option* n = app->add_option("--nodes", nodes, "the cluster preset grown or shrunk to this many nodes")
                        ->transform(whole(1, kMaxClusterNodes));
   g->excludes(n);

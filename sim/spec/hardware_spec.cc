@@ -49,6 +49,8 @@ std::string gpu_count_problem(const ClusterSpec& preset, std::int64_t gpus) {
     return count + " is not a multiple of the " + std::to_string(per_node) + " GPUs per node of " + preset.name +
            "; a GPU count sets the number of whole nodes";
   const std::int64_t nodes = gpus / per_node;
+  if (gpus > kMaxClusterGpus)
+    return count + " is more than the limit of " + std::to_string(kMaxClusterGpus) + " GPUs in a cluster";
   if (nodes > kMaxClusterNodes)
     return count + " needs " + std::to_string(nodes) + " nodes, more than the limit of " +
            std::to_string(kMaxClusterNodes);

@@ -205,6 +205,9 @@ struct ClusterSpec {
 // that is not a multiple of its GPUs per node, several loopback nodes, or several nodes without an
 // inter-node link. The caller names where the count came from.
 inline constexpr int kMaxClusterNodes = 1 << 20;
+// A cluster's GPUs, bounded so that its topology and the simulator's per-GPU state stay a few
+// hundred MB (the topology alone takes about 1.6 KB per GPU): larger than any built so far.
+inline constexpr std::int64_t kMaxClusterGpus = std::int64_t{1} << 18;
 std::string gpu_count_problem(const ClusterSpec& preset, std::int64_t gpus);
 // `preset` with gpus / gpus_per_node nodes; InputError "<what> = <gpus> ..." when it cannot be.
 ClusterSpec with_gpus(const ClusterSpec& preset, std::int64_t gpus, const SourceLocation& where, const std::string& what);

@@ -603,7 +603,11 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   cluster.origin = origin_of(m);
   cluster.node = read_inline_or_reference(m.require("node"), "node", "a node", kNodeKeys, stack,
                                           [&stack](const YamlMap& n) { return read_node(n, stack); });
-  cluster.num_nodes = static_cast<int>(m.require("num_nodes").as_int(1, 1 << 20));
+  const YamlValue num_nodes = m.require("num_nodes");
+  cluster.num_nodes = static_cast<int>(num_nodes.as_int(1, kMaxClusterNodes));
+  if (static_cast<std::int64_t>(cluster.num_nodes) * cluster.node.gpus_per_node > kMaxClusterGpus)
+    num_nodes.fail(std::to_string(cluster.num_nodes) + " nodes of " + std::to_string(cluster.node.gpus_per_node) +
+                   " GPUs are more than the limit of " + std::to_string(kMaxClusterGpus) + " GPUs in a cluster");
   if (auto inter = m.get("inter_node")) {
     cluster.inter_node = read_inter_node(*inter, cluster.node.gpus_per_node);
   } else if (cluster.num_nodes > 1) {

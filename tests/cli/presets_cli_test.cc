@@ -70,6 +70,26 @@ TEST_F(Cli, GpusAndNodesScaleAClusterPreset) {
   EXPECT_EQ(lone.exit_code, 2);
   EXPECT_NE(lone.err.find("has no inter_node link"), std::string::npos) << lone.err;
   EXPECT_EQ(run("simulate --model moe-gpt-s-64e --hardware dgx-a100 --gpus 8 --nodes 1 --tokens 4096").exit_code, 2);
+  // A cluster's size is bounded before anything is built (its topology alone is about 1.6 KB a GPU).
+  const Result huge = run("simulate --model moe-gpt-s-64e --hardware adira-8x-dgx-a100 --nodes 1048576 --ep 8 "
+                          "--tokens 4096");
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.err.find("--nodes 1048576: GPUs = 8388608 is more than the limit of 262144 GPUs in a cluster"),
+            std::string::npos)
+      << huge.err;
+  std::string file = read_file(fs::path(MOESIM_SOURCE_DIR) / "hardware/clusters/adira-8x-dgx-a100.yaml");
+  const auto key = file.find("num_nodes: 8");
+  ASSERT_NE(key, std::string::npos);
+  file.replace(key, 12, "num_nodes: 1048576");
+  const auto node = file.find("../nodes/");
+  ASSERT_NE(node, std::string::npos);
+  file.replace(node, 3, std::string(MOESIM_SOURCE_DIR) + "/hardware/");
+  const fs::path big = write("big.yaml", file);
+  const Result big_file = run("simulate --model moe-gpt-s-64e --hardware " + big.string() + " --ep 8 --tokens 4096");
+  EXPECT_EQ(big_file.exit_code, 2);
+  EXPECT_NE(big_file.err.find("num_nodes: 1048576 nodes of 8 GPUs are more than the limit of 262144 GPUs"),
+            std::string::npos)
+      << big_file.err;
   const Result plan = run("plan --model moe-gpt-s-64e --hardware dgx-a100-2node --nodes 4 --tokens 4096 --chunks 1 "
                           "--strategies none");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
