@@ -47,7 +47,9 @@ class ProcessGroup {
 // After every process of `group` has checked the same input (`error` empty when this process's
 // passed): true when all passed. Otherwise the failure is reported once: rank 0 throws InputError
 // with its reason when it failed, else each failing process throws naming its rank (its host may
-// differ, e.g. lack GPUs); the processes that passed return false (they exit 2 quietly).
+// differ, e.g. lack GPUs); the other processes return false and exit 0 without a word: the
+// reporting process exits 2, which is the job's status under mpirun, and a quiet process that
+// exited non-zero first could have the launcher kill the reporter before its message is out.
 // A nullptr group is this process alone: throws when `error` is set, else true.
 bool agree_on_input(ProcessGroup* group, const std::string& error);
 

@@ -269,9 +269,11 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
   } catch (const InputError& e) {
     error = e.what();
   }
+  // A process that stays quiet exits 0: the reporting process exits 2 and so does the job, and a
+  // quiet process exiting non-zero first would let the launcher kill the reporter before it prints.
   MeasureResult quiet;
   quiet.reports = false;
-  quiet.exit_code = 2;
+  quiet.exit_code = 0;
   if (!agree_on_input(group, error)) return quiet;
   // Before any device work: processes started with different configurations (NCCL would hang or
   // exchange wrong sizes) and two processes on one GPU (NCCL does not support two ranks of a

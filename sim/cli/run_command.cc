@@ -84,7 +84,8 @@ int run_measure(const RunArgs& a, const std::string& version) {
     if (group == nullptr) throw;
     error = e.what();
   }
-  if (!runtime::agree_on_input(group.get(), error)) return 2;
+  // Quiet processes exit 0 (see runtime::agree_on_input): the reporting one exits 2, and so does the job.
+  if (!runtime::agree_on_input(group.get(), error)) return 0;
 #if MOESIM_HAVE_CUDA
   runtime::MeasureRequest req{in->model, in->cluster, in->run, a.ranks, a.loopback, a.iters, a.warmup, a.check, version};
   req.processes = group.get();

@@ -139,7 +139,7 @@ TEST(RuntimeMpi, InputErrorsAreReportedOnceByRankZero) {
     }
   } else {
     const MeasureResult r = measure(req, *provider);
-    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.exit_code, 0);  // quiet: the reporter exits 2
     EXPECT_FALSE(r.reports);
   }
   req.loopback = false;
@@ -147,11 +147,11 @@ TEST(RuntimeMpi, InputErrorsAreReportedOnceByRankZero) {
   if (g_world->rank() == 0)
     EXPECT_THROW(measure(req, *provider), InputError);
   else
-    EXPECT_EQ(measure(req, *provider).exit_code, 2);
+    EXPECT_EQ(measure(req, *provider).exit_code, 0);
 }
 
 // measure() on every process: `reporter` throws the InputError that contains `expected`, every
-// other process returns exit code 2 without reporting.
+// other process returns exit code 0 without reporting (the job exits with the reporter's 2).
 void expect_reported_once(const MeasureRequest& req, DeviceProvider& provider, int reporter,
                           const std::string& expected) {
   if (g_world->rank() == reporter) {
@@ -163,7 +163,7 @@ void expect_reported_once(const MeasureRequest& req, DeviceProvider& provider, i
     }
   } else {
     const MeasureResult r = measure(req, provider);
-    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.exit_code, 0);  // quiet: the reporter exits 2
     EXPECT_FALSE(r.reports);
   }
 }
