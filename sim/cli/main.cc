@@ -14,6 +14,7 @@
 #include "sim/cli/compare_command.h"
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
+#include "sim/cli/mpi_world.h"
 #include "sim/cli/number_flags.h"
 #include "sim/cli/plan_command.h"
 #include "sim/cli/presets_command.h"
@@ -448,6 +449,8 @@ int main(int argc, char** argv) {
   } catch (const moesim::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const moesim::cli::QuietExit&) {
+    return 0;  // under mpirun another process reported the failure (mpi_world.h)
   } catch (const moesim::InternalError& e) {
     std::cerr << "moesim: " << e.what() << "\n(this is a bug in moesim; please report it)\n";
     return 1;

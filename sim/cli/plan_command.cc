@@ -1,12 +1,15 @@
 #include "sim/cli/plan_command.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
+#include "sim/cli/mpi_world.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
@@ -26,10 +29,42 @@ T parse_named(const std::string& flag, const std::string& value, Parse parse, co
   return *v;
 }
 
-}  // namespace
+std::vector<search::PlanMethod> plan_methods(const std::string& method) {
+  if (method == "all") {
+    return {search::PlanMethod::kSimulate, search::PlanMethod::kPipeMoE, search::PlanMethod::kOnline,
+            search::PlanMethod::kMpmoeModel};
+  }
+  return {parse_named<search::PlanMethod>("--method", method, search::parse_plan_method, search::plan_method_names())};
+}
 
-int run_plan(const PlanArgs& a, const std::string& version) {
-  check_outputs({{"--json", a.json_path}});
+// A plan row as the integers that travel between MPI ranks (the doubles as their bit patterns).
+constexpr std::size_t kRowFields = 11;
+
+void row_to_fields(const PlanRow& r, std::int64_t* f) {
+  const std::int64_t v[kRowFields] = {r.num_chunks, static_cast<std::int64_t>(r.strategy), r.step_ns, r.forward_ns,
+                                      r.backward_ns, r.peak_bytes, r.model_peak_bytes, r.capacity_bytes, r.fits ? 1 : 0,
+                                      std::bit_cast<std::int64_t>(r.speedup), r.memory_saved_bytes};
+  std::copy(v, v + kRowFields, f);
+}
+
+PlanRow row_from_fields(const std::int64_t* f) {
+  PlanRow r;
+  r.num_chunks = static_cast<int>(f[0]);
+  r.strategy = static_cast<MemoryStrategy>(f[1]);
+  r.step_ns = f[2];
+  r.forward_ns = f[3];
+  r.backward_ns = f[4];
+  r.peak_bytes = f[5];
+  r.model_peak_bytes = f[6];
+  r.capacity_bytes = f[7];
+  r.fits = f[8] != 0;
+  r.speedup = std::bit_cast<double>(f[9]);
+  r.memory_saved_bytes = f[10];
+  return r;
+}
+
+// The request the flags describe, resolved: every configuration checked before any simulation.
+search::PlanRequest plan_request(const PlanArgs& a) {
   if (a.model_path.empty()) throw InputError("--model is required");
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
   if (a.tokens.empty()) throw InputError("--tokens is required (one count or a list: 2048,4096)");
@@ -63,21 +98,51 @@ int run_plan(const PlanArgs& a, const std::string& version) {
   req.strategies = req.run.checkpoint != ActivationCheckpointing::kNone && a.strategies == "all"
                        ? std::vector<MemoryStrategy>{MemoryStrategy::kNone}
                        : parse_strategy_list("--strategies", a.strategies);
-  if (a.method == "all") {
-    req.methods = {search::PlanMethod::kSimulate, search::PlanMethod::kPipeMoE, search::PlanMethod::kOnline,
-                   search::PlanMethod::kMpmoeModel};
-  } else {
-    req.methods = {parse_named<search::PlanMethod>("--method", a.method, search::parse_plan_method,
-                                                   search::plan_method_names())};
-  }
+  req.methods = plan_methods(a.method);
   req.jobs = a.jobs == 0 ? search::default_jobs() : a.jobs;
-  search::resolve_plan_request(req);  // every configuration checked before any simulation
+  search::resolve_plan_request(req);
+  return req;
+}
 
-  PlanReport report = search::plan(req, version);
-  if (a.fit) {
-    report.fit = search::fit_cluster(req, a.max_nodes, static_cast<TimeNs>(std::llround(a.max_step_ms * 1e6)));
-    report.has_fit = true;
+}  // namespace
+
+int run_plan(const PlanArgs& a, const std::string& version) {
+  // Under mpirun every rank checks the same input and a failure is reported once (World::agree);
+  // only rank 0 writes, so only its output path must be writable.
+  World world;
+  search::PlanRequest req;
+  std::string error;
+  try {
+    if (world.rank() == 0) check_outputs({{"--json", a.json_path}});
+    req = plan_request(a);
+  } catch (const InputError& e) {
+    error = e.what();
   }
+  if (!world.agree(error)) return 0;
+  if (world.size() > 1) {
+    if (world.rank() == 0)
+      std::fprintf(stderr, "plan: simulations spread over %d MPI ranks x %d threads\n", world.size(), req.jobs);
+    // Every rank simulates its share of each batch and gets every row back, so all ranks walk the
+    // same plan (and --fit's same node counts) and rank 0 prints what one process would.
+    req.simulate_rows = [&world, jobs = req.jobs](std::size_t count, const std::function<PlanRow(std::size_t)>& simulate) {
+      const std::vector<std::int64_t> fields = evaluate_everywhere(
+          world, count, kRowFields, jobs, [&](std::size_t i, std::int64_t* f) { row_to_fields(simulate(i), f); });
+      std::vector<PlanRow> rows;
+      for (std::size_t i = 0; i < count; ++i) rows.push_back(row_from_fields(&fields[i * kRowFields]));
+      return rows;
+    };
+  }
+  PlanReport report;
+  try {
+    report = search::plan(req, version);
+    if (a.fit) {
+      report.fit = search::fit_cluster(req, a.max_nodes, static_cast<TimeNs>(std::llround(a.max_step_ms * 1e6)));
+      report.has_fit = true;
+    }
+  } catch (const QuietExit&) {
+    return 0;  // another rank reported the failure
+  }
+  if (world.rank() != 0) return 0;
   std::ostringstream text;
   write_plan_text(text, report);
   (a.json_path == "-" ? std::cerr : std::cout) << text.str();

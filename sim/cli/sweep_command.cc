@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/process_group.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
+#include "sim/cli/mpi_world.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
@@ -75,48 +75,21 @@ class Progress {
   std::size_t last_decile_ = 0;
 };
 
-// The MPI world when started under mpirun in a build with MPI; otherwise one process.
-class World {
- public:
-  World() : group_(runtime::launched_process_group()) {}
+// A sweep outcome as the integers that travel between MPI ranks (the doubles as their bit patterns).
+constexpr std::size_t kOutcomeFields = 8;
 
-  int rank() const { return group_ ? group_->rank() : 0; }
-  int size() const { return group_ ? group_->size() : 1; }
+void outcome_to_fields(const search::SweepOutcome& o, std::int64_t* f) {
+  const std::int64_t v[kOutcomeFields] = {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes, o.model_peak_bytes,
+                                          std::bit_cast<std::int64_t>(o.expert_imbalance),
+                                          std::bit_cast<std::int64_t>(o.rank_imbalance),
+                                          std::bit_cast<std::int64_t>(o.dropped_fraction)};
+  std::copy(v, v + kOutcomeFields, f);
+}
 
-  // True when every rank says ok (a rank that failed must not leave the others in a collective).
-  bool all_ok(bool ok) const { return group_ ? group_->all_true(ok) : ok; }
-
-  // Gathers every rank's outcomes at rank 0, in grid order (rank r holds configurations r, r+size,
-  // ...). Outcomes travel as 64-bit fields, the doubles as their bit patterns, so the result is
-  // exactly a single process's.
-  std::vector<search::SweepOutcome> gather(const std::vector<search::SweepOutcome>& mine, std::size_t total) const {
-    if (size() == 1) return mine;
-    constexpr std::size_t kFields = 8;
-    std::vector<std::int64_t> fields;
-    for (const auto& o : mine)
-      fields.insert(fields.end(), {o.step_ns, o.forward_ns, o.backward_ns, o.peak_bytes, o.model_peak_bytes,
-                                   std::bit_cast<std::int64_t>(o.expert_imbalance),
-                                   std::bit_cast<std::int64_t>(o.rank_imbalance),
-                                   std::bit_cast<std::int64_t>(o.dropped_fraction)});
-    std::vector<std::byte> bytes(fields.size() * sizeof(std::int64_t));
-    if (!bytes.empty()) std::memcpy(bytes.data(), fields.data(), bytes.size());
-    const std::vector<std::vector<std::byte>> parts = group_->gather(bytes, 0);
-    std::vector<search::SweepOutcome> all(total);
-    for (std::size_t r = 0; r < parts.size(); ++r) {
-      std::vector<std::int64_t> f(parts[r].size() / sizeof(std::int64_t));
-      if (!f.empty()) std::memcpy(f.data(), parts[r].data(), parts[r].size());
-      for (std::size_t k = 0; k * kFields < f.size(); ++k) {
-        const std::int64_t* v = f.data() + k * kFields;
-        all[r + k * static_cast<std::size_t>(size())] = {v[0], v[1], v[2], v[3], v[4], std::bit_cast<double>(v[5]),
-                                                         std::bit_cast<double>(v[6]), std::bit_cast<double>(v[7])};
-      }
-    }
-    return all;
-  }
-
- private:
-  std::unique_ptr<runtime::ProcessGroup> group_;
-};
+search::SweepOutcome outcome_from_fields(const std::int64_t* v) {
+  return {v[0], v[1], v[2], v[3], v[4], std::bit_cast<double>(v[5]), std::bit_cast<double>(v[6]),
+          std::bit_cast<double>(v[7])};
+}
 
 // A flag replaces the grid file's axis; errors about it then carry no file position.
 template <typename T>
@@ -219,17 +192,11 @@ int run_sweep_command(const SweepArgs& a, const std::string& version) {
   } catch (const InputError& e) {
     error = e.what();
   }
-  if (!world.all_ok(error.empty())) {
-    // The same grid fails the same way on every rank: rank 0 reports it, the others stay quiet.
-    if (!error.empty() && world.rank() == 0) throw InputError(error);
-    return 2;
-  }
+  // The same grid fails the same way on every rank: rank 0 reports it, the others stay quiet.
+  if (!world.agree(error)) return 0;
 
   const std::size_t total = plan->configs.size();
-  std::vector<std::size_t> mine;
-  for (std::size_t i = static_cast<std::size_t>(world.rank()); i < total; i += static_cast<std::size_t>(world.size())) {
-    mine.push_back(i);
-  }
+  const std::vector<std::size_t> mine = world.my_share(total);
   if (world.rank() == 0 && world.size() > 1) {
     std::fprintf(stderr, "sweep: %zu configurations on %d MPI ranks x %d threads\n", total, world.size(), jobs);
   }
@@ -244,14 +211,15 @@ int run_sweep_command(const SweepArgs& a, const std::string& version) {
   } catch (const InputError& e) {
     error = e.what();
   }
-  if (!world.all_ok(error.empty())) {
-    if (!error.empty()) throw InputError(error);
-    return 2;
-  }
-  const std::vector<search::SweepOutcome> all = world.gather(outcomes, total);
+  if (!world.agree(error)) return 0;
+  std::vector<std::int64_t> fields(outcomes.size() * kOutcomeFields);
+  for (std::size_t k = 0; k < outcomes.size(); ++k) outcome_to_fields(outcomes[k], &fields[k * kOutcomeFields]);
+  fields = world.join(fields, total, kOutcomeFields, false);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (world.rank() != 0) return 0;
 
+  std::vector<search::SweepOutcome> all;
+  for (std::size_t i = 0; i < total; ++i) all.push_back(outcome_from_fields(&fields[i * kOutcomeFields]));
   const SweepTable table = search::sweep_table(*plan, all, version);
   for (const Output& o : outputs_of(a)) {
     if (!o.path.empty()) write_output(o.flag, o.path, output_text(o.flag, table));

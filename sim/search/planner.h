@@ -22,7 +22,9 @@
 // refuses them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +56,11 @@ struct PlanRequest {
   PlanObjective objective = PlanObjective::kTime;
   std::vector<PlanMethod> methods{PlanMethod::kSimulate};
   int jobs = 1;
+  // Runs `count` independent simulations, simulate(i) for each i, and returns their rows in index
+  // order. Empty: on `jobs` threads of this process; `moesim plan` under mpirun spreads them over
+  // the ranks (sim/cli/mpi_world.h) and every rank gets every row, so all ranks walk the same plan.
+  std::function<std::vector<PlanRow>(std::size_t count, const std::function<PlanRow(std::size_t)>& simulate)>
+      simulate_rows;
 };
 
 // Fills the defaults and checks every configuration (derive_layer_dims) before any simulation, so a
