@@ -285,11 +285,14 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
       const auto cells = static_cast<std::size_t>(matrix->size) * static_cast<std::size_t>(matrix->size);
       if (!rows.is_array() || rows.size() != cells)
         r.fail("rows must be an array of size * size = " + std::to_string(cells) + " row counts");
+      std::vector<std::int64_t> counts;
+      counts.reserve(cells);
       for (const Json& x : rows) {
         if (!x.is_number_integer() || x.get<std::int64_t>() < 0)
           r.fail("rows must hold non-negative integers, got " + x.dump());
-        matrix->rows.push_back(x.get<std::int64_t>());
+        counts.push_back(x.get<std::int64_t>());
       }
+      matrix->rows = std::make_shared<const std::vector<std::int64_t>>(std::move(counts));
       traffic.push_back(std::move(matrix));
     }
   }
@@ -381,7 +384,7 @@ std::string export_graph_json(const TaskGraph& graph) {
     const auto* c = std::get_if<CollectiveWork>(&graph.task(i).work);
     if (c == nullptr || !c->traffic || traffic_index.count(c->traffic.get()) != 0) continue;
     traffic_index.emplace(c->traffic.get(), traffic_index.size());
-    traffic.push_back({{"size", c->traffic->size}, {"row_bytes", c->traffic->row_bytes}, {"rows", c->traffic->rows}});
+    traffic.push_back({{"size", c->traffic->size}, {"row_bytes", c->traffic->row_bytes}, {"rows", *c->traffic->rows}});
   }
   if (!traffic.empty()) root["traffic"] = std::move(traffic);
   OrderedJson tasks = OrderedJson::array();

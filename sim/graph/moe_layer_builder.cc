@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -390,7 +391,7 @@ class Builder {
         auto m = std::make_shared<TrafficMatrix>();
         m->size = d_.ep_size;
         m->row_bytes = checked_mul(d_.d_model, eb_);
-        m->rows = routing->pair_matrix(c);
+        m->rows = routing->pair_matrix(c);  // shared, not copied
         traffic_.push_back(std::move(m));
       }
     }
@@ -635,6 +636,22 @@ class Builder {
     MOESIM_CHECK(false, "unknown group kind");
   }
 
+  // Which group of `kind` holds `rank`: ranks with equal keys have equal members().
+  std::int64_t group_key(GroupKind kind, int rank) const {
+    const auto dp = static_cast<std::int64_t>(layout_.dp_index(rank));
+    switch (kind) {
+      case GroupKind::kExpert:
+        return dp * layout_.tp + layout_.tp_index(rank);
+      case GroupKind::kTensor:
+        return dp * layout_.ep + layout_.ep_index(rank);
+      case GroupKind::kExpertData:
+        return static_cast<std::int64_t>(layout_.ep_index(rank)) * layout_.tp + layout_.tp_index(rank);
+      case GroupKind::kDenseData:
+        return layout_.tp_index(rank);
+    }
+    MOESIM_CHECK(false, "unknown group kind");
+  }
+
   // Tells apart, in task ids, the collectives of the different groups of one kind; empty where the
   // layout has one group of the kind, so that expert-parallel ids stay `L0.fwd.dispatch.c0`. The
   // same collective has the same id whichever ranks the graph simulates.
@@ -666,14 +683,15 @@ class Builder {
     const std::vector<int>& sim = g_.simulated_ranks();
     std::vector<std::vector<int>> groups;        // distinct groups, in order of first member
     std::vector<std::vector<int>> slots_of;      // their simulated members' slots
-    std::map<std::vector<int>, std::size_t> index;
+    std::unordered_map<std::int64_t, std::size_t> index;  // group_key -> position in groups
     Node node(sim.size());
     std::vector<std::size_t> group_of_slot(sim.size());
     for (std::size_t s = 0; s < sim.size(); ++s) {
-      std::vector<int> group = members(kind, sim[s]);
-      auto [it, inserted] = index.emplace(group, groups.size());
+      // The members are listed once per group, not once per simulated rank: with every rank of a
+      // large expert-parallel group simulated that would be N^2 work per collective.
+      auto [it, inserted] = index.emplace(group_key(kind, sim[s]), groups.size());
       if (inserted) {
-        groups.push_back(std::move(group));
+        groups.push_back(members(kind, sim[s]));
         slots_of.emplace_back();
       }
       group_of_slot[s] = it->second;

@@ -95,7 +95,7 @@ std::optional<MemoryCategory> parse_memory_category(std::string_view s) {
 }
 
 std::int64_t TrafficMatrix::bytes(int s, int d) const {
-  return rows[static_cast<std::size_t>(s) * static_cast<std::size_t>(size) + static_cast<std::size_t>(d)] * row_bytes;
+  return (*rows)[static_cast<std::size_t>(s) * static_cast<std::size_t>(size) + static_cast<std::size_t>(d)] * row_bytes;
 }
 
 std::int64_t CollectiveWork::pair_bytes(int s, int d) const {

@@ -71,7 +71,9 @@ std::optional<CollectiveOp> parse_collective_op(std::string_view s);
 struct TrafficMatrix {
   int size = 0;
   std::int64_t row_bytes = 0;
-  std::vector<std::int64_t> rows;  // size x size
+  // size x size; shared with the routing plan that made it (sim/routing/routing.h): an every-rank
+  // simulation of thousands of ranks must not hold a second copy of N^2 counts per chunk.
+  std::shared_ptr<const std::vector<std::int64_t>> rows;
 
   std::int64_t bytes(int s, int d) const;
 };

@@ -31,6 +31,70 @@ FlowSpec pair_flow(const ClusterTopology& topo, int a, int b, double bytes) {
   return f;
 }
 
+// The bytes an all-to-allv puts on every link (its pairs' routes summed), their total, and the
+// largest latency among the pairs that send. Routes are not listed pair by pair: a pair within a
+// node adds to its local route, while a pair across nodes only adds to its source's way out (the
+// GPU's path to its NIC, the NIC port, the leaf uplink when the leaves differ) and to its
+// destination's way in, so those are summed per member first and spread once: O(p^2) additions
+// instead of p^2 routes. The sums are integers, so the loads equal a route-by-route sum exactly.
+struct CoflowLoad {
+  std::vector<std::int64_t> load;  // per link
+  std::int64_t total = 0;
+  TimeNs latency = 0;
+};
+
+CoflowLoad coflow_load(const ClusterTopology& topo, const std::vector<int>& group,
+                       const std::function<std::int64_t(int, int)>& bytes, bool by_column) {
+  const std::size_t p = group.size();
+  const int g = topo.gpus_per_node();
+  CoflowLoad c;
+  c.load.assign(topo.num_links(), 0);
+  std::vector<std::int64_t> out(p, 0), in(p, 0), out_cross(p, 0), in_cross(p, 0);
+  std::vector<int> leaf(p, 0);  // of the member's NIC; only read for pairs across nodes
+  if (topo.num_nodes() > 1) {
+    for (std::size_t m = 0; m < p; ++m) leaf[m] = topo.leaf_of(group[m] / g, topo.nic_of(group[m] % g));
+  }
+  std::vector<char> inter_pair(static_cast<std::size_t>(g) * static_cast<std::size_t>(g), 0);  // (i, j) seen
+  // The pairs in the order the matrix is stored (sums of integers do not depend on it).
+  for (std::size_t x = 0; x < p * p; ++x) {
+    const std::size_t s = by_column ? x % p : x / p, d = by_column ? x / p : x % p;
+    const std::int64_t b = s == d ? 0 : bytes(static_cast<int>(s), static_cast<int>(d));
+    if (b <= 0) continue;
+    c.total += b;
+    const int na = group[s] / g, i = group[s] % g, nb = group[d] / g, j = group[d] % g;
+    if (na == nb) {
+      for (int slot : topo.local_route(i, j)) c.load[static_cast<std::size_t>(topo.local_link(na, slot))] += b;
+      c.latency = std::max(c.latency, topo.local_latency(i, j));
+      continue;
+    }
+    out[s] += b;
+    in[d] += b;
+    if (leaf[s] != leaf[d]) {
+      out_cross[s] += b;
+      in_cross[d] += b;
+    }
+    inter_pair[static_cast<std::size_t>(i * g + j)] = 1;
+  }
+  const auto add = [&](LinkId l, std::int64_t b) { c.load[static_cast<std::size_t>(l)] += b; };
+  for (std::size_t m = 0; m < p; ++m) {
+    const int node = group[m] / g, i = group[m] % g;
+    if (out[m] > 0) {
+      for (int slot : topo.to_nic(i)) add(topo.local_link(node, slot), out[m]);
+      add(topo.nic_out(node, topo.nic_of(i)), out[m]);
+      if (out_cross[m] > 0) add(topo.leaf_up(leaf[m]), out_cross[m]);
+    }
+    if (in[m] > 0) {
+      add(topo.nic_in(node, topo.nic_of(i)), in[m]);
+      for (int slot : topo.from_nic(i)) add(topo.local_link(node, slot), in[m]);
+      if (in_cross[m] > 0) add(topo.leaf_down(leaf[m]), in_cross[m]);
+    }
+  }
+  for (int i = 0; i < g; ++i)
+    for (int j = 0; j < g; ++j)
+      if (inter_pair[static_cast<std::size_t>(i * g + j)]) c.latency = std::max(c.latency, topo.inter_latency(i, j));
+  return c;
+}
+
 FlowSpec weighted_flow(const std::map<LinkId, double>& w, double bytes, TimeNs latency) {
   FlowSpec f;
   f.bytes = bytes;
@@ -216,7 +280,7 @@ CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<i
 }
 
 CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu, const std::vector<int>& group,
-                                const std::function<std::int64_t(int, int)>& bytes, bool coflow) {
+                                const std::function<std::int64_t(int, int)>& bytes, bool coflow, bool bytes_by_column) {
   check_group(topo, group);
   const auto p = static_cast<int>(group.size());
   CollectivePlan plan;
@@ -236,28 +300,14 @@ CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu,
     return plan;
   }
   // One coflow: the bytes every link carries, summed over the pairs routed across it.
-  std::vector<double> load(topo.num_links(), 0.0);
-  std::vector<LinkId> route;
-  double total = 0;
-  TimeNs latency = 0;
-  for (int s = 0; s < p; ++s) {
-    for (int d = 0; d < p; ++d) {
-      const std::int64_t b = s == d ? 0 : bytes(s, d);
-      if (b <= 0) continue;
-      const int a = group[static_cast<std::size_t>(s)], c = group[static_cast<std::size_t>(d)];
-      route.clear();
-      topo.route(a, c, route);
-      for (LinkId l : route) load[static_cast<std::size_t>(l)] += static_cast<double>(b);
-      total += static_cast<double>(b);
-      latency = std::max(latency, topo.route_latency(a, c));
-    }
-  }
-  if (total > 0) {
+  const CoflowLoad c = coflow_load(topo, group, bytes, bytes_by_column);
+  if (c.total > 0) {
     FlowSpec f;
-    f.bytes = total;
-    f.latency_ns = latency;
-    for (std::size_t l = 0; l < load.size(); ++l)
-      if (load[l] > 0) f.links.push_back({static_cast<LinkId>(l), load[l] / total});
+    f.bytes = static_cast<double>(c.total);
+    f.latency_ns = c.latency;
+    for (std::size_t l = 0; l < c.load.size(); ++l)
+      if (c.load[l] > 0)
+        f.links.push_back({static_cast<LinkId>(l), static_cast<double>(c.load[l]) / static_cast<double>(c.total)});
     phase.flows.push_back(std::move(f));
   }
   plan.phases.push_back(std::move(phase));

@@ -74,10 +74,14 @@ CollectivePlan plan_collective(const ClusterTopology& topo, const GpuSpec& gpu, 
 // (the fastest any schedule over these routes can do; max-min per pair can be slower, when an
 // early finisher leaves a bottleneck's other flows behind), it pays the largest latency among its
 // pairs, and it shares links max-min with other collectives as one flow. Uniform traffic gives the
-// same time both ways (tests). Building it costs one route per pair with traffic; running it is
+// same time both ways (tests). Building it costs O(p^2) additions (the routes' shared pieces are
+// summed per member, not listed per pair); running it is
 // one flow, which is what makes an every-rank simulation of 1,024 GPUs with skewed routing cheap.
+// bytes_by_column: bytes(s, d) reads a matrix stored by destination (a transposed all-to-allv), so
+// the coflow walks it in that order; the plan is the same either way.
 CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu, const std::vector<int>& group,
-                                const std::function<std::int64_t(int, int)>& bytes, bool coflow);
+                                const std::function<std::int64_t(int, int)>& bytes, bool coflow,
+                                bool bytes_by_column = false);
 
 // Per-pair form from a matrix: bytes[s][d] (tests and small exchanges).
 CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<int>& group,

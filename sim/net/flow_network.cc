@@ -215,7 +215,7 @@ std::shared_ptr<const CollectivePlan> FlowNetwork::plan_for(const CollectiveWork
                        " all-to-all is for uniform traffic; imbalanced routing (all-to-allv) runs pairwise");
     plan = std::make_shared<const CollectivePlan>(plan_all_to_allv(
         topo_, cluster_.node.gpu, group, [&work](int a, int b) { return work.pair_bytes(a, b); },
-        options_.plan.aggregate));
+        options_.plan.aggregate, work.transposed));
   } else {
     plan = std::make_shared<const CollectivePlan>(plan_collective(topo_, cluster_.node.gpu, work, group, options_.plan));
   }

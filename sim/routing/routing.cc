@@ -22,7 +22,7 @@ RoutingPlan::RoutingPlan(const RoutingShape& shape, std::vector<std::int64_t> de
   const int local = E / N;
 
   const auto NN = static_cast<std::size_t>(N) * static_cast<std::size_t>(N);
-  pairs_.assign(static_cast<std::size_t>(n), std::vector<std::int64_t>(NN, 0));
+  std::vector<std::vector<std::int64_t>> pairs(static_cast<std::size_t>(n), std::vector<std::int64_t>(NN, 0));
   sent_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(N), 0);
   received_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(N), 0);
   for (int s = 0; s < N; ++s) {
@@ -32,7 +32,7 @@ RoutingPlan::RoutingPlan(const RoutingShape& shape, std::vector<std::int64_t> de
         if (rows == 0) continue;
         for (int c = 0; c < n; ++c) {
           const std::int64_t share = chunk_share(rows, c, n);
-          pairs_[static_cast<std::size_t>(c)][static_cast<std::size_t>(s) * static_cast<std::size_t>(N) +
+          pairs[static_cast<std::size_t>(c)][static_cast<std::size_t>(s) * static_cast<std::size_t>(N) +
                                               static_cast<std::size_t>(d)] += share;
           sent_[static_cast<std::size_t>(c) * static_cast<std::size_t>(N) + static_cast<std::size_t>(s)] += share;
           received_[static_cast<std::size_t>(c) * static_cast<std::size_t>(N) + static_cast<std::size_t>(d)] += share;
@@ -40,6 +40,8 @@ RoutingPlan::RoutingPlan(const RoutingShape& shape, std::vector<std::int64_t> de
       }
     }
   }
+
+  for (auto& chunk : pairs) pairs_.push_back(std::make_shared<const std::vector<std::int64_t>>(std::move(chunk)));
 
   stats_.routing = std::move(label);
   std::vector<std::int64_t> load(static_cast<std::size_t>(E), 0), kept_load(static_cast<std::size_t>(E), 0);
@@ -73,7 +75,7 @@ std::size_t RoutingPlan::index(int s, int e) const {
 }
 
 std::int64_t RoutingPlan::pair_rows(int c, int s, int d) const {
-  return pairs_.at(static_cast<std::size_t>(c))[static_cast<std::size_t>(s) * static_cast<std::size_t>(shape_.ranks) +
+  return (*pairs_.at(static_cast<std::size_t>(c)))[static_cast<std::size_t>(s) * static_cast<std::size_t>(shape_.ranks) +
                                                 static_cast<std::size_t>(d)];
 }
 

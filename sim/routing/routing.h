@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,7 @@ class RoutingPlan {
   // Rows source s sends to destination d in chunk c (d's experts only).
   std::int64_t pair_rows(int c, int s, int d) const;
   // The N x N row-major matrix of pair_rows for chunk c.
-  const std::vector<std::int64_t>& pair_matrix(int c) const { return pairs_.at(static_cast<std::size_t>(c)); }
+  std::shared_ptr<const std::vector<std::int64_t>> pair_matrix(int c) const { return pairs_.at(static_cast<std::size_t>(c)); }
   std::int64_t sent_rows(int rank, int c) const;
   std::int64_t received_rows(int rank, int c) const;
   const RoutingStats& stats() const { return stats_; }
@@ -79,7 +80,7 @@ class RoutingPlan {
   RoutingShape shape_;
   std::vector<std::int64_t> demand_;              // N x E (what capacity keeps is derived: N x E more bytes
                                                   // would dominate an every-rank simulation of thousands)
-  std::vector<std::vector<std::int64_t>> pairs_;  // per chunk, N x N
+  std::vector<std::shared_ptr<const std::vector<std::int64_t>>> pairs_;  // per chunk, N x N (shared with the graph)
   std::vector<std::int64_t> sent_;                // per chunk, per rank: n x N
   std::vector<std::int64_t> received_;            // n x N
   RoutingStats stats_;

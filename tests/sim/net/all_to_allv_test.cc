@@ -2,7 +2,9 @@
 // the alpha-beta formula, with closed-form answers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -28,7 +30,9 @@ CollectiveWork allv(int n, const std::vector<std::vector<std::int64_t>>& rows, s
   auto m = std::make_shared<TrafficMatrix>();
   m->size = n;
   m->row_bytes = row_bytes;
-  for (const auto& r : rows) m->rows.insert(m->rows.end(), r.begin(), r.end());
+  std::vector<std::int64_t> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  m->rows = std::make_shared<const std::vector<std::int64_t>>(std::move(flat));
   CollectiveWork w{CollectiveOp::kAllToAll, 0, 0};
   w.traffic = std::move(m);
   w.transposed = transposed;
@@ -153,6 +157,62 @@ TEST(AllToAllv, FlowAndAlphaBetaAgreeWithoutContention) {
   const auto flow = static_cast<double>(coflow(t, c.node.gpu, w));
   const auto alpha = static_cast<double>(ab.isolated_duration(w, iota(8)));
   EXPECT_NEAR(flow / alpha, 1.0, 0.02) << flow << " vs " << alpha;
+}
+
+// The coflow's loads are summed per member, not route by route (collective_plan.cc): on every
+// kind of topology, with a group that skips GPUs and a sparse random matrix, it must equal the
+// sum of the pairs' routes exactly, link for link, with the largest pair latency.
+TEST(AllToAllv, CoflowLoadsEqualTheSumOfThePairsRoutes) {
+  std::mt19937_64 rng(7);
+  for (const char* file : {"clusters/dgx-a100-1024gpu-rail.yaml", "clusters/adira-8x-dgx-a100.yaml",
+                           "clusters/valor-4x-v100.yaml", "nodes/pcie-8gpu-a100.yaml", "nodes/dgx-1-v100.yaml"}) {
+    const ClusterSpec c = preset(file);
+    const ClusterTopology t(c);
+    std::vector<int> group;  // every third GPU (crossing leaves on the large cluster), at most 96
+    for (int gpu = 1; gpu < t.num_gpus() && group.size() < 96; gpu += t.num_gpus() > 16 ? 3 : 1) group.push_back(gpu);
+    const auto p = static_cast<int>(group.size());
+    std::vector<std::vector<std::int64_t>> bytes(static_cast<std::size_t>(p), std::vector<std::int64_t>(static_cast<std::size_t>(p)));
+    for (auto& row : bytes)
+      for (auto& b : row) b = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(rng() % 100000);
+    const auto pair = [&](int s, int d) { return bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)]; };
+    const CollectivePlan plan = plan_all_to_allv(t, c.node.gpu, group, pair, true);
+    // Walking the matrix by column (a transposed all-to-allv's storage order) gives the same plan.
+    const CollectivePlan by_column = plan_all_to_allv(t, c.node.gpu, group, pair, true, true);
+    ASSERT_EQ(by_column.phases.size(), 1u);
+    ASSERT_EQ(by_column.phases[0].flows.size(), 1u);
+    EXPECT_EQ(by_column.phases[0].flows[0].bytes, plan.phases[0].flows[0].bytes);
+    EXPECT_EQ(by_column.phases[0].flows[0].latency_ns, plan.phases[0].flows[0].latency_ns);
+    ASSERT_EQ(by_column.phases[0].flows[0].links.size(), plan.phases[0].flows[0].links.size());
+    for (std::size_t k = 0; k < plan.phases[0].flows[0].links.size(); ++k) {
+      EXPECT_EQ(by_column.phases[0].flows[0].links[k].link, plan.phases[0].flows[0].links[k].link);
+      EXPECT_EQ(by_column.phases[0].flows[0].links[k].weight, plan.phases[0].flows[0].links[k].weight);
+    }
+    std::map<LinkId, double> load;
+    double total = 0;
+    TimeNs latency = 0;
+    for (int s = 0; s < p; ++s)
+      for (int d = 0; d < p; ++d) {
+        const std::int64_t b = bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
+        if (s == d || b == 0) continue;
+        std::vector<LinkId> route;
+        t.route(group[static_cast<std::size_t>(s)], group[static_cast<std::size_t>(d)], route);
+        for (LinkId l : route) load[l] += static_cast<double>(b);
+        total += static_cast<double>(b);
+        latency = std::max(latency, t.route_latency(group[static_cast<std::size_t>(s)], group[static_cast<std::size_t>(d)]));
+      }
+    ASSERT_EQ(plan.phases.size(), 1u) << file;
+    ASSERT_EQ(plan.phases[0].flows.size(), 1u) << file;
+    const FlowSpec& f = plan.phases[0].flows[0];
+    EXPECT_EQ(f.bytes, total) << file;
+    EXPECT_EQ(f.latency_ns, latency) << file;
+    ASSERT_EQ(f.links.size(), load.size()) << file;
+    std::size_t k = 0;
+    for (const auto& [link, on_link] : load) {
+      EXPECT_EQ(f.links[k].link, link) << file;
+      EXPECT_EQ(f.links[k].weight, on_link / total) << file << " " << t.link_name(link);
+      ++k;
+    }
+  }
 }
 
 }  // namespace
