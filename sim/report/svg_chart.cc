@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "sim/report/plan_report.h"
 
@@ -21,7 +22,6 @@ std::string html_escape(const std::string& s) {
   }
   return out;
 }
-
 
 std::vector<double> nice_ticks(double lo, double hi) {
   if (!(hi > lo)) {
@@ -44,85 +44,229 @@ std::vector<double> nice_ticks(double lo, double hi) {
 
 namespace {
 
-std::string tick_label(double v) {
-  if (std::fabs(v) >= 100 || v == std::floor(v)) return format_fixed(v, 0);
-  if (std::fabs(v) >= 1) return format_fixed(v, 1);
-  return format_fixed(v, 3);
+constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr std::size_t kColors = std::size(kPalette);
+
+// Text is laid out before any browser measures it: this is a generous width of one character of
+// the 11 px sans-serif the charts use (DejaVu Sans digits are 7.0 px, capitals up to 9.5 px).
+constexpr double kCharWidth = 7.2;
+constexpr double kLegendRow = 16;
+
+double text_width(const std::string& s) { return kCharWidth * static_cast<double>(s.size()); }
+
+std::string fixed1(double v) { return format_fixed(v, 1); }
+
+// Labels with as many decimals as the step between ticks needs (0.5, 1.0, 1.5; 0.25, 0.50).
+using Ticks = std::vector<std::pair<double, std::string>>;
+Ticks labelled(const std::vector<double>& values) {
+  const double step = values.size() > 1 ? values[1] - values[0] : 1;
+  const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
+  Ticks out;
+  for (double v : values) out.emplace_back(v, format_fixed(v, decimals));
+  return out;
+}
+
+// Where data lands in the SVG: the axes' box and the value ranges it spans.
+struct Frame {
+  double left = 56, top = 12, pw = 0, ph = 0;
+  double xa = 0, xb = 1, ya = 0, yb = 1;
+  bool log2_x = false;
+  double fx(double x) const { return log2_x ? std::log2(x) : x; }
+  double px(double x) const { return left + (fx(x) - xa) / (xb - xa) * pw; }
+  double py(double y) const { return top + ph - (y - ya) / (yb - ya) * ph; }
+};
+constexpr double kRightMargin = 16, kBottomMargin = 40;
+
+// Every n-th tick keeps the labels of an axis from running into each other.
+Ticks spaced(const Ticks& ticks, double length) {
+  if (ticks.size() < 2) return ticks;
+  double widest = 0;
+  for (const auto& t : ticks) widest = std::max(widest, text_width(t.second));
+  const double gap = length / static_cast<double>(ticks.size() - 1);
+  const auto every = static_cast<std::size_t>(std::ceil((widest + 8) / gap));
+  if (every <= 1) return ticks;
+  Ticks out;
+  for (std::size_t i = 0; i < ticks.size(); i += every) out.push_back(ticks[i]);
+  return out;
+}
+
+void write_axes(std::ostringstream& o, const Frame& f, const Ticks& xt, const Ticks& yt, const std::string& xlabel,
+                const std::string& ylabel) {
+  o << "<rect x=\"" << fixed1(f.left) << "\" y=\"" << fixed1(f.top) << "\" width=\"" << fixed1(f.pw)
+    << "\" height=\"" << fixed1(f.ph) << "\" fill=\"#fafafa\" stroke=\"#999\"/>\n";
+  for (const auto& [v, text] : spaced(xt, f.pw)) {
+    const std::string x = fixed1(f.left + (v - f.xa) / (f.xb - f.xa) * f.pw);
+    o << "<line x1=\"" << x << "\" y1=\"" << fixed1(f.top) << "\" x2=\"" << x << "\" y2=\"" << fixed1(f.top + f.ph)
+      << "\" stroke=\"#e4e4e4\"/><text x=\"" << x << "\" y=\"" << fixed1(f.top + f.ph + 14)
+      << "\" text-anchor=\"middle\">" << text << "</text>\n";
+  }
+  for (const auto& [v, text] : yt) {
+    const double y = f.py(v);
+    o << "<line x1=\"" << fixed1(f.left) << "\" y1=\"" << fixed1(y) << "\" x2=\"" << fixed1(f.left + f.pw)
+      << "\" y2=\"" << fixed1(y) << "\" stroke=\"#e4e4e4\"/><text x=\"" << fixed1(f.left - 5) << "\" y=\""
+      << fixed1(y + 4) << "\" text-anchor=\"end\">" << text << "</text>\n";
+  }
+  o << "<text x=\"" << fixed1(f.left + f.pw / 2) << "\" y=\"" << fixed1(f.top + f.ph + 32)
+    << "\" text-anchor=\"middle\">" << html_escape(xlabel) << "</text>\n";
+  o << "<text transform=\"translate(13," << fixed1(f.top + f.ph / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
+    << html_escape(ylabel) << "</text>\n";
+}
+
+void write_line(std::ostringstream& o, const Frame& f, const Series& s) {
+  if (!s.line || s.points.size() < 2) return;
+  o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.6\""
+    << (s.dashed ? " stroke-dasharray=\"5 3\"" : "") << (s.faded ? " stroke-opacity=\"0.3\"" : "") << " points=\"";
+  for (const ChartPoint& p : s.points) o << fixed1(f.px(p.x)) << "," << fixed1(f.py(p.y)) << " ";
+  o << "\"/>\n";
+}
+
+void write_markers(std::ostringstream& o, const Frame& f, const Series& s) {
+  if (!s.markers) return;
+  const char* radius = s.emphasis ? "4.5" : s.faded ? "2.5" : "3";
+  for (const ChartPoint& p : s.points) {
+    o << "<circle cx=\"" << fixed1(f.px(p.x)) << "\" cy=\"" << fixed1(f.py(p.y)) << "\" r=\"" << radius
+      << "\" fill=\"" << (p.filled ? s.color : "white") << "\" stroke=\"" << (s.emphasis ? "#000" : s.color) << "\"";
+    if (s.emphasis) o << " stroke-width=\"1.5\"";
+    if (s.faded) o << " fill-opacity=\"0.3\" stroke-opacity=\"0.3\"";
+    if (p.tooltip.empty()) {
+      o << "/>";
+    } else {
+      o << "><title>" << html_escape(p.tooltip) << "</title></circle>";
+    }
+  }
+  o << "\n";
+}
+
+// A legend entry: each (name, colour) once, in the order the series come.
+struct LegendEntry {
+  const Series* series;
+  double x = 0, y = 0;
+};
+
+std::vector<LegendEntry> legend_entries(const std::vector<Series>& series) {
+  std::vector<LegendEntry> out;
+  for (const Series& s : series) {
+    if (!s.in_legend || s.points.empty()) continue;
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const LegendEntry& e) {
+      return e.series->name == s.name && e.series->color == s.color;
+    });
+    if (!seen) out.push_back({&s});
+  }
+  return out;
+}
+
+double legend_entry_width(const LegendEntry& e) { return 24 + text_width(e.series->name); }
+
+// Places the entries in rows below the axes; returns the number of rows.
+int lay_out_legend(std::vector<LegendEntry>& entries, double width, double top) {
+  constexpr double kLeft = 8, kGap = 14;
+  double x = kLeft;
+  int rows = entries.empty() ? 0 : 1;
+  for (LegendEntry& e : entries) {
+    if (x > kLeft && x + legend_entry_width(e) > width - kLeft) {
+      x = kLeft;
+      ++rows;
+    }
+    e.x = x;
+    e.y = top + kLegendRow * (rows - 1);
+    x += legend_entry_width(e) + kGap;
+  }
+  return rows;
+}
+
+void write_legend(std::ostringstream& o, const std::vector<LegendEntry>& entries) {
+  for (const LegendEntry& e : entries) {
+    const Series& s = *e.series;
+    const std::string mid = fixed1(e.y + 6);
+    if (s.line) {
+      o << "<line x1=\"" << fixed1(e.x) << "\" y1=\"" << mid << "\" x2=\"" << fixed1(e.x + 18) << "\" y2=\"" << mid
+        << "\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << (s.dashed ? " stroke-dasharray=\"5 3\"" : "")
+        << "/>";
+    }
+    if (s.markers) {
+      o << "<circle cx=\"" << fixed1(e.x + 9) << "\" cy=\"" << mid << "\" r=\"3.5\" fill=\"" << s.color << "\"/>";
+    }
+    o << "<text x=\"" << fixed1(e.x + 24) << "\" y=\"" << fixed1(e.y + 10) << "\">" << html_escape(s.name)
+      << "</text>\n";
+  }
+}
+
+// The axes' ranges and ticks from the data, padded so that no marker sits on the frame; false when
+// there is nothing to draw. A base-2 axis has its ticks at the data's own x values.
+bool fit_frame(const std::vector<Series>& series, const ChartStyle& style, Frame& f, Ticks& xt, Ticks& yt) {
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  std::vector<double> xs;
+  f.log2_x = style.log2_x;
+  for (const Series& s : series) {
+    for (const ChartPoint& p : s.points) {
+      x0 = std::min(x0, f.fx(p.x));
+      x1 = std::max(x1, f.fx(p.x));
+      y0 = std::min(y0, p.y);
+      y1 = std::max(y1, p.y);
+      xs.push_back(p.x);
+    }
+  }
+  if (x0 > x1) return false;
+  if (style.log2_x) {
+    const double pad = std::max(0.3, 0.05 * (x1 - x0));
+    std::sort(xs.begin(), xs.end());
+    xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+    for (double x : xs) xt.emplace_back(f.fx(x), format_fixed(x, x == std::floor(x) ? 0 : 2));
+    f.xa = x0 - pad;
+    f.xb = x1 + pad;
+  } else {
+    const double pad = 0.03 * (x1 - x0);
+    xt = labelled(nice_ticks(x0 - pad, x1 + pad));
+    f.xa = xt.front().first;
+    f.xb = xt.back().first;
+  }
+  const double ypad = 0.04 * (y1 - y0);
+  yt = labelled(nice_ticks(style.y_from_zero ? std::min(0.0, y0) : y0 - ypad, y1 + ypad));
+  f.ya = yt.front().first;
+  f.yb = yt.back().first;
+  return true;
 }
 
 }  // namespace
 
-std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<Series>& series, bool log2_x) {
-  const double w = 600, h = 330, left = 64, right = 190, top = 34, bottom = 48;
-  const double pw = w - left - right, ph = h - top - bottom;
-  double x0 = 1e300, x1 = -1e300, y0 = 0, y1 = -1e300;
-  const auto fx = [log2_x](double x) { return log2_x ? std::log2(x) : x; };
-  for (const Series& s : series) {
-    for (const auto& [x, y] : s.points) {
-      x0 = std::min(x0, fx(x));
-      x1 = std::max(x1, fx(x));
-      y1 = std::max(y1, y);
-    }
-  }
+const char* palette_color(std::size_t i) { return kPalette[i % kColors]; }
+bool palette_dashed(std::size_t i) { return (i / kColors) % 2 == 1; }
+
+std::string svg_chart(const std::string& xlabel, const std::string& ylabel, const std::vector<Series>& series,
+                      const ChartStyle& style) {
+  Frame f;
+  std::vector<LegendEntry> legend = style.legend ? legend_entries(series) : std::vector<LegendEntry>{};
+  // A name wider than the chart widens the chart: a legend is never cut.
+  double width = style.width;
+  for (const LegendEntry& e : legend) width = std::max(width, legend_entry_width(e) + 16);
+  f.pw = width - f.left - kRightMargin;
+  f.ph = style.height - f.top - kBottomMargin;
+  const int rows = lay_out_legend(legend, width, style.height);
+  const double height = style.height + kLegendRow * rows + (rows > 0 ? 6 : 0);
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
-    << " " << h << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o << "<text x=\"" << w / 2 - right / 2 << "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">"
-    << html_escape(title) << "</text>\n";
-  if (x0 > x1) {
-    o << "<text x=\"" << left << "\" y=\"" << top + 20 << "\">no data</text></svg>\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" data-plot=\"" << html_escape(style.plot) << "\" role=\"img\" aria-label=\""
+    << html_escape(style.label) << "\" width=\"" << fixed1(width) << "\" height=\"" << fixed1(height)
+    << "\" viewBox=\"0 0 " << fixed1(width) << " " << fixed1(height)
+    << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  Ticks xt, yt;
+  if (!fit_frame(series, style, f, xt, yt)) {
+    o << "<text x=\"" << fixed1(f.left) << "\" y=\"" << fixed1(f.top + 20) << "\">no data</text></svg>\n";
     return o.str();
   }
-  std::vector<double> xt;
-  if (log2_x) {
-    for (double v = std::floor(x0); v <= std::ceil(x1); v += 1) xt.push_back(v);
-  } else {
-    xt = nice_ticks(x0, x1);
+  write_axes(o, f, xt, yt, xlabel, ylabel);
+  // Faded markers behind the lines, outlined ones on top.
+  for (const Series& s : series) {
+    if (s.faded) write_markers(o, f, s);
   }
-  const std::vector<double> yt = nice_ticks(y0, y1);
-  const double xa = xt.front(), xb = xt.back() > xt.front() ? xt.back() : xt.front() + 1;
-  const double ya = yt.front(), yb = yt.back();
-  const auto px = [&](double x) { return left + (fx(x) - xa) / (xb - xa) * pw; };
-  const auto py = [&](double y) { return top + ph - (y - ya) / (yb - ya) * ph; };
-  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
-    << "\" fill=\"#fafafa\" stroke=\"#999\"/>\n";
-  for (double v : xt) {
-    const double x = left + (v - xa) / (xb - xa) * pw;
-    o << "<line x1=\"" << format_fixed(x, 1) << "\" y1=\"" << top << "\" x2=\"" << format_fixed(x, 1) << "\" y2=\""
-      << top + ph << "\" stroke=\"#e4e4e4\"/>";
-    o << "<text x=\"" << format_fixed(x, 1) << "\" y=\"" << top + ph + 14 << "\" text-anchor=\"middle\">"
-      << (log2_x ? tick_label(std::exp2(v)) : tick_label(v)) << "</text>\n";
+  for (const Series& s : series) write_line(o, f, s);
+  for (const Series& s : series) {
+    if (!s.faded && !s.emphasis) write_markers(o, f, s);
   }
-  for (double v : yt) {
-    const double y = py(v);
-    o << "<line x1=\"" << left << "\" y1=\"" << format_fixed(y, 1) << "\" x2=\"" << left + pw << "\" y2=\""
-      << format_fixed(y, 1) << "\" stroke=\"#e4e4e4\"/>";
-    o << "<text x=\"" << left - 6 << "\" y=\"" << format_fixed(y + 4, 1) << "\" text-anchor=\"end\">" << tick_label(v)
-      << "</text>\n";
+  for (const Series& s : series) {
+    if (s.emphasis) write_markers(o, f, s);
   }
-  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << h - 10 << "\" text-anchor=\"middle\">" << html_escape(xlabel)
-    << "</text>\n";
-  o << "<text transform=\"translate(16," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-    << html_escape(ylabel) << "</text>\n";
-  for (std::size_t si = 0; si < series.size(); ++si) {
-    const Series& s = series[si];
-    if (s.line && s.points.size() > 1) {
-      o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.8\" points=\"";
-      for (const auto& [x, y] : s.points) o << format_fixed(px(x), 1) << "," << format_fixed(py(y), 1) << " ";
-      o << "\"/>\n";
-    }
-    for (std::size_t i = 0; i < s.points.size(); ++i) {
-      const bool filled = s.filled.empty() || s.filled[i];
-      o << "<circle cx=\"" << format_fixed(px(s.points[i].first), 1) << "\" cy=\""
-        << format_fixed(py(s.points[i].second), 1) << "\" r=\"3\" fill=\"" << (filled ? s.color : "white")
-        << "\" stroke=\"" << s.color << "\"/>";
-    }
-    o << "\n";
-    const double ly = top + 8 + 16 * static_cast<double>(si);
-    o << "<rect x=\"" << left + pw + 10 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"10\" fill=\"" << s.color
-      << "\"/><text x=\"" << left + pw + 24 << "\" y=\"" << ly + 1 << "\">" << html_escape(s.name) << "</text>\n";
-  }
+  write_legend(o, legend);
   o << "</svg>\n";
   return o.str();
 }

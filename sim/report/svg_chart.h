@@ -1,20 +1,43 @@
-// A small self-contained SVG line chart for the HTML reports: axes with "nice" ticks (1, 2 or 5
-// times a power of ten, or powers of two), one polyline and marker set per series (hollow markers
-// for points flagged not filled), and a legend. No script, no external resource.
+// A small self-contained SVG chart for the HTML reports: axes with "nice" ticks (1, 2 or 5 times a
+// power of ten, or powers of two), per series a polyline and markers (hollow where a point is flagged
+// not filled, faded for points in the background, outlined for the ones to look at), a tooltip per
+// marker as an SVG <title>, and a legend below the plot that wraps into rows and widens the chart
+// rather than cutting a name. No script, no external resource; numbers have fixed decimals.
 #pragma once
 
+#include <cstddef>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace moesim {
 
-struct Series {  // one line of a chart
-  std::string name;
+struct ChartPoint {
+  double x = 0;
+  double y = 0;
+  bool filled = true;   // false: drawn hollow (e.g. the configuration does not fit)
+  std::string tooltip;  // shown by the browser on hover; empty for none
+};
+
+struct Series {  // one line or set of markers of a chart
+  std::string name;   // series of one name and colour share a legend entry
   std::string color;
-  std::vector<std::pair<double, double>> points;
-  bool line = true;
-  std::vector<bool> filled;  // per point; empty = all filled
+  std::vector<ChartPoint> points;
+  bool line = true;       // join the points in the order given
+  bool markers = true;
+  bool faded = false;     // light and behind the others: context, e.g. dominated configurations
+  bool emphasis = false;  // larger, dark-outlined markers on top: e.g. the Pareto front, a best pick
+  bool dashed = false;
+  bool in_legend = true;
+};
+
+struct ChartStyle {
+  std::string plot;   // the data-plot attribute: which view of the report the chart draws
+  std::string label;  // aria-label: what the chart shows, for screen readers
+  double width = 600;
+  double height = 330;  // the axes' box; legend rows add to it
+  bool log2_x = false;  // x on a base-2 axis (e.g. n = 1, 2, 4, 8 or GPU counts)
+  bool y_from_zero = true;
+  bool legend = true;
 };
 
 // The text with &, <, > and " escaped for HTML and SVG.
@@ -23,8 +46,12 @@ std::string html_escape(const std::string& s);
 // Ticks covering [lo, hi], about five of them.
 std::vector<double> nice_ticks(double lo, double hi);
 
-// An SVG element of the series; log2_x puts x on a base-2 axis (e.g. n = 1, 2, 4, 8).
-std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<Series>& series, bool log2_x = false);
+// The i-th of ten distinguishable colours; series past the tenth repeat them dashed.
+const char* palette_color(std::size_t i);
+bool palette_dashed(std::size_t i);
+
+// An SVG element drawing the series.
+std::string svg_chart(const std::string& xlabel, const std::string& ylabel, const std::vector<Series>& series,
+                      const ChartStyle& style);
 
 }  // namespace moesim

@@ -1,14 +1,18 @@
 // Outputs of `moesim sweep`: CSV (one row per configuration, grid order), JSON (the same plus the
-// derived views) and a self-contained HTML report with inline SVG plots (no scripts, no network):
-//   1. step time against n, one line per strategy, for each (model, hardware, GPUs, tokens, tp,
-//      routing) group -- a group is one layout of the GPUs at one token count;
-//   2. peak memory against step time for every configuration, the Pareto front (no other
-//      configuration is both faster and smaller) drawn as a line;
-//   3. the best n (fastest fitting configuration) against the token count;
-//   4. the capacity view: per model and token count (in the sweep's token unit), the smallest GPU
-//      count whose fastest fitting configuration meets the step-time target (any fitting one when
-//      there is no target);
-//   5. with several tensor-parallel degrees, the layouts of one global batch: per (model, hardware,
+// derived views) and a self-contained HTML report (sim/report/sweep_html.cc): inline CSS and SVG,
+// every sweep group drawn, and a small inline script that only filters what is already drawn.
+// The derived views, computed here from the records alone so that every output gives one answer:
+//   1. per group -- one (model, hardware, GPUs, tokens, tp, routing): one layout of the GPUs at one
+//      token count -- its fastest fitting configuration and its (n = 1, none) baseline;
+//   2. per workload -- one (model, hardware, value of the token axis, routing) -- the time/memory
+//      Pareto front: the configurations no other one of the workload beats in both step time and
+//      whole-model peak memory (and the front of the whole sweep);
+//   3. the capacity curve: per model, hardware, token value and GPU count, the fastest fitting
+//      configuration of any layout, with its throughput (global tokens per second) and memory
+//      headroom (GPU memory minus the whole model's peak); and the capacity answer: the smallest
+//      GPU count whose fastest fitting configuration meets the step-time target (any fitting one
+//      when there is no target);
+//   4. with several tensor-parallel degrees, the layouts of one global batch: per (model, hardware,
 //      GPUs, global tokens, routing), each layout's fastest fitting configuration and the fastest
 //      of them.
 // The sweep-wide options (token unit, gradient all-reduces, ZeRO stage) are top-level JSON keys and
@@ -77,6 +81,12 @@ struct BestChoice {
 };
 std::vector<BestChoice> best_per_group(const SweepTable& table);
 
+// The record indices of each group, in grid order, the groups in best_per_group's order.
+std::vector<std::vector<int>> group_members(const SweepTable& table);
+
+// The value of the token axis as the sweep gave it (tokens per GPU or global tokens per step).
+std::int64_t axis_tokens(const SweepTable& table, const SweepRecord& r);
+
 // The layouts of one batch: the groups of a (model, hardware, GPUs, global tokens, routing).
 struct LayoutChoice {
   std::string model, hardware, routing;
@@ -87,6 +97,25 @@ struct LayoutChoice {
 };
 std::vector<LayoutChoice> best_layout_per_batch(const SweepTable& table);
 
+// What a configuration delivers: the cluster's tokens per second (global tokens per step over the
+// step time), and the GPU memory the whole model leaves free on its fullest GPU (negative where it
+// does not fit).
+double tokens_per_second(const SweepRecord& r);
+std::int64_t memory_headroom_bytes(const SweepRecord& r);
+
+// One point of the capacity curve.
+struct CapacityPoint {
+  std::string model;
+  std::string hardware;
+  std::int64_t tokens = 0;     // in the table's token unit
+  int gpus = 0;
+  int record = -1;             // the fastest fitting configuration of any layout; -1 none fits
+  bool meets_target = false;   // it fits and meets the step-time target (or there is none)
+};
+// Points by model, hardware and token value (first appearance), then by increasing GPU count; the
+// routings of a sweep are not told apart here (the fastest over them), as in capacity_view.
+std::vector<CapacityPoint> capacity_curve(const SweepTable& table);
+
 struct CapacityAnswer {
   std::string model;
   std::string hardware;
@@ -96,8 +125,18 @@ struct CapacityAnswer {
 };
 std::vector<CapacityAnswer> capacity_view(const SweepTable& table);
 
-// Record indices on the time/memory Pareto front, by increasing step time.
+// Record indices on the time/memory Pareto front of the whole sweep, by increasing step time.
 std::vector<int> pareto_front(const SweepTable& table);
+
+// A workload and its own Pareto front: what one can trade between step time and memory for one
+// model, hardware, token value and routing (GPU count, layout, strategy and n free).
+struct WorkloadFront {
+  std::string model, hardware, routing;
+  std::int64_t tokens = 0;   // in the table's token unit
+  std::vector<int> records;  // grid order
+  std::vector<int> front;    // by increasing step time
+};
+std::vector<WorkloadFront> pareto_per_workload(const SweepTable& table);
 
 std::string sweep_csv(const SweepTable& table);
 std::string sweep_json(const SweepTable& table);

@@ -101,8 +101,20 @@ TEST_F(Cli, SweepWritesJsonAndSelfContainedHtml) {
   for (const char* must : {"<svg", "Pareto front", "Best n against token count", "Capacity"}) {
     EXPECT_NE(page.find(must), std::string::npos) << must;
   }
-  EXPECT_EQ(page.find("<script"), std::string::npos);
-  EXPECT_EQ(page.find("https://"), std::string::npos);  // nothing fetched from a network
+  // One inline script (the plots' filter), nothing fetched from a network or another file.
+  EXPECT_EQ(page.find("<script"), page.rfind("<script"));
+  EXPECT_EQ(page.find("<script src"), std::string::npos);
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+  // Every group has its plot: 2 models x 2 GPU counts x 2 token counts.
+  const std::string step_plot = "data-plot=\"step-vs-n\"";
+  std::size_t plots = 0;
+  for (auto at = page.find(step_plot); at != std::string::npos; at = page.find(step_plot, at + 1)) ++plots;
+  EXPECT_EQ(plots, j["best_per_group"].size());
+  EXPECT_EQ(plots, 8u);
+  // The same bytes whatever the number of threads.
+  const fs::path html1 = dir_ / "s1.html";
+  ASSERT_EQ(run(kSweep + " --step-target-ms 5 --jobs 1 --html " + html1.string()).exit_code, 0);
+  EXPECT_EQ(read_file(html1), page);
 }
 
 TEST_F(Cli, BadGridsFailBeforeAnyWork) {

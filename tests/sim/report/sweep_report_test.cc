@@ -97,16 +97,104 @@ TEST(SweepReportTest, CsvColumnsAndFixedFormats) {
   EXPECT_EQ(sweep_csv(quoted).find("\"a,\"\"b\"\"\",h,8"), header.size());
 }
 
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 TEST(SweepReportTest, HtmlIsSelfContained) {
   const std::string html = sweep_html(table());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_EQ(html.find("<script"), std::string::npos);
-  EXPECT_EQ(html.find("<link"), std::string::npos);
-  EXPECT_EQ(html.find("https:"), std::string::npos);
-  EXPECT_GE(static_cast<int>(std::count(html.begin(), html.end(), '\n')), 10);
-  std::size_t svgs = 0;
-  for (std::size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
-  EXPECT_EQ(svgs, 2u + 3u);  // one time-vs-n per group, Pareto, best n, capacity
+  // One inline script (the filter); nothing loaded from anywhere.
+  EXPECT_EQ(count(html, "<script"), 1u);
+  for (const char* outside : {"<script src", "<link", "src=", "href=", "url(", "@import", "https:"}) {
+    EXPECT_EQ(html.find(outside), std::string::npos) << outside;
+  }
+  EXPECT_EQ(count(html, "<svg"), 6u);
+  EXPECT_EQ(count(html, "data-plot=\"step-vs-n\""), 2u);  // one per group
+  EXPECT_EQ(count(html, "data-plot=\"pareto\""), 1u);     // one workload: m on h at 1024 tokens
+  EXPECT_EQ(count(html, "data-plot=\"best-n\""), 1u);     // per model and hardware
+  EXPECT_EQ(count(html, "data-plot=\"capacity-throughput\""), 1u);
+  EXPECT_EQ(count(html, "data-plot=\"capacity-headroom\""), 1u);
+  // Every plot sits in a figure the filter can select on; one model and hardware: no filter.
+  EXPECT_EQ(count(html, "<figure class=\"plot\""), 6u);
+  EXPECT_EQ(count(html, "<select"), 1u);  // gpus, the one dimension that varies
+  EXPECT_NE(html.find("<select name=\"gpus\"><option value=\"\">all</option><option>8</option><option>16</option>"),
+            std::string::npos);
+}
+
+TEST(SweepReportTest, HtmlPlotsEveryGroup) {
+  // 40 groups (the report once stopped at 12): 2 models x 4 GPU counts x 5 token counts.
+  SweepTable t;
+  t.name = "forty";
+  for (const char* model : {"a", "b"}) {
+    for (int gpus : {8, 16, 32, 64}) {
+      for (std::int64_t tokens : {1024, 2048, 4096, 8192, 16384}) {
+        for (int n : {1, 2}) {
+          SweepRecord r = rec(gpus, tokens, n, MemoryStrategy::kNone, 1000 * n, 50, true);
+          r.model = model;
+          t.records.push_back(r);
+        }
+      }
+    }
+  }
+  const std::string html = sweep_html(t);
+  EXPECT_EQ(best_per_group(t).size(), 40u);
+  EXPECT_EQ(count(html, "data-plot=\"step-vs-n\""), 40u);
+  EXPECT_EQ(count(html, "data-plot=\"pareto\""), 10u);  // a workload per model and token count
+  EXPECT_EQ(count(html, "data-plot=\"capacity-throughput\""), 2u);
+  EXPECT_EQ(html.find("more groups"), std::string::npos);
+  // Equal tables, equal bytes.
+  EXPECT_EQ(html, sweep_html(t));
+}
+
+TEST(SweepReportTest, HtmlMarksTheParetoFrontAndFadesTheRest) {
+  const std::string html = sweep_html(table());
+  const std::size_t begin = html.find("data-plot=\"pareto\""), end = html.find("</svg>", begin);
+  const std::string pareto = html.substr(begin, end - begin);
+  // Records 4 and 5 are the front; the other four are dominated.
+  EXPECT_EQ(count(pareto, "<title>on the Pareto front: "), 2u);
+  EXPECT_EQ(count(pareto, "fill-opacity=\"0.3\""), 4u);
+  EXPECT_EQ(count(pareto, "<polyline"), 1u);  // the front's line
+  EXPECT_NE(pareto.find(">Pareto front</text>"), std::string::npos);
+  // Tooltips carry the configuration.
+  EXPECT_NE(pareto.find("<title>on the Pareto front: m on h\ntp 1 x ep 16 x dp 1 = 16 GPUs, routing uniform\n"
+                        "1024 tokens per GPU, 16384 per step\nstrategy none, n = 2\nstep 0.001 ms, "
+                        "27,306,666,667 tokens/s\nmodel peak 0.00 of 0.00 GiB: fits</title>"),
+            std::string::npos)
+      << pareto;
+}
+
+TEST(SweepReportTest, CapacityCurveGivesThroughputAndHeadroom) {
+  SweepTable t = table();
+  std::vector<CapacityPoint> curve = capacity_curve(t);
+  ASSERT_EQ(curve.size(), 2u);
+  EXPECT_EQ(curve[0].gpus, 8);
+  EXPECT_EQ(curve[0].record, 2);  // 900 ns, 8 x 1024 tokens, peak 90 of 100
+  EXPECT_TRUE(curve[0].meets_target);
+  EXPECT_EQ(curve[1].gpus, 16);
+  EXPECT_EQ(curve[1].record, 4);
+  EXPECT_DOUBLE_EQ(tokens_per_second(t.records[2]), 8192 / 900e-9);
+  EXPECT_EQ(memory_headroom_bytes(t.records[2]), 10);
+  EXPECT_EQ(memory_headroom_bytes(t.records[0]), -50);  // does not fit
+  t.step_target_ns = 700;
+  curve = capacity_curve(t);
+  EXPECT_FALSE(curve[0].meets_target);
+  EXPECT_TRUE(curve[1].meets_target);
+  // The capacity answer (16 GPUs) is outlined in both charts and given in the table.
+  const std::string html = sweep_html(t);
+  EXPECT_EQ(count(html, "<title>the smallest GPU count that meets the target: "), 2u);
+  EXPECT_NE(html.find("<td>16</td><td class=\"l\">tp 1 x ep 16 x dp 1 = 16 GPUs</td><td>2</td><td>none</td>"
+                      "<td>0.001</td><td>27,306,666,667</td><td>0.00</td><td>0.00</td>"),
+            std::string::npos)
+      << html;
+  const auto j = nlohmann::json::parse(sweep_json(t));
+  ASSERT_EQ(j["capacity_curve"].size(), 2u);
+  EXPECT_EQ(j["capacity_curve"][0]["meets_target"], false);
+  EXPECT_EQ(j["capacity_curve"][1]["tokens_per_s"], 27306666667);
+  EXPECT_EQ(j["capacity_curve"][1]["memory_headroom_bytes"], 15);
+  EXPECT_EQ(j["pareto_per_workload"][0]["front"], (std::vector<int>{4, 5}));
 }
 
 // Three layouts of 16 GPUs at one global batch of 16384 tokens: tp 1 does not fit, tp 2 is the
