@@ -10,6 +10,7 @@
 
 #include "sim/cli/collective_command.h"
 #include "sim/cli/list_args.h"
+#include "sim/cli/number_flags.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/driver/network_calibration.h"

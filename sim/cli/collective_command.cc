@@ -17,29 +17,6 @@
 
 namespace moesim::cli {
 
-std::int64_t parse_size_bytes(const std::string& text, const std::string& flag) {
-  const std::string sizes = "give a size of 1 B to 1 PiB, in bytes or K, M, G (e.g. 1M)";
-  const std::size_t end = std::min(text.find_first_not_of("0123456789"), text.size());
-  std::string number = text.substr(0, end);
-  const std::string unit = text.substr(end);
-  if (number.empty()) {
-    throw InputError(flag + ": '" + text + (text.starts_with("-") ? "' is negative; " : "' is not a size; ") + sizes);
-  }
-  std::int64_t mult = 1;
-  if (unit == "K" || unit == "k") {
-    mult = std::int64_t{1} << 10;
-  } else if (unit == "M" || unit == "m") {
-    mult = std::int64_t{1} << 20;
-  } else if (unit == "G" || unit == "g") {
-    mult = std::int64_t{1} << 30;
-  } else if (!unit.empty()) {
-    throw InputError(flag + ": '" + text + "' has an unknown unit '" + unit + "'; use K, M or G");
-  }
-  const auto max = static_cast<std::uint64_t>((std::int64_t{1} << 50) / mult);
-  if (!integer_rule(number, 1, max).empty()) throw InputError(flag + ": " + text + " is outside [1 B, 1 PiB]");
-  return static_cast<std::int64_t>(std::stoull(number)) * mult;
-}
-
 namespace {
 
 // The collective an nccl-tests program measures; nullopt for one moesim does not model.

@@ -36,8 +36,6 @@ struct CollectiveArgs {
   bool against_given = false;    // --against was on the command line (even as '')
 };
 
-// Parses "64M", "1G", "512K", "4096" (powers of 1024, as nccl-tests -b/-e).
-std::int64_t parse_size_bytes(const std::string& text, const std::string& flag);
 
 // Runs the command; throws InputError for bad arguments. Returns the exit code.
 int run_collective(const CollectiveArgs& args, std::ostream& out);

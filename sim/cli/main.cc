@@ -14,6 +14,7 @@
 #include "sim/cli/compare_command.h"
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
+#include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/number_flags.h"
 #include "sim/cli/plan_command.h"
@@ -98,6 +99,7 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--calibration", a.calibration_path,
                   "calibration YAML measured by `moesim calibrate` on this GPU (hardware/calibration/)");
   app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)")->transform(whole(1, kMaxTokensPerGpu));
+  app->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
   app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")
       ->transform(whole(1, kMaxChunks))->capture_default_str();
   app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
@@ -187,6 +189,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
                    "methods assume balanced routing)")
       ->capture_default_str();
   plan->add_option("--json", a.json_path, "write the plan as JSON ('-' for stdout)");
+  plan->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
   plan->add_option("--jobs,-j", a.jobs, "simulations in parallel (0 = every core)")
       ->transform(whole(0, kMaxJobs))->capture_default_str();
   plan->add_flag("--fit", a.fit, "find the smallest node count of the hardware preset that fits");
@@ -222,6 +225,7 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
   sweep->add_option("--csv", a.csv_path, "write the CSV ('-' for stdout; the default when no output is named)");
   sweep->add_option("--json", a.json_path, "write the JSON ('-' for stdout)");
   sweep->add_option("--html", a.html_path, "write the self-contained HTML report");
+  sweep->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
   sweep->add_option("--jobs,-j", a.jobs, "threads (0 = every core)")
       ->transform(whole(0, kMaxJobs))->capture_default_str();
   sweep->add_flag("--timing", a.timing, "print the wall-clock time of the sweep on stderr");

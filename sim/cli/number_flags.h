@@ -27,4 +27,8 @@ std::string number_rule(const std::string& text, double min, double max, bool mi
 std::uint64_t parse_integer_flag(const std::string& flag, const std::string& text, std::uint64_t min,
                                  std::uint64_t max);
 
+// A size: "4096", "512K", "64M", "1G" (powers of 1024, as nccl-tests -b/-e), in [1 B, 1 PiB];
+// InputError naming `flag` otherwise.
+std::int64_t parse_size_bytes(const std::string& text, const std::string& flag);
+
 }  // namespace moesim::cli

@@ -9,6 +9,7 @@
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
+#include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
@@ -100,6 +101,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
                        : parse_strategy_list("--strategies", a.strategies);
   req.methods = plan_methods(a.method);
   req.jobs = a.jobs == 0 ? search::default_jobs() : a.jobs;
+  req.memory_limit_bytes = memory_limit_from_flag(a.memory_limit);
   search::resolve_plan_request(req);
   return req;
 }
@@ -141,6 +143,11 @@ int run_plan(const PlanArgs& a, const std::string& version) {
     }
   } catch (const QuietExit&) {
     return 0;  // another rank reported the failure
+  } catch (const InputError& e) {
+    // Raised by every rank alike outside the simulations (e.g. --fit's memory limit at a node
+    // count): reported once.
+    world.agree(e.what());
+    return 0;
   }
   if (world.rank() != 0) return 0;
   std::ostringstream text;

@@ -15,6 +15,7 @@ struct PlanArgs {
   std::string model_path;
   std::string hardware_path;
   long long gpus = 0;   // --gpus / --nodes: the preset's size changed (cluster_flags.h)
+  std::string memory_limit;  // --memory-limit (memory_limit_flag.h): "" default, "none", or a size
   long long nodes = 0;
   std::string calibration_path;  // empty: none
   std::string tokens;              // "4096" or "2048,4096,8192"

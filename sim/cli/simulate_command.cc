@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "sim/cli/cluster_flags.h"
+#include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
+#include "sim/driver/footprint.h"
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
 #include "sim/graph/graph_json.h"
@@ -153,6 +155,7 @@ int run_simulate(StepArgs& a, const SimulateOutputs& outputs, const std::string&
   const std::string& timeline_path = outputs.timeline_path;
   check_outputs({{"--json", json_path}, {"--trace", trace_path}, {"--timeline", timeline_path}});
   PhaseTimer timer;
+  const std::int64_t memory_limit = memory_limit_from_flag(a.memory_limit);
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_step_cluster(a);
@@ -164,6 +167,7 @@ int run_simulate(StepArgs& a, const SimulateOutputs& outputs, const std::string&
   options.all_replicas = a.all_ranks;
   options = build_options_for(cluster, run, options);
   const LayerDims dims = derive_layer_dims(model, cluster, run);
+  check_memory_limit(estimate_footprint(dims, run, options), 1, memory_limit, "the simulation");
   const std::optional<RoutingPlan> routing = make_layer_routing(dims, run);
   const RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
   timer.mark("routing");
@@ -204,6 +208,7 @@ int run_simulate(StepArgs& a, const SimulateOutputs& outputs, const std::string&
 
 int run_graph_export(StepArgs& a, const std::string& out_path) {
   check_outputs({{"--output", out_path}});
+  const std::int64_t memory_limit = memory_limit_from_flag(a.memory_limit);
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_step_cluster(a);
@@ -211,7 +216,10 @@ int run_graph_export(StepArgs& a, const std::string& out_path) {
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
   options.all_replicas = a.all_ranks;
-  const TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, run, options));
+  options = build_options_for(cluster, run, options);
+  check_memory_limit(estimate_footprint(derive_layer_dims(model, cluster, run), run, options), 1, memory_limit,
+                     "the graph");
+  const TaskGraph graph = build_moe_graph(model, cluster, run, options);
   write_output("--output", out_path, export_graph_json(graph));
   return 0;
 }

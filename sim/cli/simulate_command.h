@@ -28,6 +28,7 @@ struct StepArgs {
   bool all_ranks = false;
   bool loopback = false;
   long long gpus = 0;   // --gpus: the cluster preset grown or shrunk to this many GPUs (0 = as the file says)
+  std::string memory_limit;  // --memory-limit (memory_limit_flag.h): "" default, "none", or a size
   long long nodes = 0;  // --nodes: ... to this many nodes
   unsigned long long seed = 1;
   std::string strategy = "none";

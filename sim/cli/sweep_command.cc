@@ -19,6 +19,7 @@
 
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/list_args.h"
+#include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
@@ -189,6 +190,7 @@ int run_sweep_command(const SweepArgs& a, const std::string& version) {
     // before the sweep runs.
     if (world.rank() == 0) check_outputs(outputs_of(a));
     plan = search::prepare_sweep(spec_from(a));
+    search::check_sweep_memory(*plan, jobs, memory_limit_from_flag(a.memory_limit));
   } catch (const InputError& e) {
     error = e.what();
   }

@@ -16,6 +16,7 @@ struct SweepArgs {
   std::string models;       // comma-separated paths
   std::string hardware;     // comma-separated paths
   std::string gpus;         // "8,16,32"
+  std::string memory_limit;  // --memory-limit (memory_limit_flag.h): "" default, "none", or a size
   std::string tokens;       // "2048,4096": per GPU
   std::string global_tokens;  // instead of tokens: per step of the whole cluster
   std::string tp;           // "1,2,4,8"

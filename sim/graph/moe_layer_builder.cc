@@ -1492,41 +1492,17 @@ TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, co
                      shape.chunks == dims.num_chunks && shape.capacity == dims.capacity,
                  "the routing plan was made for other layer sizes");
   }
-  // A representative rank stands for all only when every rank does the same work.
-  const bool representative = options.representative_rank && routing == nullptr;
-  // The graph's world: one data-parallel replica (the others repeat it), or every GPU when the
-  // gradient all-reduces between the replicas are simulated.
-  const ParallelLayout layout = dims.layout();
-  const int world = run.grad_sync ? layout.world() : layout.replica_size();
-  // Refuse graphs too large to hold, before allocating them: per layer and simulated rank about
-  // 12 whole-layer tasks and 10 per chunk (14 with a memory strategy's copies or recomputation,
-  // 13 with activation checkpointing's re-run) and 2 gradient all-reduces; per chunk and
-  // expert-parallel group 4 all-to-alls (5 with re-dispatch, 6 with the re-run's), per
-  // tensor-parallel group as many all-gathers with duplicate token dropping and 3 all-reduces.
-  const std::int64_t simulated =
-      representative ? 1 : (options.all_replicas ? world : layout.replica_size());
-  const bool strategy = run.strategy != MemoryStrategy::kNone;
-  const bool rerun = run.checkpoint != ActivationCheckpointing::kNone;
-  const std::int64_t a2as = strategy ? 5 : (rerun ? 6 : 4);
-  const std::int64_t expert_groups = (simulated + dims.ep_size - 1) / dims.ep_size;
-  const std::int64_t tensor_groups = dims.tp_size > 1 ? (simulated + dims.tp_size - 1) / dims.tp_size : 0;
-  const std::int64_t per_chunk_collectives = checked_add(
-      checked_mul(expert_groups, a2as), checked_mul(tensor_groups, (dims.drop_duplicate_tokens ? a2as : 0) + 3));
-  const std::int64_t per_rank =
-      checked_add(12 + (run.grad_sync ? 2 : 0), checked_mul(strategy || rerun ? 14 : 10, dims.num_chunks));
-  const std::int64_t estimate =
-      checked_mul(run.num_moe_layers,
-                  checked_add(checked_mul(simulated, per_rank), checked_mul(per_chunk_collectives, dims.num_chunks)));
-  if (estimate > kMaxGraphTasks) {
-    throw InputError("the task graph would have about " + std::to_string(estimate) + " tasks (" +
-                     std::to_string(run.num_moe_layers) + " layers x " + std::to_string(simulated) +
+  const GraphSize size = estimate_graph_size(dims, run, options, routing != nullptr);
+  if (size.tasks > kMaxGraphTasks) {
+    throw InputError("the task graph would have about " + std::to_string(size.tasks) + " tasks (" +
+                     std::to_string(run.num_moe_layers) + " layers x " + std::to_string(size.simulated_ranks) +
                      " simulated ranks x " + std::to_string(dims.num_chunks) +
                      " chunks), more than the limit of " + std::to_string(kMaxGraphTasks) +
                      "; simulate fewer layers, chunks or ranks");
   }
   std::vector<int> ranks;
-  for (int r = 0; r < static_cast<int>(simulated); ++r) ranks.push_back(r);
-  TaskGraph graph(world, std::move(ranks));
+  for (int r = 0; r < static_cast<int>(size.simulated_ranks); ++r) ranks.push_back(r);
+  TaskGraph graph(size.world, std::move(ranks));
   Builder(model, run, dims, graph, options.single_comm_stream, routing).build();
   return graph;
 }

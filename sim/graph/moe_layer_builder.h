@@ -102,6 +102,15 @@ struct BuildOptions {
 // Largest graph build_moe_graph accepts (a graph this size takes a few GiB).
 inline constexpr std::int64_t kMaxGraphTasks = 20'000'000;
 
+// The graph build_moe_graph makes, sized from the dims alone, before anything is allocated.
+struct GraphSize {
+  int world = 1;                     // ranks of the graph's world: one replica, or every GPU with grad_sync
+  std::int64_t simulated_ranks = 1;  // 1 (a representative rank) or the world's ranks
+  std::int64_t tasks = 0;            // an upper estimate, within 1.5x of the tasks built (tests)
+};
+// `routed`: the layer has a routing plan (imbalanced routing), so every rank is simulated.
+GraphSize estimate_graph_size(const LayerDims& dims, const RunSpec& run, const BuildOptions& options, bool routed);
+
 RoutingShape routing_shape(const LayerDims& dims);
 
 // The routing plan of run.routing for these dims: nullopt for uniform routing (the padded,

@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/driver/footprint.h"
 #include "sim/driver/simulation.h"
 #include "sim/memory/model_memory.h"
 #include "sim/net/alpha_beta.h"
@@ -173,6 +174,19 @@ StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens,
   return p;
 }
 
+// The largest estimated footprint among `runs`, times the simulations that run at once, within
+// the request's memory limit (InputError otherwise, naming `what`).
+void check_plan_memory(const PlanRequest& req, const ClusterSpec& cluster, const std::vector<RunSpec>& runs,
+                       const std::string& what) {
+  Footprint largest;
+  for (const RunSpec& run : runs) {
+    const Footprint f = estimate_footprint(derive_layer_dims(req.model, cluster, run), run, build_options_for(cluster, run));
+    if (f.total_bytes() > largest.total_bytes()) largest = f;
+  }
+  const auto concurrent = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(req.jobs, 1)), runs.size()));
+  check_memory_limit(largest, concurrent, req.memory_limit_bytes, what);
+}
+
 ReuseStrategy to_reuse(MemoryStrategy s) { return static_cast<ReuseStrategy>(static_cast<int>(s)); }
 
 }  // namespace
@@ -253,12 +267,15 @@ void resolve_plan_request(PlanRequest& req) {
   for (int n : req.chunk_counts) {
     if (n < 1) throw InputError("plan: pipeline degrees n must be >= 1, got " + std::to_string(n));
   }
+  std::vector<RunSpec> runs;
   for (std::int64_t t : req.tokens) {
-    checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone));
+    runs.push_back(with_config(req.run, t, 1, MemoryStrategy::kNone));
     for (int n : req.chunk_counts) {
-      for (MemoryStrategy s : req.strategies) checked_dims(req.model, req.cluster, with_config(req.run, t, n, s));
+      for (MemoryStrategy s : req.strategies) runs.push_back(with_config(req.run, t, n, s));
     }
   }
+  for (const RunSpec& run : runs) checked_dims(req.model, req.cluster, run);
+  check_plan_memory(req, req.cluster, runs, "the plan");
 }
 
 PlanRow evaluate_configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
@@ -503,6 +520,7 @@ FitReport fit_cluster(const PlanRequest& req, int max_nodes, TimeNs max_step_ns)
     }
     step.valid = !runs.empty();
     if (step.valid) {
+      check_plan_memory(req, cluster, runs, "--fit at " + std::to_string(k) + " node(s)");
       step.ep_size = step.num_gpus / step.tp_size;  // ep_size 0: the GPUs of one tensor index
       std::vector<PlanRow> rows = simulate_rows(
           req, runs.size(), [&](std::size_t i) { return evaluate_configuration(req.model, cluster, runs[i]); });

@@ -56,6 +56,9 @@ struct PlanRequest {
   PlanObjective objective = PlanObjective::kTime;
   std::vector<PlanMethod> methods{PlanMethod::kSimulate};
   int jobs = 1;
+  // The largest estimated memory of the simulations that run at once (sim/driver/footprint.h),
+  // checked before any simulation (and before each node count of --fit); 0: no limit.
+  std::int64_t memory_limit_bytes = 0;
   // Runs `count` independent simulations, simulate(i) for each i, and returns their rows in index
   // order. Empty: on `jobs` threads of this process; `moesim plan` under mpirun spreads them over
   // the ranks (sim/cli/mpi_world.h) and every rank gets every row, so all ranks walk the same plan.

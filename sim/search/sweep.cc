@@ -7,6 +7,8 @@
 
 #include "sim/core/checked_math.h"
 #include "sim/core/error.h"
+#include "sim/driver/footprint.h"
+#include "sim/driver/simulation.h"
 #include "sim/graph/moe_layer_builder.h"
 #include "sim/memory/model_memory.h"
 #include "sim/search/planner.h"
@@ -181,6 +183,28 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
     }
   }
   return plan;
+}
+
+void check_sweep_memory(const SweepPlan& plan, int jobs, std::int64_t limit) {
+  if (limit <= 0 || plan.configs.empty()) return;
+  Footprint largest;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < plan.configs.size(); ++i) {
+    const SweepConfig& c = plan.configs[i];
+    const ModelSpec& model = plan.models[static_cast<std::size_t>(c.model)];
+    const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];
+    const Footprint f = estimate_footprint(derive_layer_dims(model, cluster, c.run), c.run, build_options_for(cluster, c.run));
+    if (f.total_bytes() > largest.total_bytes()) {
+      largest = f;
+      at = i;
+    }
+  }
+  const auto concurrent = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(jobs, 1)), plan.configs.size()));
+  check_memory_limit(largest, concurrent, limit,
+                     "configuration " + std::to_string(at + 1) + " of the sweep (the largest; " +
+                         std::to_string(plan.configs[at].run.tokens_per_gpu) + " tokens per GPU on " +
+                         std::to_string(plan.clusters[static_cast<std::size_t>(plan.configs[at].cluster)].num_gpus()) +
+                         " GPUs)");
 }
 
 SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index) {

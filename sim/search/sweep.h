@@ -60,6 +60,10 @@ struct SweepOutcome {
   double dropped_fraction = 0.0;  // choices dropped by capacity
 };
 
+// InputError when `jobs` simulations of the configuration with the largest estimated memory
+// (sim/driver/footprint.h) would need more than `limit` bytes (0: no limit), before any work.
+void check_sweep_memory(const SweepPlan& plan, int jobs, std::int64_t limit);
+
 SweepOutcome evaluate_sweep_config(const SweepPlan& plan, std::size_t index);
 
 // Evaluates plan.configs[i] for every i in `indices` on `jobs` threads; out[k] belongs to
