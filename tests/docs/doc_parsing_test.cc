@@ -143,6 +143,12 @@ TEST(OutputDiff, ADifferenceShowsTheDocLineAndWhatWasPrinted) {
             "  tail\n");
 }
 
+TEST(OutputDiff, LongRunsOfAlikeLinesAreCounted) {
+  const OutputComparison c = compare_output(doc_lines({"1", "2", "3", "4", "5", "6", "x", "8"}), "1\n2\n3\n4\n5\n6\n7\n8\n");
+  ASSERT_FALSE(c.same);
+  EXPECT_EQ(c.diff, "  (3 line(s) alike)\n  4\n  5\n  6\n- x    <- doc line 16\n+ 7\n  8\n");
+}
+
 TEST(OutputDiff, LinesMissingAndExtraAreMarked) {
   const OutputComparison c = compare_output(doc_lines({"a", "b", "c"}), "a\nc\nd\n");
   ASSERT_FALSE(c.same);

@@ -10,6 +10,7 @@ namespace {
 
 constexpr std::size_t kMaxDiffLines = 150;
 constexpr std::size_t kListedElided = 3;
+constexpr std::size_t kContext = 3;
 
 std::string without_trailing_blanks(std::string s) {
   s.erase(s.find_last_not_of(" \t") + 1);
@@ -37,12 +38,10 @@ class Alignment {
 
   bool same() const { return cost(0, 0) < edit_; }
 
-  std::string diff() const {
-    std::ostringstream out;
-    std::size_t shown = 0;
-    auto emit = [&](const std::string& line) {
-      if (shown++ < kMaxDiffLines) out << line << "\n";
-    };
+  // The alignment as lines: `  ` kept, `- ` a doc line not printed, `+ ` a printed line the doc
+  // does not show, `  ...` an elision and `  . ` the last lines it covered.
+  std::vector<std::string> diff_lines() const {
+    std::vector<std::string> lines;
     std::size_t i = 0, j = 0, elided_from = 0;
     while (i < doc_.size() || j < printed_.size()) {
       const bool more_doc = i < doc_.size(), more_printed = j < printed_.size();
@@ -53,23 +52,22 @@ class Alignment {
         }
         // The last lines an elision covers: the context of a difference right after it.
         const std::size_t elided = j - elided_from, listed = std::min(elided, kListedElided);
-        emit("  ...  (" + std::to_string(elided) + " printed line(s)" +
-             (elided > listed ? ", the last " + std::to_string(listed) + " below" : "") + ")");
-        for (std::size_t k = j - listed; k < j; ++k) emit("  . " + printed_[k]);
+        lines.push_back("  ...  (" + std::to_string(elided) + " printed line(s)" +
+                        (elided > listed ? ", the last " + std::to_string(listed) + " below" : "") + ")");
+        for (std::size_t k = j - listed; k < j; ++k) lines.push_back("  . " + printed_[k]);
         ++i;
       } else if (more_doc && more_printed && step(i, j) == 0 && cost(i, j) == cost(i + 1, j + 1)) {
-        emit("  " + printed_[j]), ++i, ++j;
+        lines.push_back("  " + printed_[j]), ++i, ++j;
       } else if (more_doc && cost(i, j) == edit_ + cost(i + 1, j)) {
-        emit(doc_line(i)), ++i;
+        lines.push_back(doc_line(i)), ++i;
       } else if (more_printed && cost(i, j) == edit_ + cost(i, j + 1)) {
-        emit("+ " + printed_[j]), ++j;
+        lines.push_back("+ " + printed_[j]), ++j;
       } else {  // a changed line
-        emit(doc_line(i)), emit("+ " + printed_[j]), ++i, ++j;
+        lines.push_back(doc_line(i)), lines.push_back("+ " + printed_[j]), ++i, ++j;
       }
       elided_from = j;
     }
-    if (shown > kMaxDiffLines) out << "(" << shown - kMaxDiffLines << " more diff line(s) not shown)\n";
-    return out.str();
+    return lines;
   }
 
  private:
@@ -107,6 +105,33 @@ class Alignment {
   std::vector<std::int64_t> cost_;
 };
 
+bool is_change(const std::string& line) { return line.starts_with("- ") || line.starts_with("+ "); }
+
+// The diff's changes with kContext lines around each; longer runs of context are counted.
+std::string with_context(const std::vector<std::string>& lines) {
+  std::vector<bool> keep(lines.size(), false);
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (!is_change(lines[k])) continue;
+    const std::size_t from = k < kContext ? 0 : k - kContext, to = std::min(lines.size(), k + kContext + 1);
+    std::fill(keep.begin() + static_cast<std::ptrdiff_t>(from), keep.begin() + static_cast<std::ptrdiff_t>(to), true);
+  }
+  for (std::size_t k = 0; k < lines.size(); ++k)  // a count would take the line's own place
+    if (!keep[k] && (k == 0 || keep[k - 1]) && (k + 1 == lines.size() || keep[k + 1])) keep[k] = true;
+  std::ostringstream out;
+  std::size_t shown = 0, skipped = 0;
+  for (std::size_t k = 0; k <= lines.size(); ++k) {
+    if (k < lines.size() && !keep[k]) {
+      ++skipped;
+      continue;
+    }
+    if (skipped > 0 && shown++ < kMaxDiffLines) out << "  (" << skipped << " line(s) alike)\n";
+    skipped = 0;
+    if (k < lines.size() && shown++ < kMaxDiffLines) out << lines[k] << "\n";
+  }
+  if (shown > kMaxDiffLines) out << "(" << shown - kMaxDiffLines << " more diff line(s) not shown)\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::vector<std::string> output_lines(const std::string& printed) {
@@ -119,7 +144,7 @@ std::vector<std::string> output_lines(const std::string& printed) {
 OutputComparison compare_output(const std::vector<DocLine>& expected, const std::string& printed) {
   const Alignment alignment(expected, output_lines(printed));
   if (alignment.same()) return {true, ""};
-  return {false, alignment.diff()};
+  return {false, with_context(alignment.diff_lines())};
 }
 
 }  // namespace moesim::docs_test
