@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -61,6 +62,27 @@ void check_every_number_has_a_range(const CLI::App& app) {
       throw InternalError("option " + opt->get_name() + " of `" + app.get_name() + "` has no range (sim/cli/main.cc)");
   }
   for (const CLI::App* sub : app.get_subcommands({})) check_every_number_has_a_range(*sub);
+}
+
+// An empty value (`--json ""`, often a shell variable that is not set) would read as the option not
+// given: the report silently not written, exit 0. No option of any command means anything by it.
+void refuse_empty_values(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size_max() == 0) continue;  // a flag takes no value
+    for (const std::string& value : opt->results())
+      if (value.empty()) throw InputError(opt->get_name() + ": the value is empty");
+  }
+  for (const CLI::App* sub : app.get_subcommands()) refuse_empty_values(*sub);  // the parsed ones
+}
+
+// Results go to stdout: a write that failed there (a full disk, /dev/full) must not end in exit 0
+// with the output cut short. 2, as for an output file that cannot be written.
+int check_stdout_written(int code) {
+  std::cout.flush();
+  const bool written = std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good();
+  if (written) return code;
+  std::cerr << "error: the output could not be written to stdout\n";
+  return code == 0 ? 2 : code;
 }
 
 void add_layout_flags(CLI::App* app, LayoutFlags& f) {
@@ -418,6 +440,7 @@ int main_impl(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
     return 2;
   }
+  refuse_empty_values(app);
 
   if (simulate->parsed()) return run_simulate(sim_args, sim_outputs, kVersion);
   if (graph.export_cmd->parsed()) return run_graph_export(graph.export_args, graph.export_path);
@@ -449,7 +472,7 @@ int main_impl(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    return moesim::cli::main_impl(argc, argv);
+    return moesim::cli::check_stdout_written(moesim::cli::main_impl(argc, argv));
   } catch (const moesim::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -292,7 +292,7 @@ TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
        "sum.log:12:1: redop 'sum' is not that of all-to-all ('none'); give the --op the log measured"},
       {"collective --hardware hardware/nodes/dgx-a100.yaml --against " + log,
        "a2a.log: the log does not name its collective (no 'Collective test starting' line); give --op"},
-      {"collective --hardware hardware/nodes/dgx-a100.yaml --against ''", "--against needs an nccl-tests log"},
+      {"collective --hardware hardware/nodes/dgx-a100.yaml --against ''", "--against: the value is empty"},
       {"collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " +
            write("one.log", alltoall_log(1)).string(),
        "one.log: the log ran on one rank"},
