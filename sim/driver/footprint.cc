@@ -10,18 +10,26 @@
 namespace moesim {
 namespace {
 
-std::string gib(std::int64_t bytes) {
+// In the largest binary unit that keeps a figure of at least 1 (GiB, MiB or KiB).
+std::string size_text(std::int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30));
+  const auto b = static_cast<double>(bytes);
+  if (bytes >= (std::int64_t{1} << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / static_cast<double>(std::int64_t{1} << 30));
+  } else if (bytes >= (std::int64_t{1} << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / static_cast<double>(std::int64_t{1} << 20));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f KiB", b / 1024.0);
+  }
   return buf;
 }
 
 }  // namespace
 
 std::string Footprint::describe() const {
-  std::string s = "about " + gib(total_bytes()) + " (";
-  if (routing_bytes > 0) s += "routing " + gib(routing_bytes) + ": the N x E demand and N x N pair counts per chunk; ";
-  return s + "graph " + gib(graph_bytes) + ": about " + std::to_string(graph.tasks) + " tasks on " +
+  std::string s = "about " + size_text(total_bytes()) + " (";
+  if (routing_bytes > 0) s += "routing " + size_text(routing_bytes) + ": the N x E demand and N x N pair counts per chunk; ";
+  return s + "graph " + size_text(graph_bytes) + ": about " + std::to_string(graph.tasks) + " tasks on " +
          std::to_string(graph.simulated_ranks) + " simulated rank(s))";
 }
 
@@ -50,8 +58,8 @@ void check_memory_limit(const Footprint& footprint, int concurrent, std::int64_t
   const std::int64_t need = checked_mul(footprint.total_bytes(), static_cast<std::int64_t>(concurrent));
   if (need <= limit) return;
   std::string message = what + " would need " + footprint.describe();
-  if (concurrent > 1) message += " x " + std::to_string(concurrent) + " simulations at once (--jobs) = " + gib(need);
-  throw InputError(message + ", more than --memory-limit " + gib(limit) +
+  if (concurrent > 1) message += " x " + std::to_string(concurrent) + " simulations at once (--jobs) = " + size_text(need);
+  throw InputError(message + ", more than --memory-limit " + size_text(limit) +
                    " (default: half of this machine's memory); simulate fewer ranks (uniform routing simulates "
                    "one), chunks or layers" + (concurrent > 1 ? ", lower --jobs" : "") +
                    ", or raise --memory-limit (none: no limit)");

@@ -16,7 +16,7 @@ void expect_over_limit(const Result& r, const std::string& what) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("error: " + what + " would need about"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tasks on 64 simulated rank(s)"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("more than --memory-limit 0.00 GiB"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more than --memory-limit 64 KiB"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");  // stopped before any report
 }
 
