@@ -19,9 +19,11 @@ LinkSpec read_link(const YamlValue& v, PlausibleRange range) {
 
 std::map<std::string, LinkSpec> read_link_types(const YamlValue& types, std::vector<std::string>* names) {
   if (!types.is_map()) types.fail("expected a map of link type name -> {bandwidth, efficiency, latency}");
+  // The names are the map's own keys; a key that is no name (a list, a map, null) is left out here
+  // so that reading the map rejects it as every map does, instead of yaml-cpp's bad conversion.
   std::vector<std::string> type_names;
   for (auto it = types.node().begin(); it != types.node().end(); ++it)
-    type_names.push_back(it->first.as<std::string>());
+    if (it->first.IsScalar()) type_names.push_back(it->first.Scalar());
   const YamlMap type_map = types.as_map(type_names);
   std::map<std::string, LinkSpec> out;
   for (const std::string& name : type_names) out[name] = read_link(type_map.require(name), kIntraNodeRange);
