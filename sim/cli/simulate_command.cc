@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -225,11 +224,7 @@ int run_graph_export(StepArgs& a, const std::string& out_path) {
 }
 
 int run_graph_check(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the graph file");
-  std::stringstream text;
-  text << in.rdbuf();
-  const TaskGraph graph = import_graph_json(text.str(), path);
+  const TaskGraph graph = load_graph_json(path);
   check_acyclic(graph);
   std::cout << path << ": " << graph.num_tasks() << " tasks, " << graph.edges().size()
             << " edges, " << graph.simulated_ranks().size() << " simulated rank(s) of "

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "sim/graph/graph_algorithms.h"
 
 namespace moesim {
@@ -17,6 +18,8 @@ namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 using Json = nlohmann::json;
+
+constexpr int kMaxJsonDepth = 32;
 
 constexpr std::string_view kCommonTaskKeys[] = {"id", "layer", "pass", "stage", "chunk",
                                                  "rank", "stream", "kind"};
@@ -422,9 +425,19 @@ std::string export_graph_json(const TaskGraph& graph) {
 TaskGraph import_graph_json(std::string_view text, const std::string& source_name) {
   const SourceLocation at{source_name, 0, 0};
   Json root;
+  // Nesting deeper than the schema's (4 levels) is refused while parsing: the library's dump(), which
+  // the error messages use, recurses once per level and overflowed the stack on [[[[...]]]] in an edge.
+  const auto depth_limit = [&at](int depth, Json::parse_event_t event, Json&) {
+    if (depth >= kMaxJsonDepth &&
+        (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start))
+      throw InputError(at, "nesting deeper than " + std::to_string(kMaxJsonDepth) +
+                               " levels of [ and {; a task graph needs 4");
+    return true;
+  };
   try {
-    root = Json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+    root = Json::parse(text.begin(), text.end(), depth_limit);
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error (parse_error), and also a number beyond a double such as 1e400 (out_of_range).
     throw InputError(at, std::string("invalid JSON: ") + e.what());
   }
   const Reader top(root, "task graph", source_name);
@@ -441,6 +454,10 @@ TaskGraph import_graph_json(std::string_view text, const std::string& source_nam
     if (!e.where().file.empty()) throw;
     throw InputError(at, e.rule());
   }
+}
+
+TaskGraph load_graph_json(const std::string& path) {
+  return import_graph_json(read_input_file(path, kMaxGraphJsonBytes, "graph file"), path);
 }
 
 }  // namespace moesim

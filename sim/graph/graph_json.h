@@ -13,6 +13,7 @@
 // carry rank -1. Export uses 2-space indentation; export(import(export(g))) == export(g).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -29,5 +30,12 @@ std::string export_graph_json(const TaskGraph& graph);
 // unknown key, kind, stream, dtype, op or direction, an edge to a missing task, an unknown group, a
 // task on a rank the graph does not simulate, and a dependency cycle (with its whole path).
 TaskGraph import_graph_json(std::string_view text, const std::string& source_name);
+
+// The graph files of the largest clusters with every rank simulated are hundreds of megabytes.
+inline constexpr std::uintmax_t kMaxGraphJsonBytes = std::uintmax_t{1} << 30;
+
+// import_graph_json of a file; also an InputError when the file is missing, is not a regular file
+// or is larger than kMaxGraphJsonBytes.
+TaskGraph load_graph_json(const std::string& path);
 
 }  // namespace moesim

@@ -1,6 +1,7 @@
 #include "sim/spec/file_kind.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace moesim {
 namespace {
@@ -41,6 +42,47 @@ void check_file_kind(const YamlValue& root, const std::vector<std::string>& acce
   YamlValue(node, root.file(), "kind", node.Mark())
       .fail("this is " + a_file_of({kind}) + " (kind: " + kind + "), which goes to " + goes_to(kind) + "; " + taker +
             " takes " + a_file_of(accepted));
+}
+
+std::string check_header(const YamlMap& m, std::string_view expected_kind, bool version_required,
+                         bool kind_required) {
+  const std::string supported = "supported schema_version: " + std::to_string(kSchemaVersion);
+  if (auto v = m.get("schema_version")) {
+    const std::int64_t found = v->as_int(std::numeric_limits<std::int64_t>::min(),
+                                         std::numeric_limits<std::int64_t>::max());
+    if (found != kSchemaVersion) {
+      v->fail("unsupported schema_version " + std::to_string(found) + "; " + supported);
+    }
+  } else if (version_required) {
+    m.fail("missing required key 'schema_version' (found none; " + supported + ")");
+  }
+  auto k = m.get("kind");
+  if (!k) {
+    if (kind_required) {
+      m.fail("missing required key 'kind'; valid kinds: " + YamlValue::join_names(file_kinds()));
+    }
+    return std::string(expected_kind);
+  }
+  const std::string kind = k->as_string();
+  if (std::find(file_kinds().begin(), file_kinds().end(), kind) == file_kinds().end()) {
+    k->fail("unknown kind '" + kind + "'; valid kinds: " + YamlValue::join_names(file_kinds()));
+  }
+  if (!expected_kind.empty() && kind != expected_kind) {
+    k->fail("expected kind '" + std::string(expected_kind) + "', found '" + kind + "'");
+  }
+  return kind;
+}
+
+void check_source(const YamlMap& m) {
+  if (auto src = m.get("source")) src->as_string();
+}
+
+SourceLocation origin_of(const YamlMap& m) {
+  check_source(m);
+  SourceLocation loc = m.value().location();
+  loc.line = std::max(loc.line, 1);
+  loc.column = std::max(loc.column, 1);
+  return loc;
 }
 
 }  // namespace moesim

@@ -1,4 +1,5 @@
-// The kinds of moesim's YAML files (the `kind:` key) and where each goes.
+// The header every moesim YAML file starts with (schema_version, kind, name, source), and where a
+// file of each kind goes.
 //
 // A file given where another kind belongs (a model file as --hardware) must be named as what it
 // is, before its keys are checked: otherwise the first key the expected kind lacks, or the first
@@ -6,11 +7,14 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
+
+inline constexpr int kSchemaVersion = 1;
 
 // model, gpu, node, cluster, run, sweep, calibration.
 const std::vector<std::string>& file_kinds();
@@ -20,5 +24,16 @@ const std::vector<std::string>& file_kinds();
 // --model; --hardware takes a gpu, node or cluster file", where `taker` is "--hardware". A file
 // without a kind, or with an unknown one, is left to the header check, which names the valid ones.
 void check_file_kind(const YamlValue& root, const std::vector<std::string>& accepted, const std::string& taker);
+
+// Checks schema_version and kind. A top-level file must say its schema_version; an inline map
+// inside another file inherits it. Returns the kind found (or expected_kind when omitted).
+std::string check_header(const YamlMap& m, std::string_view expected_kind, bool version_required,
+                         bool kind_required);
+
+// source: is free text (a citation), but it must be a string, not a map or a list.
+void check_source(const YamlMap& m);
+
+// Where the map `m` starts (line and column at least 1), after checking its source:.
+SourceLocation origin_of(const YamlMap& m);
 
 }  // namespace moesim

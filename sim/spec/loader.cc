@@ -1,5 +1,6 @@
-// Model and hardware preset loading: the schema of models/*.yaml and hardware/**/*.yaml
-// (docs/config-reference.md documents every key).
+// Model, hardware and run file loading: the schema of models/*.yaml, hardware/**/*.yaml and run
+// files (docs/config-reference.md documents every key). Calibration files are read in
+// calibration_loader.cc, sweep files in sweep_loader.cc, the file header in file_kind.cc.
 #include "sim/spec/loader.h"
 
 #include <algorithm>
@@ -10,28 +11,14 @@
 #include <vector>
 
 #include "sim/spec/file_kind.h"
-#include "sim/spec/sweep_spec.h"
+#include "sim/spec/hardware_sections.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Ranges a value must lie in. They are wide (any GPU of the last decade and the next) but catch
-// unit slips by 10^3 and bits/bytes confusion by 8.
-constexpr PlausibleRange kHbmRange{50e9, 50e12};
-constexpr PlausibleRange kIntraNodeRange{1e9, 5e12};
-constexpr PlausibleRange kPcieRange{0.5e9, 256e9};
-constexpr PlausibleRange kNetworkRange{0.1e9, 150e9};
-constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
-constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s
-constexpr TimeNs kMaxLaunchNs = 1'000'000;       // 1 ms
-
-std::vector<std::string> with_header(std::vector<std::string> keys) {
-  keys.insert(keys.begin(), {"schema_version", "kind", "name", "source"});
-  return keys;
-}
+using namespace detail;  // the shared section readers and ranges (hardware_sections.h)
 
 const std::vector<std::string> kModelKeys =
     with_header({"d_model", "d_ffn", "num_experts", "top_k", "capacity_factor", "dtype",
@@ -41,9 +28,6 @@ const std::vector<std::string> kGpuKeys =
                  "kernel_launch_overhead", "gemm_efficiency"});
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
-const std::vector<std::string> kCalibrationKeys =
-    with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
-                 "intra_node", "link_types", "all_to_all", "inter_node", "nic_port", "inter_node_all_to_all"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
@@ -57,65 +41,12 @@ std::vector<std::string> top_level_node_keys() {
 std::vector<std::string> all_hardware_keys() {
   std::vector<std::string> keys = kGpuKeys;
   const std::vector<std::string> node_keys = top_level_node_keys();
-  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys, &kCalibrationKeys}) {
+  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys, &detail::calibration_keys()}) {
     for (const std::string& k : *extra) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
   }
   return keys;
-}
-
-// Checks schema_version and kind. A top-level file must say its schema_version; an inline map
-// inside another file inherits it. Returns the kind found (or expected_kind when omitted).
-std::string check_header(const YamlMap& m, std::string_view expected_kind, bool version_required,
-                         bool kind_required) {
-  const std::string supported = "supported schema_version: " + std::to_string(kSchemaVersion);
-  if (auto v = m.get("schema_version")) {
-    const std::int64_t found = v->as_int(std::numeric_limits<std::int64_t>::min(),
-                                         std::numeric_limits<std::int64_t>::max());
-    if (found != kSchemaVersion) {
-      v->fail("unsupported schema_version " + std::to_string(found) + "; " + supported);
-    }
-  } else if (version_required) {
-    m.fail("missing required key 'schema_version' (found none; " + supported + ")");
-  }
-  auto k = m.get("kind");
-  if (!k) {
-    if (kind_required) {
-      m.fail("missing required key 'kind'; valid kinds: " + YamlValue::join_names(file_kinds()));
-    }
-    return std::string(expected_kind);
-  }
-  const std::string kind = k->as_string();
-  if (std::find(file_kinds().begin(), file_kinds().end(), kind) == file_kinds().end()) {
-    k->fail("unknown kind '" + kind + "'; valid kinds: " + YamlValue::join_names(file_kinds()));
-  }
-  if (!expected_kind.empty() && kind != expected_kind) {
-    k->fail("expected kind '" + std::string(expected_kind) + "', found '" + kind + "'");
-  }
-  return kind;
-}
-
-// source: is free text (a citation), but it must be a string, not a map or a list.
-void check_source(const YamlMap& m) {
-  if (auto src = m.get("source")) src->as_string();
-}
-
-SourceLocation origin_of(const YamlMap& m) {
-  check_source(m);
-  SourceLocation loc = m.value().location();
-  loc.line = std::max(loc.line, 1);
-  loc.column = std::max(loc.column, 1);
-  return loc;
-}
-
-LinkSpec read_link(const YamlValue& v, PlausibleRange range) {
-  const YamlMap m = v.as_map({"bandwidth", "efficiency", "latency"});
-  LinkSpec link;
-  link.bandwidth = m.require("bandwidth").as_bandwidth(range);
-  if (auto e = m.get("efficiency")) link.efficiency = e->as_double(0, 1, true);
-  link.latency_ns = m.require("latency").as_time(kMaxLatencyNs);
-  return link;
 }
 
 // A device name "<kind><index>" of a node topology, checked against the devices the node has.
@@ -158,20 +89,6 @@ class DeviceSets {
  private:
   std::vector<std::size_t> parent_;
 };
-
-// A map of link type name -> {bandwidth, efficiency, latency}, per lane and direction; `names`
-// (if given) receives the names in the file's order, for messages.
-std::map<std::string, LinkSpec> read_link_types(const YamlValue& types, std::vector<std::string>* names = nullptr) {
-  if (!types.is_map()) types.fail("expected a map of link type name -> {bandwidth, efficiency, latency}");
-  std::vector<std::string> type_names;
-  for (auto it = types.node().begin(); it != types.node().end(); ++it)
-    type_names.push_back(it->first.as<std::string>());
-  const YamlMap type_map = types.as_map(type_names);
-  std::map<std::string, LinkSpec> out;
-  for (const std::string& name : type_names) out[name] = read_link(type_map.require(name), kIntraNodeRange);
-  if (names != nullptr) *names = type_names;
-  return out;
-}
 
 NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
   const YamlMap m = v.as_map({"link_types", "nvswitches", "pcie_switches", "cpus", "nics",
@@ -277,27 +194,6 @@ FabricSpec read_fabric(const YamlValue& v) {
   return f;
 }
 
-// The factors an `interference:` map gives (rows communication / computation / memcpy, columns
-// with_communication / with_computation / with_memcpy / with_all); a node applies them over the
-// default table, a calibration over the node's.
-std::vector<InterferenceCell> read_interference_cells(const YamlValue& v) {
-  static const std::vector<std::string> kOps = {"communication", "computation", "memcpy"};
-  static const std::vector<std::string> kCols = {"with_communication", "with_computation",
-                                                 "with_memcpy", "with_all"};
-  std::vector<InterferenceCell> cells;
-  const YamlMap m = v.as_map(kOps);
-  for (std::size_t op = 0; op < kOps.size(); ++op) {
-    auto row = m.get(kOps[op]);
-    if (!row) continue;
-    const YamlMap r = row->as_map(kCols);
-    for (std::size_t col = 0; col < kCols.size(); ++col) {
-      if (auto f = r.get(kCols[col]))
-        cells.push_back(InterferenceCell{static_cast<InterferenceClass>(op), static_cast<int>(col), f->as_double(0, 1, true)});
-    }
-  }
-  return cells;
-}
-
 // Files being loaded, outermost first, to name a reference cycle.
 using LoadStack = std::vector<std::string>;
 
@@ -374,117 +270,6 @@ GpuSpec read_gpu(const YamlMap& m) {
   return gpu;
 }
 
-// Measured GEMM times are plain numbers of microseconds (time_us); a point outside (0, 10 s] is a
-// unit slip or a failed measurement.
-constexpr double kMaxGemmTimeUs = 1e7;
-
-// One axis of a GEMM table: a non-empty, strictly increasing list of dimensions.
-std::vector<std::int64_t> read_gemm_axis(const YamlMap& table, const char* key) {
-  const YamlValue v = table.require(key);
-  std::vector<std::int64_t> axis;
-  for (const YamlValue& item : v.as_sequence()) {
-    const std::int64_t d = item.as_int(1, std::int64_t{1} << 24);
-    if (!axis.empty() && d <= axis.back()) {
-      item.fail("the " + std::string(key) + " axis must be strictly increasing; " + std::to_string(d) +
-                " follows " + std::to_string(axis.back()));
-    }
-    axis.push_back(d);
-  }
-  if (axis.empty()) v.fail("the " + std::string(key) + " axis is empty; give at least one dimension");
-  return axis;
-}
-
-// gemm.<dtype>: {m: [...], n: [...], k: [...], time_us: one row per (m, n), m-major, of |k| times}.
-GemmTimeTable read_gemm_table(const YamlValue& v) {
-  const YamlMap m = v.as_map({"m", "n", "k", "time_us"});
-  GemmTimeTable t;
-  t.m = read_gemm_axis(m, "m");
-  t.n = read_gemm_axis(m, "n");
-  t.k = read_gemm_axis(m, "k");
-  const YamlValue times = m.require("time_us");
-  const std::vector<YamlValue> rows = times.as_sequence();
-  if (rows.size() != t.m.size() * t.n.size()) {
-    times.fail("has " + std::to_string(rows.size()) + " rows; it needs one per (m, n) pair, m-major: " +
-               std::to_string(t.m.size()) + " x " + std::to_string(t.n.size()) + " = " +
-               std::to_string(t.m.size() * t.n.size()));
-  }
-  t.time_ns.reserve(rows.size() * t.k.size());
-  for (const YamlValue& row : rows) {
-    const std::vector<YamlValue> cells = row.as_sequence();
-    if (cells.size() != t.k.size()) {
-      row.fail("has " + std::to_string(cells.size()) + " times; it needs one per k (" + std::to_string(t.k.size()) + ")");
-    }
-    for (const YamlValue& c : cells) t.time_ns.push_back(c.as_double(0, kMaxGemmTimeUs, true) * 1e3);
-  }
-  return t;
-}
-
-// A calibration's record of the all-to-all its network sections were fitted to; `nodes` (how many
-// the GPUs were on) only for the inter-node record.
-CalibrationSpec::AllToAllRecord read_all_to_all_record(const YamlValue& v, bool inter_node) {
-  const YamlMap rec = inter_node ? v.as_map({"ranks", "nodes", "source", "bytes_per_peer", "time_us"})
-                                 : v.as_map({"ranks", "source", "bytes_per_peer", "time_us"});
-  CalibrationSpec::AllToAllRecord r;
-  r.ranks = static_cast<int>(rec.require("ranks").as_int(2, 1 << 20));
-  if (inter_node) r.nodes = static_cast<int>(rec.require("nodes").as_int(2, 1 << 20));
-  if (auto src = rec.get("source")) r.source = src->as_string();
-  for (const YamlValue& b : rec.require("bytes_per_peer").as_sequence()) r.bytes_per_peer.push_back(b.as_int(1, std::int64_t{1} << 40));
-  const YamlValue times = rec.require("time_us");
-  for (const YamlValue& t : times.as_sequence()) r.time_ns.push_back(t.as_double(0, 1e9, true) * 1e3);
-  if (r.time_ns.size() != r.bytes_per_peer.size()) {
-    times.fail("has " + std::to_string(r.time_ns.size()) + " times; it needs one per bytes_per_peer entry (" +
-               std::to_string(r.bytes_per_peer.size()) + ")");
-  }
-  return r;
-}
-
-CalibrationSpec read_calibration(const YamlMap& m) {
-  CalibrationSpec cal;
-  cal.origin = origin_of(m);
-  cal.file = cal.origin.file;
-  m.require("name").as_name();
-  const YamlValue gpu = m.require("gpu");
-  cal.gpu = gpu.as_name();
-  cal.gpu_where = gpu.location();
-  if (auto d = m.get("device")) cal.device = d->as_name();
-  if (auto l = m.get("kernel_launch_overhead")) cal.kernel_launch_ns = l->as_time(kMaxLaunchNs);
-  if (auto h = m.get("hbm_bandwidth")) cal.hbm_bandwidth = h->as_bandwidth(kHbmRange);
-  if (auto p = m.get("pcie")) {
-    const YamlMap pcie = p->as_map({"h2d_bandwidth", "d2h_bandwidth", "h2d_latency", "d2h_latency"});
-    const auto link = [&pcie](const char* bw, const char* lat) {
-      LinkSpec l;
-      l.bandwidth = pcie.require(bw).as_bandwidth(kPcieRange);
-      l.latency_ns = pcie.require(lat).as_time(kMaxLatencyNs);
-      return l;
-    };
-    cal.pcie_h2d = link("h2d_bandwidth", "h2d_latency");
-    cal.pcie_d2h = link("d2h_bandwidth", "d2h_latency");
-  }
-  if (auto i = m.get("interference")) cal.interference = read_interference_cells(*i);
-  if (auto g = m.get("gemm")) {
-    const YamlMap tables = g->as_map({"fp32", "tf32", "bf16", "fp16"});
-    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
-      if (auto t = tables.get(to_string(d))) cal.gemm[d] = read_gemm_table(*t);
-    }
-  }
-  if (auto l = m.get("intra_node")) cal.intra_node = read_link(*l, kIntraNodeRange);
-  if (auto t = m.get("link_types")) {
-    cal.link_types = read_link_types(*t);
-    cal.link_types_where = t->location();
-  }
-  if (auto a = m.get("all_to_all")) cal.all_to_all = read_all_to_all_record(*a, false);
-  if (auto l = m.get("inter_node")) {
-    cal.inter_node = read_link(*l, kNetworkRange);
-    cal.inter_node_where = l->location();
-  }
-  if (auto l = m.get("nic_port")) {
-    cal.nic_port = read_link(*l, kNetworkRange);
-    cal.nic_port_where = l->location();
-  }
-  if (auto a = m.get("inter_node_all_to_all")) cal.inter_node_all_to_all = read_all_to_all_record(*a, true);
-  return cal;
-}
-
 NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   NodeSpec node;
   node.name = m.require("name").as_name();
@@ -520,8 +305,8 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
     for (const InterferenceCell& c : read_interference_cells(*i)) node.interference.set(c);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
   if (auto c = m.get("calibration")) {
-    apply_calibration(node, read_reference(*c, "calibration", kCalibrationKeys, stack,
-                                           [](const YamlMap& cm) { return read_calibration(cm); }));
+    apply_calibration(node, read_reference(*c, "calibration", detail::calibration_keys(), stack,
+                                           [](const YamlMap& cm) { return detail::read_calibration(cm); }));
   }
   return node;
 }
@@ -626,10 +411,7 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   return cluster;
 }
 
-}  // namespace
-
-ModelSpec load_model_spec(const std::string& path) {
-  const YamlValue root = parse_yaml_file(path);
+ModelSpec read_model_file(const YamlValue& root) {
   check_file_kind(root, {"model"}, "--model");
   const YamlMap m = root.as_map(kModelKeys);
   check_header(m, "model", true, false);
@@ -677,13 +459,12 @@ ModelSpec load_model_spec(const std::string& path) {
   return model;
 }
 
-ClusterSpec load_hardware_spec(const std::string& path) {
-  const YamlValue root = parse_yaml_file(path);
+ClusterSpec read_hardware_file(const YamlValue& root) {
   check_file_kind(root, {"gpu", "node", "cluster"}, "--hardware");
   // Which keys are allowed depends on the kind, so the header is read first.
   const std::string kind = check_header(root.as_map(all_hardware_keys()), "", true, true);
   std::error_code ec;
-  LoadStack stack{fs::weakly_canonical(path, ec).string()};
+  LoadStack stack{fs::weakly_canonical(root.file(), ec).string()};
   if (kind == "cluster") return read_cluster(root.as_map(kClusterKeys), stack);
   ClusterSpec cluster;
   if (kind == "node") {
@@ -705,76 +486,16 @@ ClusterSpec load_hardware_spec(const std::string& path) {
   return cluster;
 }
 
-CalibrationSpec load_calibration(const std::string& path, const std::string& taker) {
-  const YamlValue root = parse_yaml_file(path);
-  check_file_kind(root, {"calibration"}, taker);
-  const YamlMap m = root.as_map(kCalibrationKeys);
-  check_header(m, "calibration", true, true);
-  return read_calibration(m);
+}  // namespace
+
+ModelSpec load_model_spec(const std::string& path) { return read_model_file(parse_yaml_file(path)); }
+ModelSpec parse_model_spec(const std::string& text, const std::string& file) {
+  return read_model_file(parse_yaml_text(text, file));
 }
 
-void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
-  GpuSpec& gpu = node.gpu;
-  if (cal.gpu != gpu.name) {
-    throw InputError(cal.gpu_where, "gpu: this calibration was measured on '" + cal.gpu +
-                                        "' and cannot be applied to '" + gpu.name + "' (" +
-                                        gpu.origin.to_string() + "); calibrate that GPU or use its own file");
-  }
-  if (gpu.calibration) {
-    throw InputError(cal.origin, "node '" + node.name + "' already has a calibration (" + gpu.calibration->file +
-                                     "); give one calibration, in the node file or on the command line");
-  }
-  for (const auto& [dtype, table] : cal.gemm) {
-    if (!gpu.peak_flops.count(dtype)) {
-      throw InputError(cal.origin, "gemm." + std::string(to_string(dtype)) + ": GPU '" + gpu.name +
-                                       "' has no peak_flops for " + std::string(to_string(dtype)) +
-                                       ", so the simulator never runs GEMMs in it");
-    }
-  }
-  if (cal.intra_node) {
-    if (node.gpus_per_node < 2 || node.loopback) {
-      throw InputError(cal.origin, "intra_node: node '" + node.name + "' (" + node.origin.to_string() +
-                                       ") has no link between GPUs to calibrate (one GPU, or a loopback node)");
-    }
-  }
-  if ((cal.inter_node || cal.nic_port) && node.loopback) {
-    throw InputError(cal.inter_node ? cal.inter_node_where : cal.nic_port_where,
-                     std::string(cal.inter_node ? "inter_node" : "nic_port") + ": node '" + node.name + "' (" +
-                         node.origin.to_string() + ") is a loopback node, whose ranks share one GPU: it has no network");
-  }
-  if (cal.nic_port && (!node.topology.present || node.topology.num_nics == 0)) {
-    throw InputError(cal.nic_port_where, "nic_port: node '" + node.name + "' (" + node.origin.to_string() + ") has " +
-                                             (node.topology.present ? "no NICs in its topology" : "no topology") +
-                                             ", so the flow model has no NIC port to calibrate");
-  }
-  for (const auto& [type, link] : cal.link_types) {
-    if (!node.topology.link_types.count(type)) {
-      std::string names;
-      for (const auto& [name, spec] : node.topology.link_types) names += (names.empty() ? "" : ", ") + name;
-      throw InputError(cal.link_types_where,
-                       "link_types." + type + ": node '" + node.name + "' (" + node.origin.to_string() + ") " +
-                           (names.empty() ? "has no topology" : "has no link type '" + type + "'; it has " + names));
-    }
-  }
-  if (cal.kernel_launch_ns) gpu.kernel_launch_ns = *cal.kernel_launch_ns;
-  if (cal.hbm_bandwidth) {
-    // Measured streaming bandwidth is what kernels reach: it replaces datasheet x efficiency.
-    gpu.hbm_bandwidth = *cal.hbm_bandwidth;
-    gpu.hbm_efficiency = 1.0;
-  }
-  if (cal.intra_node) node.intra_node = *cal.intra_node;
-  for (const auto& [type, link] : cal.link_types) node.topology.link_types[type] = link;
-  if (cal.nic_port) node.topology.nic_port = *cal.nic_port;
-  if (cal.inter_node) node.calibrated_inter_node = *cal.inter_node;
-  if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
-  if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
-  for (const InterferenceCell& c : cal.interference) node.interference.set(c);
-  gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm};
-}
-
-void apply_calibration(ClusterSpec& cluster, const CalibrationSpec& calibration) {
-  apply_calibration(cluster.node, calibration);
-  if (cluster.node.calibrated_inter_node) cluster.inter_node = *cluster.node.calibrated_inter_node;
+ClusterSpec load_hardware_spec(const std::string& path) { return read_hardware_file(parse_yaml_file(path)); }
+ClusterSpec parse_hardware_spec(const std::string& text, const std::string& file) {
+  return read_hardware_file(parse_yaml_text(text, file));
 }
 
 ClusterSpec load_hardware_spec(const std::string& path, const std::string& calibration_path) {
@@ -783,8 +504,9 @@ ClusterSpec load_hardware_spec(const std::string& path, const std::string& calib
   return cluster;
 }
 
-RunFile load_run_spec(const std::string& path) {
-  const YamlValue root = parse_yaml_file(path);
+namespace {
+
+RunFile read_run_file(const YamlValue& root) {
   check_file_kind(root, {"run"}, "--run");
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
@@ -795,7 +517,7 @@ RunFile load_run_spec(const std::string& path) {
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
   RunFile out;
-  const fs::path base = fs::path(path).parent_path();
+  const fs::path base = fs::path(root.file()).parent_path();
   const auto resolve = [&](const YamlValue& v) {
     const std::string rel = v.as_string();
     if (rel.empty()) v.fail("expected a file path, got an empty string");
@@ -827,98 +549,11 @@ RunFile load_run_spec(const std::string& path) {
   return out;
 }
 
-}  // namespace moesim
-
-namespace moesim {
-namespace {
-
-// A non-empty list under `key`, each element read with `read`.
-template <typename T, typename Read>
-SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
-  SweepAxis<T> axis;
-  const YamlValue v = m.require(key);
-  axis.where = v.location();
-  for (const YamlValue& item : v.as_sequence()) axis.values.push_back(read(item));
-  if (axis.values.empty()) v.fail(std::string("the axis '") + key + "' is empty; give at least one value");
-  return axis;
-}
-
 }  // namespace
 
-std::vector<RoutingSpec> SweepSpec::routing_specs() const {
-  const std::string base = routing.where.file.empty() ? "" : fs::path(routing.where.file).parent_path().string();
-  std::vector<RoutingSpec> out;
-  for (const std::string& r : routing.values) out.push_back(parse_routing_spec(r, routing.where, base));
-  return out;
-}
-
-SweepSpec load_sweep_spec(const std::string& path) {
-  const YamlValue root = parse_yaml_file(path);
-  check_file_kind(root, {"sweep"}, "--grid");
-  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
-                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order",
-                                 "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
-                                 "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
-  check_header(m, "sweep", true, true);
-  SweepSpec spec;
-  spec.origin = origin_of(m);
-  if (auto n = m.get("name")) spec.name = n->as_name();
-  const fs::path base = fs::path(path).parent_path();
-  const auto file_ref = [&](const char* what) {
-    return [&base, what](const YamlValue& v) {
-      const std::string rel = v.as_name();
-      const fs::path p = (fs::path(rel).is_absolute() ? fs::path(rel) : base / rel).lexically_normal();
-      std::error_code ec;
-      if (!fs::exists(p, ec)) v.fail(std::string("cannot open ") + what + " file '" + p.string() + "': no such file");
-      return p.string();
-    };
-  };
-  spec.models = read_axis<std::string>(m, "models", file_ref("model"));
-  spec.hardware = read_axis<std::string>(m, "hardware", file_ref("hardware"));
-  if (m.has("gpus")) {
-    spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
-  }
-  // One token axis, per GPU or global: both keys would leave it ambiguous which one the grid means.
-  if (m.has("tokens") && m.has("global_tokens"))
-    m.require("global_tokens").fail("give either tokens (per GPU) or global_tokens (per step of the whole "
-                                    "cluster), not both");
-  if (!m.has("tokens") && !m.has("global_tokens"))
-    m.fail("missing required key 'tokens' (tokens per GPU) or 'global_tokens' (tokens per step of the whole "
-           "cluster)");
-  if (m.has("global_tokens")) spec.token_unit = TokenUnit::kGlobal;
-  spec.tokens = read_axis<std::int64_t>(m, spec.token_key(),
-                                        [](const YamlValue& v) { return v.as_int(1, kMaxTokensPerGpu); });
-  if (m.has("tp")) {
-    spec.tp = read_axis<int>(m, "tp", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
-  }
-  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxChunks)); });
-  spec.strategies = read_axis<MemoryStrategy>(
-      m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
-  if (m.has("routing")) {
-    spec.routing = read_axis<std::string>(m, "routing", [&base](const YamlValue& v) {
-      const std::string r = v.as_name();
-      const RoutingSpec parsed = parse_routing_spec(r, v.location(), base.string());
-      std::error_code ec;
-      if (parsed.kind == RoutingKind::kMatrix && !fs::exists(parsed.matrix_path, ec))
-        v.fail("cannot open routing matrix file '" + parsed.matrix_path + "': no such file");
-      return r;
-    });
-  } else {
-    spec.routing.values = {"uniform"};
-    spec.routing.where = spec.origin;
-  }
-  if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
-  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
-  if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
-  if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
-  if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
-  if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);
-  if (auto v = m.get("drop_duplicate_tokens")) spec.drop_duplicate_tokens = v->as_bool();
-  if (auto v = m.get("grad_sync")) spec.grad_sync = v->as_bool();
-  if (auto v = m.get("zero_stage")) spec.zero_stage = static_cast<int>(v->as_int(0, 1));
-  if (auto v = m.get("checkpoint"))
-    spec.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
-  return spec;
+RunFile load_run_spec(const std::string& path) { return read_run_file(parse_yaml_file(path)); }
+RunFile parse_run_spec(const std::string& text, const std::string& file) {
+  return read_run_file(parse_yaml_text(text, file));
 }
 
 }  // namespace moesim

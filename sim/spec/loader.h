@@ -4,6 +4,10 @@
 // keys and a "did you mean"), duplicate keys, wrong scalar types, .nan/.inf, missing or unsupported
 // schema_version, quantities without a unit or with an unknown unit, zero or negative sizes, and
 // nesting deeper than the schema needs.
+//
+// Each load_* reading a path has a parse_* twin over text already read (from a pipe, a test, the
+// fuzz harness of tests/fuzz): `file` names the text in errors, and the paths the text refers to
+// (a node's gpu:, a run's model:) are resolved relative to the folder `file` would be in.
 #pragma once
 
 #include <map>
@@ -11,20 +15,21 @@
 #include <string>
 #include <vector>
 
+#include "sim/spec/file_kind.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/run_spec.h"
 
 namespace moesim {
 
-inline constexpr int kSchemaVersion = 1;
-
 ModelSpec load_model_spec(const std::string& path);
+ModelSpec parse_model_spec(const std::string& text, const std::string& file);
 
 // Loads a cluster, node or GPU file (its `kind` key says which). A node is a one-node cluster; a
 // GPU alone is a one-GPU node without interconnect. References to other files (a node's `gpu:`, a
 // cluster's `node:`) are resolved relative to the referencing file.
 ClusterSpec load_hardware_spec(const std::string& path);
+ClusterSpec parse_hardware_spec(const std::string& text, const std::string& file);
 
 // A calibration file (kind: calibration), measured by `moesim calibrate` on one GPU of a real node:
 // kernel launch gap, streaming HBM bandwidth, pinned PCIe bandwidth and latency per direction, and
@@ -70,6 +75,8 @@ struct CalibrationSpec {
 };
 // `taker` names what the file was given as, for the message when it is another kind of file.
 CalibrationSpec load_calibration(const std::string& path, const std::string& taker = "--calibration");
+CalibrationSpec parse_calibration(const std::string& text, const std::string& file,
+                                  const std::string& taker = "--calibration");
 
 // Replaces the node's launch overhead, HBM and PCIe values, the measured interference factors, its
 // intra-node link, the calibrated topology link types and NIC ports with the calibration's, keeps
@@ -95,5 +102,6 @@ struct RunFile {
   std::optional<std::string> hardware_path;
 };
 RunFile load_run_spec(const std::string& path);
+RunFile parse_run_spec(const std::string& text, const std::string& file);
 
 }  // namespace moesim

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 
 namespace moesim {
 
@@ -106,11 +106,7 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
 }
 
 NcclTestsLog parse_nccl_tests_log(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read this nccl-tests log");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_nccl_tests_text(text.str(), path);
+  return parse_nccl_tests_text(read_input_file(path, kMaxNcclTestsLogBytes, "nccl-tests log"), path);
 }
 
 }  // namespace moesim

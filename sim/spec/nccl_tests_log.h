@@ -40,8 +40,12 @@ struct NcclTestsLog {
   std::vector<NcclTestsRow> rows;  // rows of size 0 (nothing per peer) left out
 };
 
-// Throws InputError naming the file and line for an unreadable file, a malformed row, or a rank
-// listed twice on different hosts or devices.
+// nccl-tests logs are kilobytes; NCCL_DEBUG=INFO output of a large job is megabytes.
+inline constexpr std::uintmax_t kMaxNcclTestsLogBytes = std::uintmax_t{64} << 20;
+
+// Throws InputError naming the file and line for a missing or unreadable file (or one that is not
+// a regular file, or larger than kMaxNcclTestsLogBytes), a malformed row, or a rank listed twice
+// on different hosts or devices.
 NcclTestsLog parse_nccl_tests_log(const std::string& path);
 NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& file);
 

@@ -79,5 +79,7 @@ struct SweepSpec {
 // hardware files must exist (checked here, loaded by the sweep); exactly one of tokens and
 // global_tokens. InputError with file:line:col.
 SweepSpec load_sweep_spec(const std::string& path);
+// The same over text already read; paths are relative to the folder `file` would be in.
+SweepSpec parse_sweep_spec(const std::string& text, const std::string& file);
 
 }  // namespace moesim

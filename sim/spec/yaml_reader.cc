@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
-#include <system_error>
 
 #include <yaml-cpp/eventhandler.h>
+
+#include "sim/core/input_file.h"
 
 namespace moesim {
 namespace {
@@ -532,24 +531,7 @@ YamlValue parse_yaml_text(const std::string& text, const std::string& file) {
 }
 
 YamlValue parse_yaml_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    throw InputError(SourceLocation{path, 0, 0}, "cannot open file '" + path + "': no such file");
-  }
-  if (!std::filesystem::is_regular_file(status)) {
-    throw InputError(SourceLocation{path, 0, 0}, "'" + path + "' is not a regular file");
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxYamlFileBytes) {
-    throw InputError(SourceLocation{path, 0, 0},
-                     "file larger than " + std::to_string(kMaxYamlFileBytes) + " bytes");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read file '" + path + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse_yaml_text(buf.str(), path);
+  return parse_yaml_text(read_input_file(path, kMaxYamlFileBytes, "file"), path);
 }
 
 }  // namespace moesim

@@ -357,7 +357,8 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
       {hw + " --alltoall-log " + write("a.log", alltoall_log(8)).string() + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
       {hw + " --alltoall-log " + bare + " --dtypes bf16", "excludes"},
       {hw + " --ranks 8", "--ranks goes with --alltoall-log or --collectives"},
-      {hw + " --alltoall-log " + (dir_ / "missing.log").string(), "cannot read this nccl-tests log"},
+      {hw + " --alltoall-log " + (dir_ / "missing.log").string(), "cannot open nccl-tests log"},
+      {hw + " --alltoall-log /dev/zero", "'/dev/zero' is not a regular file"},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);

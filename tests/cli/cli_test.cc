@@ -118,6 +118,16 @@ TEST_F(Cli, GraphWithACycleIsRejectedWithThePath) {
   EXPECT_NE(c.err.find(" -> "), std::string::npos) << c.err;
 }
 
+// A device or a FIFO given as the graph used to be read without end, into unbounded memory.
+TEST_F(Cli, GraphCheckRefusesWhatIsNotAFile) {
+  Result c = run("graph check /dev/zero");
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("'/dev/zero' is not a regular file"), std::string::npos) << c.err;
+  c = run("graph check " + (dir_ / "missing.json").string());
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("cannot open graph file"), std::string::npos) << c.err;
+}
+
 TEST_F(Cli, RunFileSuppliesOptionsAndFlagsOverrideIt) {
   const fs::path a = dir_ / "a.json";
   ASSERT_EQ(run("simulate --run examples/quickstart.yaml --chunks 2 --json " + a.string()).exit_code, 0);

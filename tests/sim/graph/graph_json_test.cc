@@ -113,6 +113,23 @@ TEST(GraphJson, RejectsBadJson) {
   expect_import_error("[]", "must be a JSON object");
 }
 
+// The JSON library reports a number beyond a double with another exception type than a syntax
+// error; it used to escape as an internal error (found by tests/fuzz/fuzz_graph_json).
+TEST(GraphJson, RejectsANumberBeyondADouble) {
+  expect_import_error("{\"schema_version\": 1e400}", "invalid JSON");
+  expect_import_error("{\"world_size\": [0, -1e3216]}", "number overflow parsing '-1e3216'");
+}
+
+// An edge nested 100,000 levels deep used to overflow the stack while its error message was
+// written (found by probing the reader beside tests/fuzz/fuzz_graph_json).
+TEST(GraphJson, RejectsDeepNesting) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string head = R"({"schema_version": 1, "world_size": 1, "simulated_ranks": [0], "groups": [], "tasks": [], )";
+  expect_import_error(head + "\"edges\": [" + deep + "]}", "nesting deeper than 32 levels of [ and {");
+  expect_import_error(deep, "nesting deeper than 32 levels");
+  EXPECT_NO_THROW(import_graph_json(head + R"("edges": [], "traffic": [{"size": 1, "row_bytes": 1, "rows": [3]}]})", "g.json"));
+}
+
 TEST(GraphJson, RejectsSchemaProblems) {
   auto j = base_doc();
   j["schema_version"] = 2;

@@ -75,6 +75,19 @@ TEST(TopologyLoader, DanglingLinkNamesTheUnknownDeviceAndTheValidOnes) {
   EXPECT_THAT(error_for(replaced(kNode, "[nic0, pcie0]", "[nic0, switch0]")), HasSubstr("unknown device 'switch0'"));
 }
 
+// A link type named by a list or a map used to escape as yaml-cpp's bad conversion instead of an
+// InputError (found while fuzzing the loaders, tests/fuzz). Calibration files share the reader.
+TEST(TopologyLoader, LinkTypeKeysMustBeNames) {
+  const std::string e = error_for(replaced(kNode, "    pcie3: {", "    [pcie, 3]: {"));
+  EXPECT_THAT(e, HasSubstr("node.yaml:11:5: topology.link_types: map keys must be plain names"));
+  EXPECT_THAT(error_for(replaced(kNode, "    pcie3: {", "    ? {pcie: 3}\n    : {")),
+              HasSubstr("node.yaml:11:7: topology.link_types: map keys must be plain names"));
+  const std::string calibration =
+      "schema_version: 1\nkind: calibration\nname: c\ngpu: g\nlink_types:\n  ~: {bandwidth: 19 GB/s, latency: 2 us}\n";
+  EXPECT_THAT(input_error_of([&] { parse_calibration(calibration, "cal.yaml"); }),
+              HasSubstr("cal.yaml:6:3: link_types: map keys must be plain names"));
+}
+
 TEST(TopologyLoader, ZeroBandwidthIsRejectedWithItsLine) {
   const std::string e = error_for(replaced(kNode, "nvlink: {bandwidth: 25 GB/s", "nvlink: {bandwidth: 0 GB/s"));
   EXPECT_THAT(e, HasSubstr("node.yaml:10:"));

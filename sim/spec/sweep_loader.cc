@@ -1,0 +1,108 @@
+// Loading sweep files (kind: sweep): the axes of a grid of simulations (docs/planning.md).
+#include <filesystem>
+#include <string>
+
+#include "sim/spec/file_kind.h"
+#include "sim/spec/run_spec.h"
+#include "sim/spec/sweep_spec.h"
+#include "sim/spec/yaml_reader.h"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A non-empty list under `key`, each element read with `read`.
+template <typename T, typename Read>
+SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
+  SweepAxis<T> axis;
+  const YamlValue v = m.require(key);
+  axis.where = v.location();
+  for (const YamlValue& item : v.as_sequence()) axis.values.push_back(read(item));
+  if (axis.values.empty()) v.fail(std::string("the axis '") + key + "' is empty; give at least one value");
+  return axis;
+}
+
+SweepSpec read_sweep_file(const YamlValue& root) {
+  check_file_kind(root, {"sweep"}, "--grid");
+  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
+                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order",
+                                 "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
+                                 "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
+  check_header(m, "sweep", true, true);
+  SweepSpec spec;
+  spec.origin = origin_of(m);
+  if (auto n = m.get("name")) spec.name = n->as_name();
+  const fs::path base = fs::path(root.file()).parent_path();
+  const auto file_ref = [&](const char* what) {
+    return [&base, what](const YamlValue& v) {
+      const std::string rel = v.as_name();
+      const fs::path p = (fs::path(rel).is_absolute() ? fs::path(rel) : base / rel).lexically_normal();
+      std::error_code ec;
+      if (!fs::exists(p, ec)) v.fail(std::string("cannot open ") + what + " file '" + p.string() + "': no such file");
+      return p.string();
+    };
+  };
+  spec.models = read_axis<std::string>(m, "models", file_ref("model"));
+  spec.hardware = read_axis<std::string>(m, "hardware", file_ref("hardware"));
+  if (m.has("gpus")) {
+    spec.gpus = read_axis<int>(m, "gpus", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
+  }
+  // One token axis, per GPU or global: both keys would leave it ambiguous which one the grid means.
+  if (m.has("tokens") && m.has("global_tokens"))
+    m.require("global_tokens").fail("give either tokens (per GPU) or global_tokens (per step of the whole "
+                                    "cluster), not both");
+  if (!m.has("tokens") && !m.has("global_tokens"))
+    m.fail("missing required key 'tokens' (tokens per GPU) or 'global_tokens' (tokens per step of the whole "
+           "cluster)");
+  if (m.has("global_tokens")) spec.token_unit = TokenUnit::kGlobal;
+  spec.tokens = read_axis<std::int64_t>(m, spec.token_key(),
+                                        [](const YamlValue& v) { return v.as_int(1, kMaxTokensPerGpu); });
+  if (m.has("tp")) {
+    spec.tp = read_axis<int>(m, "tp", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
+  }
+  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxChunks)); });
+  spec.strategies = read_axis<MemoryStrategy>(
+      m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
+  if (m.has("routing")) {
+    spec.routing = read_axis<std::string>(m, "routing", [&base](const YamlValue& v) {
+      const std::string r = v.as_name();
+      const RoutingSpec parsed = parse_routing_spec(r, v.location(), base.string());
+      std::error_code ec;
+      if (parsed.kind == RoutingKind::kMatrix && !fs::exists(parsed.matrix_path, ec))
+        v.fail("cannot open routing matrix file '" + parsed.matrix_path + "': no such file");
+      return r;
+    });
+  } else {
+    spec.routing.values = {"uniform"};
+    spec.routing.where = spec.origin;
+  }
+  if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
+  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
+  if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
+  if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
+  if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
+  if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);
+  if (auto v = m.get("drop_duplicate_tokens")) spec.drop_duplicate_tokens = v->as_bool();
+  if (auto v = m.get("grad_sync")) spec.grad_sync = v->as_bool();
+  if (auto v = m.get("zero_stage")) spec.zero_stage = static_cast<int>(v->as_int(0, 1));
+  if (auto v = m.get("checkpoint"))
+    spec.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
+  return spec;
+}
+
+}  // namespace
+
+std::vector<RoutingSpec> SweepSpec::routing_specs() const {
+  const std::string base = routing.where.file.empty() ? "" : fs::path(routing.where.file).parent_path().string();
+  std::vector<RoutingSpec> out;
+  for (const std::string& r : routing.values) out.push_back(parse_routing_spec(r, routing.where, base));
+  return out;
+}
+
+SweepSpec load_sweep_spec(const std::string& path) { return read_sweep_file(parse_yaml_file(path)); }
+SweepSpec parse_sweep_spec(const std::string& text, const std::string& file) {
+  return read_sweep_file(parse_yaml_text(text, file));
+}
+
+}  // namespace moesim
