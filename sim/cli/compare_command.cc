@@ -7,6 +7,7 @@
 
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "validate/compare.h"
 
 namespace moesim::cli {
@@ -14,12 +15,10 @@ namespace moesim::cli {
 namespace {
 
 nlohmann::json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
+  // A regular file of at most 1 GiB (a FIFO or /dev/zero would be read without end).
+  const std::string text = read_input_file(path, std::uintmax_t{1} << 30, "report");
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(path + ": not JSON: " + e.what());
   }

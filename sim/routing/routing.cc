@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "sim/core/checked_math.h"
+#include "sim/core/input_file.h"
 
 namespace moesim {
 
@@ -199,8 +200,8 @@ std::vector<double> zipf_popularity(int experts, double exponent, std::uint64_t 
 }
 
 std::vector<std::vector<double>> read_routing_matrix(const std::string& path, int ranks, int experts) {
-  std::ifstream in(path);
-  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open routing matrix file '" + path + "'");
+  // A regular file of at most 1 GiB (a FIFO or /dev/zero would be read without end).
+  std::istringstream in(read_input_file(path, std::uintmax_t{1} << 30, "routing matrix file"));
   std::vector<std::vector<double>> rows;
   std::string line;
   int line_no = 0;

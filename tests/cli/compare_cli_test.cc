@@ -44,10 +44,20 @@ TEST_F(Cli, CompareRejectsDifferentLayersAndBadFiles) {
   EXPECT_NE(r.err.find("error: --worst: -1 is negative; it must be in [0, 1000000]"), std::string::npos) << r.err;
   r = run("compare " + a + " " + (dir_ / "missing.json").string());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("missing.json: cannot open the file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot open report"), std::string::npos) << r.err;
   r = run("compare " + a + " " + write("bad.json", "{\"tasks\": [1,").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bad.json: not JSON"), std::string::npos) << r.err;
+  // A device or FIFO would be read without end: refused before reading.
+  r = run("compare " + a + " /dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'/dev/zero' is not a regular file"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ARoutingMatrixMustBeARegularFile) {
+  const Result r = run(kQuickSimulate + " --routing matrix:/dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'/dev/zero' is not a regular file"), std::string::npos) << r.err;
 }
 
 }  // namespace
