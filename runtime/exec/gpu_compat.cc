@@ -1,5 +1,10 @@
 #include "runtime/exec/gpu_compat.h"
 
+#include <algorithm>
+#include <cstdint>
+
+#include "sim/core/error.h"
+
 namespace moesim::runtime {
 
 namespace {
@@ -23,6 +28,17 @@ std::string tf32_unsupported(int major, int minor, const std::string& gpu) {
   if (major >= 8) return "";
   return "TF32 GEMMs need tensor cores of compute capability 8.0 or later, and " + gpu + " is " + sm(major, minor) +
          " (cuBLAS would run fp32 instead and the report would say tf32): use --dtype fp32";
+}
+
+void check_equal_chunks(const LayerDims& dims) {
+  if (dims.capacity % dims.num_chunks == 0) return;
+  std::string divisors;
+  for (std::int64_t n = 1; n <= std::min<std::int64_t>(dims.capacity, 64); ++n)
+    if (dims.capacity % n == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(n);
+  throw InputError("the GPU runtime runs chunks of equal size, and n = " + std::to_string(dims.num_chunks) +
+                   " does not divide the capacity C = " + std::to_string(dims.capacity) +
+                   " slots per expert (the simulator splits it unevenly, the runtime does not yet): use an n among " +
+                   divisors + (dims.capacity > 64 ? ", ..." : ""));
 }
 
 }  // namespace moesim::runtime

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "sim/graph/moe_layer_builder.h"
+
 namespace moesim::runtime {
 
 // The driver found no machine code or PTX in this build for `gpu` (compute capability
@@ -17,5 +19,11 @@ std::string no_kernel_image_message(const std::string& gpu, int major, int minor
 // TF32 GEMMs need the tensor cores of compute capability 8.0 or later; cuBLAS would silently run
 // fp32 instead, and the measurement would be labelled with the wrong dtype. Empty when supported.
 std::string tf32_unsupported(int major, int minor, const std::string& gpu);
+
+// The runtime lays every chunk out with C/n rows per (expert, source): it runs the layers whose
+// capacity C the n chunks divide. The simulator also splits other C unevenly (chunk sizes differ
+// by one); the runtime does not yet, and says so (InputError) instead of computing other sizes
+// than the graph it is asked to run.
+void check_equal_chunks(const LayerDims& dims);
 
 }  // namespace moesim::runtime

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "runtime/exec/gpu_compat.h"
 #include "runtime/exec/memory_plan.h"
 #include "runtime/exec/stream_plan.h"
 #include "runtime/reference/moe_reference.h"
@@ -152,6 +153,7 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
     throw InputError("the transport's group has " + std::to_string(transport.group_size()) +
                      " ranks, the layer's expert-parallel group " + std::to_string(dims.ep_size));
   if (ranks.empty()) throw InputError("the executor needs at least one local rank");
+  check_equal_chunks(dims);
   Shared& sh = *shared_;
   sh.d = dims;
   sh.type = storage_of(model.dtype);
@@ -165,7 +167,7 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   sh.eb = storage_bytes(sh.type);
   MOESIM_CHECK(sh.eb == dims.element_bytes, "storage type and element bytes agree");
   sh.per_chunk = dims.capacity / dims.num_chunks;
-  sh.rows = dims.rows_per_expert_chunk;
+  sh.rows = dims.rows_per_expert_chunk();  // every chunk: check_equal_chunks
   sh.rows_all = sh.rows * dims.local_experts;
   sh.dispatch_rows = static_cast<std::int64_t>(dims.num_experts) * dims.capacity;
   sh.shared_h = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn;

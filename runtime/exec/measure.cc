@@ -157,8 +157,18 @@ CheckReport run_check(const MeasureRequest& req, const ClusterSpec& cluster, Dev
   ModelSpec small = req.model;
   small.d_model = 64;
   small.d_ffn = 128;
+  // About 4 slots per expert and chunk, and a capacity the chunks divide (check_equal_chunks):
+  // the smallest token count from there whose C is a multiple of n. While a token adds at most
+  // one slot (per_token <= 1) C takes every value, so n / per_token tokens reach a multiple; the
+  // bound below is four times that, or 4n tokens when a token adds more.
   const double per_token = small.top_k * small.capacity_factor / small.num_experts;
   run.tokens_per_gpu = static_cast<std::int64_t>(std::ceil(4.0 * run.num_chunks / per_token)) + 1;
+  const double tries = 4.0 * run.num_chunks * std::max(1.0, std::ceil(1.0 / per_token) + 1.0);
+  for (int step = 0; derive_layer_dims(small, cluster, run).capacity % run.num_chunks != 0; ++step) {
+    if (step > tries) throw InternalError("no token count near " + std::to_string(run.tokens_per_gpu) +
+                                          " gives a capacity that n = " + std::to_string(run.num_chunks) + " divides");
+    ++run.tokens_per_gpu;
+  }
   const TaskGraph graph = full_graph(small, cluster, run);
   const LayerDims dims = derive_layer_dims(small, cluster, run);
   Devices devices = open_devices(req, provider, ordinal);

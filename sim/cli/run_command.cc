@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "runtime/comm/process_group.h"
+#include "runtime/exec/gpu_compat.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/graph/moe_layer_builder.h"
@@ -57,7 +58,7 @@ RunInputs read_inputs(const RunArgs& a) {
                      YamlValue::join_names(order_policy_names()));
   in.run.order = *order;
   // Every size checked before any device is touched, on the hardware the ranks will run on.
-  derive_layer_dims(in.model, run_hardware(in.cluster, a.ranks, a.loopback), in.run);
+  runtime::check_equal_chunks(derive_layer_dims(in.model, run_hardware(in.cluster, a.ranks, a.loopback), in.run));
   return in;
 }
 

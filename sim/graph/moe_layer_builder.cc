@@ -152,12 +152,32 @@ std::string fmt(double v) {
 
 }  // namespace
 
-std::int64_t LayerDims::rows_per_chunk() const {
-  return checked_mul(num_experts, capacity / num_chunks);
+std::int64_t LayerDims::chunk_capacity(int c) const {
+  MOESIM_CHECK(c >= 0 && c < num_chunks, "chunk index within the layer's chunks");
+  return chunk_share(capacity, c, num_chunks);
 }
 
-std::int64_t LayerDims::a2a_bytes_per_peer() const {
-  return checked_mul({local_experts, capacity / num_chunks / token_share(), d_model, element_bytes});
+std::vector<std::int64_t> LayerDims::chunk_capacities() const {
+  std::vector<std::int64_t> sizes;
+  for (int c = 0; c < num_chunks; ++c) sizes.push_back(chunk_capacity(c));
+  return sizes;
+}
+
+std::int64_t LayerDims::rows_per_chunk(int c) const { return checked_mul(num_experts, chunk_capacity(c)); }
+
+std::int64_t LayerDims::rows_per_expert_chunk(int c) const { return checked_mul(ep_size, chunk_capacity(c)); }
+
+std::int64_t LayerDims::shared_chunk_capacity(int c) const {
+  const std::int64_t share = token_share();
+  return (chunk_capacity(c) + share - 1) / share;
+}
+
+std::int64_t LayerDims::a2a_bytes_per_peer(int c) const {
+  return checked_mul({local_experts, shared_chunk_capacity(c), d_model, element_bytes});
+}
+
+std::int64_t LayerDims::gathered_rows_per_chunk(int c) const {
+  return checked_mul({num_experts, token_share(), shared_chunk_capacity(c)});
 }
 
 void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
@@ -266,21 +286,16 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   const double raw = static_cast<double>(kb) * f / static_cast<double>(experts);
   if (!(raw < 9.0e18))
     throw InputError("capacity k*f*B/E = " + fmt(raw) + " does not fit in 64 bits");
-  const auto unrounded = static_cast<std::int64_t>(std::floor(raw * (1.0 + 1e-12)));
+  const auto capacity = static_cast<std::int64_t>(std::floor(raw * (1.0 + 1e-12)));
   const std::int64_t n = run.num_chunks;
-  // With duplicate token dropping every chunk's C/n slots per (expert, source) split evenly over
-  // the tensor-parallel ranks, as TED's drop along the capacity dimension requires.
+  // With duplicate token dropping every chunk's slots split over the tensor-parallel ranks, as
+  // TED's drop along the capacity dimension requires (a chunk they do not divide is padded).
   const bool dtd = tp > 1 && run.drop_duplicate_tokens;
-  const std::int64_t multiple = dtd ? checked_mul(n, tp) : n;
-  const std::int64_t capacity = unrounded - unrounded % multiple;
-  if (capacity < multiple)
+  if (capacity < n)
     throw InputError("more chunks than capacity slots: capacity C = floor(k*f*B/E) = floor(" +
-                     std::to_string(model.top_k) + "*" + fmt(f) + "*" +
-                     std::to_string(run.tokens_per_gpu) + "/" + std::to_string(experts) + ") = " +
-                     std::to_string(unrounded) + " is less than " +
-                     (dtd ? "num_chunks x tp_size = " + std::to_string(n) + " x " + std::to_string(tp) +
-                                " (with duplicate token dropping C is rounded down to a multiple of n x tp)"
-                          : "num_chunks n = " + std::to_string(n) + " (C is rounded down to a multiple of n)"));
+                     std::to_string(model.top_k) + "*" + fmt(f) + "*" + std::to_string(run.tokens_per_gpu) + "/" +
+                     std::to_string(experts) + ") = " + std::to_string(capacity) + " is less than num_chunks n = " +
+                     std::to_string(n) + " (every chunk needs at least one slot per expert)");
 
   LayerDims d;
   d.tokens = run.tokens_per_gpu;
@@ -296,8 +311,6 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   d.local_experts = experts / ep;
   d.num_chunks = run.num_chunks;
   d.capacity = capacity;
-  d.capacity_unrounded = unrounded;
-  d.rows_per_expert_chunk = checked_mul(ep, capacity) / n;
   d.element_bytes = model.element_bytes();
   d.gemm_dtype = model.gemm_dtype;
 
@@ -373,7 +386,8 @@ class Builder {
     const int n = d_.num_chunks;
     for (int r : g_.simulated_ranks()) {
       if (routing == nullptr) {
-        const std::vector<std::int64_t> padded(static_cast<std::size_t>(n), d_.rows_per_chunk());
+        std::vector<std::int64_t> padded;
+        for (int c = 0; c < n; ++c) padded.push_back(d_.rows_per_chunk(c));
         loads_.push_back(make_load(padded, padded));
         continue;
       }
@@ -721,7 +735,7 @@ class Builder {
   Node all_to_all(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
                   StreamClass stream, bool to_experts, const Uses& uses = {}) {
     const auto work_of = [&](GroupId group) {
-      CollectiveWork work{CollectiveOp::kAllToAll, group, d_.a2a_bytes_per_peer()};
+      CollectiveWork work{CollectiveOp::kAllToAll, group, d_.a2a_bytes_per_peer(chunk)};
       if (!traffic_.empty()) {
         // The routed rows of this chunk: dispatch-direction collectives (the dispatch, the
         // re-dispatch, the gradient of the combine) send them from the token's rank to the
@@ -756,11 +770,11 @@ class Builder {
   Node tp_all_gather(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream,
                      const Uses& uses = {}) {
     return group_collective(layer, pass, rest, "tp_gather", chunk, stream, GroupKind::kTensor,
-                            CollectiveOp::kAllGather, bytes(d_.rows_per_chunk(), d_.d_model), uses);
+                            CollectiveOp::kAllGather, bytes(d_.gathered_rows_per_chunk(chunk), d_.d_model), uses);
   }
   Node tp_all_reduce(int layer, Pass pass, const std::string& rest, int chunk, StreamClass stream) {
     return group_collective(layer, pass, rest, "tp_reduce", chunk, stream, GroupKind::kTensor,
-                            CollectiveOp::kAllReduce, bytes(d_.rows_per_chunk(), d_.d_model));
+                            CollectiveOp::kAllReduce, bytes(d_.rows_per_chunk(chunk), d_.d_model));
   }
 
   GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n) const {
@@ -850,13 +864,12 @@ class Builder {
       if (stash_is_tensor) {
         stash_[l].o = t_o;
       } else {
-        const auto share = [&](std::int64_t rows) { return bytes(rows / d_.tp_size, M); };
-        stash_[l].di = buffer_each(
-            l, "stash.T_DI", -1, [&](const RankLoad& load) { return share(load.received_total); },
-            MemoryCategory::kActivations);
-        stash_[l].o = buffer_each(
-            l, "stash.T_O", -1, [&](const RankLoad& load) { return share(load.sent_total); },
-            MemoryCategory::kActivations);
+        // The rank's 1/t share of every chunk (padded where t does not divide it); duplicate
+        // token dropping runs with uniform routing only, so every rank sends what it receives.
+        std::int64_t share_rows = 0;
+        for (int c = 0; c < n; ++c) share_rows = checked_add(share_rows, checked_mul(E, d_.shared_chunk_capacity(c)));
+        stash_[l].di = buffer(l, "stash.T_DI", -1, bytes(share_rows, M), MemoryCategory::kActivations);
+        stash_[l].o = buffer(l, "stash.T_O", -1, bytes(share_rows, M), MemoryCategory::kActivations);
       }
     }
     Buf scores, topk;

@@ -11,8 +11,10 @@
 // (run.strategy s1-s4), per-chunk buffer slots bounded by reuse edges plus the strategy's offload,
 // prefetch, re-dispatch and recompute tasks (MPipeMoE Table II); the .cc header lists them.
 //
-// Chunking follows MPipeMoE: capacity C = floor(k*f*B/E) rounded down to a multiple of n, each
-// chunk carries C/n rows per (expert, source rank).
+// Chunking: capacity C = floor(k*f*B/E) slots per (expert, source rank), split over the n chunks
+// as evenly as integers allow: chunk c carries C/n rows, the remainder one row each to the first
+// chunks (chunk sizes differ by at most one), so no slot is dropped for pipelining. MPipeMoE and
+// Tutel take n dividing C; other n used to round C down and lose up to n - 1 slots per expert.
 //
 // Tensor parallelism (DeepSpeed-TED, run.tp_size = t > 1; reference section 5): the t ranks of a
 // tensor-parallel group hold the same B tokens (the non-expert blocks are Megatron tensor
@@ -30,6 +32,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "sim/graph/task_graph.h"
 #include "sim/routing/routing.h"
@@ -54,19 +57,29 @@ struct LayerDims {
   bool drop_duplicate_tokens = false;  // TED's duplicate token dropping in effect (t > 1)
   int local_experts = 1;          // E_l = E / N
   int num_chunks = 1;             // n
-  std::int64_t capacity = 0;      // C per expert per source rank, a multiple of n (of n x t with dropping)
-  std::int64_t capacity_unrounded = 0;  // floor(k*f*B/E), before that rounding
-  std::int64_t rows_per_expert_chunk = 0;  // N * C / n rows each local expert computes per chunk
+  std::int64_t capacity = 0;      // C = floor(k*f*B/E) slots per expert per source rank
   int element_bytes = 4;
   DType gemm_dtype = DType::kFp32;
 
-  // Rows of a chunk's dispatch tensor on a rank, and of its experts' input: E * C / n.
-  std::int64_t rows_per_chunk() const;
+  // Slots per (expert, source rank) in chunk c: C/n, plus one for the first C mod n chunks. The
+  // per-chunk sizes below default to chunk 0, the largest (what a slot buffer must hold).
+  std::int64_t chunk_capacity(int c = 0) const;
+  std::vector<std::int64_t> chunk_capacities() const;
+  // Rows of chunk c's dispatch tensor on a rank, and of its experts' input: E * C_c.
+  std::int64_t rows_per_chunk(int c = 0) const;
+  // Rows each local expert computes in chunk c: N * C_c.
+  std::int64_t rows_per_expert_chunk(int c = 0) const;
   // The share of those rows each tensor-parallel rank sends through an all-to-all: t with
   // duplicate token dropping, else 1.
   int token_share() const { return drop_duplicate_tokens ? tp_size : 1; }
-  // Bytes one rank sends to one peer in one chunk's all-to-all: E_l * (C/n) / share * M * bytes.
-  std::int64_t a2a_bytes_per_peer() const;
+  // Slots per (expert, source) one tensor-parallel rank sends in chunk c: ceil(C_c / share). A
+  // chunk the share does not divide is padded, as an all-gather needs equal parts.
+  std::int64_t shared_chunk_capacity(int c = 0) const;
+  // Bytes one rank sends to one peer in chunk c's all-to-all: E_l * ceil(C_c / share) * M * bytes.
+  std::int64_t a2a_bytes_per_peer(int c = 0) const;
+  // Rows of chunk c's dispatch tensor after the tensor-parallel all-gather: E * share *
+  // ceil(C_c / share) (rows_per_chunk(c) plus the padding).
+  std::int64_t gathered_rows_per_chunk(int c = 0) const;
   // Width of a rank's slice of FC1's output and of the activation (fc1_out / t, H / t).
   std::int64_t fc1_out_shard() const { return fc1_out / tp_size; }
   std::int64_t d_ffn_shard() const { return d_ffn / tp_size; }
@@ -78,7 +91,7 @@ struct LayerDims {
 // 1. A sweep calls it first so that a bad tensor-parallel degree is named at its own axis.
 void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
 
-// Validates the combination (experts divisible by the EP size, top-k <= experts, capacity >= n,
+// Validates the combination (experts divisible by the EP size, top-k <= experts, capacity C >= n,
 // tp x EP dividing the cluster, d_ffn divisible by tp, sizes that fit in 64 bits, slots 1 or 2,
 // PCIe bandwidth for the offloading strategies s1-s3, ZeRO stage 0 or 1) and derives the dims.
 // Throws InputError naming the values and the rule.

@@ -103,9 +103,9 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
                   {"global_tokens", static_cast<std::int64_t>(cluster.num_gpus() / dims.tp_size) * dims.tokens},
                   {"layout", dims.layout().describe()},
                   {"capacity_per_expert", dims.capacity},
-                  {"capacity_unrounded", dims.capacity_unrounded},
+                  {"chunk_capacities", dims.chunk_capacities()},
                   {"rows_per_chunk", dims.rows_per_chunk()},
-                  {"rows_per_expert_chunk", dims.rows_per_expert_chunk},
+                  {"rows_per_expert_chunk", dims.rows_per_expert_chunk()},
                   {"a2a_bytes_per_peer", dims.a2a_bytes_per_peer()},
                   {"element_bytes", dims.element_bytes},
                   {"gemm_dtype", std::string(to_string(dims.gemm_dtype))}};

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "sim/report/plan_report.h"
 #include "sim/report/report.h"
@@ -29,6 +30,18 @@ std::string pad_right(const std::string& s, std::size_t width) {
 std::string bandwidth_text(double bytes_per_s) { return fixed(bytes_per_s / 1e9, 1) + " GB/s"; }
 
 std::string gib(std::int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 3) + " GiB"; }
+
+// Uneven chunk sizes take two values (sim/graph/moe_layer_builder.h): "3 x 26 + 5 x 25".
+std::string chunk_sizes_text(const std::vector<std::int64_t>& sizes) {
+  std::string text;
+  for (std::size_t i = 0; i < sizes.size();) {
+    std::size_t j = i;
+    while (j < sizes.size() && sizes[j] == sizes[i]) ++j;
+    text += (text.empty() ? "" : " + ") + std::to_string(j - i) + " x " + std::to_string(sizes[i]);
+    i = j;
+  }
+  return text;
+}
 
 std::string layers_text(int n) { return std::to_string(n) + (n == 1 ? " layer" : " layers"); }
 
@@ -126,12 +139,11 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << fixed(r.rank_imbalance, 2) << " (rank " << r.busiest_rank << "); dropped "
         << fixed(100.0 * r.dropped_fraction(), 2) << "% of " << r.routed << " choices\n";
   }
-  out << "# derived   capacity C=" << d.capacity;
-  if (d.capacity != d.capacity_unrounded)
-    out << " (floor(k*f*B/E) = " << d.capacity_unrounded << " rounded down to a multiple of "
-        << (d.drop_duplicate_tokens ? "n x tp = " : "n = ") << d.num_chunks * d.token_share() << ")";
-  out << " rows/expert/rank, " << d.rows_per_chunk()
-      << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk\n";
+  out << "# derived   capacity C=" << d.capacity << " rows/expert/rank";
+  if (d.capacity % d.num_chunks != 0) out << " in chunks of " << chunk_sizes_text(d.chunk_capacities());
+  out << ", " << d.rows_per_chunk() << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk";
+  if (d.capacity % d.num_chunks != 0) out << " (the largest chunk)";
+  out << "\n";
   out << "# figures   rank " << m.rank
       << (in.graph.simulated_ranks().size() == 1 ? " (representative: routing is balanced)"
                                                   : " (the slowest of the simulated ranks)")

@@ -53,7 +53,7 @@ PipeMoeSetup pipemoe_setup(const ModelSpec& model, const ClusterSpec& cluster, c
   const auto chunk_sizes = [&](const LayerDims& d) {
     GemmWork fc1;
     fc1.batch = d.local_experts;
-    fc1.m = d.rows_per_expert_chunk;
+    fc1.m = d.rows_per_expert_chunk();  // the largest chunk
     fc1.k = d.d_model;
     fc1.n = d.fc1_out;
     fc1.dtype = d.gemm_dtype;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -245,22 +246,14 @@ void resolve_plan_request(PlanRequest& req) {
     req.methods.insert(req.methods.begin(), PlanMethod::kSimulate);  // the others are judged by it
   }
   if (req.chunk_counts.empty()) {
-    // The degrees 1..16 that divide the capacity C of every token count. The builder rounds C
-    // down to a multiple of n (of n x tp with duplicate token dropping, where every chunk's rows
-    // split over the tp ranks), so a degree that does not divide it processes fewer rows per expert
-    // and would look faster for doing less work; such degrees are only tried when asked for.
-    std::vector<std::int64_t> capacities;
-    int share = 1;
-    for (std::int64_t t : req.tokens) {
-      const LayerDims d = checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone));
-      capacities.push_back(d.capacity);
-      share = d.token_share();
-    }
-    for (int n = 1; n <= kDefaultMaxChunks; ++n) {
-      // C is a positive multiple of the share, so n x share dividing it also bounds n x share by C.
-      if (std::all_of(capacities.begin(), capacities.end(), [&](std::int64_t c) { return c % (n * share) == 0; }))
-        req.chunk_counts.push_back(n);
-    }
+    // Every degree 1..16 that the smallest capacity C of the token counts allows (a chunk needs a
+    // slot per expert). n need not divide C: the chunks then differ by one slot and do all the
+    // work (sim/graph/moe_layer_builder.h).
+    std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
+    for (std::int64_t t : req.tokens)
+      smallest = std::min(smallest,
+                          checked_dims(req.model, req.cluster, with_config(req.run, t, 1, MemoryStrategy::kNone)).capacity);
+    for (int n = 1; n <= std::min<std::int64_t>(kDefaultMaxChunks, smallest); ++n) req.chunk_counts.push_back(n);
   }
   std::sort(req.chunk_counts.begin(), req.chunk_counts.end());
   req.chunk_counts.erase(std::unique(req.chunk_counts.begin(), req.chunk_counts.end()), req.chunk_counts.end());

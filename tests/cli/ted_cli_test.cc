@@ -37,15 +37,23 @@ TEST_F(Cli, TensorParallelLayoutInTheSummaryAndJson) {
   EXPECT_EQ(report["config"]["derived"]["layout"], "tp 8 x ep 8 x dp 1 = 64 GPUs");
   EXPECT_EQ(report["config"]["derived"]["a2a_bytes_per_peer"], 49152);
 
-  // Dropping rounds C down to a multiple of n x tp, and the summary says so.
+  // Every slot of C = 76 is kept: 4 chunks of 19, each tp rank sending ceil(19 / 8) = 3 slots per
+  // (expert, source) (8 local experts x 3 x 768 x 4 B); uneven chunks are listed.
   const fs::path model = write("f12.yaml", "schema_version: 1\nkind: model\nname: f12\nd_model: 768\nd_ffn: 3072\n"
                                           "num_experts: 64\ntop_k: 1\ncapacity_factor: 1.2\ndtype: fp32\nactivation: gelu\nnum_layers: 1\n");
-  Result rounded = run("simulate --model " + model.string() +
+  Result whole = run("simulate --model " + model.string() +
                        " --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096 --chunks 4 --tp 8");
-  ASSERT_EQ(rounded.exit_code, 0) << rounded.err;
-  EXPECT_NE(rounded.out.find("capacity C=64 (floor(k*f*B/E) = 76 rounded down to a multiple of n x tp = 32)"),
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(whole.out.find("capacity C=76 rows/expert/rank, 1216 rows/chunk, all-to-all 73728 B per peer per chunk\n"),
             std::string::npos)
-      << rounded.out;
+      << whole.out;
+  Result uneven = run("simulate --model " + model.string() +
+                      " --hardware hardware/clusters/adira-8x-dgx-a100.yaml --tokens 4096 --chunks 3 --tp 8");
+  ASSERT_EQ(uneven.exit_code, 0) << uneven.err;
+  EXPECT_NE(uneven.out.find("capacity C=76 rows/expert/rank in chunks of 1 x 26 + 2 x 25, 1664 rows/chunk, "
+                            "all-to-all 98304 B per peer per chunk (the largest chunk)"),
+            std::string::npos)
+      << uneven.out;
 
   Result plain = run(kTed + " --tp 8 --no-dtd --network alpha-beta");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
@@ -115,7 +123,7 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
       {kTed + " --no-dtd", "--no-dtd turns off duplicate token dropping, which only exists with --tp > 1"},
       {kTed + " --tp 2 --routing zipf:1.2", "imbalanced routing is simulated for expert parallelism only"},
       {kTed + " --tp 2 --loopback --ep 8", "runs expert parallelism only"},
-      {"simulate" + files + " --tokens 4096 --tp 8 --chunks 16", "num_chunks x tp_size = 16 x 8"},
+      {"simulate" + files + " --tokens 4096 --tp 8 --chunks 65", "= 64 is less than num_chunks n = 65"},
       {"simulate --run " + bad_key.string() + files, bad_key.string() + ":4:"},
       {"simulate --run " + bad_bool.string() + files, bad_bool.string() + ":4:"},
       {"simulate --run " + bad_zero.string() + files, bad_zero.string() + ":4:"},

@@ -1,10 +1,13 @@
 // The messages of runtime/exec/gpu_compat.h: a GPU the build's code cannot run on (the driver
-// decides; the message says how to build for it) and TF32 below compute capability 8.0.
+// decides; the message says how to build for it), TF32 below compute capability 8.0 and chunks of
+// unequal size.
 #include "runtime/exec/gpu_compat.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "sim/core/error.h"
 
 namespace moesim::runtime {
 namespace {
@@ -33,6 +36,21 @@ TEST(GpuCompat, Tf32NeedsAmpereOrLater) {
   const std::string v100 = tf32_unsupported(7, 0, "Tesla V100-SXM2-16GB (GPU 0)");
   EXPECT_NE(v100.find("Tesla V100-SXM2-16GB (GPU 0) is sm_70"), std::string::npos) << v100;
   EXPECT_NE(v100.find("--dtype fp32"), std::string::npos) << v100;
+}
+
+TEST(GpuCompat, UnequalChunksAreRefusedWithTheDivisorsOfTheCapacity) {
+  LayerDims d;
+  d.capacity = 6;
+  d.num_chunks = 3;
+  EXPECT_NO_THROW(check_equal_chunks(d));
+  d.num_chunks = 4;
+  try {
+    check_equal_chunks(d);
+    FAIL() << "n = 4 does not divide C = 6";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("n = 4 does not divide the capacity C = 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("use an n among 1, 2, 3, 6"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

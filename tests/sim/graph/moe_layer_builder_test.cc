@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/error.h"
@@ -42,26 +43,73 @@ TEST(DeriveLayerDims, DerivesCapacityRowsAndBytes) {
   EXPECT_EQ(d.ep_size, 8);
   EXPECT_EQ(d.local_experts, 1);
   EXPECT_EQ(d.capacity, 24);
-  EXPECT_EQ(d.rows_per_expert_chunk, 8 * 24 / 3);
+  EXPECT_EQ(d.rows_per_expert_chunk(), 8 * 24 / 3);
   EXPECT_EQ(d.rows_per_chunk(), 8 * 24 / 3);
   EXPECT_EQ(d.a2a_bytes_per_peer(), 1 * 8 * 64 * 2);
   EXPECT_EQ(d.element_bytes, 2);
   EXPECT_EQ(d.fc1_out, 128);
 }
 
-TEST(DeriveLayerDims, RoundsCapacityDownToMultipleOfChunks) {
+TEST(DeriveLayerDims, KeepsEveryCapacitySlotWhateverTheChunks) {
   ModelSpec m = small_model();
   m.capacity_factor = 1.25;  // k*f*B/E = 2*1.25*96/8 = 30
-  EXPECT_EQ(derive_layer_dims(m, small_cluster(), small_run(1)).capacity, 30);
-  EXPECT_EQ(derive_layer_dims(m, small_cluster(), small_run(4)).capacity, 28);
-  EXPECT_EQ(derive_layer_dims(m, small_cluster(), small_run(7)).capacity, 28);
-  EXPECT_EQ(derive_layer_dims(m, small_cluster(), small_run(8)).capacity, 24);
+  for (int n : {1, 4, 7, 8, 16, 30})
+    EXPECT_EQ(derive_layer_dims(m, small_cluster(), small_run(n)).capacity, 30) << "n = " << n;
   m.capacity_factor = 1.1;  // 2*1.1*100/8 = 27.5 -> 27; binary 1.1 must not lose a slot elsewhere
   RunSpec r = small_run(1);
   r.tokens_per_gpu = 100;
   EXPECT_EQ(derive_layer_dims(m, small_cluster(), r).capacity, 27);
   r.tokens_per_gpu = 400;  // 2*1.1*400/8 = 110 exactly in decimal
   EXPECT_EQ(derive_layer_dims(m, small_cluster(), r).capacity, 110);
+}
+
+TEST(DeriveLayerDims, SplitsCapacityIntoChunksThatDifferByAtMostOne) {
+  ModelSpec m = small_model();
+  m.capacity_factor = 1.25;  // C = 30
+  for (int n = 1; n <= 30; ++n) {
+    const LayerDims d = derive_layer_dims(m, small_cluster(), small_run(n));
+    const std::vector<std::int64_t> sizes = d.chunk_capacities();
+    ASSERT_EQ(sizes.size(), static_cast<std::size_t>(n));
+    std::int64_t sum = 0;
+    for (int c = 0; c < n; ++c) {
+      sum += sizes[static_cast<std::size_t>(c)];
+      EXPECT_EQ(d.chunk_capacity(c), sizes[static_cast<std::size_t>(c)]);
+      EXPECT_EQ(d.rows_per_chunk(c), 8 * d.chunk_capacity(c));
+      EXPECT_EQ(d.rows_per_expert_chunk(c), 8 * d.chunk_capacity(c));
+      EXPECT_EQ(d.a2a_bytes_per_peer(c), d.chunk_capacity(c) * 64 * 2);
+      if (c > 0) {
+        EXPECT_LE(sizes[static_cast<std::size_t>(c)], sizes[static_cast<std::size_t>(c - 1)]);
+      }
+    }
+    EXPECT_EQ(sum, 30) << "n = " << n;  // no slot dropped
+    EXPECT_LE(sizes.front() - sizes.back(), 1) << "n = " << n;
+    EXPECT_EQ(d.rows_per_chunk(), d.rows_per_chunk(0));  // the default: the largest chunk
+  }
+  EXPECT_EQ(derive_layer_dims(m, small_cluster(), small_run(4)).chunk_capacities(),
+            (std::vector<std::int64_t>{8, 8, 7, 7}));
+}
+
+// Uneven chunks change how the work is cut, never how much there is: every FLOP and byte of the
+// layer at n = 1 is in the chunks at any n, C not divisible by n included.
+TEST(BuilderUnevenChunks, ChunksTogetherDoTheWholeLayersWork) {
+  ModelSpec m = small_model();
+  m.capacity_factor = 1.25;  // C = 30
+  const auto totals = [&](int n) {
+    const TaskGraph g = build_moe_graph(m, small_cluster(), small_run(n));
+    std::int64_t flops = 0, a2a = 0;
+    for (int i = 0; i < n; ++i) {
+      for (const char* gemm : {"L0.fwd.fc1", "L0.fwd.fc2", "L0.bwd.fc1.dgrad", "L0.bwd.fc2.wgrad"})
+        flops += gemm_flops(g, chunk_id(gemm, i));
+      for (const char* op : {"L0.fwd.dispatch", "L0.bwd.combine"})
+        a2a += std::get<CollectiveWork>(task_at(g, chunk_id(op, i)).work).bytes_per_peer;
+    }
+    return std::make_pair(flops, a2a);
+  };
+  const auto whole = totals(1);
+  for (int n : {3, 4, 7, 8, 11}) EXPECT_EQ(totals(n), whole) << "n = " << n;
+  const TaskGraph g = build_moe_graph(m, small_cluster(), small_run(4));
+  EXPECT_EQ(std::get<GemmWork>(task_at(g, "L0.fwd.fc1.c0").work).m, 8 * 8);  // chunks of 8, 8, 7, 7
+  EXPECT_EQ(std::get<GemmWork>(task_at(g, "L0.fwd.fc1.c3").work).m, 8 * 7);
 }
 
 TEST(DeriveLayerDims, SwigluDoublesFc1AndEpSizeSplitsExperts) {
@@ -71,7 +119,7 @@ TEST(DeriveLayerDims, SwigluDoublesFc1AndEpSizeSplitsExperts) {
   EXPECT_EQ(d.fc1_out, 256);
   EXPECT_EQ(d.ep_size, 4);
   EXPECT_EQ(d.local_experts, 2);
-  EXPECT_EQ(d.rows_per_expert_chunk, 4 * 24 / 2);
+  EXPECT_EQ(d.rows_per_expert_chunk(), 4 * 24 / 2);
 }
 
 TEST(DeriveLayerDims, RejectsInvalidModels) {

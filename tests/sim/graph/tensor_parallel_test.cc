@@ -78,7 +78,7 @@ TEST(TensorParallelDims, SplitsTheGpusAndTheExperts) {
   EXPECT_EQ(d.fc1_out_shard(), 64);
   EXPECT_EQ(d.capacity, 24);
   EXPECT_EQ(d.rows_per_chunk(), 96);
-  EXPECT_EQ(d.rows_per_expert_chunk, 48);
+  EXPECT_EQ(d.rows_per_expert_chunk(), 48);
   EXPECT_EQ(d.layout().describe(), "tp 2 x ep 4 x dp 1 = 8 GPUs");
 
   const LayerDims two = derive_layer_dims(small_model(), small_cluster(), ted_run(2, 1, 2));
@@ -106,14 +106,24 @@ TEST(TensorParallelDims, DuplicateTokenDroppingSendsOneShareOfTheTokens) {
   }
 }
 
-TEST(TensorParallelDims, CapacityIsAMultipleOfChunksTimesTpWithDropping) {
-  // C = 24: a multiple of n * tp for n = 2, tp = 2 (4) but not for n = 8 (16) -> 16; the value
-  // before rounding is kept for the reports.
-  EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8)).capacity, 16);
-  EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8)).capacity_unrounded, 24);
-  EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8, 0, false)).capacity, 24);
-  EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(4, 3)).capacity, 24);
-  expect_rejected(small_model(), ted_run(8, 4), "is less than num_chunks x tp_size = 4 x 8");
+TEST(TensorParallelDims, DroppingPadsTheChunksTheTpRanksDoNotDivide) {
+  // C = 24 is kept whole. n = 8 gives chunks of 3 slots: each of tp = 2 ranks sends ceil(3/2) = 2
+  // per (expert, source) and the all-gather restores 2 x 2 = 4 (one slot of padding).
+  const LayerDims d = derive_layer_dims(small_model(), small_cluster(), ted_run(2, 8));
+  EXPECT_EQ(d.capacity, 24);
+  EXPECT_EQ(d.chunk_capacity(7), 3);
+  EXPECT_EQ(d.shared_chunk_capacity(7), 2);
+  EXPECT_EQ(d.a2a_bytes_per_peer(7), d.local_experts * 2 * 64 * 2);
+  EXPECT_EQ(d.gathered_rows_per_chunk(7), 8 * 4);
+  EXPECT_EQ(d.rows_per_chunk(7), 8 * 3);
+  // Divisible chunks have no padding: n = 3 gives 8 slots, 4 per rank.
+  const LayerDims even = derive_layer_dims(small_model(), small_cluster(), ted_run(2, 3));
+  EXPECT_EQ(even.shared_chunk_capacity(), 4);
+  EXPECT_EQ(even.gathered_rows_per_chunk(), even.rows_per_chunk());
+  // Fewer slots in a chunk than tp ranks still runs (padded to one slot per rank) ...
+  EXPECT_EQ(derive_layer_dims(small_model(), small_cluster(), ted_run(8, 4)).shared_chunk_capacity(), 1);
+  // ... but a chunk needs at least one slot.
+  expect_rejected(small_model(), ted_run(2, 25), "is less than num_chunks n = 25");
 }
 
 TEST(TensorParallelDims, RejectsLayoutsThatDoNotFit) {

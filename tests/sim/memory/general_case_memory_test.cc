@@ -157,7 +157,7 @@ TEST(GeneralCaseMemory, DerivedDims) {
     EXPECT_EQ(d.element_bytes, 2);
     EXPECT_EQ(d.num_experts * d.capacity, 2560);               // R
     EXPECT_EQ(d.rows_per_chunk(), 2560 / n);                    // R / n
-    EXPECT_EQ(d.rows_per_expert_chunk * d.local_experts, 2560 / n);
+    EXPECT_EQ(d.rows_per_expert_chunk() * d.local_experts, 2560 / n);
   }
 }
 

@@ -70,7 +70,7 @@ TimeNs list_schedule_step(const Fixture& f, int r) {
   run.num_chunks = r;
   const LayerDims d = derive_layer_dims(f.model, f.cluster, run);
   const auto gemm = [&](double flops) { return static_cast<TimeNs>(std::llround((ab.gemm_alpha_s + ab.gemm_beta_s_per_flop * flops) * 1e9)); };
-  const double rows = static_cast<double>(d.rows_per_expert_chunk) * d.local_experts;
+  const double rows = static_cast<double>(d.rows_per_expert_chunk()) * d.local_experts;
   const double fc = 2.0 * rows * static_cast<double>(d.d_model) * static_cast<double>(d.d_ffn);
   const TimeNs a2a = static_cast<TimeNs>(
       std::llround((ab.a2a_alpha_s + ab.a2a_beta_s_per_byte * static_cast<double>(d.a2a_bytes_per_peer() * d.ep_size)) * 1e9));
@@ -245,9 +245,8 @@ TEST(PlannerTest, BadRequestsFailBeforeAnySimulation) {
   }
   req.chunk_counts.clear();
   resolve_plan_request(req);
-  // The default: the degrees up to 16 that divide the capacity C = 4 (a degree that does not
-  // would round C down and process fewer rows).
-  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 4}));
+  // The default: every degree up to the capacity C = 4 (3 splits it into chunks of 2, 1, 1).
+  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 3, 4}));
 }
 
 TEST(PlannerTest, FitFindsTheSmallestClusterThatFits) {
@@ -319,15 +318,16 @@ TEST(PlannerTest, AnalyticalMethodsAreRefusedWithTensorParallelism) {
   EXPECT_NO_THROW(resolve_plan_request(req));
 }
 
-TEST(PlannerTest, DefaultDegreesKeepEveryTensorParallelRanksRows) {
-  // Duplicate token dropping splits each chunk's C / n rows over the 8 ranks: n x 8 must divide 32.
-  PlanRequest req = tensor_parallel_request(8, true);
-  resolve_plan_request(req);
-  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 4}));
-  // Without it every rank sends all of them: n divides 32.
-  req = tensor_parallel_request(8, false);
-  resolve_plan_request(req);
-  EXPECT_EQ(req.chunk_counts, (std::vector<int>{1, 2, 4, 8, 16}));
+TEST(PlannerTest, DefaultDegreesAreEveryDegreeUpToSixteenWithOrWithoutDropping) {
+  // C = 32: every n in 1..16 keeps at least one slot per chunk. With duplicate token dropping the
+  // chunks that the 8 ranks do not divide are padded (LayerDims::shared_chunk_capacity), not cut.
+  std::vector<int> all;
+  for (int n = 1; n <= 16; ++n) all.push_back(n);
+  for (bool dtd : {true, false}) {
+    PlanRequest req = tensor_parallel_request(8, dtd);
+    resolve_plan_request(req);
+    EXPECT_EQ(req.chunk_counts, all) << "dtd " << dtd;
+  }
 }
 
 TEST(PlannerTest, TensorParallelPlanRowsAreSimulatedSteps) {
