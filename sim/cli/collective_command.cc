@@ -11,6 +11,7 @@
 #include "sim/cli/number_flags.h"
 #include "sim/core/error.h"
 #include "sim/driver/network_calibration.h"
+#include "sim/driver/nccl_tests_replay.h"
 #include "sim/driver/simulation.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/nccl_tests_log.h"
@@ -18,15 +19,6 @@
 namespace moesim::cli {
 
 namespace {
-
-// The collective an nccl-tests program measures; nullopt for one moesim does not model.
-std::optional<CollectiveOp> op_of_test(const std::string& test) {
-  if (test == "alltoall_perf") return CollectiveOp::kAllToAll;
-  if (test == "all_reduce_perf") return CollectiveOp::kAllReduce;
-  if (test == "all_gather_perf") return CollectiveOp::kAllGather;
-  if (test == "reduce_scatter_perf") return CollectiveOp::kReduceScatter;
-  return std::nullopt;
-}
 
 bool reduces(CollectiveOp op) { return op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter; }
 
@@ -43,7 +35,7 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
     if (!a.op_given)
       throw InputError(file, "the log does not name its collective (no 'Collective test starting' line); give --op");
   } else {
-    const auto logged = op_of_test(log.test);
+    const auto logged = collective_of_nccl_test(log.test);
     if (!logged) {
       throw InputError(file, "this is a log of " + log.test +
                                  "; moesim models alltoall_perf, all_reduce_perf, all_gather_perf and reduce_scatter_perf");
@@ -72,14 +64,10 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
       throw InputError(at, "redop '" + row.redop + "' is not that of " + std::string(to_string(op)) + " (" +
                                (reduces(op) ? "a reduction" : "'none'") + "); give the --op the log measured");
     }
-    // nccl-tests' size is the per-rank buffer (all-gather: the gathered output; reduce-scatter:
-    // the input); a ring's block, or an all-to-all's share per peer, is 1/n of it (a ring's last
-    // block rounded up, as NCCL pads it).
     if (op == CollectiveOp::kAllToAll && row.size_bytes % n != 0)
       throw InputError(at, "the size " + std::to_string(row.size_bytes) + " does not split evenly over " +
                                std::to_string(n) + " ranks");
-    const std::int64_t per_peer = (row.size_bytes + n - 1) / n;
-    simulated_us.push_back(static_cast<double>(model->isolated_duration(CollectiveWork{op, 0, per_peer}, group)) / 1e3);
+    simulated_us.push_back(static_cast<double>(simulate_nccl_tests_row(*model, op, row.size_bytes, group)) / 1e3);
   }
 
   out << "# moesim collective against " << log.file << ": " << to_string(op) << " on " << cluster.name << ", " << n
@@ -140,7 +128,7 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   const TaskGraph graph(n, {0});
   const NetworkChoice choice{*network, *a2a};
   const auto model = make_collective_model(graph, cluster, choice);
-  const double bus = (*op == CollectiveOp::kAllReduce ? 2.0 : 1.0) * (n - 1) / n;
+  const double bus = nccl_tests_bus_factor(*op, n);
 
   char line[256];
   out << "# moesim collective: " << to_string(*op) << " on " << cluster.name << ", " << n << " ranks, "

@@ -23,6 +23,7 @@
 #include "sim/cli/run_command.h"
 #include "sim/cli/simulate_command.h"
 #include "sim/cli/sweep_command.h"
+#include "sim/cli/validate_command.h"
 #include "sim/core/error.h"
 #include "sim/spec/run_spec.h"
 
@@ -410,6 +411,14 @@ int main_impl(int argc, char** argv) {
   CLI::App* calibrate = add_calibrate(app, cal_args);
   CompareArgs compare_args;
   CLI::App* compare = add_compare(app, compare_args);
+  ValidatePublishedArgs validate_args;
+  CLI::App* validate_cmd = app.add_subcommand("validate", "hold moesim against measurements");
+  validate_cmd->require_subcommand(1);
+  CLI::App* published = validate_cmd->add_subcommand(
+      "published", "replay the published measurements of validate/data/ and print each error (docs/validation.md)");
+  published->add_option("--data", validate_args.data_dir, "folder of datasets (default validate/data)");
+  published->add_option("--csv", validate_args.csv_path, "write one row per point ('-' for stdout)");
+  published->add_option("--network", validate_args.network, "auto|alpha-beta|flow")->capture_default_str();
   PresetsArgs presets_args;
   CLI::App* presets = app.add_subcommand(
       "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
@@ -458,6 +467,7 @@ int main_impl(int argc, char** argv) {
   }
   if (run_cmd->parsed()) return run_measure(run_args, kVersion);
   if (compare->parsed()) return run_compare(compare_args);
+  if (published->parsed()) return run_validate_published(validate_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (calibrate->parsed()) {
     if (calibrate->count("--out") > 0) std::cerr << "note: calibrate --out is deprecated; use --output (or -o)\n";
