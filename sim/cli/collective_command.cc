@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
 #include "sim/core/error.h"
 #include "sim/driver/network_calibration.h"
@@ -106,14 +107,13 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
   const auto op = parse_collective_op(a.op);
   if (!op) throw InputError("--op '" + a.op + "' is not a collective; valid: all-to-all, all-reduce, all-gather, reduce-scatter");
-  const auto network = parse_network_model(a.network);
-  if (!network) throw InputError("--network '" + a.network + "' is not a network model; valid: auto, alpha-beta, flow");
+  const NetworkModel network = parse_network_flag(a.network);
   const auto a2a = parse_all_to_all_algorithm(a.a2a);
   if (!a2a) throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: pairwise, 2dh");
   const ClusterSpec cluster = load_hardware_spec(a.hardware_path, a.calibration_path);
   if (a.against_given) {
     if (a.against_log.empty()) throw InputError("--against needs an nccl-tests log, got ''");
-    return run_against_log(a, cluster, *op, NetworkChoice{*network, *a2a}, out);
+    return run_against_log(a, cluster, *op, NetworkChoice{network, *a2a}, out);
   }
   const int n = a.ranks == 0 ? cluster.num_gpus() : a.ranks;
   if (n < 1 || n > cluster.num_gpus())
@@ -126,13 +126,13 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   std::vector<int> group(static_cast<std::size_t>(n));
   std::iota(group.begin(), group.end(), 0);
   const TaskGraph graph(n, {0});
-  const NetworkChoice choice{*network, *a2a};
+  const NetworkChoice choice{network, *a2a};
   const auto model = make_collective_model(graph, cluster, choice);
   const double bus = nccl_tests_bus_factor(*op, n);
 
   char line[256];
   out << "# moesim collective: " << to_string(*op) << " on " << cluster.name << ", " << n << " ranks, "
-      << to_string(resolve_network_model(cluster, *network)) << " network model";
+      << to_string(resolve_network_model(cluster, network)) << " network model";
   if (*op == CollectiveOp::kAllToAll) out << ", " << to_string(*a2a) << " algorithm";
   out << "\n# simulated: out-of-place columns only; busbw = algbw * " << (*op == CollectiveOp::kAllReduce ? "2(n-1)/n" : "(n-1)/n")
       << "\n";

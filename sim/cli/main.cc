@@ -17,6 +17,7 @@
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
+#include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
 #include "sim/cli/plan_command.h"
 #include "sim/cli/presets_command.h"
@@ -152,9 +153,7 @@ void add_step_options(CLI::App* app, StepArgs& a) {
       ->capture_default_str();
   app->add_option("--optimizer", a.optimizer, "optimizer for model-state memory: adam|momentum|sgd")
       ->capture_default_str();
-  app->add_option("--network", a.network,
-                  "collective model: auto|alpha-beta|flow (auto: flow when the hardware has a topology)")
-      ->capture_default_str();
+  app->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
   app->add_option("--a2a", a.a2a, "all-to-all algorithm of dispatch/combine (flow model): pairwise|2dh")
       ->capture_default_str();
   app->add_flag("--no-routing-data", a.no_routing_data,
@@ -189,10 +188,11 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   plan->add_option("--strategies", a.strategies,
                    "memory strategies: all (with --checkpoint: none) or a list of none,s1,s2,s3,s4")
       ->capture_default_str();
-  plan->add_option("--objective", a.objective, "what best means: time|memory|balanced")->capture_default_str();
+  plan->add_option("--objective", a.objective, "what best means: time (step) | forward (the MoE forward pass alone, what the PipeMoE model predicts) | memory | balanced")->capture_default_str();
   plan->add_option("--method", a.method, "selection method: simulate|pipemoe|mpipemoe-online|mpmoe-model|all")
       ->capture_default_str();
   plan->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
+  plan->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
   plan->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU / --tp)")
       ->transform(whole(0, kMaxGroupSize))
       ->capture_default_str();
@@ -241,6 +241,7 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
   sweep->add_option("--strategies", a.strategies, "memory strategies: all or none,s1,s2,s3,s4 (default none)");
   sweep->add_option("--routing", a.routing, "routing values, comma-separated: uniform, zipf:<s>, matrix:<csv file>");
   sweep->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel");
+  sweep->add_option("--network", a.network, std::string(kNetworkFlagHelp) + "; default: the grid file's, else auto");
   sweep->add_option("--layers", a.layers, "MoE layers simulated back to back (default 1)")
       ->transform(whole(1, kMaxMoeLayers));
   sweep->add_option("--step-target-ms", a.step_target_ms, "capacity view: the step must take at most this (ms)")
@@ -266,7 +267,7 @@ CLI::App* add_collective(CLI::App& app, CollectiveArgs& a) {
   collective->add_option("--max-bytes,-e", a.max_bytes, "largest size (K, M, G)")->capture_default_str();
   collective->add_option("--step-factor,-f", a.step_factor, "size multiplication factor")
       ->transform(whole(2, kMaxStepFactor))->capture_default_str();
-  collective->add_option("--network", a.network, "auto|alpha-beta|flow")->capture_default_str();
+  collective->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
   collective->add_option("--a2a", a.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
   collective->add_option("--calibration", a.calibration_path,
                          "calibration YAML, e.g. the network fitted by `moesim calibrate --alltoall-log`");
@@ -418,7 +419,7 @@ int main_impl(int argc, char** argv) {
       "published", "replay the published measurements of validate/data/ and print each error (docs/validation.md)");
   published->add_option("--data", validate_args.data_dir, "folder of datasets (default validate/data)");
   published->add_option("--csv", validate_args.csv_path, "write one row per point ('-' for stdout)");
-  published->add_option("--network", validate_args.network, "auto|alpha-beta|flow")->capture_default_str();
+  published->add_option("--network", validate_args.network, kNetworkFlagHelp)->capture_default_str();
   PresetsArgs presets_args;
   CLI::App* presets = app.add_subcommand(
       "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");

@@ -11,6 +11,7 @@
 #include "sim/cli/list_args.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
+#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
@@ -90,6 +91,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
     throw InputError("--routing: " + e.rule());
   }
   req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
+  req.run.network = parse_network_flag(a.network);
   req.run.optimizer = parse_named<Optimizer>("--optimizer", a.optimizer, parse_optimizer, optimizer_names());
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
   req.tokens = parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu);

@@ -10,6 +10,7 @@
 
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/memory_limit_flag.h"
+#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/driver/footprint.h"
@@ -121,10 +122,7 @@ RunSpec to_run_spec(const StepArgs& a) {
     throw InputError("--optimizer '" + a.optimizer + "' is not an optimizer; valid: " + join(optimizer_names()));
   run.optimizer = *optimizer;
   run.count_routing_data = !a.no_routing_data;
-  const auto network = parse_network_model(a.network);
-  if (!network)
-    throw InputError("--network '" + a.network + "' is not a network model; valid: " + join(network_model_names()));
-  run.network = *network;
+  run.network = parse_network_flag(a.network);
   const auto a2a = parse_all_to_all_algorithm(a.a2a);
   if (!a2a)
     throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +

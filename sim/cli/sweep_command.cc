@@ -21,6 +21,7 @@
 #include "sim/cli/list_args.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
+#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
@@ -164,6 +165,7 @@ SweepSpec spec_from(const SweepArgs& a) {
     spec.order = *o;
   }
   if (a.layers > 0) spec.num_moe_layers = a.layers;
+  if (!a.network.empty()) spec.network = parse_network_flag(a.network);
   const auto [min_tp, max_tp] = std::minmax_element(spec.tp.values.begin(), spec.tp.values.end());
   if (min_tp != spec.tp.values.end()) {
     check_layout_flags(*min_tp, *max_tp, a.layout.no_dtd, a.layout.zero_given ? a.layout.zero_stage : 0);

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/spec/presets.h"
@@ -25,13 +26,12 @@ std::filesystem::path data_root(const std::string& flag) {
 }  // namespace
 
 int run_validate_published(const ValidatePublishedArgs& a) {
-  const auto network = parse_network_model(a.network);
-  if (!network) throw InputError("--network '" + a.network + "' is not a network model; valid: auto, alpha-beta, flow");
+  const NetworkModel network = parse_network_flag(a.network);
   check_outputs({{"--csv", a.csv_path}});
   // Every dataset is read and simulated before anything is printed: bad data leaves no half report.
   std::vector<validate::DatasetReport> reports;
   for (const auto& dir : validate::dataset_dirs(data_root(a.data_dir)))
-    reports.push_back(validate::replay_dataset(validate::read_dataset_source(dir), *network));
+    reports.push_back(validate::replay_dataset(validate::read_dataset_source(dir), network));
   if (a.csv_path != "-") {
     std::ostringstream text;
     for (const auto& r : reports) validate::print_dataset_report(r, text);

@@ -10,6 +10,8 @@ std::string_view to_string(PlanObjective o) {
   switch (o) {
     case PlanObjective::kTime:
       return "time";
+    case PlanObjective::kForward:
+      return "forward";
     case PlanObjective::kMemory:
       return "memory";
     case PlanObjective::kBalanced:
@@ -19,13 +21,17 @@ std::string_view to_string(PlanObjective o) {
 }
 
 std::optional<PlanObjective> parse_plan_objective(std::string_view s) {
-  for (PlanObjective o : {PlanObjective::kTime, PlanObjective::kMemory, PlanObjective::kBalanced}) {
+  for (PlanObjective o : {PlanObjective::kTime, PlanObjective::kForward, PlanObjective::kMemory, PlanObjective::kBalanced}) {
     if (s == to_string(o)) return o;
   }
   return std::nullopt;
 }
 
-std::vector<std::string> plan_objective_names() { return {"time", "memory", "balanced"}; }
+std::vector<std::string> plan_objective_names() { return {"time", "forward", "memory", "balanced"}; }
+
+TimeNs objective_time_ns(TimeNs step_ns, TimeNs forward_ns, PlanObjective objective) {
+  return objective == PlanObjective::kForward ? forward_ns : step_ns;
+}
 
 std::string format_fixed(double value, int decimals) {
   char buf[64];
@@ -66,7 +72,7 @@ std::string config_name(int n, MemoryStrategy s) {
 }
 
 // tensor_parallel: the tokens per GPU are not the cluster's batch over the GPUs, so say it.
-void write_table(std::ostream& out, const PlanTable& t, bool tensor_parallel) {
+void write_table(std::ostream& out, const PlanTable& t, bool tensor_parallel, PlanObjective objective) {
   out << "\ntokens per GPU: " << t.tokens;
   if (tensor_parallel) out << " (global batch " << t.global_tokens << ")";
   out << "   baseline (n=1, none): step " << format_ms(t.baseline.step_ns)
@@ -93,7 +99,9 @@ void write_table(std::ostream& out, const PlanTable& t, bool tensor_parallel) {
         out << "  no pick";
       } else {
         out << "  " << pad(config_name(p.num_chunks, p.strategy), 10, true) << "  step "
-            << format_ms(p.step_ns) << " ms" << (p.fits ? "" : " (does not fit)");
+            << format_ms(p.step_ns) << " ms";
+        if (objective == PlanObjective::kForward) out << ", forward " << format_ms(p.forward_ns) << " ms";
+        out << (p.fits ? "" : " (does not fit)");
         out << (p.loss_ns == 0 ? "  = exhaustive best"
                                : "  loses " + format_ms(p.loss_ns) + " ms against the exhaustive best");
       }
@@ -103,14 +111,14 @@ void write_table(std::ostream& out, const PlanTable& t, bool tensor_parallel) {
   }
 }
 
-void write_online(std::ostream& out, const OnlineReplay& o) {
+void write_online(std::ostream& out, const OnlineReplay& o, PlanObjective objective) {
   out << "\nmpipemoe-online replay over tokens";
   for (std::int64_t t : o.sequence) out << " " << t;
   out << "\n  trials: " << o.trials.size() << " (exhaustive search: " << o.exhaustive_trials
       << "), cache hits: " << o.cache_hits << ", range hits: " << o.range_hits << "\n";
   for (const OnlineTrialRecord& t : o.trials) {
-    out << "  trial B=" << t.tokens << " " << config_name(t.num_chunks, t.strategy) << " step "
-        << format_ms(t.step_ns) << " ms\n";
+    out << "  trial B=" << t.tokens << " " << config_name(t.num_chunks, t.strategy)
+        << (objective == PlanObjective::kForward ? " forward " : " step ") << format_ms(t.step_ns) << " ms\n";
   }
   out << "  final ranges:";
   for (const OnlineRange& r : o.ranges) {
@@ -164,7 +172,7 @@ nlohmann::ordered_json row_json(const PlanRow& r) {
 void write_plan_text(std::ostream& out, const PlanReport& r) {
   out << "# moesim " << r.tool_version << " plan\n";
   out << "# model " << r.model << " on " << r.cluster << " (" << r.num_gpus << " GPUs, EP " << r.layout.ep
-      << "), order " << r.order << ", routing " << r.routing << ", " << r.num_moe_layers << " MoE layer(s), objective "
+      << "), order " << r.order << ", network " << r.network << ", routing " << r.routing << ", " << r.num_moe_layers << " MoE layer(s), objective "
       << to_string(r.objective) << "\n";
   if (layout_line_wanted(r.layout.tp, r.grad_sync, r.zero_stage)) {
     out << "# layout    " << layout_text(r.layout, r.drop_duplicate_tokens, r.grad_sync, r.zero_stage, 0) << "\n";
@@ -177,8 +185,8 @@ void write_plan_text(std::ostream& out, const PlanReport& r) {
   if (r.checkpoint != ActivationCheckpointing::kNone)
     out << "; activation checkpointing " << to_string(r.checkpoint);
   out << "\n";
-  for (const PlanTable& t : r.tables) write_table(out, t, r.layout.tp > 1);
-  if (r.has_online) write_online(out, r.online);
+  for (const PlanTable& t : r.tables) write_table(out, t, r.layout.tp > 1, r.objective);
+  if (r.has_online) write_online(out, r.online, r.objective);
   if (r.has_fit) write_fit(out, r.fit);
 }
 
@@ -200,6 +208,7 @@ std::string plan_json(const PlanReport& r) {
   j["zero_stage"] = r.zero_stage;
   j["checkpoint"] = std::string(to_string(r.checkpoint));
   j["order"] = r.order;
+  j["network"] = r.network;
   j["routing"] = r.routing;
   j["num_moe_layers"] = r.num_moe_layers;
   j["objective"] = std::string(to_string(r.objective));
@@ -224,6 +233,7 @@ std::string plan_json(const PlanReport& r) {
                        {"n", p.num_chunks},
                        {"strategy", std::string(to_string(p.strategy))},
                        {"step_ns", p.step_ns},
+                       {"forward_ns", p.forward_ns},
                        {"fits", p.fits},
                        {"loss_ns", p.loss_ns},
                        {"detail", p.detail}});

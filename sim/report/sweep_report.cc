@@ -268,6 +268,7 @@ std::string sweep_json(const SweepTable& t) {
   j["name"] = t.name;
   j["step_target_ns"] = t.step_target_ns;
   j["token_axis"] = token_axis_key(t.token_unit);
+  j["network"] = std::string(to_string(t.network));
   j["grad_sync"] = t.grad_sync;
   j["zero_stage"] = t.zero_stage;
   j["checkpoint"] = std::string(to_string(t.checkpoint));

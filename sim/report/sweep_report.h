@@ -64,6 +64,7 @@ struct SweepTable {
   TimeNs step_target_ns = 0;  // 0: none
   TokenUnit token_unit = TokenUnit::kPerGpu;  // what the grid's token axis counted
   bool grad_sync = false;
+  NetworkModel network = NetworkModel::kAuto;  // as requested (auto resolves per hardware)
   int zero_stage = 0;
   ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   std::vector<SweepRecord> records;  // grid order

@@ -117,15 +117,22 @@ const PlanRow* find_row(const PlanTable& t, int n, MemoryStrategy s) {
   return nullptr;
 }
 
-MethodPick make_pick(const std::string& method, const PlanTable& t, const PlanRow& row) {
+TimeNs objective_time(const PlanRow& row, PlanObjective objective) {
+  return objective_time_ns(row.step_ns, row.forward_ns, objective);
+}
+
+MethodPick make_pick(const std::string& method, const PlanTable& t, const PlanRow& row, PlanObjective objective) {
   MethodPick p;
   p.method = method;
   p.found = true;
   p.num_chunks = row.num_chunks;
   p.strategy = row.strategy;
   p.step_ns = row.step_ns;
+  p.forward_ns = row.forward_ns;
   p.fits = row.fits;
-  p.loss_ns = t.best >= 0 ? row.step_ns - t.rows[static_cast<std::size_t>(t.best)].step_ns : 0;
+  p.loss_ns = t.best >= 0 ? objective_time(row, objective) -
+                                objective_time(t.rows[static_cast<std::size_t>(t.best)], objective)
+                          : 0;
   return p;
 }
 
@@ -294,6 +301,8 @@ int rank_rows(std::vector<PlanRow>& rows, PlanObjective objective) {
     switch (objective) {
       case PlanObjective::kTime:
         return std::make_tuple(static_cast<double>(r.step_ns), static_cast<double>(r.model_peak_bytes));
+      case PlanObjective::kForward:
+        return std::make_tuple(static_cast<double>(r.forward_ns), static_cast<double>(r.model_peak_bytes));
       case PlanObjective::kMemory:
         return std::make_tuple(static_cast<double>(r.model_peak_bytes), static_cast<double>(r.step_ns));
       case PlanObjective::kBalanced:
@@ -326,6 +335,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   report.zero_stage = req.run.zero_stage;
   report.checkpoint = req.run.checkpoint;
   report.order = std::string(to_string(req.run.order));
+  report.network = std::string(to_string(resolve_network_model(req.cluster, req.run.network)));
   report.routing = req.run.routing.to_string();
   report.num_moe_layers = req.run.num_moe_layers;
   report.objective = req.objective;
@@ -365,13 +375,15 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
     }
     table.best = rank_rows(table.rows, req.objective);
     if (table.best >= 0) {
-      MethodPick p = make_pick("simulate", table, table.rows[static_cast<std::size_t>(table.best)]);
+      MethodPick p = make_pick("simulate", table, table.rows[static_cast<std::size_t>(table.best)], req.objective);
       p.detail = "exhaustive over " + std::to_string(table.rows.size()) + " configurations, objective " +
                  std::string(to_string(req.objective));
       table.picks.push_back(p);
     } else {
-      table.picks.push_back(MethodPick{"simulate", false, 0, MemoryStrategy::kNone, 0, false, 0,
-                                       "no configuration fits"});
+      MethodPick none;
+      none.method = "simulate";
+      none.detail = "no configuration fits";
+      table.picks.push_back(none);
     }
     report.tables.push_back(std::move(table));
   }
@@ -391,7 +403,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
                                            MemoryStrategy::kNone) != req.strategies.end()
                                      ? MemoryStrategy::kNone
                                      : req.strategies.front();
-        MethodPick p = make_pick("pipemoe", table, *find_row(table, dp.degree, s));
+        MethodPick p = make_pick("pipemoe", table, *find_row(table, dp.degree, s), req.objective);
         p.detail = "model T(" + std::to_string(dp.degree) + ") = " + fmt(dp.time_s * 1e3, "%.3f") +
                    " ms, regime " + std::string(regime_name(dp.regime)) + ", r* = " +
                    fmt(t3_unconstrained_minimiser(setup.params), "%.2f") + "; " + constants;
@@ -411,7 +423,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
             chosen_fits = row->fits;
           }
         }
-        MethodPick p = make_pick("mpmoe-model", table, *chosen);
+        MethodPick p = make_pick("mpmoe-model", table, *chosen, req.objective);
         p.detail = "Eq. 7-10 cost per chunk";
         for (MemoryStrategy s : req.strategies) {
           p.detail += " " + std::string(to_string(s)) + " " + fmt(costs.total(to_reuse(s)) * 1e6, "%.1f") + " us";
@@ -438,7 +450,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
           t,
           [&](int n, int s) {
             const PlanRow& row = cache.get({t, degree(n), req.strategies[static_cast<std::size_t>(s)]});
-            return static_cast<double>(row.step_ns);
+            return static_cast<double>(objective_time(row, req.objective));
           },
           num_s);
       search.check_invariants();
@@ -459,7 +471,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
       const GranularityChoice c = search.cache().at(table.tokens);
       const MemoryStrategy s = req.strategies[static_cast<std::size_t>(c.strategy)];
       PlanRow row = cache.get({table.tokens, degree(c.n), s});
-      MethodPick p = make_pick("mpipemoe-online", table, row);
+      MethodPick p = make_pick("mpipemoe-online", table, row, req.objective);
       std::int64_t spent = 0;
       for (const OnlineTrialRecord& tr : replay.trials) spent += tr.tokens == table.tokens ? 1 : 0;
       p.detail = std::to_string(spent) + " trial(s) at this token count; n searched over the " +

@@ -129,6 +129,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
                   c.run.num_chunks = n;
                   c.run.strategy = s;
                   c.run.order = spec.order;
+                  c.run.network = spec.network;
                   c.run.num_moe_layers = spec.num_moe_layers;
                   c.run.slots = spec.slots;
                   c.run.optimizer = spec.optimizer;
@@ -154,19 +155,11 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
     try {
       check_simulated_layers(model, one.num_moe_layers);
       const LayerDims d = derive_layer_dims(model, cluster, one);
-      // With duplicate token dropping a chunk's rows split over the tp ranks: C must hold n x tp.
-      const int share = d.token_share();
-      const std::int64_t rows = checked_mul(c.run.num_chunks, share);
-      if (rows > d.capacity) {
-        std::string rule = "n = " + std::to_string(c.run.num_chunks) + " is above the capacity C = " +
-                           std::to_string(d.capacity) + " rows per expert";
-        if (share > 1) rule += " over tp " + std::to_string(share) + " ranks";
-        rule += " (" + describe(plan, c) + "): each chunk needs at least one row per expert";
-        if (share > 1)
-          rule += " on each tensor-parallel rank with duplicate token dropping (n x tp = " + std::to_string(rows) +
-                  " > C)";
-        throw InputError(spec.chunks.where, rule);
-      }
+      // Every chunk needs a slot per expert (uneven chunks take any n up to C).
+      if (c.run.num_chunks > d.capacity)
+        throw InputError(spec.chunks.where, "n = " + std::to_string(c.run.num_chunks) + " is above the capacity C = " +
+                                                std::to_string(d.capacity) + " rows per expert (" + describe(plan, c) +
+                                                "): each chunk needs at least one row per expert");
       const LayerDims dims = derive_layer_dims(model, cluster, c.run);
       c.layout = dims.layout();
       c.drop_duplicate_tokens = dims.drop_duplicate_tokens;
@@ -235,6 +228,7 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
   t.step_target_ns = plan.spec.step_target_ns;
   t.token_unit = plan.spec.token_unit;
   t.grad_sync = plan.spec.grad_sync;
+  t.network = plan.spec.network;
   t.zero_stage = plan.spec.zero_stage;
   t.checkpoint = plan.spec.checkpoint;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {

@@ -26,7 +26,7 @@ SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
 SweepSpec read_sweep_file(const YamlValue& root) {
   check_file_kind(root, {"sweep"}, "--grid");
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
-                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order",
+                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order", "network",
                                  "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
                                  "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
   check_header(m, "sweep", true, true);
@@ -78,6 +78,7 @@ SweepSpec read_sweep_file(const YamlValue& root) {
     spec.routing.where = spec.origin;
   }
   if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
+  if (auto v = m.get("network")) spec.network = v->as_enum(parse_network_model, network_model_names());
   if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
   if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
   if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());

@@ -61,6 +61,7 @@ struct SweepSpec {
   // The parsed routing values, in the axis's order (matrix paths resolved).
   std::vector<RoutingSpec> routing_specs() const;
   OrderPolicy order = OrderPolicy::kMPipeMoE;
+  NetworkModel network = NetworkModel::kAuto;  // the collective model of every configuration
   int num_moe_layers = 1;
   int slots = 2;
   Optimizer optimizer = Optimizer::kAdam;

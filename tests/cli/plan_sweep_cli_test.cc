@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -64,11 +65,55 @@ TEST_F(Cli, PlanFitFindsTheSmallestCluster) {
 TEST_F(Cli, PlanBadInputExitsTwo) {
   Result r = run(kPlan + " --objective speed");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("valid: time, memory, balanced"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("valid: time, forward, memory, balanced"), std::string::npos) << r.err;
   r = run("plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml --tokens 256 "
           "--chunks 1-8");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("n = 5"), std::string::npos) << r.err;
+}
+
+// --network picks the collective model of every simulated row, with one default (auto: flow on
+// hardware with a topology, as simulate); the report names the model it used.
+TEST_F(Cli, PlanAndSweepTakeTheNetworkModel) {
+  const std::string plan = "plan --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml "
+                           "--tokens 4096 --chunks 1,4 --strategies none --json -";
+  std::map<std::string, nlohmann::json> by_model;
+  for (const char* network : {"", " --network flow", " --network alpha-beta"}) {
+    const Result r = run(plan + network);
+    ASSERT_EQ(r.exit_code, 0) << network << r.err;
+    by_model[network] = nlohmann::json::parse(r.out);
+  }
+  EXPECT_EQ(by_model[""]["network"], "flow");
+  EXPECT_EQ(by_model[" --network alpha-beta"]["network"], "alpha-beta");
+  EXPECT_EQ(by_model[""]["tables"], by_model[" --network flow"]["tables"]);
+  EXPECT_NE(by_model[" --network flow"]["tables"][0]["rows"], by_model[" --network alpha-beta"]["tables"][0]["rows"]);
+  Result bad = run(plan + " --network fast");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--network 'fast' is not a network model; valid: auto, alpha-beta, flow"), std::string::npos)
+      << bad.err;
+
+  const std::string sweep = "sweep --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml "
+                            "--tokens 4096 --chunks 1,4 --json -";
+  const Result flow = run(sweep), ab = run(sweep + " --network alpha-beta");
+  ASSERT_EQ(flow.exit_code, 0) << flow.err;
+  ASSERT_EQ(ab.exit_code, 0) << ab.err;
+  const auto fj = nlohmann::json::parse(flow.out), aj = nlohmann::json::parse(ab.out);
+  EXPECT_EQ(fj["network"], "auto");
+  EXPECT_EQ(aj["network"], "alpha-beta");
+  EXPECT_NE(fj["records"], aj["records"]);
+  const auto grid_with_network = [&](const std::string& name, const std::string& network) {
+    return write(name, "schema_version: 1\nkind: sweep\nmodels: [" + std::string(MOESIM_SOURCE_DIR) +
+                           "/models/moe-gpt-s-64e.yaml]\nhardware: [" + MOESIM_SOURCE_DIR +
+                           "/hardware/clusters/dgx-a100-2node.yaml]\ntokens: [4096]\nchunks: [1, 4]\n"
+                           "strategies: [none]\nnetwork: " + network + "\n");
+  };
+  const Result from_grid = run("sweep --grid " + grid_with_network("net.yaml", "alpha-beta").string() + " --json -");
+  ASSERT_EQ(from_grid.exit_code, 0) << from_grid.err;
+  EXPECT_EQ(nlohmann::json::parse(from_grid.out)["records"], aj["records"]);
+  const fs::path bad_grid = grid_with_network("badnet.yaml", "ethernet");
+  const Result g = run("sweep --grid " + bad_grid.string());
+  EXPECT_EQ(g.exit_code, 2);
+  EXPECT_NE(g.err.find(bad_grid.string() + ":8:10: network: unknown value 'ethernet'"), std::string::npos) << g.err;
 }
 
 const std::string kSweep =

@@ -186,6 +186,7 @@ TEST(PlannerTest, RankingByObjective) {
     PlanRow r;
     r.num_chunks = n;
     r.step_ns = step;
+    r.forward_ns = 1000 - step;  // the forward order is the reverse of the step's
     r.peak_bytes = peak;
     r.model_peak_bytes = peak;  // ranking and fitting read the whole model's peak
     r.fits = fits;
@@ -203,8 +204,41 @@ TEST(PlannerTest, RankingByObjective) {
   std::vector<PlanRow> balanced = rows;
   rank_rows(balanced, PlanObjective::kBalanced);
   EXPECT_EQ(balanced[0].num_chunks, 4);  // 80*40 = 3200 < 100*50 < 60*90
+  std::vector<PlanRow> by_forward = rows;
+  EXPECT_EQ(rank_rows(by_forward, PlanObjective::kForward), 0);
+  EXPECT_EQ(by_forward[0].num_chunks, 1);  // forward 900 - 100: the slowest step, the fastest forward
+  EXPECT_EQ(by_forward.back().num_chunks, 3);
   std::vector<PlanRow> none = {row(1, 10, 10, false)};
   EXPECT_EQ(rank_rows(none, PlanObjective::kTime), -1);
+}
+
+// Objective forward judges the PipeMoE model on the quantity it predicts: on the hardware whose
+// simulation is the model's world (pipemoe-alpha-beta.yaml), its pick is the simulated best
+// forward pass, over every degree 1..16 (uneven chunks included), while under objective time
+// (the whole step, which the model does not describe) it may lose.
+TEST(PlannerTest, ObjectiveForwardJudgesThePipeMoePickOnTheForwardPass) {
+  const Fixture f;
+  PlanRequest req;
+  req.model = f.model;
+  req.cluster = f.cluster;
+  req.tokens = {4096, 32768};
+  req.strategies = {MemoryStrategy::kNone};
+  req.methods = {PlanMethod::kSimulate, PlanMethod::kPipeMoE};
+  req.objective = PlanObjective::kForward;
+  req.jobs = 1;
+  resolve_plan_request(req);
+  ASSERT_EQ(req.chunk_counts.size(), 16u);
+  const PlanReport report = plan(req, "test");
+  for (const PlanTable& t : report.tables) {
+    ASSERT_GE(t.best, 0);
+    const PlanRow& best = t.rows[static_cast<std::size_t>(t.best)];
+    for (const PlanRow& r : t.rows) EXPECT_GE(r.forward_ns, best.forward_ns) << "B = " << t.tokens;
+    ASSERT_EQ(t.picks.size(), 2u);
+    EXPECT_EQ(t.picks[1].method, "pipemoe");
+    EXPECT_EQ(t.picks[1].num_chunks, best.num_chunks) << "B = " << t.tokens;
+    EXPECT_EQ(t.picks[1].loss_ns, 0);
+    EXPECT_EQ(t.picks[1].forward_ns, best.forward_ns);
+  }
 }
 
 TEST(PlannerTest, OnlineReplayKeepsItsInvariantsAndSpendsFewerTrials) {

@@ -150,16 +150,17 @@ TEST(SweepLayoutTest, BadDegreesAndBatchesAreNamedAtTheirAxis) {
   s.tokens.where = SourceLocation{};
   EXPECT_THAT(error_of(s), StartsWith("--global-tokens 131073 does not divide evenly"));
 
-  // With duplicate token dropping a chunk's C / n rows split over the tp ranks: at 2048 tokens per
-  // GPU (C = 2048 / 64 = 32) and tp 8, C holds n = 4 (4 x 8 = 32 rows) but not n = 8.
+  // A chunk needs a slot per expert: at 2048 tokens per GPU (C = 2048 / 64 = 32) and tp 8, n = 32
+  // runs (duplicate token dropping pads each one-slot chunk to one slot per tp rank), n = 33 does not.
   s = adira_layouts();
   s.tokens.values = {8 * 2048};
   s.tp.values = {8};
-  s.chunks.values = {4, 8};
+  s.chunks.values = {4, 8, 32};
+  EXPECT_NO_THROW(prepare_sweep(s));
+  s.chunks.values = {4, 33};
   s.chunks.where = SourceLocation{"grid.yaml", 7, 9};
-  EXPECT_THAT(error_of(s),
-              StartsWith("grid.yaml:7:9: n = 8 is above the capacity C = 32 rows per expert over tp 8 ranks"));
-  EXPECT_THAT(error_of(s), HasSubstr("duplicate token dropping (n x tp = 64 > C)"));
+  EXPECT_THAT(error_of(s), StartsWith("grid.yaml:7:9: n = 33 is above the capacity C = 32 rows per expert"));
+  EXPECT_THAT(error_of(s), HasSubstr("each chunk needs at least one row per expert"));
 }
 
 }  // namespace
