@@ -31,14 +31,15 @@ std::string tf32_unsupported(int major, int minor, const std::string& gpu) {
 }
 
 void check_equal_chunks(const LayerDims& dims) {
-  if (dims.capacity % dims.num_chunks == 0) return;
+  if (dims.even_chunks()) return;
   std::string divisors;
   for (std::int64_t n = 1; n <= std::min<std::int64_t>(dims.capacity, 64); ++n)
     if (dims.capacity % n == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(n);
-  throw InputError("the GPU runtime runs chunks of equal size, and n = " + std::to_string(dims.num_chunks) +
-                   " does not divide the capacity C = " + std::to_string(dims.capacity) +
-                   " slots per expert (the simulator splits it unevenly, the runtime does not yet): use an n among " +
-                   divisors + (dims.capacity > 64 ? ", ..." : ""));
+  throw InputError("the GPU runtime runs chunks of equal size, and the capacity C = " + std::to_string(dims.capacity) +
+                   " slots per expert in n = " + std::to_string(dims.num_chunks) + " chunks (chunk_alignment " +
+                   std::to_string(dims.chunk_alignment) + ") are not (the simulator splits C unevenly, the runtime "
+                   "does not yet): use an n among " + divisors + (dims.capacity > 64 ? ", ..." : "") +
+                   " with a chunk_alignment that divides C/n");
 }
 
 }  // namespace moesim::runtime

@@ -55,6 +55,15 @@ CLI::Validator real(double min, double max, bool min_exclusive = false) {
       number_range(min, max, min_exclusive));
 }
 
+// Chunk sizes in capacity slots: multiples of it but for the last chunk (run file: chunk_alignment).
+void add_chunk_align_option(CLI::App* app, int& alignment) {
+  app->add_option("--chunk-align", alignment,
+                  "chunk sizes (capacity slots per expert) are multiples of this but for the last chunk; 1: they "
+                  "differ by at most one")
+      ->transform(whole(1, kMaxChunkAlignment))
+      ->capture_default_str();
+}
+
 // A numeric option without a range would take "-1" or "nan" unchecked: a bug, which any run of
 // the program (every CLI test) reports.
 void check_every_number_has_a_range(const CLI::App& app) {
@@ -126,6 +135,7 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
   app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")
       ->transform(whole(1, kMaxChunks))->capture_default_str();
+  add_chunk_align_option(app, a.chunk_alignment);
   app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
       ->capture_default_str();
   app->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU of the cluster / --tp)")
@@ -205,6 +215,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
       ->transform(whole(1, kMaxMoeLayers))->capture_default_str();
   plan->add_option("--slots", a.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")
       ->transform(whole(1, 2))->capture_default_str();
+  add_chunk_align_option(plan, a.chunk_alignment);
   plan->add_option("--optimizer", a.optimizer, "adam|momentum|sgd")->capture_default_str();
   plan->add_flag("--no-routing-data", a.no_routing_data, "do not count gate scores and indices (the papers' accounting)");
   plan->add_option("--routing", a.routing,

@@ -84,6 +84,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   req.run.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
   req.run.num_moe_layers = a.layers;
   req.run.slots = a.slots;
+  req.run.chunk_alignment = a.chunk_alignment;
   req.run.count_routing_data = !a.no_routing_data;
   try {
     req.run.routing = parse_routing_spec(a.routing, SourceLocation{});

@@ -30,6 +30,7 @@ struct PlanArgs {
   LayoutFlags layout;              // --no-dtd, --grad-sync, --zero
   int layers = 1;
   int slots = 2;
+  int chunk_alignment = 1;         // --chunk-align
   std::string optimizer = "adam";
   bool no_routing_data = false;
   std::string routing = "uniform";  // --routing, as for simulate

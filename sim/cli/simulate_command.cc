@@ -68,6 +68,7 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--hardware") && file.hardware_path) a.hardware_path = *file.hardware_path;
     if (!given(a, "--tokens")) a.tokens = file.run.tokens_per_gpu;
     if (!given(a, "--chunks")) a.chunks = file.run.num_chunks;
+    if (!given(a, "--chunk-align")) a.chunk_alignment = file.run.chunk_alignment;
     if (!given(a, "--order")) a.order = std::string(to_string(file.run.order));
     if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
     if (!given(a, "--tp")) a.tp_size = file.run.tp_size;
@@ -99,6 +100,7 @@ RunSpec to_run_spec(const StepArgs& a) {
   RunSpec run;
   run.tokens_per_gpu = a.tokens;
   run.num_chunks = a.chunks;
+  run.chunk_alignment = a.chunk_alignment;
   run.ep_size = a.ep_size;
   run.tp_size = a.tp_size;
   run.drop_duplicate_tokens = !a.layout.no_dtd;

@@ -33,6 +33,7 @@ struct StepArgs {
   unsigned long long seed = 1;
   std::string strategy = "none";
   int slots = 2;
+  int chunk_alignment = 1;  // --chunk-align
   std::string optimizer = "adam";
   bool no_routing_data = false;
   std::string network = "auto";

@@ -153,9 +153,15 @@ std::string fmt(double v) {
 }  // namespace
 
 std::int64_t LayerDims::chunk_capacity(int c) const {
+  // The first chunks are the largest whole-block ones; the last may be larger still with the
+  // slots the blocks leave.
+  if (c == kLargestChunk) return std::max(chunk_capacity(0), chunk_capacity(num_chunks - 1));
   MOESIM_CHECK(c >= 0 && c < num_chunks, "chunk index within the layer's chunks");
-  return chunk_share(capacity, c, num_chunks);
+  const std::int64_t blocks = chunk_share(capacity / chunk_alignment, c, num_chunks);
+  return checked_mul(blocks, chunk_alignment) + (c == num_chunks - 1 ? capacity % chunk_alignment : 0);
 }
+
+bool LayerDims::even_chunks() const { return chunk_capacity(0) == chunk_capacity(num_chunks - 1); }
 
 std::vector<std::int64_t> LayerDims::chunk_capacities() const {
   std::vector<std::int64_t> sizes;
@@ -296,6 +302,14 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
                      std::to_string(model.top_k) + "*" + fmt(f) + "*" + std::to_string(run.tokens_per_gpu) + "/" +
                      std::to_string(experts) + ") = " + std::to_string(capacity) + " is less than num_chunks n = " +
                      std::to_string(n) + " (every chunk needs at least one slot per expert)");
+  const int align = run.chunk_alignment;
+  if (align < 1 || align > kMaxChunkAlignment)
+    throw InputError("chunk_alignment must be in [1, " + std::to_string(kMaxChunkAlignment) + "], got " +
+                     std::to_string(align));
+  if (capacity / align < n)
+    throw InputError("capacity C = " + std::to_string(capacity) + " holds fewer than num_chunks n = " +
+                     std::to_string(n) + " blocks of chunk_alignment " + std::to_string(align) +
+                     " slots (every chunk but the last is a whole number of blocks, at least one)");
 
   LayerDims d;
   d.tokens = run.tokens_per_gpu;
@@ -311,6 +325,7 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   d.local_experts = experts / ep;
   d.num_chunks = run.num_chunks;
   d.capacity = capacity;
+  d.chunk_alignment = align;
   d.element_bytes = model.element_bytes();
   d.gemm_dtype = model.gemm_dtype;
 

@@ -12,9 +12,11 @@
 // prefetch, re-dispatch and recompute tasks (MPipeMoE Table II); the .cc header lists them.
 //
 // Chunking: capacity C = floor(k*f*B/E) slots per (expert, source rank), split over the n chunks
-// as evenly as integers allow: chunk c carries C/n rows, the remainder one row each to the first
-// chunks (chunk sizes differ by at most one), so no slot is dropped for pipelining. MPipeMoE and
-// Tutel take n dividing C; other n used to round C down and lose up to n - 1 slots per expert.
+// as evenly as integers allow, so no slot is dropped for pipelining: chunk c carries C/n rows, the
+// remainder one row each to the first chunks (sizes differ by at most one). With an alignment a
+// (run.chunk_alignment) the floor(C/a) blocks of a slots are split so, and the last chunk also
+// takes the C mod a slots left (sizes differ by at most a). MPipeMoE and Tutel take n dividing C;
+// other n used to round C down and lose up to n - 1 slots per expert.
 //
 // Tensor parallelism (DeepSpeed-TED, run.tp_size = t > 1; reference section 5): the t ranks of a
 // tensor-parallel group hold the same B tokens (the non-expert blocks are Megatron tensor
@@ -58,28 +60,32 @@ struct LayerDims {
   int local_experts = 1;          // E_l = E / N
   int num_chunks = 1;             // n
   std::int64_t capacity = 0;      // C = floor(k*f*B/E) slots per expert per source rank
+  int chunk_alignment = 1;        // a: chunk sizes are multiples of it but for the last chunk
   int element_bytes = 4;
   DType gemm_dtype = DType::kFp32;
 
-  // Slots per (expert, source rank) in chunk c: C/n, plus one for the first C mod n chunks. The
-  // per-chunk sizes below default to chunk 0, the largest (what a slot buffer must hold).
-  std::int64_t chunk_capacity(int c = 0) const;
+  // The per-chunk sizes below default to the largest chunk (what a slot buffer must hold).
+  static constexpr int kLargestChunk = -1;
+  // Slots per (expert, source rank) in chunk c: a x (floor(C/a) blocks split over n, one more
+  // for the first chunks), plus C mod a for the last.
+  std::int64_t chunk_capacity(int c = kLargestChunk) const;
   std::vector<std::int64_t> chunk_capacities() const;
+  bool even_chunks() const;  // every chunk the same size
   // Rows of chunk c's dispatch tensor on a rank, and of its experts' input: E * C_c.
-  std::int64_t rows_per_chunk(int c = 0) const;
+  std::int64_t rows_per_chunk(int c = kLargestChunk) const;
   // Rows each local expert computes in chunk c: N * C_c.
-  std::int64_t rows_per_expert_chunk(int c = 0) const;
+  std::int64_t rows_per_expert_chunk(int c = kLargestChunk) const;
   // The share of those rows each tensor-parallel rank sends through an all-to-all: t with
   // duplicate token dropping, else 1.
   int token_share() const { return drop_duplicate_tokens ? tp_size : 1; }
   // Slots per (expert, source) one tensor-parallel rank sends in chunk c: ceil(C_c / share). A
   // chunk the share does not divide is padded, as an all-gather needs equal parts.
-  std::int64_t shared_chunk_capacity(int c = 0) const;
+  std::int64_t shared_chunk_capacity(int c = kLargestChunk) const;
   // Bytes one rank sends to one peer in chunk c's all-to-all: E_l * ceil(C_c / share) * M * bytes.
-  std::int64_t a2a_bytes_per_peer(int c = 0) const;
+  std::int64_t a2a_bytes_per_peer(int c = kLargestChunk) const;
   // Rows of chunk c's dispatch tensor after the tensor-parallel all-gather: E * share *
   // ceil(C_c / share) (rows_per_chunk(c) plus the padding).
-  std::int64_t gathered_rows_per_chunk(int c = 0) const;
+  std::int64_t gathered_rows_per_chunk(int c = kLargestChunk) const;
   // Width of a rank's slice of FC1's output and of the activation (fc1_out / t, H / t).
   std::int64_t fc1_out_shard() const { return fc1_out / tp_size; }
   std::int64_t d_ffn_shard() const { return d_ffn / tp_size; }

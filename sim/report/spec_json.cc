@@ -95,6 +95,7 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
               {"seed", run.seed},
               {"strategy", std::string(to_string(run.strategy))},
               {"slots", run.slots},
+              {"chunk_alignment", run.chunk_alignment},
               {"optimizer", std::string(to_string(run.optimizer))},
               {"count_routing_data", run.count_routing_data},
               {"routing", run.routing.to_string()}};

@@ -140,9 +140,9 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << fixed(100.0 * r.dropped_fraction(), 2) << "% of " << r.routed << " choices\n";
   }
   out << "# derived   capacity C=" << d.capacity << " rows/expert/rank";
-  if (d.capacity % d.num_chunks != 0) out << " in chunks of " << chunk_sizes_text(d.chunk_capacities());
+  if (!d.even_chunks()) out << " in chunks of " << chunk_sizes_text(d.chunk_capacities());
   out << ", " << d.rows_per_chunk() << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk";
-  if (d.capacity % d.num_chunks != 0) out << " (the largest chunk)";
+  if (!d.even_chunks()) out << " (the largest chunk)";
   out << "\n";
   out << "# figures   rank " << m.rank
       << (in.graph.simulated_ranks().size() == 1 ? " (representative: routing is balanced)"

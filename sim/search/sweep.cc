@@ -132,6 +132,7 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
                   c.run.network = spec.network;
                   c.run.num_moe_layers = spec.num_moe_layers;
                   c.run.slots = spec.slots;
+                  c.run.chunk_alignment = spec.chunk_alignment;
                   c.run.optimizer = spec.optimizer;
                   c.run.count_routing_data = spec.count_routing_data;
                   plan.configs.push_back(std::move(c));

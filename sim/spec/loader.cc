@@ -511,7 +511,7 @@ RunFile read_run_file(const YamlValue& root) {
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
                                  "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
                                  "grad_sync", "zero_stage", "checkpoint", "num_chunks", "order",
-                                 "num_moe_layers", "seed", "strategy", "slots", "optimizer",
+                                 "num_moe_layers", "seed", "strategy", "slots", "optimizer", "chunk_alignment",
                                  "routing_data", "network", "all_to_all", "routing"});
   check_header(m, "run", true, true);
   check_source(m);
@@ -534,6 +534,7 @@ RunFile read_run_file(const YamlValue& root) {
   if (auto v = m.get("checkpoint"))
     out.run.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
   if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, kMaxChunks));
+  if (auto v = m.get("chunk_alignment")) out.run.chunk_alignment = static_cast<int>(v->as_int(1, kMaxChunkAlignment));
   if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
   if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
   if (auto v = m.get("strategy")) out.run.strategy = v->as_enum(parse_memory_strategy, memory_strategy_names());

@@ -14,6 +14,7 @@ namespace moesim {
 inline constexpr std::int64_t kMaxTokensPerGpu = std::int64_t{1} << 40;
 inline constexpr int kMaxGroupSize = 1 << 24;  // ep_size, tp_size, GPU counts
 inline constexpr int kMaxChunks = 1 << 20;
+inline constexpr int kMaxChunkAlignment = 1 << 20;
 inline constexpr int kMaxMoeLayers = 100000;
 inline constexpr std::uint64_t kMaxSeed = std::numeric_limits<std::int64_t>::max();
 
@@ -40,6 +41,9 @@ struct RunSpec {
   // to the same memory problem.
   ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   int num_chunks = 1;               // n, pipeline partitions of each layer
+  // Chunk sizes (capacity slots per expert and source) are multiples of this, but for the last
+  // chunk, which takes what is left (sim/graph/moe_layer_builder.h); 1: sizes differ by at most one.
+  int chunk_alignment = 1;
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   int num_moe_layers = 1;           // MoE layers simulated back to back
   std::uint64_t seed = 1;

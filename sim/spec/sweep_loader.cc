@@ -27,7 +27,7 @@ SweepSpec read_sweep_file(const YamlValue& root) {
   check_file_kind(root, {"sweep"}, "--grid");
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
                                  "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order", "network",
-                                 "num_moe_layers", "slots", "optimizer", "routing_data", "step_target",
+                                 "num_moe_layers", "slots", "chunk_alignment", "optimizer", "routing_data", "step_target",
                                  "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
   check_header(m, "sweep", true, true);
   SweepSpec spec;
@@ -81,6 +81,7 @@ SweepSpec read_sweep_file(const YamlValue& root) {
   if (auto v = m.get("network")) spec.network = v->as_enum(parse_network_model, network_model_names());
   if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
   if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
+  if (auto v = m.get("chunk_alignment")) spec.chunk_alignment = static_cast<int>(v->as_int(1, kMaxChunkAlignment));
   if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
   if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
   if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);

@@ -64,6 +64,7 @@ struct SweepSpec {
   NetworkModel network = NetworkModel::kAuto;  // the collective model of every configuration
   int num_moe_layers = 1;
   int slots = 2;
+  int chunk_alignment = 1;
   Optimizer optimizer = Optimizer::kAdam;
   bool count_routing_data = true;
   TimeNs step_target_ns = 0;        // capacity view: the step must take at most this; 0 = none

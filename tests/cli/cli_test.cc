@@ -143,6 +143,32 @@ TEST_F(Cli, RunFileSuppliesOptionsAndFlagsOverrideIt) {
   EXPECT_NE(r.err.find("num_chunks"), std::string::npos) << r.err;
 }
 
+// Chunk alignment from a run file or --chunk-align: the summary and the JSON list the sizes (C =
+// 64 for MoE-GPT-S-64E at 4,096 tokens: 4 blocks of 16 over 3 chunks are 32, 16 and 16).
+TEST_F(Cli, ChunkAlignmentComesFromTheRunFileOrTheFlag) {
+  const std::string files = " --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml";
+  const fs::path aligned = write("aligned.yaml", "schema_version: 1\nkind: run\ntokens_per_gpu: 4096\nnum_chunks: 3\n"
+                                                 "chunk_alignment: 16\n");
+  Result r = run("simulate --run " + aligned.string() + files + " --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["run"]["chunk_alignment"], 16);
+  EXPECT_EQ(j["config"]["derived"]["chunk_capacities"], nlohmann::json::parse("[32, 16, 16]"));
+  EXPECT_NE(r.err.find("capacity C=64 rows/expert/rank in chunks of 1 x 32 + 2 x 16"), std::string::npos) << r.err;
+  r = run("simulate --run " + aligned.string() + files + " --chunk-align 1 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["derived"]["chunk_capacities"], nlohmann::json::parse("[22, 21, 21]"));
+  r = run("simulate --tokens 4096 --chunks 5 --chunk-align 16" + files);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("capacity C = 64 holds fewer than num_chunks n = 5 blocks of chunk_alignment 16 slots"),
+            std::string::npos)
+      << r.err;
+  r = run("simulate --tokens 4096 --chunk-align 0" + files);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("error: --chunk-align: 0 is outside [1, 1048576]"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, JsonToStdoutMovesTheSummaryToStderr) {
   Result r = run(kExample + " --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -48,9 +48,17 @@ TEST(GpuCompat, UnequalChunksAreRefusedWithTheDivisorsOfTheCapacity) {
     check_equal_chunks(d);
     FAIL() << "n = 4 does not divide C = 6";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("n = 4 does not divide the capacity C = 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("capacity C = 6 slots per expert in n = 4 chunks (chunk_alignment 1) are not"),
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("use an n among 1, 2, 3, 6"), std::string::npos) << e.what();
   }
+  d.capacity = 8;
+  d.chunk_alignment = 3;
+  d.num_chunks = 2;  // 2 blocks of 3 slots over 2 chunks, the last taking the 2 left: 3 and 5
+  EXPECT_THROW(check_equal_chunks(d), InputError);
+  d.chunk_alignment = 2;  // 4 blocks of 2: 4 and 4
+  EXPECT_NO_THROW(check_equal_chunks(d));
 }
 
 }  // namespace

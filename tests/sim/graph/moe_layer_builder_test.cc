@@ -89,6 +89,43 @@ TEST(DeriveLayerDims, SplitsCapacityIntoChunksThatDifferByAtMostOne) {
             (std::vector<std::int64_t>{8, 8, 7, 7}));
 }
 
+TEST(DeriveLayerDims, AlignedChunksAreWholeBlocksButTheLast) {
+  ModelSpec m = small_model();
+  m.capacity_factor = 1.25;  // C = 30
+  const auto sizes = [&](int n, int align) {
+    RunSpec r = small_run(n);
+    r.chunk_alignment = align;
+    return derive_layer_dims(m, small_cluster(), r).chunk_capacities();
+  };
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(sizes(3, 8), (V{8, 8, 14}));         // 3 blocks, the 6 left go to the last chunk
+  EXPECT_EQ(sizes(2, 4), (V{16, 14}));           // 7 blocks of 4: 4 + 3, and 2 slots left
+  EXPECT_EQ(sizes(4, 1), (V{8, 8, 7, 7}));       // alignment 1: differ by at most one
+  EXPECT_EQ(sizes(5, 6), (V{6, 6, 6, 6, 6}));    // 30 = 5 blocks of 6: even
+  for (int n : {1, 2, 3}) {
+    for (int align : {1, 2, 4, 8, 10}) {
+      RunSpec r = small_run(n);
+      r.chunk_alignment = align;
+      const LayerDims d = derive_layer_dims(m, small_cluster(), r);
+      std::int64_t sum = 0, largest = 0;
+      for (int c = 0; c < n; ++c) {
+        sum += d.chunk_capacity(c);
+        largest = std::max(largest, d.chunk_capacity(c));
+        if (c + 1 < n) {
+          EXPECT_EQ(d.chunk_capacity(c) % align, 0) << n << " " << align;
+        }
+      }
+      EXPECT_EQ(sum, 30) << n << " " << align;
+      EXPECT_EQ(d.chunk_capacity(), largest);  // the default is the largest chunk, last included
+    }
+  }
+  RunSpec r = small_run(4);
+  r.chunk_alignment = 8;
+  expect_rejected(m, r, "capacity C = 30 holds fewer than num_chunks n = 4 blocks of chunk_alignment 8 slots");
+  r.chunk_alignment = 0;
+  expect_rejected(m, r, "chunk_alignment must be in [1, 1048576], got 0");
+}
+
 // Uneven chunks change how the work is cut, never how much there is: every FLOP and byte of the
 // layer at n = 1 is in the chunks at any n, C not divisible by n included.
 TEST(BuilderUnevenChunks, ChunksTogetherDoTheWholeLayersWork) {
