@@ -200,6 +200,7 @@ phase_sanitize() {
     "--gtest_filter=LayerGpu.SharedExperts*"
 }
 
-step env 30 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim $tests | grep -E 'not found|cublas|nccl'"
+# moesim-run is what links cuBLAS and NCCL (moesim hands `run` and `calibrate` to it).
+step env 30 bash -c "nvidia-smi; nvidia-smi -L; ldd $moesim $dist/bin/moesim-run $tests | grep -E 'not found|cublas|nccl'"
 for p in "${phases[@]}"; do "phase_$p"; done
 exit 0 # every step's exit code is in summary.txt

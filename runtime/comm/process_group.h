@@ -3,12 +3,13 @@
 // its grid over them; `moesim run` makes each process one expert-parallel rank on its own GPU
 // (the NCCL unique ids travel by broadcast, traces and results are merged at rank 0).
 //
-// Only the MPI implementation exists (process_group.cc, built when MPI is found); code that also
+// Only the MPI implementation exists (mpi_plugin.cc, built when MPI is found); code that also
 // runs without a launcher takes a nullable ProcessGroup* and treats nullptr as one process.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,9 +57,16 @@ bool agree_on_input(ProcessGroup* group, const std::string& error);
 // Whether the environment says an MPI launcher started this process (Open MPI, PMI, PMIx).
 bool started_by_mpi_launcher();
 
-// The MPI world (MPI_Init here, MPI_Finalize when it is destroyed) when started by a launcher in
+// The MPI world (MPI_Init now, MPI_Finalize when it is destroyed) when started by a launcher in
 // a build with MPI; nullptr otherwise: a plain run must not pay for, or depend on, MPI start-up.
+// The world comes from the MPI plugin (libmoesim_mpi.so, the one file that links MPI), loaded
+// only here, from beside the program or from ../lib of it. Several processes that cannot have a
+// world (no plugin, a build without MPI) are refused with InputError; one alone gets nullptr.
 // Call it once per process.
 std::unique_ptr<ProcessGroup> launched_process_group();
+
+// The same with the plugin looked for at `plugin_places`, in order (a test program, which is not
+// built beside the plugin).
+std::unique_ptr<ProcessGroup> launched_process_group(const std::vector<std::filesystem::path>& plugin_places);
 
 }  // namespace moesim::runtime

@@ -19,6 +19,7 @@ struct CalibrateArgs {
   double min_time_ms = 1.0;
   int device = 0;
   std::string command_line;   // recorded in the file
+  bool out_given = false;     // the deprecated --out was used (a note says so)
   // Network calibration instead of a GPU measurement (no GPU needed): an nccl-tests alltoall_perf
   // log of GPUs of one node, its rank count when the log does not list its ranks, and optionally a
   // calibration of the node's GPU that the network sections are added to.

@@ -1,7 +1,8 @@
-// The `moesim` program.
+// The `moesim` program, and `moesim-run`, the same command line with the GPU runtime linked, which
+// runs `run` and `calibrate` for it (runtime_commands.h).
 //
 // Exit codes: 0 success; 2 bad usage or bad input (an `error: ...` line on stderr names the file,
-// line and rule), no GPU, or `moesim run` on a build without the GPU runtime; 1 internal error (a
+// line and rule), no GPU, `moesim run` on a build without the GPU runtime or without moesim-run; 1 internal error (a
 // bug in moesim); 3 `moesim run --check` found results that differ from the CPU reference. Results go to stdout, diagnostics to stderr.
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,7 @@
 #include "sim/cli/plan_command.h"
 #include "sim/cli/presets_command.h"
 #include "sim/cli/run_command.h"
+#include "sim/cli/runtime_commands.h"
 #include "sim/cli/simulate_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/validate_command.h"
@@ -477,14 +479,14 @@ int main_impl(int argc, char** argv) {
     coll.against_given = collective->count("--against") > 0;
     return run_collective(coll, std::cout);
   }
-  if (run_cmd->parsed()) return run_measure(run_args, kVersion);
+  if (run_cmd->parsed()) return run_runtime_command(argc, argv, &run_args, nullptr, kVersion);
   if (compare->parsed()) return run_compare(compare_args);
   if (published->parsed()) return run_validate_published(validate_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (calibrate->parsed()) {
-    if (calibrate->count("--out") > 0) std::cerr << "note: calibrate --out is deprecated; use --output (or -o)\n";
+    cal_args.out_given = calibrate->count("--out") > 0;
     for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");
-    return run_calibrate(cal_args, kVersion);
+    return run_runtime_command(argc, argv, nullptr, &cal_args, kVersion);
   }
   return 2;
 }

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "sim/core/error.h"
+#include "sim/core/program_folder.h"
 #include "sim/core/units.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/yaml_reader.h"
@@ -97,10 +98,8 @@ fs::path preset_root() {
     if (holds_presets(env)) return env;
     throw InputError("MOESIM_DATA_DIR=" + std::string(env) + " holds no models/ and hardware/ folders");
   }
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    tried.push_back(exe.parent_path().parent_path() / "share" / "moesim");
+  if (const fs::path bin = program_folder(); !bin.empty()) {
+    tried.push_back(bin.parent_path() / "share" / "moesim");
     if (holds_presets(tried.back())) return tried.back();
   }
   tried.emplace_back(MOESIM_SOURCE_DIR);

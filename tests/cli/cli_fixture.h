@@ -54,10 +54,11 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result run(const std::string& args) {
+  // `program` may be another copy of moesim, or a command line that ends in one (`env VAR=1 path`).
+  Result run(const std::string& args, const std::string& program = MOESIM_BINARY) {
     const fs::path out = dir_ / "stdout.txt";
     const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = std::string("cd ") + MOESIM_SOURCE_DIR + " && " + MOESIM_BINARY + " " + args +
+    const std::string cmd = std::string("cd ") + MOESIM_SOURCE_DIR + " && " + program + " " + args +
                             " >" + out.string() + " 2>" + err.string();
     const int status = std::system(cmd.c_str());
     Result r;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -210,7 +211,9 @@ TEST(RuntimeMpi, AFailureOnAnotherHostNamesItsProcess) {
 }  // namespace moesim::runtime
 
 int main(int argc, char** argv) {
-  std::unique_ptr<moesim::runtime::ProcessGroup> world = moesim::runtime::launched_process_group();
+  // This test program is not built beside the MPI plugin, which it is given instead.
+  std::unique_ptr<moesim::runtime::ProcessGroup> world =
+      moesim::runtime::launched_process_group({std::filesystem::path(MOESIM_MPI_PLUGIN)});
   if (world == nullptr || world->size() < 2) {
     std::printf("not started by an MPI launcher with 2 or more processes; skipping (CTest runs it under mpiexec)\n");
     return 77;

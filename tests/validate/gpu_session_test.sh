@@ -10,6 +10,8 @@ src=$1 moesim=$2 work=$3
 rm -rf "$work"
 mkdir -p "$work/dist/bin"
 ln -s "$moesim" "$work/dist/bin/moesim"
+# As installed: moesim-run beside moesim (the script's env step lists its libraries).
+ln -s "$(dirname "$moesim")/moesim-run" "$work/dist/bin/moesim-run"
 failures=0
 fail() {
   echo "FAIL: $*"
