@@ -121,7 +121,7 @@ void replay_xla_matmul(DatasetReport& r) {
   const ClusterSpec cluster = load_dataset_hardware(s);
   r.hardware_name = cluster.name;
   const bool calibrated = cluster.node.gpu.calibration && !cluster.node.gpu.calibration->gemm.empty();
-  r.model = calibrated ? "compute model: calibrated GEMM tables" : "compute model: roofline with the GEMM efficiency curve";
+  r.model = calibrated ? "compute model: calibrated GEMM tables" : "compute model: GEMM tiles in waves over the SMs";
   const ComputeCostModel cost(cluster);
   for (const MeasuredGemm& g : points) {
     const int element_bytes = (g.dtype == DType::kBf16 || g.dtype == DType::kFp16) ? 2 : 4;

@@ -12,10 +12,10 @@
 namespace moesim {
 namespace {
 
-double saturation(std::int64_t d, double half_saturation_dim) {
-  const auto x = static_cast<double>(d);
-  return x / (x + half_saturation_dim);
-}
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Rows (and columns) of the smallest tensor-core MMA tile (mma.sync m16n8k16).
+constexpr std::int64_t kMmaSide = 16;
 
 }  // namespace
 
@@ -52,10 +52,29 @@ double ComputeCostModel::peak_flops(DType dtype) const {
   return it->second;
 }
 
-double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const {
-  const GemmEfficiency& e = cluster_.node.gpu.gemm_efficiency;
-  return e.peak_fraction * saturation(m, e.half_saturation_dim) * saturation(n, e.half_saturation_dim) *
-         saturation(k, e.half_saturation_dim);
+GemmWaves ComputeCostModel::gemm_waves(const GemmWork& work) const {
+  const GpuSpec& gpu = cluster_.node.gpu;
+  if (gpu.sm_count < 1) throw InputError(gpu.origin, "GPU " + gpu.name + " needs an sm_count to cost GEMMs");
+  if (work.batch < 0 || work.m < 0 || work.n < 0 || work.k < 0)
+    throw InputError("GEMM dimensions must not be negative");
+  // A GEMM narrower than the tile runs a narrow-tile kernel (cuBLAS and CUTLASS ship them for
+  // skinny shapes): the side shrinks to the dimension rounded up to the 16 rows of an MMA
+  // instruction instead of computing a full tile of padding.
+  GemmTile tile = gpu.gemm_tile_for(work.dtype);
+  tile.m = std::min(tile.m, std::max<std::int64_t>(kMmaSide, ceil_div(work.m, kMmaSide) * kMmaSide));
+  tile.n = std::min(tile.n, std::max<std::int64_t>(kMmaSide, ceil_div(work.n, kMmaSide) * kMmaSide));
+  GemmWaves w;
+  w.tile = tile;
+  w.tiles = checked_mul(checked_mul(ceil_div(work.m, tile.m), ceil_div(work.n, tile.n)), work.batch);
+  w.waves = ceil_div(w.tiles, gpu.sm_count);
+  // One SM's share of the dtype's peak, at the main-loop efficiency; a tile computes its padded
+  // m x n block over the whole K (the padding is wasted work, as on the GPU).
+  const double sm_flops_per_ns =
+      peak_flops(work.dtype) * gpu.gemm_efficiency_for(work.dtype) / gpu.sm_count / kNsPerS;
+  const double tile_flops = 2.0 * static_cast<double>(tile.m) * static_cast<double>(tile.n) *
+                            static_cast<double>(work.k);
+  w.tile_ns = tile_flops / sm_flops_per_ns + static_cast<double>(gpu.gemm_tile_overhead_ns);
+  return w;
 }
 
 TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
@@ -67,15 +86,17 @@ TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
       return round_duration_ns(calibrated_gemm_ns(table->second, work), work.flops() > 0);
     }
   }
-  const double peak = peak_flops(work.dtype);
   const std::int64_t flops = work.flops();
   const std::int64_t bytes = work.bytes_moved();
-  const double eff = gemm_efficiency(work.m, work.n, work.k);
-  const double compute_ns =
-      flops == 0 ? 0.0 : static_cast<double>(flops) / (peak * eff) * kNsPerS;
+  double compute_ns = 0.0;
+  if (flops > 0) {
+    const GemmWaves w = gemm_waves(work);
+    compute_ns = static_cast<double>(w.waves) * w.tile_ns;
+  } else {
+    peak_flops(work.dtype);  // a dtype the GPU lacks is an error even for an empty GEMM
+  }
   const double memory_ns = static_cast<double>(bytes) / hbm_bytes_per_ns();
-  const double ns =
-      static_cast<double>(cluster_.node.gpu.kernel_launch_ns) + std::max(compute_ns, memory_ns);
+  const double ns = static_cast<double>(gpu.kernel_launch_ns) + std::max(compute_ns, memory_ns);
   return round_duration_ns(ns, flops > 0 || bytes > 0);
 }
 

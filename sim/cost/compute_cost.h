@@ -1,11 +1,18 @@
 // ComputeCostModel: isolated (interference-free) duration of every non-collective task.
 //
-// Roofline with a GEMM efficiency curve (design.md section 4):
-//   GEMM:        launch + max(flops / (peak(dtype) * eff(m, n, k)),
-//                             bytes_moved / (hbm_bandwidth * hbm_efficiency))
-//                eff(m, n, k) = peak_fraction * s(m) * s(n) * s(k),  s(d) = d / (d + half_saturation_dim)
-//                or, when the GPU carries a calibration table for the GEMM's dtype, the measured
-//                time interpolated in log space (gemm_calibration.h), which includes the launch gap
+// GEMM by kernel shape (docs/concepts.md, "Cost models"): a tensor-core GEMM
+// kernel cuts the output into CTA tiles of tm x tn (the GPU's gemm_tile for the dtype), each
+// computed by one SM over the whole K, and runs them in waves of sm_count tiles:
+//   tiles   = ceil(m / tm) * ceil(n / tn) * batch
+//   waves   = ceil(tiles / sm_count)
+//   tile    = 2 tm tn k / (peak(dtype) * gemm_efficiency(dtype) / sm_count) + gemm_tile_overhead
+//   GEMM:   launch + max(waves * tile, bytes_moved / (hbm_bandwidth * hbm_efficiency))
+// A GEMM thinner than the tile uses a side of its dimension rounded up to 16 (narrow-tile kernels).
+// So a GEMM of sm_count + 1 tiles takes two waves, padding of ragged edges is paid, a small-M GEMM
+// falls to the memory bound (its B matrix dominates the bytes) and a small-K GEMM pays the
+// per-tile pipeline fill and epilogue (gemm_tile_overhead) over little main-loop work.
+// When the GPU carries a calibration table for the GEMM's dtype, the measured time interpolated
+// in log space (gemm_calibration.h) replaces all of it, launch gap included.
 //   elementwise: launch + max(flops / peak(fp32), (read + written) / (hbm_bandwidth * hbm_efficiency))
 //   copy d2h/h2d: latency + bytes / effective PCIe bandwidth of that direction (copy engines: no
 //                kernel launch)
@@ -22,6 +29,13 @@
 #include "sim/spec/hardware_spec.h"
 
 namespace moesim {
+
+struct GemmWaves {
+  GemmTile tile;  // the tile used: the GPU's, narrowed for a GEMM thinner than it
+  std::int64_t tiles = 0;
+  std::int64_t waves = 0;
+  double tile_ns = 0;  // one tile's main loop plus the per-tile overhead
+};
 
 class ComputeCostModel {
  public:
@@ -40,8 +54,9 @@ class ComputeCostModel {
   // FLOP/s a GEMM achieves: flops / gemm_duration (so calibrated when the GPU is).
   double gemm_flop_rate(const GemmWork& work) const;
 
-  // eff(m, n, k) of the default curve.
-  double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const;
+  // Tiles, waves and the time of one tile of a GEMM under the shape model (no calibration).
+  // Throws InputError without an sm_count or a peak for the dtype.
+  GemmWaves gemm_waves(const GemmWork& work) const;
   // Peak FLOP/s for a math dtype, or InputError naming the supported ones.
   double peak_flops(DType dtype) const;
 

@@ -24,6 +24,14 @@ ordered_json calibration_json(const std::optional<GpuCalibration>& c) {
 ordered_json gpu_json(const GpuSpec& g) {
   ordered_json peaks = ordered_json::object();
   for (const auto& [dtype, flops] : g.peak_flops) peaks[std::string(to_string(dtype))] = flops;
+  // Every dtype the GPU computes, with the tile and efficiency its GEMMs use (defaults included).
+  ordered_json tiles = ordered_json::object();
+  ordered_json effs = ordered_json::object();
+  for (const auto& [dtype, flops] : g.peak_flops) {
+    const GemmTile t = g.gemm_tile_for(dtype);
+    tiles[std::string(to_string(dtype))] = {t.m, t.n};
+    effs[std::string(to_string(dtype))] = g.gemm_efficiency_for(dtype);
+  }
   return {{"name", g.name},
           {"file", g.origin.file},
           {"peak_flops", peaks},
@@ -31,9 +39,10 @@ ordered_json gpu_json(const GpuSpec& g) {
           {"hbm_efficiency", g.hbm_efficiency},
           {"hbm_capacity_bytes", g.hbm_capacity_bytes},
           {"kernel_launch_ns", g.kernel_launch_ns},
-          {"gemm_efficiency",
-           {{"peak_fraction", g.gemm_efficiency.peak_fraction},
-            {"half_saturation_dim", g.gemm_efficiency.half_saturation_dim}}},
+          {"sm_count", g.sm_count},
+          {"gemm_tile", tiles},
+          {"gemm_efficiency", effs},
+          {"gemm_tile_overhead_ns", g.gemm_tile_overhead_ns},
           {"calibration", calibration_json(g.calibration)}};
 }
 

@@ -126,7 +126,7 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
     out << "# calibrated " << cal->file << " (measured on " << (cal->device.empty() ? "an unnamed device" : cal->device)
         << "); GEMM tables:";
     for (const auto& [dtype, table] : cal->gemm) out << " " << to_string(dtype);
-    if (cal->gemm.empty()) out << " none (the default efficiency curve)";
+    if (cal->gemm.empty()) out << " none (the tile and wave model)";
     out << "\n";
     for (const std::string& w : calibration_range_warnings(in.graph, cl.node.gpu)) out << "# warning   " << w << "\n";
   }

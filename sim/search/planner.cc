@@ -145,7 +145,7 @@ StrategyModelParams strategy_params(const PlanRequest& req, std::int64_t tokens,
     a2a = 1.0 / c.alpha_beta->a2a_beta_s_per_byte;
   } else {
     const ComputeCostModel compute(c);
-    flops = compute.peak_flops(req.model.gemm_dtype) * gpu.gemm_efficiency.peak_fraction;
+    flops = compute.peak_flops(req.model.gemm_dtype) * gpu.gemm_efficiency_for(req.model.gemm_dtype);
     if (gpu.calibration && gpu.calibration->gemm.count(req.model.gemm_dtype)) {
       // Measured: the rate of this chunk's FC1 GEMM (top_k x tokens / n rows, d_model -> d_ffn).
       const GemmWork fc1{1, std::max<std::int64_t>(1, req.model.top_k * tokens / n), req.model.d_ffn, req.model.d_model,

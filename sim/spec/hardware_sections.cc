@@ -1,5 +1,7 @@
 #include "sim/spec/hardware_sections.h"
 
+#include <stdexcept>
+
 namespace moesim::detail {
 
 std::vector<std::string> with_header(std::vector<std::string> keys) {
@@ -47,6 +49,54 @@ std::vector<InterferenceCell> read_interference_cells(const YamlValue& v) {
     }
   }
   return cells;
+}
+
+namespace {
+
+// "<m>x<n>": a CTA tile of m rows and n columns of the output, each in [1, 4096].
+GemmTile read_gemm_tile(const YamlValue& v) {
+  const std::string s = v.as_string();
+  const auto x = s.find('x');
+  GemmTile tile;
+  try {
+    std::size_t used_m = 0, used_n = 0;
+    if (x == std::string::npos) throw std::invalid_argument("no x");
+    tile.m = std::stoll(s.substr(0, x), &used_m);
+    tile.n = std::stoll(s.substr(x + 1), &used_n);
+    if (used_m != x || used_n != s.size() - x - 1) throw std::invalid_argument("trailing text");
+  } catch (const std::logic_error&) {
+    v.fail("expected a tile '<m>x<n>' such as 128x128, got '" + s + "'");
+  }
+  if (tile.m < 1 || tile.m > 4096 || tile.n < 1 || tile.n > 4096) {
+    v.fail("tile sides must be in [1, 4096], got '" + s + "'");
+  }
+  return tile;
+}
+
+}  // namespace
+
+// The GEMM kernel keys: per-dtype tiles and efficiencies (each for a dtype the GPU has a peak
+// for), and the per-tile overhead.
+void read_gemm_kernel(const YamlMap& m, GpuSpec& gpu) {
+  const std::vector<std::string> dtypes = {"fp32", "tf32", "bf16", "fp16"};
+  auto for_each_dtype = [&](const char* key, auto read) {
+    auto section = m.get(key);
+    if (!section) return;
+    const YamlMap per_dtype = section->as_map(dtypes);
+    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
+      auto v = per_dtype.get(to_string(d));
+      if (!v) continue;
+      if (!gpu.peak_flops.count(d)) {
+        v->fail("GPU " + gpu.name + " has no " + std::string(to_string(d)) +
+                " peak (peak_flops), so it runs no " + std::string(to_string(d)) + " GEMM");
+      }
+      read(d, *v);
+    }
+  };
+  for_each_dtype("gemm_tile", [&](DType d, const YamlValue& v) { gpu.gemm_tile[d] = read_gemm_tile(v); });
+  for_each_dtype("gemm_efficiency",
+                 [&](DType d, const YamlValue& v) { gpu.gemm_efficiency[d] = v.as_double(0, 1, true); });
+  if (auto o = m.get("gemm_tile_overhead")) gpu.gemm_tile_overhead_ns = o->as_time(kMaxLaunchNs);
 }
 
 }  // namespace moesim::detail

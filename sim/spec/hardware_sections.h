@@ -1,5 +1,5 @@
 // The sections that hardware and calibration files share (links, link types, interference
-// factors), the ranges their values must lie in, and the calibration reader a node's
+// factors, a GPU's GEMM kernel keys), the ranges their values must lie in, and the calibration reader a node's
 // `calibration:` key uses. Internal to sim/spec: loader.cc and calibration_loader.cc read them.
 #pragma once
 
@@ -37,6 +37,10 @@ std::map<std::string, LinkSpec> read_link_types(const YamlValue& types, std::vec
 // with_communication / with_computation / with_memcpy / with_all); a node applies them over the
 // default table, a calibration over the node's.
 std::vector<InterferenceCell> read_interference_cells(const YamlValue& v);
+
+// A GPU's GEMM kernel keys (gemm_tile, gemm_efficiency, gemm_tile_overhead) into `gpu`, whose
+// peak_flops are already read: a dtype without a peak is refused.
+void read_gemm_kernel(const YamlMap& m, GpuSpec& gpu);
 
 // The keys of a calibration file, and its reader once the header is checked.
 const std::vector<std::string>& calibration_keys();

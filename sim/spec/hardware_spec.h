@@ -24,12 +24,12 @@
 
 namespace moesim {
 
-// GEMM efficiency default curve: eff(m, n, k) = peak_fraction * s(m) * s(n) * s(k) with
-// s(d) = d / (d + half_saturation_dim). Small dimensions starve the tensor cores; large ones
-// approach peak_fraction. A calibration table (GemmTimeTable) replaces it for its dtype.
-struct GemmEfficiency {
-  double peak_fraction = 0.8;
-  double half_saturation_dim = 48.0;
+// GEMM kernel shape (sim/cost/compute_cost.h): the output is cut into CTA tiles of m x n
+// elements, each computed by one SM over the whole K. cuBLAS and CUTLASS tensor-core kernels use
+// 128 x 128 (and 128 x 256) tiles on Volta to Hopper, hence the default.
+struct GemmTile {
+  std::int64_t m = 128;
+  std::int64_t n = 128;
 };
 
 // Measured GEMM times of one math dtype, from a calibration file (`moesim calibrate`): time_ns at
@@ -59,7 +59,20 @@ struct GpuSpec {
   double hbm_efficiency = 0.85;         // achievable fraction for streaming kernels
   std::int64_t hbm_capacity_bytes = 0;
   TimeNs kernel_launch_ns = 0;
-  GemmEfficiency gemm_efficiency;
+  int sm_count = 0;                          // streaming multiprocessors; GEMMs need it
+  std::map<DType, GemmTile> gemm_tile;       // per math dtype; GemmTile{} where absent
+  std::map<DType, double> gemm_efficiency;   // main-loop fraction of peak, per dtype, in (0, 1]
+  TimeNs gemm_tile_overhead_ns = 0;          // per tile: pipeline fill and epilogue
+
+  static constexpr double kDefaultGemmEfficiency = 0.8;
+  GemmTile gemm_tile_for(DType d) const {
+    auto it = gemm_tile.find(d);
+    return it == gemm_tile.end() ? GemmTile{} : it->second;
+  }
+  double gemm_efficiency_for(DType d) const {
+    auto it = gemm_efficiency.find(d);
+    return it == gemm_efficiency.end() ? kDefaultGemmEfficiency : it->second;
+  }
   std::optional<GpuCalibration> calibration;
 };
 

@@ -25,7 +25,8 @@ const std::vector<std::string> kModelKeys =
                  "gemm_precision", "activation", "num_layers", "shared_experts"});
 const std::vector<std::string> kGpuKeys =
     with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
-                 "kernel_launch_overhead", "gemm_efficiency"});
+                 "kernel_launch_overhead", "sm_count", "gemm_tile", "gemm_efficiency",
+                 "gemm_tile_overhead"});
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
@@ -260,13 +261,8 @@ GpuSpec read_gpu(const YamlMap& m) {
   if (auto e = m.get("hbm_efficiency")) gpu.hbm_efficiency = e->as_double(0, 1, true);
   gpu.hbm_capacity_bytes = m.require("hbm_capacity").as_size_bytes(1);
   gpu.kernel_launch_ns = m.require("kernel_launch_overhead").as_time(kMaxLaunchNs);
-  if (auto g = m.get("gemm_efficiency")) {
-    const YamlMap ge = g->as_map({"peak_fraction", "half_saturation_dim"});
-    if (auto p = ge.get("peak_fraction")) gpu.gemm_efficiency.peak_fraction = p->as_double(0, 1, true);
-    if (auto h = ge.get("half_saturation_dim")) {
-      gpu.gemm_efficiency.half_saturation_dim = h->as_double(0, 1e6, true);
-    }
-  }
+  gpu.sm_count = static_cast<int>(m.require("sm_count").as_int(1, 100000));
+  read_gemm_kernel(m, gpu);
   return gpu;
 }
 

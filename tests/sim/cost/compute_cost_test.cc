@@ -8,7 +8,8 @@ namespace moesim {
 namespace {
 
 // HBM 1e12 B/s at 0.5 efficiency = 500 B/ns; launch 1000 ns; fp32 1e13, bf16 1e14 FLOP/s;
-// default GEMM curve (peak_fraction 0.8, half_saturation_dim 48).
+// GEMMs: 4 SMs, 128 x 128 tiles, bf16 efficiency 0.5 (one SM: 1e14 x 0.5 / 4 = 12500 FLOP/ns),
+// 100 ns per tile.
 // PCIe d2h 2.5e10 x 0.8 = 2e10 B/s, 2000 ns latency; h2d 2e10 x 1.0, 1000 ns latency.
 ClusterSpec test_cluster() {
   ClusterSpec c;
@@ -20,8 +21,18 @@ ClusterSpec test_cluster() {
   c.node.gpu.hbm_bandwidth = 1e12;
   c.node.gpu.hbm_efficiency = 0.5;
   c.node.gpu.kernel_launch_ns = 1000;
+  c.node.gpu.sm_count = 4;
+  c.node.gpu.gemm_efficiency = {{DType::kBf16, 0.5}};
+  c.node.gpu.gemm_tile_overhead_ns = 100;
   c.node.pcie_d2h = {2.5e10, 0.8, 2000};
   c.node.pcie_h2d = {2e10, 1.0, 1000};
+  return c;
+}
+
+// The same with HBM 1e13 x 0.5 = 5000 B/ns, so that the GEMMs below are compute-bound.
+ClusterSpec fast_hbm_cluster() {
+  ClusterSpec c = test_cluster();
+  c.node.gpu.hbm_bandwidth = 1e13;
   return c;
 }
 
@@ -32,33 +43,90 @@ Task task_with(Work w) {
   return t;
 }
 
-TEST(ComputeCost, GemmEfficiencyCurve) {
-  const ClusterSpec c = test_cluster();
+// One 128 x 128 tile over k = 1000: 2 x 128 x 128 x 1000 / 12500 = 2621.44 ns, + 100 per tile.
+constexpr double kTileNs = 2721.44;
+
+TEST(ComputeCost, OneWaveOfTiles) {
+  const ClusterSpec c = fast_hbm_cluster();
   const ComputeCostModel m(c);
-  // 0.8 * (48/96)^3 = 0.1; 0.8 * (432/480)^3 = 0.5832.
-  EXPECT_DOUBLE_EQ(m.gemm_efficiency(48, 48, 48), 0.1);
-  EXPECT_DOUBLE_EQ(m.gemm_efficiency(432, 432, 432), 0.5832);
+  // 512 x 128: 4 tiles on 4 SMs, one wave; memory (512k + 128k + 64k) x 2 B / 5000 = 282 ns.
+  const GemmWork w{1, 512, 128, 1000, DType::kBf16, 2};
+  const GemmWaves waves = m.gemm_waves(w);
+  EXPECT_EQ(waves.tiles, 4);
+  EXPECT_EQ(waves.waves, 1);
+  EXPECT_DOUBLE_EQ(waves.tile_ns, kTileNs);
+  EXPECT_EQ(m.gemm_duration(w), 3721);  // 1000 + 2721.44
+  EXPECT_EQ(m.isolated_duration(task_with(w)), 3721);
 }
 
-TEST(ComputeCost, ComputeBoundGemm) {
-  const ClusterSpec c = test_cluster();
+TEST(ComputeCost, OneTileMoreThanTheSmsTakesTwoWaves) {
+  const ClusterSpec c = fast_hbm_cluster();
   const ComputeCostModel m(c);
-  // 432^3 bf16: 2 * 432^3 = 161243136 FLOP / (1e14 * 0.5832) = 2764.8 ns;
-  // bytes 3 * 432^2 * 2 = 1119744 / 500 B/ns = 2239.488 ns -> compute-bound.
-  // 1000 + 2764.8 = 3764.8 -> 3765 ns.
-  const GemmWork w{1, 432, 432, 432, DType::kBf16, 2};
-  EXPECT_EQ(m.gemm_duration(w), 3765);
-  EXPECT_EQ(m.isolated_duration(task_with(w)), 3765);
+  // 640 x 128: 5 tiles on 4 SMs -> 2 waves: 1000 + 2 x 2721.44 = 6442.88.
+  const GemmWork five{1, 640, 128, 1000, DType::kBf16, 2};
+  EXPECT_EQ(m.gemm_waves(five).waves, 2);
+  EXPECT_EQ(m.gemm_duration(five), 6443);
+  // 513 rows pad to the same 5 tiles: a ragged edge costs a whole tile.
+  EXPECT_EQ(m.gemm_duration(GemmWork{1, 513, 128, 1000, DType::kBf16, 2}), 6443);
+  // A batch counts its tiles together: 4 x (2 x 1) = 8 tiles = 2 waves, as one 1024-row GEMM.
+  EXPECT_EQ(m.gemm_duration(GemmWork{4, 256, 128, 1000, DType::kBf16, 2}),
+            m.gemm_duration(GemmWork{1, 1024, 128, 1000, DType::kBf16, 2}));
 }
 
-TEST(ComputeCost, MemoryBoundGemm) {
+TEST(ComputeCost, TimeStepsAtWaveBoundaries) {
+  const ClusterSpec c = fast_hbm_cluster();
+  const ComputeCostModel m(c);
+  auto ns = [&](std::int64_t rows) { return m.gemm_duration(GemmWork{1, rows, 128, 1000, DType::kBf16, 2}); };
+  // Waves of 4 tiles = 512 rows: flat within a wave, a step of one tile time past its end.
+  EXPECT_EQ(ns(1024), ns(640));
+  EXPECT_EQ(ns(1025) - ns(1024), 2721);
+  EXPECT_EQ(ns(1536), ns(1025));
+}
+
+TEST(ComputeCost, MonotoneInEachDimension) {
   const ClusterSpec c = test_cluster();
   const ComputeCostModel m(c);
-  // 1000 x 48^3 bf16: 2 * 1000 * 110592 = 221184000 FLOP / (1e14 * 0.1) = 22118.4 ns;
-  // bytes 1000 * 3 * 2304 * 2 = 13824000 / 500 B/ns = 27648 ns -> memory-bound.
-  // 1000 + 27648 = 28648 ns.
-  const GemmWork w{1000, 48, 48, 48, DType::kBf16, 2};
-  EXPECT_EQ(m.gemm_duration(w), 28648);
+  for (std::int64_t a = 1; a <= 2048; a += 37) {
+    const std::int64_t b = a + 37;
+    EXPECT_LE(m.gemm_duration({1, a, 300, 300, DType::kBf16, 2}), m.gemm_duration({1, b, 300, 300, DType::kBf16, 2}));
+    EXPECT_LE(m.gemm_duration({1, 300, a, 300, DType::kBf16, 2}), m.gemm_duration({1, 300, b, 300, DType::kBf16, 2}));
+    EXPECT_LE(m.gemm_duration({1, 300, 300, a, DType::kBf16, 2}), m.gemm_duration({1, 300, 300, b, DType::kBf16, 2}));
+  }
+}
+
+TEST(ComputeCost, SmallMGemmIsMemoryBound) {
+  const ClusterSpec c = test_cluster();
+  const ComputeCostModel m(c);
+  // 1 x 4096 x 4096: a narrow 16-row tile, 32 tiles = 8 waves of 2 x 16 x 128 x 4096 / 12500 + 100
+  // = 1442.2 ns (11537 ns); streaming B dominates: (4096 + 4096^2 + 4096) x 2 B / 500 B/ns
+  // = 67141.6 ns. 1000 + 67141.6 -> 68142 ns.
+  const GemmWork w{1, 1, 4096, 4096, DType::kBf16, 2};
+  EXPECT_EQ(m.gemm_waves(w).tile.m, 16);
+  EXPECT_EQ(m.gemm_duration(w), 68142);
+}
+
+TEST(ComputeCost, SmallKPaysTheTileOverhead) {
+  const ClusterSpec c = fast_hbm_cluster();
+  const ComputeCostModel m(c);
+  // Per tile: 2 x 128 x 128 x k / 12500 + 100 ns; the fixed 100 ns weighs more at small K, so the
+  // FLOP rate grows with K.
+  EXPECT_DOUBLE_EQ(m.gemm_waves(GemmWork{1, 512, 128, 16, DType::kBf16, 2}).tile_ns, 41.94304 + 100);
+  EXPECT_LT(m.gemm_flop_rate({1, 512, 128, 64, DType::kBf16, 2}), m.gemm_flop_rate({1, 512, 128, 4096, DType::kBf16, 2}));
+}
+
+TEST(ComputeCost, LaunchOverheadIsTheFloor) {
+  const ClusterSpec c = test_cluster();
+  const ComputeCostModel m(c);
+  // 1 x 1 x 1: one 16 x 16 tile of 512 FLOP (0.04 ns) + 100 ns over the 1000 ns launch.
+  EXPECT_EQ(m.gemm_duration({1, 1, 1, 1, DType::kBf16, 2}), 1100);
+  for (std::int64_t d : {1, 7, 64, 300}) EXPECT_GE(m.gemm_duration({1, d, d, d, DType::kBf16, 2}), 1000);
+}
+
+TEST(ComputeCost, GemmWithoutSmCountIsInputError) {
+  ClusterSpec c = test_cluster();
+  c.node.gpu.sm_count = 0;
+  const ComputeCostModel m(c);
+  EXPECT_THROW(m.gemm_duration({1, 64, 64, 64, DType::kBf16, 2}), InputError);
 }
 
 TEST(ComputeCost, TinyWorkTakesAtLeastOneNs) {

@@ -125,6 +125,7 @@ TEST(GemmCalibration, CostModelUsesTheTableOfTheGemmsDtypeOnly) {
   c.node.gpu.peak_flops = {{DType::kFp32, 1e13}, {DType::kBf16, 1e14}};
   c.node.gpu.hbm_bandwidth = 1e12;
   c.node.gpu.kernel_launch_ns = 1000;
+  c.node.gpu.sm_count = 108;
   const ComputeCostModel uncalibrated(c);
   const TimeNs default_fp32 = uncalibrated.gemm_duration(GemmWork{1, 200, 100, 100, DType::kFp32, 4});
   c.node.gpu.calibration = GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, line_table()}}};

@@ -11,6 +11,7 @@ ClusterSpec one_gpu() {
   c.node.gpus_per_node = 1;
   c.node.gpu.name = "TestGPU";
   c.node.gpu.peak_flops = {{DType::kFp32, 1e12}};
+  c.node.gpu.sm_count = 108;
   c.node.gpu.hbm_bandwidth = 1e12;
   c.node.gpu.hbm_efficiency = 1.0;
   c.node.pcie_d2h = {1e10, 1.0, 0};  // 10 B/ns

@@ -35,6 +35,7 @@ ClusterSpec test_loopback(int ranks) {
   base.node.gpu.hbm_efficiency = 1.0;
   base.node.gpu.hbm_capacity_bytes = 1LL << 30;
   base.node.gpu.kernel_launch_ns = 1000;
+  base.node.gpu.sm_count = 108;
   base.node.pcie_d2h = {1e10, 1.0, 0};
   base.node.pcie_h2d = {1e10, 1.0, 0};
   return loopback_cluster(base, ranks);

@@ -202,8 +202,8 @@ TEST(Engine, StallIsInternalError) {
 // --- With the real models ---------------------------------------------------------------------
 
 // One node of two GPUs, numbers chosen so durations are exact:
-//   GEMM: fp32 peak 1e12 FLOP/s, efficiency 1 (peak_fraction 1, half_saturation_dim 0), no launch
-//         overhead, HBM 1e12 B/s.
+//   GEMM: fp32 peak 1e12 FLOP/s, efficiency 1 on one SM with 100 x 100 tiles (a 100 x 100 GEMM is
+//         one tile, no padding), no launch or tile overhead, HBM 1e12 B/s.
 //   NVLink: 1e10 B/s, no latency.
 ClusterSpec two_gpu_node() {
   ClusterSpec c;
@@ -216,7 +216,9 @@ ClusterSpec two_gpu_node() {
   c.node.gpu.hbm_bandwidth = 1e12;
   c.node.gpu.hbm_efficiency = 1.0;
   c.node.gpu.kernel_launch_ns = 0;
-  c.node.gpu.gemm_efficiency = {1.0, 0.0};
+  c.node.gpu.sm_count = 1;
+  c.node.gpu.gemm_efficiency = {{DType::kFp32, 1.0}};
+  c.node.gpu.gemm_tile = {{DType::kFp32, GemmTile{100, 100}}};
   c.node.intra_node = {1e10, 1.0, 0};
   c.node.pcie_d2h = {1e10, 1.0, 0};
   c.node.pcie_h2d = {1e10, 1.0, 0};

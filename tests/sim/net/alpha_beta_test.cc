@@ -22,6 +22,7 @@ ClusterSpec two_nodes() {
   c.node.gpu.hbm_bandwidth = 1e12;
   c.node.gpu.hbm_efficiency = 0.5;
   c.node.gpu.kernel_launch_ns = 1000;
+  c.node.gpu.sm_count = 108;
   c.node.intra_node = {2e11, 0.75, 5000};
   c.inter_node = {2.5e10, 0.8, 10000};
   return c;

@@ -53,7 +53,8 @@ const std::string kGpu =
     "  fp32: 19.5 TFLOP/s\n"             // 5
     "hbm_bandwidth: 1555 GB/s\n"         // 6
     "hbm_capacity: 40 GiB\n"             // 7
-    "kernel_launch_overhead: 4 us\n";    // 8
+    "kernel_launch_overhead: 4 us\n"     // 8
+    "sm_count: 108\n";                   // 9
 
 const std::string kNode =
     "schema_version: 1\n"                // 1
@@ -348,7 +349,7 @@ TEST(HardwareLoaderTest, InlineMaps) {
   TempFiles t;
   std::string gpu_inline = "gpu:\n  name: g\n  peak_flops: {fp32: 10 TFLOP/s, bf16: 100 TFLOP/s}\n"
                            "  hbm_bandwidth: 2 TB/s\n  hbm_capacity: 80 GiB\n"
-                           "  kernel_launch_overhead: 3 us\n";
+                           "  kernel_launch_overhead: 3 us\n  sm_count: 108\n";
   std::string node = replaced(kNode, "gpu: gpu.yaml\n", gpu_inline);
   node += "interference:\n  memcpy: {with_all: 0.5}\n";
   std::string cluster = "schema_version: 1\nkind: cluster\nname: c\nnum_nodes: 2\n"
@@ -498,7 +499,7 @@ TEST(HardwareLoaderTest, DeepNestingInReferencedFile) {
   TempFiles t;
   const std::string msg =
       hardware_error(t, kGpu + "source: " + std::string(10000, '{'), kNode, kCluster);
-  EXPECT_THAT(msg, HasSubstr("gpu.yaml:9:41: nesting deeper than 32"));
+  EXPECT_THAT(msg, HasSubstr("gpu.yaml:10:41: nesting deeper than 32"));
 }
 
 }  // namespace

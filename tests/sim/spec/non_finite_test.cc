@@ -53,9 +53,9 @@ TEST(NonFinite, SweepStepTargetIsAFiniteTime) {
 TEST(NonFinite, HardwareNumbersAreFinite) {
   TempFiles t;
   const std::string gpu = "schema_version: 1\nkind: gpu\nname: g\npeak_flops:\n  fp32: 19.5 TFLOP/s\n"
-                          "hbm_bandwidth: 1555 GB/s\nhbm_capacity: 40 GiB\nkernel_launch_overhead: 4 us\n";
+                          "hbm_bandwidth: 1555 GB/s\nhbm_capacity: 40 GiB\nkernel_launch_overhead: 4 us\nsm_count: 108\n";
   EXPECT_THAT(input_error_of([&] { load_hardware_spec(t.write("g.yaml", gpu + "hbm_efficiency: .nan\n")); }),
-              HasSubstr("g.yaml:9:17: hbm_efficiency: must be a finite number, found '.nan'"));
+              HasSubstr("g.yaml:10:17: hbm_efficiency: must be a finite number, found '.nan'"));
   EXPECT_THAT(input_error_of([&] {
                 load_hardware_spec(t.write("g.yaml", testing::replaced(gpu, "1555 GB/s", ".inf GB/s")));
               }),

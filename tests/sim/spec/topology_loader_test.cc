@@ -24,7 +24,7 @@ const std::string kNode =
     "kind: node\n"                                                     // 2
     "name: tiny\n"                                                     // 3
     "gpu: {name: g, peak_flops: {fp32: 10 TFLOP/s}, hbm_bandwidth: 1000 GB/s, hbm_capacity: 16 GiB, "
-    "kernel_launch_overhead: 4 us}\n"                                  // 4
+    "kernel_launch_overhead: 4 us, sm_count: 4}\n"                     // 4
     "gpus_per_node: 3\n"                                               // 5
     "intra_node: {bandwidth: 50 GB/s, latency: 5 us}\n"                // 6
     "pcie: {h2d_bandwidth: 12 GB/s, d2h_bandwidth: 12 GB/s, latency: 10 us}\n"  // 7
