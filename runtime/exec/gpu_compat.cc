@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "sim/core/error.h"
+#include "sim/graph/moe_layer_builder.h"
 
 namespace moesim::runtime {
 

@@ -5,7 +5,11 @@
 
 #include <string>
 
-#include "sim/graph/moe_layer_builder.h"
+// Declared, not included: cuda_device.cu includes this header, and nvcc cannot compile the
+// simulator's specs (C++20 defaulted friend comparisons).
+namespace moesim {
+struct LayerDims;
+}  // namespace moesim
 
 namespace moesim::runtime {
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/graph/moe_layer_builder.h"
 
 namespace moesim::runtime {
 namespace {
