@@ -10,25 +10,38 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity)
       weight_(capacity_.size(), 0.0),
       key_(capacity_.size(), 0.0),
       pos_(capacity_.size(), -1),
-      flows_on_(capacity_.size()),
+      on_begin_(capacity_.size(), 0),
+      on_end_(capacity_.size(), 0),
       touched_stamp_(capacity_.size(), 0) {}
 
 std::vector<double> MaxMinSolver::solve(std::span<const std::span<const WeightedLink>> flows) {
   std::vector<double> rate(flows.size(), kUnlimitedRate);
+  // The flows on each link, in ascending flow index, as one array sliced per link (counted, then
+  // filled): a vector per link cost a scattered push_back per (flow, link) on every solve.
   used_.clear();
   for (std::size_t f = 0; f < flows.size(); ++f) {
     for (const WeightedLink& wl : flows[f]) {
       const auto l = static_cast<std::size_t>(wl.link);
-      if (flows_on_[l].empty()) {
+      if (on_end_[l] == 0) {
         used_.push_back(wl.link);
         remaining_[l] = capacity_[l];
         weight_[l] = 0.0;
       }
-      flows_on_[l].push_back(f);
+      ++on_end_[l];  // a count until the slices are laid out
       weight_[l] += wl.weight;
     }
   }
   std::sort(used_.begin(), used_.end());
+  std::size_t offset = 0;
+  for (LinkId l : used_) {
+    const auto i = static_cast<std::size_t>(l);
+    on_begin_[i] = offset;
+    offset += on_end_[i];
+    on_end_[i] = on_begin_[i];
+  }
+  on_.resize(offset);
+  for (std::size_t f = 0; f < flows.size(); ++f)
+    for (const WeightedLink& wl : flows[f]) on_[on_end_[static_cast<std::size_t>(wl.link)]++] = f;
   frozen_.assign(flows.size(), 0);
   // Both fillings take the same saturation events in the same order (the lowest level, ties by
   // link id) with the same arithmetic, so they give identical rates; the scan is cheaper while
@@ -38,7 +51,7 @@ std::vector<double> MaxMinSolver::solve(std::span<const std::span<const Weighted
   } else {
     fill_by_heap(flows, rate);
   }
-  for (LinkId l : used_) flows_on_[static_cast<std::size_t>(l)].clear();
+  for (LinkId l : used_) on_end_[static_cast<std::size_t>(l)] = 0;
   return rate;
 }
 
@@ -47,7 +60,8 @@ bool MaxMinSolver::open(std::size_t link) const { return weight_[link] > 1e-12; 
 void MaxMinSolver::saturate(std::size_t link, double level, std::span<const std::span<const WeightedLink>> flows,
                             std::vector<double>& rate) {
   touched_.clear();
-  for (std::size_t f : flows_on_[link]) {
+  for (std::size_t k = on_begin_[link]; k < on_end_[link]; ++k) {
+    const std::size_t f = on_[k];
     if (frozen_[f]) continue;
     frozen_[f] = 1;
     rate[f] = std::max(level, 0.0);

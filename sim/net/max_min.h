@@ -57,7 +57,10 @@ class MaxMinSolver {
   std::vector<double> weight_;
   std::vector<double> key_;           // per link: its level in the heap
   std::vector<std::ptrdiff_t> pos_;   // per link: its index in heap_, -1 when not in it
-  std::vector<std::vector<std::size_t>> flows_on_;
+  // Flows crossing link l: on_[on_begin_[l] .. on_end_[l]); on_end_ is 0 for links not in use.
+  std::vector<std::size_t> on_begin_;
+  std::vector<std::size_t> on_end_;
+  std::vector<std::size_t> on_;
   // Scratch of one solve, kept to avoid reallocating on every call.
   std::vector<LinkId> used_;
   std::vector<LinkId> heap_;
