@@ -1,7 +1,6 @@
 #include "sim/net/max_min.h"
 
 #include <algorithm>
-#include <tuple>
 
 namespace moesim {
 
@@ -9,27 +8,40 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity)
     : capacity_(std::move(capacity)),
       remaining_(capacity_.size(), 0.0),
       weight_(capacity_.size(), 0.0),
-      version_(capacity_.size(), 0),
-      flows_on_(capacity_.size()),
+      key_(capacity_.size(), 0.0),
+      pos_(capacity_.size(), -1),
+      on_begin_(capacity_.size(), 0),
+      on_end_(capacity_.size(), 0),
       touched_stamp_(capacity_.size(), 0) {}
 
 std::vector<double> MaxMinSolver::solve(std::span<const std::span<const WeightedLink>> flows) {
   std::vector<double> rate(flows.size(), kUnlimitedRate);
+  // The flows on each link, in ascending flow index, as one array sliced per link (counted, then
+  // filled): a vector per link cost a scattered push_back per (flow, link) on every solve.
   used_.clear();
   for (std::size_t f = 0; f < flows.size(); ++f) {
     for (const WeightedLink& wl : flows[f]) {
       const auto l = static_cast<std::size_t>(wl.link);
-      if (flows_on_[l].empty()) {
+      if (on_end_[l] == 0) {
         used_.push_back(wl.link);
         remaining_[l] = capacity_[l];
         weight_[l] = 0.0;
-        version_[l] = 0;
       }
-      flows_on_[l].push_back(f);
+      ++on_end_[l];  // a count until the slices are laid out
       weight_[l] += wl.weight;
     }
   }
   std::sort(used_.begin(), used_.end());
+  std::size_t offset = 0;
+  for (LinkId l : used_) {
+    const auto i = static_cast<std::size_t>(l);
+    on_begin_[i] = offset;
+    offset += on_end_[i];
+    on_end_[i] = on_begin_[i];
+  }
+  on_.resize(offset);
+  for (std::size_t f = 0; f < flows.size(); ++f)
+    for (const WeightedLink& wl : flows[f]) on_[on_end_[static_cast<std::size_t>(wl.link)]++] = f;
   frozen_.assign(flows.size(), 0);
   // Both fillings take the same saturation events in the same order (the lowest level, ties by
   // link id) with the same arithmetic, so they give identical rates; the scan is cheaper while
@@ -39,7 +51,7 @@ std::vector<double> MaxMinSolver::solve(std::span<const std::span<const Weighted
   } else {
     fill_by_heap(flows, rate);
   }
-  for (LinkId l : used_) flows_on_[static_cast<std::size_t>(l)].clear();
+  for (LinkId l : used_) on_end_[static_cast<std::size_t>(l)] = 0;
   return rate;
 }
 
@@ -48,7 +60,8 @@ bool MaxMinSolver::open(std::size_t link) const { return weight_[link] > 1e-12; 
 void MaxMinSolver::saturate(std::size_t link, double level, std::span<const std::span<const WeightedLink>> flows,
                             std::vector<double>& rate) {
   touched_.clear();
-  for (std::size_t f : flows_on_[link]) {
+  for (std::size_t k = on_begin_[link]; k < on_end_[link]; ++k) {
+    const std::size_t f = on_[k];
     if (frozen_[f]) continue;
     frozen_[f] = 1;
     rate[f] = std::max(level, 0.0);
@@ -90,31 +103,78 @@ void MaxMinSolver::fill_by_scan(std::span<const std::span<const WeightedLink>> f
   }
 }
 
+bool MaxMinSolver::heap_less(LinkId a, LinkId b) const {
+  const double ka = key_[static_cast<std::size_t>(a)], kb = key_[static_cast<std::size_t>(b)];
+  return ka < kb || (ka == kb && a < b);
+}
+
+void MaxMinSolver::heap_place(std::size_t at, LinkId l) {
+  heap_[at] = l;
+  pos_[static_cast<std::size_t>(l)] = static_cast<std::ptrdiff_t>(at);
+}
+
+void MaxMinSolver::heap_fix(std::size_t at) {
+  const LinkId l = heap_[at];
+  while (at > 0 && heap_less(l, heap_[(at - 1) / 2])) {
+    heap_place(at, heap_[(at - 1) / 2]);
+    at = (at - 1) / 2;
+  }
+  for (;;) {
+    std::size_t c = 2 * at + 1;
+    if (c >= heap_.size()) break;
+    if (c + 1 < heap_.size() && heap_less(heap_[c + 1], heap_[c])) ++c;
+    if (!heap_less(heap_[c], l)) break;
+    heap_place(at, heap_[c]);
+    at = c;
+  }
+  heap_place(at, l);
+}
+
+void MaxMinSolver::heap_set(LinkId l, double level) {
+  const auto i = static_cast<std::size_t>(l);
+  key_[i] = level;
+  if (pos_[i] < 0) {
+    heap_.push_back(l);
+    pos_[i] = static_cast<std::ptrdiff_t>(heap_.size() - 1);
+  }
+  heap_fix(static_cast<std::size_t>(pos_[i]));
+}
+
+void MaxMinSolver::heap_erase(LinkId l) {
+  const auto i = static_cast<std::size_t>(l);
+  if (pos_[i] < 0) return;
+  const auto at = static_cast<std::size_t>(pos_[i]);
+  pos_[i] = -1;
+  const LinkId last = heap_.back();
+  heap_.pop_back();
+  if (at < heap_.size()) {
+    heap_place(at, last);
+    heap_fix(at);
+  }
+}
+
 void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate) {
-  // A min-heap of (level, link, version) with stale entries: an entry is live when its version is
-  // the link's current one.
+  // An indexed min-heap of the open links by (level, link id), a strict order, so the lowest
+  // level with ties by id comes first, as in the scan. Each link sits in it once and its key is
+  // updated in place: with aggregated flows one event touches thousands of links, and a heap of
+  // stale entries grew by all of them on every event.
   heap_.clear();
-  const auto push = [this](double level, LinkId l, int v) {
-    heap_.emplace_back(level, l, v);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
-  };
   for (LinkId l : used_) {
     const auto i = static_cast<std::size_t>(l);
-    if (open(i)) push(remaining_[i] / weight_[i], l, 0);
+    if (open(i)) heap_set(l, remaining_[i] / weight_[i]);
   }
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
-    const auto [level, l, v] = heap_.back();
-    heap_.pop_back();
-    const auto li = static_cast<std::size_t>(l);
-    if (v != version_[li] || !open(li)) continue;
-    saturate(li, level, flows, rate);
-    // One new entry per link the event touched, at its final level: nothing was popped in
-    // between, so entries for intermediate levels would only go stale.
+    const LinkId l = heap_.front();
+    const double level = key_[static_cast<std::size_t>(l)];
+    heap_erase(l);
+    saturate(static_cast<std::size_t>(l), level, flows, rate);
     for (LinkId t : touched_) {
       const auto k = static_cast<std::size_t>(t);
-      ++version_[k];
-      if (open(k)) push(remaining_[k] / weight_[k], t, version_[k]);
+      if (open(k)) {
+        heap_set(t, remaining_[k] / weight_[k]);
+      } else {
+        heap_erase(t);
+      }
     }
   }
 }

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,17 +43,27 @@ class MaxMinSolver {
   void saturate(std::size_t link, double level, std::span<const std::span<const WeightedLink>> flows,
                 std::vector<double>& rate);
   void fill_by_scan(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate);
+  // The indexed heap of fill_by_heap: links ordered by (key_, id); pos_ is a link's index in it.
+  bool heap_less(LinkId a, LinkId b) const;
+  void heap_place(std::size_t at, LinkId l);
+  void heap_fix(std::size_t at);
+  void heap_set(LinkId l, double level);
+  void heap_erase(LinkId l);
   void fill_by_heap(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate);
 
   std::vector<double> capacity_;
   // Scratch, indexed by link; only the entries of links in use are touched and reset.
   std::vector<double> remaining_;
   std::vector<double> weight_;
-  std::vector<int> version_;  // bumped whenever the link's level changes (stale heap entries)
-  std::vector<std::vector<std::size_t>> flows_on_;
+  std::vector<double> key_;           // per link: its level in the heap
+  std::vector<std::ptrdiff_t> pos_;   // per link: its index in heap_, -1 when not in it
+  // Flows crossing link l: on_[on_begin_[l] .. on_end_[l]); on_end_ is 0 for links not in use.
+  std::vector<std::size_t> on_begin_;
+  std::vector<std::size_t> on_end_;
+  std::vector<std::size_t> on_;
   // Scratch of one solve, kept to avoid reallocating on every call.
   std::vector<LinkId> used_;
-  std::vector<std::tuple<double, LinkId, int>> heap_;
+  std::vector<LinkId> heap_;
   std::vector<char> frozen_;
   std::vector<LinkId> open_;                   // fill_by_scan's open links
   std::vector<LinkId> touched_;                // links whose level changed in one saturation event
