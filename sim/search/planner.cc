@@ -300,9 +300,8 @@ int rank_rows(std::vector<PlanRow>& rows, PlanObjective objective) {
   const auto score = [objective](const PlanRow& r) {
     switch (objective) {
       case PlanObjective::kTime:
-        return std::make_tuple(static_cast<double>(r.step_ns), static_cast<double>(r.model_peak_bytes));
       case PlanObjective::kForward:
-        return std::make_tuple(static_cast<double>(r.forward_ns), static_cast<double>(r.model_peak_bytes));
+        return std::make_tuple(static_cast<double>(objective_time(r, objective)), static_cast<double>(r.model_peak_bytes));
       case PlanObjective::kMemory:
         return std::make_tuple(static_cast<double>(r.model_peak_bytes), static_cast<double>(r.step_ns));
       case PlanObjective::kBalanced:
