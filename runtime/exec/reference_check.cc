@@ -33,8 +33,42 @@ ref::Matrix to_matrix(const float* values, std::int64_t rows, std::int64_t cols)
 
 }  // namespace
 
+reference::Matrix logit_error_bounds(const reference::Matrix& x, const reference::Matrix& gate, DType gemm_dtype) {
+  MOESIM_CHECK(x.cols == gate.rows, "x and the gate share the model dimension");
+  double operand_roundoff = 0;  // per operand, relative
+  switch (gemm_dtype) {
+    case DType::kFp32: operand_roundoff = 0; break;
+    case DType::kTf32: operand_roundoff = std::ldexp(1.0, -10); break;
+    case DType::kBf16: operand_roundoff = std::ldexp(1.0, -8); break;
+    case DType::kFp16: operand_roundoff = std::ldexp(1.0, -11); break;
+  }
+  const double factor = 2 * operand_roundoff + static_cast<double>(x.cols) * std::ldexp(1.0, -24);
+  ref::Matrix bound(x.rows, gate.cols);
+  for (std::int64_t t = 0; t < x.rows; ++t)
+    for (std::int64_t k = 0; k < x.cols; ++k) {
+      const double xa = std::abs(x.at(t, k));
+      for (std::int64_t e = 0; e < gate.cols; ++e) bound.at(t, e) += xa * std::abs(gate.at(k, e));
+    }
+  for (double& b : bound.values) b *= factor;
+  return bound;
+}
+
+namespace {
+
+// Whether the reference's experts `mine` and the device's `theirs` tie for token t.
+bool near_tie(const reference::Routing& own, const reference::Matrix* logit_bound, std::int64_t t, int mine,
+              int theirs) {
+  const double pm = own.probs.at(t, mine), pt = own.probs.at(t, theirs);
+  if (std::abs(pt - pm) <= kAmbiguousMargin) return true;
+  if (logit_bound == nullptr || pm <= 0 || pt <= 0) return false;
+  return std::abs(std::log(pm) - std::log(pt)) <= logit_bound->at(t, mine) + logit_bound->at(t, theirs);
+}
+
+}  // namespace
+
 RoutingJudgement judge_routing(const reference::Routing& own, const std::vector<std::int32_t>& device_topk,
-                               std::int64_t tokens, int top_k, int num_experts) {
+                               std::int64_t tokens, int top_k, int num_experts,
+                               const reference::Matrix* logit_bound) {
   RoutingJudgement j;
   j.forced.assign(own.topk_idx.begin(), own.topk_idx.end());
   std::vector<bool> taken(static_cast<std::size_t>(num_experts));
@@ -56,7 +90,7 @@ RoutingJudgement judge_routing(const reference::Routing& own, const std::vector<
       const int mine = own.topk_idx[at(c)], theirs = device_topk[at(c)];
       if (mine == theirs) continue;
       same = false;
-      near = near && std::abs(own.probs.at(t, theirs) - own.probs.at(t, mine)) <= kAmbiguousMargin;
+      near = near && near_tie(own, logit_bound, t, mine, theirs);
     }
     for (int c = 0; c < top_k; ++c) j.forced[at(c)] = device_topk[at(c)];
     if (same) continue;
@@ -132,8 +166,9 @@ CheckReport check_against_reference(const std::vector<RankValues>& got, const Mo
     dys.push_back(to_matrix(v.dy.data(), B, M));
     if (static_cast<std::int64_t>(v.topk_idx.size()) != B * d.top_k)
       throw InputError("the reference check needs B x k top-k indices per rank");
+    const ref::Matrix bound = logit_error_bounds(xs.back(), params.gate, d.gemm_dtype);
     const RoutingJudgement j =
-        judge_routing(ref::route(shape, params.gate, xs.back()), v.topk_idx, B, d.top_k, E);
+        judge_routing(ref::route(shape, params.gate, xs.back()), v.topk_idx, B, d.top_k, E, &bound);
     forced.push_back(j.forced);
     choice_errors[static_cast<std::size_t>(r)] = static_cast<double>(j.errors);
     report.ambiguous_tokens += j.ambiguous;

@@ -46,8 +46,20 @@ struct RoutingJudgement {
   std::int64_t errors = 0;     // tokens chosen invalidly or unlike the reference beyond a near-tie
   std::int64_t ambiguous = 0;  // tokens chosen differently at near-ties only
 };
+// `logit_bound` (tokens x experts, optional): a bound on how far the device's logit may lie from
+// the reference's (logit_error_bounds). Two experts also tie when their log-probabilities differ
+// by no more than the sum of their bounds: softmax keeps the logits' order, so rounding within
+// the bounds can swap them.
 RoutingJudgement judge_routing(const reference::Routing& own, const std::vector<std::int32_t>& device_topk,
-                               std::int64_t tokens, int top_k, int num_experts);
+                               std::int64_t tokens, int top_k, int num_experts,
+                               const reference::Matrix* logit_bound = nullptr);
+
+// Per (token, expert): a bound on |device logit - exact logit| for the gate GEMM x (B x M) times
+// gate (M x E) in the math of `gemm_dtype`: each operand rounded to the math type (tf32 taken as
+// truncated, 2^-10 per operand, since the tensor cores may truncate; bf16 2^-8, fp16 2^-11, fp32
+// exact) plus fp32 accumulation over M products (M x 2^-24), times sum_k |x_tk| |w_ke|. On an
+// H200 a TF32 gate broke a near-tie of 3.7e-5 in probability, far beyond kAmbiguousMargin.
+reference::Matrix logit_error_bounds(const reference::Matrix& x, const reference::Matrix& gate, DType gemm_dtype);
 
 // Every rank of the layer must be local to `executor`. Throws InputError otherwise. With several
 // layers each is checked from its own inputs as the devices hold them (its x is the layer below's

@@ -4,10 +4,14 @@
 //
 // The watchdog test leaves aborted communicators behind, so validate/gpu_session.sh runs it in a
 // process of its own (--gtest_filter=NcclWatchdog.*) after the other GPU tests.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -43,39 +47,76 @@ TEST(CudaDeviceGpu, OutOfMemoryNamesTheRequestedAndFreeBytes) {
   dev->free_device(p);
 }
 
-// Holds a stream until `open` is set: a host function runs in the stream's order, so the work
-// queued behind it waits (a stand-in for a peer that never arrives).
-void CUDART_CB hold_until_open(void* open) {
-  while (!static_cast<std::atomic<bool>*>(open)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
+// Holds a stream on the device until released: a 32-bit stream memory wait on a flag in mapped
+// host memory (cuStreamWaitValue32, reached through cudaGetDriverEntryPointByVersion so that the
+// driver library is not linked). A first version held the stream with a host function instead; on
+// an H200 (NCCL 2.28) the exchange queued behind it then blocked the host thread until the release
+// and the watchdog never ran: a host function occupies CUDA's callback thread, which the launch
+// waited for. A memory wait holds only the stream, as a peer that never arrives does.
+class StreamHold {
+ public:
+  explicit StreamHold(cudaStream_t stream) {
+    void* host_flag = nullptr;
+    EXPECT_EQ(cudaHostAlloc(&host_flag, sizeof(std::uint32_t), cudaHostAllocMapped), cudaSuccess);
+    flag_ = static_cast<volatile std::uint32_t*>(host_flag);
+    *flag_ = 0;
+    void* device_flag = nullptr;
+    EXPECT_EQ(cudaHostGetDevicePointer(&device_flag, const_cast<std::uint32_t*>(flag_), 0), cudaSuccess);
+    PFN_cuStreamWaitValue32_v11070 wait_value = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value), 12000,
+                                               cudaEnableDefault, &found),
+              cudaSuccess);
+    EXPECT_EQ(found, cudaDriverEntryPointSuccess);
+    if (wait_value != nullptr) {
+      EXPECT_EQ(wait_value(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_flag), 1,
+                           CU_STREAM_WAIT_VALUE_GEQ),
+                CUDA_SUCCESS);
+    }
+  }
+  void release() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *flag_ = 1;
+  }
+  // The flag is left mapped: the held stream may still read it after an abort (process exit frees it).
 
-struct WatchdogOutcome {
-  std::string error;  // empty when wait_for returned
-  double seconds = 0;
+ private:
+  volatile std::uint32_t* flag_ = nullptr;
 };
 
-// Issues `members`' all-to-allv, lets `hold` (if any) keep the step from finishing for 6 s, and
-// waits for the step with the transport's watchdog set to 2 s.
+struct WatchdogOutcome {
+  std::string error;    // empty when wait_for returned
+  double seconds = 0;   // issue and wait together
+  double issue_s = 0;   // in all_to_allv (issuing must not block: the watchdog runs only after it)
+};
+
+// Issues `members`' all-to-allv and waits for the step with the transport's watchdog set to 2 s.
+// With `hold`, the exchange is first run once unheld (NCCL's lazy set-up, as after a run's warm-up
+// steps), then issued behind a hold released after 6 s.
 WatchdogOutcome wait_with_watchdog(Transport& transport, const std::vector<AllToAllvMember>& members,
                                    const std::vector<DeviceOps*>& devices, cudaStream_t hold) {
-  std::atomic<bool> open{false};
+  std::unique_ptr<StreamHold> held;
   if (hold != nullptr) {
-    EXPECT_EQ(cudaLaunchHostFunc(hold, hold_until_open, &open), cudaSuccess);
+    transport.all_to_allv(members, 0);
+    transport.wait_for(devices);
+    held = std::make_unique<StreamHold>(hold);
   }
   WatchdogOutcome out;
+  std::atomic<bool> done{false};
   const auto start = std::chrono::steady_clock::now();
-  std::thread releaser([&open] {
-    std::this_thread::sleep_for(std::chrono::seconds(6));
-    open = true;
+  std::thread releaser([&] {
+    for (int i = 0; i < 600 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (held) held->release();
   });
   try {
     transport.all_to_allv(members, 0);
+    out.issue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     transport.wait_for(devices);
   } catch (const InternalError& e) {
     out.error = e.what();
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  open = true;
+  done = true;
   releaser.join();
   return out;
 }
@@ -119,7 +160,9 @@ TEST(NcclWatchdog, AbortsAStepThatDoesNotFinishInTime) {
   EXPECT_NE(held.error.find("NCCL watchdog: the step did not finish within 2"), std::string::npos) << held.error;
   EXPECT_NE(held.error.find("the communicators were aborted"), std::string::npos) << held.error;
   EXPECT_GE(held.seconds, 2.0);
-  std::cout << "one GPU, held stream: " << held.error << " (" << held.seconds << " s)\n";
+  EXPECT_LT(held.issue_s, 1.0) << "issuing the exchange blocked";
+  std::cout << "one GPU, held stream: " << held.error << " (" << held.seconds << " s, issue " << held.issue_s
+            << " s)\n";
 
   if (provider->num_devices() >= 2) {
     devices.push_back(provider->open(1));
