@@ -160,17 +160,20 @@ __global__ void encode_kernel(const T* x, const int* row_token, long long d_mode
   }
 }
 
+// A block per row (grid-stride over rows), threads over the row's columns: no per-element
+// division to find (row, column). The first version divided a flat 64-bit index by H for every
+// element, which on an H200 ran the MoE-GPT-XL activation at about a quarter of the memory
+// bandwidth (499 us forward against 125 us for its bytes, validate/results/h200-2026-11-26).
 template <typename T>
 __global__ void activation_kernel(ActivationKind act, long long rows, long long H, const T* h, T* a) {
-  const long long n = rows * H;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long r = i / H, c = i % H;
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     if (act == ActivationKind::kSwiglu) {
-      const float g = load(h, r * 2 * H + c), u = load(h, r * 2 * H + H + c);
-      store(a, i, g * sigmoid(g) * u);
+      for (long long c = threadIdx.x; c < H; c += blockDim.x) {
+        const float g = load(h, r * 2 * H + c), u = load(h, r * 2 * H + H + c);
+        store(a, r * H + c, g * sigmoid(g) * u);
+      }
     } else {
-      store(a, i, act_value(act, load(h, i)));
+      for (long long i = r * H + threadIdx.x; i < (r + 1) * H; i += blockDim.x) store(a, i, act_value(act, load(h, i)));
     }
   }
 }
@@ -178,20 +181,20 @@ __global__ void activation_kernel(ActivationKind act, long long rows, long long 
 template <typename T>
 __global__ void activation_backward_kernel(ActivationKind act, long long rows, long long H, const T* h, const T* da,
                                            T* dh, T* a) {
-  const long long n = rows * H;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long r = i / H, c = i % H;
-    const float d = load(da, i);  // read before dh (may alias da) is written
-    if (act == ActivationKind::kSwiglu) {
-      const float g = load(h, r * 2 * H + c), u = load(h, r * 2 * H + H + c), s = sigmoid(g), silu = g * s;
-      store(dh, r * 2 * H + c, d * u * s * (1.f + g * (1.f - s)));
-      store(dh, r * 2 * H + H + c, d * silu);
-      if (a != nullptr) store(a, i, silu * u);
-    } else {
-      const float x = load(h, i);
-      store(dh, i, d * act_derivative(act, x));
-      if (a != nullptr) store(a, i, act_value(act, x));
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (long long c = threadIdx.x; c < H; c += blockDim.x) {
+      const long long i = r * H + c;
+      const float d = load(da, i);  // read before dh (may alias da) is written
+      if (act == ActivationKind::kSwiglu) {
+        const float g = load(h, r * 2 * H + c), u = load(h, r * 2 * H + H + c), s = sigmoid(g), silu = g * s;
+        store(dh, r * 2 * H + c, d * u * s * (1.f + g * (1.f - s)));
+        store(dh, r * 2 * H + H + c, d * silu);
+        if (a != nullptr) store(a, i, silu * u);
+      } else {
+        const float x = load(h, i);
+        store(dh, i, d * act_derivative(act, x));
+        if (a != nullptr) store(a, i, act_value(act, x));
+      }
     }
   }
 }
@@ -374,7 +377,7 @@ void encode(const EncodeArgs& a, cudaStream_t s) {
 void activation(const ActivationArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    activation_kernel<T><<<blocks_for(a.rows * a.width, 256), 256, 0, s>>>(
+    activation_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
         a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<T*>(a.a));
   });
   check_launch("activation");
@@ -383,7 +386,7 @@ void activation(const ActivationArgs& a, cudaStream_t s) {
 void activation_backward(const ActivationBackwardArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    activation_backward_kernel<T><<<blocks_for(a.rows * a.width, 256), 256, 0, s>>>(
+    activation_backward_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
         a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<const T*>(a.da), static_cast<T*>(a.dh),
         static_cast<T*>(a.a));
   });
