@@ -110,13 +110,38 @@ TEST(PresetTest, EveryModelPresetLoads) {
 }
 
 TEST(PresetTest, EveryHardwarePresetLoads) {
-  const auto files = yaml_files_under("hardware");
+  std::vector<std::string> files;
+  for (const char* kind : {"hardware/gpus", "hardware/nodes", "hardware/clusters"}) {
+    const auto some = yaml_files_under(kind);
+    files.insert(files.end(), some.begin(), some.end());
+  }
   EXPECT_GE(files.size(), 12u);
   for (const std::string& f : files) {
     EXPECT_NO_THROW({
       const ClusterSpec c = load_hardware_spec(f);
       EXPECT_GE(c.num_gpus(), 1);
       EXPECT_GT(c.node.gpu.peak_flops.at(DType::kFp32), 0);
+    }) << f;
+  }
+}
+
+// Calibrations measured on real GPUs (hardware/calibration/) load and apply to their GPU's node.
+TEST(PresetTest, EveryCommittedCalibrationAppliesToItsNode) {
+  const auto files = yaml_files_under("hardware/calibration");
+  EXPECT_GE(files.size(), 1u);
+  for (const std::string& f : files) {
+    EXPECT_NO_THROW({
+      const CalibrationSpec cal = load_calibration(f);
+      EXPECT_FALSE(cal.gemm.empty()) << f;
+      int applied = 0;
+      for (const std::string& n : yaml_files_under("hardware/nodes")) {
+        ClusterSpec node = load_hardware_spec(n);
+        if (node.node.gpu.name != cal.gpu) continue;
+        apply_calibration(node, cal);
+        EXPECT_EQ(node.node.gpu.kernel_launch_ns, *cal.kernel_launch_ns) << n;
+        ++applied;
+      }
+      EXPECT_GE(applied, 1) << "no node preset has the GPU " << cal.gpu;
     }) << f;
   }
 }
