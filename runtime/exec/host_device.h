@@ -33,6 +33,8 @@ class HostDevice final : public DeviceOps {
   void record(int event, int stream) override;
   void wait(int stream, int event) override;
   void synchronize() override { races_.synchronize(); }
+  // Report reads of memory nothing has written (RaceDetector::check_uninitialized_reads).
+  void check_uninitialized_reads(bool on) { races_.check_uninitialized_reads(on); }
   float elapsed_ms(int from, int to) override;
 
   void* alloc_device(std::int64_t bytes, const char* what) override;

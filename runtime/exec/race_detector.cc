@@ -69,6 +69,9 @@ void RaceDetector::touch(int actor, const char* op, const void* data, std::int64
   const auto last = split(block, at + bytes);
   for (; it != last; ++it) {
     Segment& s = it->second;
+    if (uninitialized_reads_ && kind == Access::kRead && s.write.actor < 0)
+      throw InternalError(std::string(op) + " reads bytes [" + std::to_string(it->first) + ", " +
+                          std::to_string(s.end) + ") of " + block.what + ", which nothing has written");
     check(block, it->first, s.end, s.write, now, kind, "writes");
     if (kind == Access::kWrite) {
       for (const Epoch& r : s.reads) check(block, it->first, s.end, r, now, kind, "reads");

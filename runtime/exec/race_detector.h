@@ -42,6 +42,12 @@ class RaceDetector {
   // synchronize(), and before all work issued after it.
   void host_access(const char* op, const void* data, std::int64_t bytes, Access kind);
 
+  // Reads of bytes that nothing has written since they were allocated (the host emulation's
+  // counterpart of compute-sanitizer's initcheck): off by default; on, such a read throws
+  // InternalError naming the operation, the allocation and the bytes. Uploads and fills count as
+  // writes, so only memory no operation produced is reported.
+  void check_uninitialized_reads(bool on) { uninitialized_reads_ = on; }
+
   void record(int event, int stream);
   void wait(int stream, int event);
   // Every operation issued so far happens-before anything issued later, by any actor.
@@ -78,6 +84,7 @@ class RaceDetector {
   std::vector<Clock> events_;
   std::map<const char*, Block> blocks_;        // by base address
   int current_actor_ = -1;
+  bool uninitialized_reads_ = false;
   const char* current_op_ = nullptr;
 };
 

@@ -45,6 +45,10 @@ LayerRun run_layer(const ModelSpec& model, int ranks, int chunks, MemoryStrategy
   LayerRun out;
   out.dims = derive_layer_dims(model, cluster, run);
   HostDevice device;
+  // Every test here also checks that no operation reads memory nothing wrote: on an H200,
+  // compute-sanitizer's initcheck reported such reads in bf16 layers (validate/results/
+  // h200-2026-11-26); the host emulation stores fp32 only, so it covers fp32 layouts.
+  device.check_uninitialized_reads(true);
   LoopbackTransport transport(device, ranks);
   std::vector<ExecutorRank> local;
   for (int r = 0; r < ranks; ++r) local.push_back(ExecutorRank{r, &device});

@@ -21,15 +21,18 @@
 namespace moesim::runtime {
 namespace {
 
-bool races(const std::function<void()>& f) {
+// Whether f throws the detector's InternalError whose message contains `what` (others propagate).
+bool reports(const std::function<void()>& f, const std::string& what) {
   try {
     f();
   } catch (const InternalError& e) {
-    if (std::string(e.what()).find("data race") != std::string::npos) return true;
+    if (std::string(e.what()).find(what) != std::string::npos) return true;
     throw;
   }
   return false;
 }
+
+bool races(const std::function<void()>& f) { return reports(f, "data race"); }
 
 struct TwoStreams {
   HostDevice dev;
@@ -118,6 +121,25 @@ TEST(RaceDetector, AccessesPastAnAllocationsEndAreErrors) {
 }
 
 // Like the GPU's launcher, the host refuses an assignment without the scratch it reserved.
+TEST(RaceDetector, ReadsOfUnwrittenBytesAreReportedWhenAskedFor) {
+  const auto unwritten = [](const std::function<void()>& f) { return reports(f, "which nothing has written"); };
+  {
+    TwoStreams t;  // off by default
+    EXPECT_FALSE(unwritten([&] { t.dev.copy(t.b, t.a, 256, t.s0); }));
+  }
+  {
+    TwoStreams t;
+    t.dev.check_uninitialized_reads(true);
+    t.dev.zero(t.a, 128, t.s0);
+    EXPECT_FALSE(unwritten([&] { t.dev.copy(t.b, t.a, 128, t.s0); }));  // the written half
+    EXPECT_TRUE(unwritten([&] { t.dev.copy(t.c, t.a, 256, t.s0); }));   // the other half was never written
+    float host[64];
+    t.dev.synchronize();
+    EXPECT_FALSE(unwritten([&] { t.dev.download(host, t.b, 128); }));
+    EXPECT_TRUE(unwritten([&] { t.dev.download(host, static_cast<char*>(t.b) + 128, 128); }));
+  }
+}
+
 TEST(RaceDetector, TheHostAssignmentWantsTheGpusScratch) {
   TwoStreams t;
   std::vector<std::int32_t> idx = {0, 1}, row(2), token(4), choice(4), count(2);
