@@ -71,9 +71,27 @@ GemmWaves ComputeCostModel::gemm_waves(const GemmWork& work) const {
   // m x n block over the whole K (the padding is wasted work, as on the GPU).
   const double sm_flops_per_ns =
       peak_flops(work.dtype) * gpu.gemm_efficiency_for(work.dtype) / gpu.sm_count / kNsPerS;
-  const double tile_flops = 2.0 * static_cast<double>(tile.m) * static_cast<double>(tile.n) *
-                            static_cast<double>(work.k);
-  w.tile_ns = tile_flops / sm_flops_per_ns + static_cast<double>(gpu.gemm_tile_overhead_ns);
+  const auto tile_ns = [&](std::int64_t k) {
+    const double tile_flops = 2.0 * static_cast<double>(tile.m) * static_cast<double>(tile.n) * static_cast<double>(k);
+    return tile_flops / sm_flops_per_ns + static_cast<double>(gpu.gemm_tile_overhead_ns);
+  };
+  w.tile_ns = tile_ns(work.k);
+  // Split-K (see the header): only while output tiles leave SMs idle, slices of >= 16 of K.
+  const std::int64_t output_tiles = w.tiles;
+  const std::int64_t max_split =
+      output_tiles > 0 ? std::min(gpu.sm_count / output_tiles, std::max<std::int64_t>(1, work.k / kMmaSide)) : 1;
+  const double partial_bytes_per_slice = 2.0 * static_cast<double>(work.batch) * static_cast<double>(work.m) *
+                                         static_cast<double>(work.n) * 4.0;  // fp32, written and read
+  for (std::int64_t s = 2; s <= max_split; ++s) {
+    GemmWaves split = w;
+    split.split_k = s;
+    split.tiles = output_tiles * s;
+    split.waves = ceil_div(split.tiles, gpu.sm_count);
+    split.tile_ns = tile_ns(ceil_div(work.k, s));
+    split.reduction_ns = static_cast<double>(gpu.kernel_launch_ns) +
+                         static_cast<double>(s) * partial_bytes_per_slice / hbm_bytes_per_ns();
+    if (split.compute_ns() < w.compute_ns()) w = split;
+  }
   return w;
 }
 
@@ -90,8 +108,7 @@ TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
   const std::int64_t bytes = work.bytes_moved();
   double compute_ns = 0.0;
   if (flops > 0) {
-    const GemmWaves w = gemm_waves(work);
-    compute_ns = static_cast<double>(w.waves) * w.tile_ns;
+    compute_ns = gemm_waves(work).compute_ns();
   } else {
     peak_flops(work.dtype);  // a dtype the GPU lacks is an error even for an empty GEMM
   }

@@ -6,8 +6,12 @@
 //   tiles   = ceil(m / tm) * ceil(n / tn) * batch
 //   waves   = ceil(tiles / sm_count)
 //   tile    = 2 tm tn k / (peak(dtype) * gemm_efficiency(dtype) / sm_count) + gemm_tile_overhead
-//   GEMM:   launch + max(waves * tile, bytes_moved / (hbm_bandwidth * hbm_efficiency))
+//   GEMM:   launch + max(waves * tile + reduction, bytes_moved / (hbm_bandwidth * hbm_efficiency))
 // A GEMM thinner than the tile uses a side of its dimension rounded up to 16 (narrow-tile kernels).
+// Split-K: with fewer output tiles than SMs, cuBLAS cuts K into s slices computed by s tiles each
+// and sums their fp32 partials in a second kernel. The model takes the s in 1..sm_count / tiles
+// (slices of at least 16) that minimises waves * tile(k / s) + launch + 2 s m n batch 4 B / HBM:
+// more slices fill idle SMs but pay the per-tile overhead and the partials' traffic again.
 // So a GEMM of sm_count + 1 tiles takes two waves, padding of ragged edges is paid, a small-M GEMM
 // falls to the memory bound (its B matrix dominates the bytes) and a small-K GEMM pays the
 // per-tile pipeline fill and epilogue (gemm_tile_overhead) over little main-loop work.
@@ -32,9 +36,12 @@ namespace moesim {
 
 struct GemmWaves {
   GemmTile tile;  // the tile used: the GPU's, narrowed for a GEMM thinner than it
-  std::int64_t tiles = 0;
+  std::int64_t tiles = 0;  // output tiles times the K slices (split_k)
   std::int64_t waves = 0;
-  double tile_ns = 0;  // one tile's main loop plus the per-tile overhead
+  double tile_ns = 0;  // one tile's main loop over its K slice plus the per-tile overhead
+  std::int64_t split_k = 1;   // K slices: > 1 when too few output tiles would leave SMs idle
+  double reduction_ns = 0;    // summing the slices' fp32 partials (a kernel of its own)
+  double compute_ns() const { return static_cast<double>(waves) * tile_ns + reduction_ns; }
 };
 
 class ComputeCostModel {

@@ -114,6 +114,30 @@ TEST(ComputeCost, SmallKPaysTheTileOverhead) {
   EXPECT_LT(m.gemm_flop_rate({1, 512, 128, 64, DType::kBf16, 2}), m.gemm_flop_rate({1, 512, 128, 4096, DType::kBf16, 2}));
 }
 
+TEST(ComputeCost, FewTilesSplitKAcrossIdleSms) {
+  const ClusterSpec c = test_cluster();
+  const ComputeCostModel m(c);
+  // 128 x 128 x 4096: one output tile on 4 SMs. Unsplit: 2 x 128 x 128 x 4096 / 12500 + 100 =
+  // 10837.4 ns. In 4 slices of 1024: 2784.4 ns in one wave, plus the reduction: 1000 + 4 x 2 x
+  // 128 x 128 x 4 B / 500 B/ns = 2048.6 ns; 4833.0 in all (2 slices: 5468.7 + 1524.3 = 6993.0;
+  // 3: 3680.9 + 1786.4 = 5467.3).
+  const GemmWork w{1, 128, 128, 4096, DType::kBf16, 2};
+  const GemmWaves g = m.gemm_waves(w);
+  EXPECT_EQ(g.split_k, 4);
+  EXPECT_EQ(g.tiles, 4);
+  EXPECT_EQ(g.waves, 1);
+  EXPECT_NEAR(g.compute_ns(), 4833.0, 0.1);
+  // The memory bound, (128 x 4096 x 2 + 128 x 128) x 2 B / 500 = 4260.3 ns, stays below it.
+  EXPECT_EQ(m.gemm_duration(w), 5833);
+  // No split once the output tiles fill the SMs, nor for a K of one slice.
+  EXPECT_EQ(m.gemm_waves(GemmWork{1, 512, 128, 4096, DType::kBf16, 2}).split_k, 1);
+  EXPECT_EQ(m.gemm_waves(GemmWork{1, 128, 128, 16, DType::kBf16, 2}).split_k, 1);
+  // Costly partials keep it whole: with HBM 100x slower the reduction outweighs the idle SMs.
+  ClusterSpec slow = test_cluster();
+  slow.node.gpu.hbm_bandwidth = 1e10;
+  EXPECT_EQ(ComputeCostModel(slow).gemm_waves(w).split_k, 1);
+}
+
 TEST(ComputeCost, LaunchOverheadIsTheFloor) {
   const ClusterSpec c = test_cluster();
   const ComputeCostModel m(c);
