@@ -119,6 +119,17 @@ struct MeasuredAllToAll {
   int ranks() const { return static_cast<int>(gpus.size()); }
 };
 
+// The GPUs the log's ranks name must be the preset's (gpu_identity.h), unless --force: then a note.
+void check_logged_gpu(const NcclTestsLog& log, const std::string& preset_gpu, bool force,
+                      std::vector<std::string>& notes) {
+  const auto mismatch = logged_gpu_mismatch(log, preset_gpu);
+  if (!mismatch) return;
+  if (!force)
+    throw InputError(SourceLocation{log.file, mismatch->line, 1},
+                     mismatch->what + "; give --hardware the preset of that GPU, or --force to fit this log anyway");
+  notes.push_back(mismatch->what + "; fitted anyway (--force)");
+}
+
 // --alltoall-log: an nccl-tests alltoall_perf log, its ranks placed on `cluster`'s GPUs.
 MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a, const ClusterSpec& cluster) {
   const NcclTestsLog log = parse_nccl_tests_log(a.alltoall_log);
@@ -134,9 +145,10 @@ MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a, const ClusterSpec& cl
   if (a.ranks != 0 && log.ranks != 0 && log.ranks != a.ranks)
     throw InputError(file, "the log lists " + std::to_string(log.ranks) + " ranks, --ranks says " + std::to_string(a.ranks));
   check_has_network(cluster);  // before the log's ranks are placed on its GPUs
+  check_logged_gpu(log, cluster.node.gpu.name, a.force, m.notes);
   LoggedGpus placed = gpus_of_log(log, cluster, a.ranks);
   m.gpus = std::move(placed.gpus);
-  m.notes = std::move(placed.notes);
+  m.notes.insert(m.notes.end(), placed.notes.begin(), placed.notes.end());
   for (const NcclTestsRow& row : log.rows) {
     const SourceLocation at{log.file, row.line, 1};
     if (row.redop != "none" && !row.redop.empty())  // blank in older alltoall_perf

@@ -77,6 +77,8 @@ int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, Collect
   if (op == CollectiveOp::kAllToAll) out << ", " << to_string(choice.all_to_all) << " algorithm";
   out << "\n";
   for (const std::string& note : placed.notes) out << "# note: " << note << "\n";
+  if (const auto mismatch = logged_gpu_mismatch(log, cluster.node.gpu.name))
+    out << "# note: " << mismatch->what << ": the simulation is of the preset's GPU\n";
   char line[160];
   std::snprintf(line, sizeof line, "#%12s %12s %12s %8s\n#%12s %12s %12s %8s\n", "size", "measured", "simulated", "diff",
                 "(B)", "(us)", "(us)", "(%)");

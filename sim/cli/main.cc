@@ -359,6 +359,10 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   calibrate->add_option("--base", a.base_path,
                         "a calibration of the node (its GPU; for a log across nodes, also its intra-node network) "
                         "to write out with the fitted sections added");
+  CLI::Option* cal_force = calibrate->add_flag(
+      "--force", a.force,
+      "with --alltoall-log: fit a log whose ranks name another GPU than --hardware's (refused otherwise)");
+  cal_force->needs(cal_log);
   for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
     cal_coll->excludes(calibrate->get_option(gpu_only));

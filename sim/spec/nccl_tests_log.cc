@@ -8,6 +8,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/input_file.h"
+#include "sim/spec/gpu_identity.h"
 
 namespace moesim {
 
@@ -60,6 +61,9 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
         const auto device = std::find(t.begin(), t.end(), "device");
         if (device != t.end() && device + 1 != t.end() && is_integer(*(device + 1)) && (device + 1)->size() <= 9)
           rank.device = std::stoi(*(device + 1));
+        // The name follows the bus id: "[0x1b] NVIDIA H100 80GB HBM3".
+        const auto bus = std::find_if(t.begin(), t.end(), [](const std::string& w) { return w.rfind("[0x", 0) == 0; });
+        for (auto w = bus == t.end() ? t.end() : bus + 1; w != t.end(); ++w) rank.gpu += (rank.gpu.empty() ? "" : " ") + *w;
         const auto [seen, fresh] = index_of_rank.emplace(rank.rank, log.placement.size());
         if (fresh) {
           log.placement.push_back(rank);
@@ -107,6 +111,17 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
 
 NcclTestsLog parse_nccl_tests_log(const std::string& path) {
   return parse_nccl_tests_text(read_input_file(path, kMaxNcclTestsLogBytes, "nccl-tests log"), path);
+}
+
+std::optional<LoggedGpuMismatch> logged_gpu_mismatch(const NcclTestsLog& log, const std::string& preset_gpu) {
+  for (const NcclTestsRank& r : log.placement) {
+    if (r.gpu.empty()) continue;
+    const std::string why = gpu_mismatch(r.gpu, preset_gpu);
+    if (!why.empty())
+      return LoggedGpuMismatch{r.line, "rank " + std::to_string(r.rank) + " ran on '" + r.gpu + "', not the preset's " +
+                                           preset_gpu + " (" + why + ")"};
+  }
+  return std::nullopt;
 }
 
 }  // namespace moesim

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct NcclTestsRank {
   int rank = 0;
   std::string host;  // "" when the line names none
   int device = -1;   // the CUDA device as the rank's process saw it; -1 when the line names none
+  std::string gpu;   // the device's name after its bus id ("NVIDIA H100 80GB HBM3"); "" when none
   int line = 0;
 };
 
@@ -39,6 +41,15 @@ struct NcclTestsLog {
   bool cpu_times = false;          // the header says cputime (nccl-tests -C 1)
   std::vector<NcclTestsRow> rows;  // rows of size 0 (nothing per peer) left out
 };
+
+// The first rank whose GPU, as its "#  Rank" line names it, is not `preset_gpu` (gpu_identity.h),
+// as "rank R ran on 'NAME', not the preset's PRESET (why)"; nullopt when every named GPU may be
+// the preset's (ranks that name none are not checked).
+struct LoggedGpuMismatch {
+  int line = 0;  // the rank's line
+  std::string what;
+};
+std::optional<LoggedGpuMismatch> logged_gpu_mismatch(const NcclTestsLog& log, const std::string& preset_gpu);
 
 // nccl-tests logs are kilobytes; NCCL_DEBUG=INFO output of a large job is megabytes.
 inline constexpr std::uintmax_t kMaxNcclTestsLogBytes = std::uintmax_t{64} << 20;

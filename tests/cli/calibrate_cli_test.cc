@@ -57,16 +57,18 @@ TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
   EXPECT_EQ(run("calibrate --hardware hardware/nodes/hgx-h100.yaml").exit_code, 2);  // --output is required
 }
 
-// An alltoall_perf log of `ranks` GPUs on `hosts` (node-a, node-b, ...; each host's ranks on its
-// devices 0, 1, ...): t = 25 us + (ranks - 1) x bytes per peer / `gb_per_s` GB/s, out of place;
-// `redop` as the log would say.
-std::string alltoall_log(int ranks, int hosts = 1, const std::string& redop = "none", double gb_per_s = 350) {
+// An alltoall_perf log of `ranks` GPUs named `gpu` on `hosts` (node-a, node-b, ...; each host's
+// ranks on its devices 0, 1, ...): t = 25 us + (ranks - 1) x bytes per peer / `gb_per_s` GB/s,
+// out of place; `redop` as the log would say.
+const std::string kH100 = "NVIDIA H100 80GB HBM3", kA100 = "NVIDIA A100-SXM4-40GB";
+std::string alltoall_log(int ranks, int hosts = 1, const std::string& redop = "none", double gb_per_s = 350,
+                         const std::string& gpu = kH100) {
   std::ostringstream log;
   log << "# nThread 1 nGpus 1 minBytes 1024 maxBytes 1073741824 step: 4(factor) warmup iters: 5 iters: 20\n#\n";
   const int per_host = ranks / hosts;
   for (int r = 0; r < ranks; ++r)
     log << "#  Rank  " << r << " Group  0 Pid  " << 4000 + r << " on    node-" << static_cast<char>('a' + r / per_host)
-        << " device  " << r % per_host << " [0x1b] NVIDIA H100 80GB HBM3\n";
+        << " device  " << r % per_host << " [0x1b] " << gpu << "\n";
   log << "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
   for (long long size = 1024; size <= (1LL << 30); size *= 4) {
     const double us = 25.0 + (ranks - 1) * (static_cast<double>(size) / ranks) / (gb_per_s * 1e3);
@@ -138,10 +140,10 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
   // First the intra-node network from one node's log, then the inter-node one on top of it.
   const std::string intra = (dir_ / "intra.yaml").string();
   const Result r1 = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " +
-                        write("one.log", alltoall_log(8, 1, "none", 200)).string() + " --output " + intra);
+                        write("one.log", alltoall_log(8, 1, "none", 200, kA100)).string() + " --output " + intra);
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   const std::string cluster = "hardware/clusters/dgx-a100-2node.yaml";
-  const std::string two = write("two.log", alltoall_log(16, 2, "none", 12)).string();
+  const std::string two = write("two.log", alltoall_log(16, 2, "none", 12, kA100)).string();
   const std::string both = (dir_ / "both.yaml").string();
   const Result r2 = run("calibrate --hardware " + cluster + " --alltoall-log " + two + " --base " + intra + " --output " + both);
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
@@ -215,19 +217,19 @@ TEST_F(Cli, CalibrateFitsTheInterNodeNetworkToALogAcrossNodes) {
 TEST_F(Cli, CalibratePlacesEachLoggedRankOnItsNodeAndDevice) {
   const std::string cluster = "calibrate --hardware hardware/clusters/dgx-a100-2node.yaml --output " + (dir_ / "p.yaml").string();
   // One process per GPU, each seeing its GPU as device 0: the ranks of a host take its GPUs in order.
-  std::string per_process = alltoall_log(16, 2, "none", 12);
+  std::string per_process = alltoall_log(16, 2, "none", 12, kA100);
   for (std::size_t at = 0; (at = per_process.find(" device  ", at)) != std::string::npos; at += 9)
     per_process[at + 9] = '0';
   const Result r = run(cluster + " --alltoall-log " + write("mpi.log", per_process).string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("note: host node-a: its ranks name no device or repeat one"), std::string::npos) << r.out;
   // A device the node does not have, and ranks with a gap, are named by line.
-  std::string beyond = alltoall_log(16, 2, "none", 12);
+  std::string beyond = alltoall_log(16, 2, "none", 12, kA100);
   beyond.replace(beyond.find(" device  7 "), 11, " device  9 ");
   const Result b = run(cluster + " --alltoall-log " + write("beyond.log", beyond).string());
   EXPECT_EQ(b.exit_code, 2);
   EXPECT_NE(b.err.find("beyond.log:10:1: rank 7 ran on device 9 and node 'DGX-A100-40GB'"), std::string::npos) << b.err;
-  std::string gap = alltoall_log(16, 2, "none", 12);
+  std::string gap = alltoall_log(16, 2, "none", 12, kA100);
   gap.replace(gap.find("#  Rank  3 "), 11, "#  Rank 33 ");
   const Result g = run(cluster + " --alltoall-log " + write("gap.log", gap).string());
   EXPECT_EQ(g.exit_code, 2);
@@ -250,7 +252,7 @@ std::map<long long, std::array<double, 3>> against_rows(const std::string& out) 
 }
 
 TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
-  const std::string log = write("a2a.log", alltoall_log(8, 1, "none", 200)).string();
+  const std::string log = write("a2a.log", alltoall_log(8, 1, "none", 200, kA100)).string();
   // The helper's logs do not name their test: --op says what they measured.
   const std::string node = "collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " + log;
   const Result plain = run(node);
@@ -306,6 +308,36 @@ TEST_F(Cli, CollectiveHoldsTheSimulationAgainstALog) {
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
   }
+}
+
+// A log measured on another GPU would move this preset's links by what that GPU's network did:
+// refused with the log's line and both names, unless --force, which fits it with a note.
+TEST_F(Cli, CalibrateRefusesALogOfAnotherGpuUnlessForced) {
+  const std::string log = write("h100.log", alltoall_log(8)).string();  // "NVIDIA H100 80GB HBM3"
+  const std::string args = "calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + log + " --output " +
+                           (dir_ / "n.yaml").string();
+  const Result refused = run(args);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(log + ":3:"), std::string::npos) << refused.err;  // rank 0's line
+  EXPECT_NE(refused.err.find("rank 0 ran on 'NVIDIA H100 80GB HBM3', not the preset's A100-SXM4-40GB (chip H100 is "
+                             "not A100); give --hardware the preset of that GPU, or --force"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "n.yaml"));
+  const Result forced = run(args + " --force");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("note: rank 0 ran on 'NVIDIA H100 80GB HBM3', not the preset's A100-SXM4-40GB (chip H100 "
+                            "is not A100); fitted anyway (--force)"),
+            std::string::npos)
+      << forced.out;
+  EXPECT_EQ(run("calibrate --hardware hardware/nodes/dgx-a100.yaml --force --output x.yaml").exit_code, 2);  // needs a log
+  // Holding a simulation against another GPU's log is a question one may ask: a note, no refusal.
+  const Result against = run("collective --hardware hardware/nodes/dgx-a100.yaml --op all-to-all --against " + log);
+  ASSERT_EQ(against.exit_code, 0) << against.err;
+  EXPECT_NE(against.out.find("# note: rank 0 ran on 'NVIDIA H100 80GB HBM3', not the preset's A100-SXM4-40GB (chip "
+                             "H100 is not A100): the simulation is of the preset's GPU"),
+            std::string::npos)
+      << against.out;
 }
 
 TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {

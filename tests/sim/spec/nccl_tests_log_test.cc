@@ -36,6 +36,7 @@ TEST(NcclTestsLog, ReadsRanksHostsAndTheOutOfPlaceTimes) {
   ASSERT_EQ(log.placement.size(), 2u);
   EXPECT_EQ(log.placement[1].host, "node-a");
   EXPECT_EQ(log.placement[1].device, 1);
+  EXPECT_EQ(log.placement[1].gpu, "NVIDIA H100 80GB HBM3");
   ASSERT_EQ(log.rows.size(), 2u);
   EXPECT_EQ(log.rows[0].size_bytes, 1024);
   EXPECT_EQ(log.rows[0].redop, "none");
