@@ -57,10 +57,28 @@ GemmWaves ComputeCostModel::gemm_waves(const GemmWork& work) const {
   if (gpu.sm_count < 1) throw InputError(gpu.origin, "GPU " + gpu.name + " needs an sm_count to cost GEMMs");
   if (work.batch < 0 || work.m < 0 || work.n < 0 || work.k < 0)
     throw InputError("GEMM dimensions must not be negative");
+  // The library's choice of tile (see the header): the GPU's, and with a gemm_half_tile_efficiency
+  // for the dtype also the tiles with one or both sides halved, each halving at that fraction of
+  // the rate.
+  const GemmTile base = gpu.gemm_tile_for(work.dtype);
+  GemmWaves best = tiled_waves(work, base, 1.0);
+  if (const auto half = gpu.gemm_half_tile_efficiency.find(work.dtype); half != gpu.gemm_half_tile_efficiency.end()) {
+    const double r = half->second;
+    for (const auto& [tile, factor] : {std::pair{GemmTile{base.m / 2, base.n}, r}, std::pair{GemmTile{base.m, base.n / 2}, r},
+                                       std::pair{GemmTile{base.m / 2, base.n / 2}, r * r}}) {
+      if (tile.m < kMmaSide || tile.n < kMmaSide) continue;
+      const GemmWaves w = tiled_waves(work, tile, factor);
+      if (w.compute_ns() < best.compute_ns()) best = w;
+    }
+  }
+  return best;
+}
+
+GemmWaves ComputeCostModel::tiled_waves(const GemmWork& work, GemmTile tile, double rate_factor) const {
+  const GpuSpec& gpu = cluster_.node.gpu;
   // A GEMM narrower than the tile runs a narrow-tile kernel (cuBLAS and CUTLASS ship them for
   // skinny shapes): the side shrinks to the dimension rounded up to the 16 rows of an MMA
   // instruction instead of computing a full tile of padding.
-  GemmTile tile = gpu.gemm_tile_for(work.dtype);
   tile.m = std::min(tile.m, std::max<std::int64_t>(kMmaSide, ceil_div(work.m, kMmaSide) * kMmaSide));
   tile.n = std::min(tile.n, std::max<std::int64_t>(kMmaSide, ceil_div(work.n, kMmaSide) * kMmaSide));
   GemmWaves w;
@@ -70,7 +88,7 @@ GemmWaves ComputeCostModel::gemm_waves(const GemmWork& work) const {
   // One SM's share of the dtype's peak, at the main-loop efficiency; a tile computes its padded
   // m x n block over the whole K (the padding is wasted work, as on the GPU).
   const double sm_flops_per_ns =
-      peak_flops(work.dtype) * gpu.gemm_efficiency_for(work.dtype) / gpu.sm_count / kNsPerS;
+      peak_flops(work.dtype) * gpu.gemm_efficiency_for(work.dtype) * rate_factor / gpu.sm_count / kNsPerS;
   const auto tile_ns = [&](std::int64_t k) {
     const double tile_flops = 2.0 * static_cast<double>(tile.m) * static_cast<double>(tile.n) * static_cast<double>(k);
     return tile_flops / sm_flops_per_ns + static_cast<double>(gpu.gemm_tile_overhead_ns);

@@ -8,6 +8,9 @@
 //   tile    = 2 tm tn k / (peak(dtype) * gemm_efficiency(dtype) / sm_count) + gemm_tile_overhead
 //   GEMM:   launch + max(waves * tile + reduction, bytes_moved / (hbm_bandwidth * hbm_efficiency))
 // A GEMM thinner than the tile uses a side of its dimension rounded up to 16 (narrow-tile kernels).
+// Tile choice: with the GPU's gemm_half_tile_efficiency r for the dtype, the library may also run
+// tiles with one side halved (rate x r) or both (x r^2), as cuBLAS picks a smaller tile where the
+// GPU's leaves a last wave nearly empty; the fastest of the four is taken. Without r, gemm_tile only.
 // Split-K: with fewer output tiles than SMs, cuBLAS cuts K into s slices computed by s tiles each
 // and sums their fp32 partials in a second kernel. The model takes the s in 1..sm_count / tiles
 // (slices of at least 16) that minimises waves * tile(k / s) + launch + 2 s m n batch 4 B / HBM:
@@ -69,6 +72,8 @@ class ComputeCostModel {
 
  private:
   double hbm_bytes_per_ns() const;
+  // gemm_waves with one tile shape, its main-loop rate scaled by `rate_factor`.
+  GemmWaves tiled_waves(const GemmWork& work, GemmTile tile, double rate_factor) const;
 
   const ClusterSpec& cluster_;
 };

@@ -97,6 +97,8 @@ void read_gemm_kernel(const YamlMap& m, GpuSpec& gpu) {
   for_each_dtype("gemm_efficiency",
                  [&](DType d, const YamlValue& v) { gpu.gemm_efficiency[d] = v.as_double(0, 1, true); });
   if (auto o = m.get("gemm_tile_overhead")) gpu.gemm_tile_overhead_ns = o->as_time(kMaxLaunchNs);
+  for_each_dtype("gemm_half_tile_efficiency",
+                 [&](DType d, const YamlValue& v) { gpu.gemm_half_tile_efficiency[d] = v.as_double(0, 1, true); });
 }
 
 }  // namespace moesim::detail

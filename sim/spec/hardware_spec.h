@@ -63,6 +63,10 @@ struct GpuSpec {
   std::map<DType, GemmTile> gemm_tile;       // per math dtype; GemmTile{} where absent
   std::map<DType, double> gemm_efficiency;   // main-loop fraction of peak, per dtype, in (0, 1]
   TimeNs gemm_tile_overhead_ns = 0;          // per tile: pipeline fill and epilogue
+  // Per math dtype: main-loop rate of a tile with one side halved, relative to gemm_tile's, in
+  // (0, 1]; for a dtype given, the GEMM model may pick such tiles (sim/cost/compute_cost.h);
+  // for the others, gemm_tile only.
+  std::map<DType, double> gemm_half_tile_efficiency;
 
   static constexpr double kDefaultGemmEfficiency = 0.8;
   GemmTile gemm_tile_for(DType d) const {

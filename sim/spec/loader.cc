@@ -26,7 +26,7 @@ const std::vector<std::string> kModelKeys =
 const std::vector<std::string> kGpuKeys =
     with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
                  "kernel_launch_overhead", "sm_count", "gemm_tile", "gemm_efficiency",
-                 "gemm_tile_overhead"});
+                 "gemm_tile_overhead", "gemm_half_tile_efficiency"});
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};

@@ -40,7 +40,7 @@ TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
   const Case cases[] = {
       {base + " --dtypes int8", "--dtypes: 'int8' is not a dtype"},
       {"calibrate --hardware hardware/nodes/dgx-1-v100.yaml --output x.yaml --dtypes bf16",
-       "GPU 'V100-SXM2-16GB' (hardware/nodes/../gpus/v100-sxm2-16gb.yaml:18:1) has no peak_flops for bf16"},
+       "GPU 'V100-SXM2-16GB' (hardware/nodes/../gpus/v100-sxm2-16gb.yaml:20:1) has no peak_flops for bf16"},
       {base + " --dims 64,32", "--dims must be strictly increasing; 32 follows 64"},
       {base + " --dims 0,32", "--dims"},
       {base + " --copy-size 12", "--copy-size must be at least 1K"},

@@ -138,6 +138,28 @@ TEST(ComputeCost, FewTilesSplitKAcrossIdleSms) {
   EXPECT_EQ(ComputeCostModel(slow).gemm_waves(w).split_k, 1);
 }
 
+TEST(ComputeCost, AHalfTileIsTakenWhereItFillsTheLastWave) {
+  ClusterSpec c = fast_hbm_cluster();
+  // 640 x 128: five 128 x 128 tiles on 4 SMs, two waves: 2 x 2721.44 = 5442.88 ns.
+  const GemmWork w{1, 640, 128, 1000, DType::kBf16, 2};
+  EXPECT_EQ(ComputeCostModel(c).gemm_waves(w).tile.m, 128);  // no half-tile rate: the one tile
+  // At 0.9 of the rate per halving: a 64 x 128 tile takes 2 x 64 x 128 x 1000 / 11250 + 100 =
+  // 1556.4 ns, ten of them in three waves 4669.3 ns; a 64 x 64 tile at 0.81 takes
+  // 2 x 64 x 64 x 1000 / 10125 + 100 = 909.09 ns, twenty in five waves 4545.4 ns: the fastest.
+  c.node.gpu.gemm_half_tile_efficiency = {{DType::kBf16, 0.9}};
+  const ComputeCostModel m(c);
+  const GemmWaves g = m.gemm_waves(w);
+  EXPECT_EQ(g.tile.m, 64);
+  EXPECT_EQ(g.tile.n, 64);
+  EXPECT_EQ(g.waves, 5);
+  EXPECT_NEAR(g.compute_ns(), 4545.4, 0.1);
+  // Whole waves already: 512 x 128 keeps its four tiles (2721.44 < 2 x 1556.4).
+  EXPECT_EQ(m.gemm_waves(GemmWork{1, 512, 128, 1000, DType::kBf16, 2}).tile.m, 128);
+  // At half the rate the smaller tiles never pay.
+  c.node.gpu.gemm_half_tile_efficiency = {{DType::kBf16, 0.5}};
+  EXPECT_EQ(ComputeCostModel(c).gemm_waves(w).tile.m, 128);
+}
+
 TEST(ComputeCost, LaunchOverheadIsTheFloor) {
   const ClusterSpec c = test_cluster();
   const ComputeCostModel m(c);
