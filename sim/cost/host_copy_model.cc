@@ -15,11 +15,11 @@ bool is_host_copy(const Task& task) {
 }
 
 HostCopyModel::HostCopyModel(const TaskGraph& graph, const ClusterSpec& cluster)
-    : graph_(graph), cluster_(cluster), links_(cluster) {
-  fold_mirrors();
-}
+    : graph_(graph), cluster_(cluster) {}
 
-void HostCopyModel::fold_mirrors() {
+void HostCopyModel::prepare() {
+  if (links_) return;
+  links_.emplace(cluster_);
   const std::vector<int>& simulated = graph_.simulated_ranks();
   if (simulated.empty()) return;
   const auto num_simulated = static_cast<int>(simulated.size());
@@ -27,9 +27,9 @@ void HostCopyModel::fold_mirrors() {
     std::map<int, std::map<HostLinks::Link, int>> count;  // simulated rank -> shared link -> GPUs
     for (int g = 0; g < graph_.world_size(); ++g) {
       const int device = cluster_.device_of(g);
-      if (device >= links_.num_devices()) continue;  // a rank without a GPU: refused if it copies
+      if (device >= links_->num_devices()) continue;  // a rank without a GPU: refused if it copies
       const int rep = graph_.is_simulated(g) ? g : simulated[static_cast<std::size_t>(g % num_simulated)];
-      for (HostLinks::Link l : links_.shared_path(device, d)) ++count[rep][l];
+      for (HostLinks::Link l : links_->shared_path(device, d)) ++count[rep][l];
     }
     for (const auto& [rank, links] : count) {
       Weights& w = shared_[rank][static_cast<std::size_t>(HostLinks::dir_index(d))];
@@ -46,21 +46,22 @@ void HostCopyModel::start(TaskIndex task, TimeNs now, const Concurrency& concurr
   const Task& t = graph_.task(task);
   const auto& work = std::get<CopyWork>(t.work);
   if (work.bytes < 0) throw InputError("copy size must not be negative");
+  prepare();
   Copy c;
   c.device = cluster_.device_of(t.rank);
-  if (c.device < 0 || c.device >= links_.num_devices() || shared_.count(t.rank) == 0)
+  if (c.device < 0 || c.device >= links_->num_devices() || shared_.count(t.rank) == 0)
     throw InputError("copy '" + t.id + "' runs on rank " + std::to_string(t.rank) + ", which has no GPU in cluster " +
                      cluster_.name);
   c.dir = HostLinks::dir_index(work.direction);
-  c.own = links_.gpu_link(c.device, work.direction);
+  c.own = links_->gpu_link(c.device, work.direction);
   const bool d2h = work.direction == CopyDirection::kDeviceToHost;
-  if (!(links_.capacity(c.own) > 0.0)) {
+  if (!(links_->capacity(c.own) > 0.0)) {
     throw InputError(cluster_.node.origin, "node " + cluster_.node.name + " has no " +
                                                (d2h ? "pcie_d2h" : "pcie_h2d") + " bandwidth, needed by a " +
                                                std::string(to_string(work.direction)) + " copy");
   }
   for (const WeightedLink& w : shared_.at(t.rank)[static_cast<std::size_t>(c.dir)]) {
-    if (!(links_.capacity(w.link) > 0.0))
+    if (!(links_->capacity(w.link) > 0.0))
       throw InputError(cluster_.node.origin, "node " + cluster_.node.name + " has a PCIe link or host memory of no "
                                                  "bandwidth on the path of copy '" + t.id + "'");
   }
@@ -89,7 +90,7 @@ void HostCopyModel::begin_moving(TaskIndex task, TimeNs now) {
   const Copy& c = copies_.at(task);
   const auto& work = std::get<CopyWork>(graph_.task(task).work);
   // Work in ns at the GPU's own rate, so that the rate factor is the share of that rate it gets.
-  const double own = links_.capacity(c.own);
+  const double own = links_->capacity(c.own);
   moving_.add(task, round_duration_ns(static_cast<double>(work.bytes) / own, work.bytes > 0), now, 1.0);
 }
 
@@ -113,9 +114,9 @@ void HostCopyModel::share_links(TimeNs now) {
   flows.reserve(tasks.size());
   for (TaskIndex task : tasks) {
     const Copy& c = copies_.at(task);
-    std::vector<WeightedLink> flow{{static_cast<LinkId>(slot(c.own, links_.capacity(c.own) * c.factor)), 1.0}};
+    std::vector<WeightedLink> flow{{static_cast<LinkId>(slot(c.own, links_->capacity(c.own) * c.factor)), 1.0}};
     for (const WeightedLink& w : shared_.at(graph_.task(task).rank)[static_cast<std::size_t>(c.dir)])
-      flow.push_back({static_cast<LinkId>(slot(w.link, links_.capacity(w.link))), w.weight});
+      flow.push_back({static_cast<LinkId>(slot(w.link, links_->capacity(w.link))), w.weight});
     flows.push_back(std::move(flow));
   }
   std::vector<std::span<const WeightedLink>> spans(flows.begin(), flows.end());
@@ -123,7 +124,7 @@ void HostCopyModel::share_links(TimeNs now) {
   const std::vector<double> rates = solver.solve(spans);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Copy& c = copies_.at(tasks[i]);
-    const double own = links_.capacity(c.own);
+    const double own = links_->capacity(c.own);
     MOESIM_CHECK(rates[i] > 0.0 && rates[i] < kUnlimitedRate, "a host copy got no finite positive rate");
     rate_[tasks[i]] = rates[i];
     moving_.set_rate(tasks[i], std::min(1.0, rates[i] / own), now);

@@ -31,6 +31,7 @@
 #include <array>
 #include <deque>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -62,7 +63,6 @@ class HostCopyModel final : public ActivityModel {
   TimeNs next_completion() const override;
   void advance_to(TimeNs now, std::vector<TaskIndex>& finished) override;
 
-  const HostLinks& links() const { return links_; }
   // Bytes per ns a copy moving bytes gets now; InternalError when it is not moving bytes.
   double rate_bytes_per_ns(TaskIndex task) const;
 
@@ -76,7 +76,9 @@ class HostCopyModel final : public ActivityModel {
   };
   // Copies of the GPUs a simulated rank stands for, per shared link: rank -> dir -> links.
   using Weights = std::vector<WeightedLink>;
-  void fold_mirrors();
+  // Builds the links and the representative ranks' weights, on the first copy only: a step
+  // without copies (strategy none) pays nothing for them.
+  void prepare();
   void engage(TaskIndex task, TimeNs now);
   void begin_moving(TaskIndex task, TimeNs now);
   void share_links(TimeNs now);
@@ -84,7 +86,7 @@ class HostCopyModel final : public ActivityModel {
 
   const TaskGraph& graph_;
   const ClusterSpec& cluster_;
-  HostLinks links_;
+  std::optional<HostLinks> links_;
   std::map<int, std::array<Weights, 2>> shared_;      // per simulated rank and direction
   std::map<TaskIndex, Copy> copies_;                  // started and not finished
   std::map<std::pair<int, int>, int> engaged_;        // (device, dir) -> copies holding an engine
