@@ -11,7 +11,8 @@
 //     the two directions are separate); they meet only in host memory;
 //   - a GPU runs at most pcie.copy_engines copies per direction at once (a loopback GPU's
 //     virtual ranks, several copy streams); more wait, in the order they started, for an engine,
-//     and pay their latency when they get one;
+//     and pay their latency when they get one (the trace shows a copy from when its stream
+//     issued it, its wait included, as a CUDA stream's timing events would);
 //   - copies of the GPUs behind one PCIe switch share its uplink, and all GPUs of a CPU share its
 //     memory.
 // Interference (MPipeMoE Fig. 3): the memcpy factor of the copy's stream on its rank scales the
