@@ -126,7 +126,6 @@ void HostCopyModel::share_links(TimeNs now) {
     const Copy& c = copies_.at(tasks[i]);
     const double own = links_->capacity(c.own);
     MOESIM_CHECK(rates[i] > 0.0 && rates[i] < kUnlimitedRate, "a host copy got no finite positive rate");
-    rate_[tasks[i]] = rates[i];
     moving_.set_rate(tasks[i], std::min(1.0, rates[i] / own), now);
   }
 }
@@ -160,7 +159,6 @@ void HostCopyModel::advance_to(TimeNs now, std::vector<TaskIndex>& finished) {
   for (std::size_t i = first; i < finished.size(); ++i) {
     const Copy c = copies_.at(finished[i]);
     copies_.erase(finished[i]);
-    rate_.erase(finished[i]);
     const std::pair<int, int> key{c.device, c.dir};
     --engaged_[key];
     auto& queue = waiting_[key];
@@ -180,9 +178,8 @@ void HostCopyModel::advance_to(TimeNs now, std::vector<TaskIndex>& finished) {
 }
 
 double HostCopyModel::rate_bytes_per_ns(TaskIndex task) const {
-  const auto it = rate_.find(task);
-  MOESIM_CHECK(it != rate_.end(), "task " + std::to_string(task) + " is not moving bytes");
-  return it->second;
+  MOESIM_CHECK(moving_.contains(task), "task " + std::to_string(task) + " is not moving bytes");
+  return moving_.rate(task) * links_->capacity(copies_.at(task).own);
 }
 
 }  // namespace moesim

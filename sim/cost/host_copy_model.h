@@ -93,7 +93,6 @@ class HostCopyModel final : public ActivityModel {
   std::map<std::pair<int, int>, int> engaged_;        // (device, dir) -> copies holding an engine
   std::map<std::pair<int, int>, std::deque<TaskIndex>> waiting_;
   RatedActivities moving_;                            // work: bytes at the GPU's own rate
-  std::map<TaskIndex, double> rate_;                  // bytes per ns of the moving copies
 };
 
 }  // namespace moesim
