@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/cost/host_copy_model.h"
 #include "sim/cost/interference.h"
 
 namespace moesim {
@@ -9,13 +10,15 @@ namespace moesim {
 LocalTaskModel::LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluster)
     : graph_(graph), cluster_(cluster), cost_(cluster) {}
 
+bool LocalTaskModel::handles(const Task& task) const { return !task.is_collective() && !is_host_copy(task); }
+
 double LocalTaskModel::factor(const Task& task, const Concurrency& concurrency) const {
   const double interference = interference_factor(cluster_.node.interference, task.stream, task.rank, concurrency);
   const bool comm = is_comm_stream(task.stream);
   if (!cluster_.node.loopback || comm) return interference;  // collectives count members, not tasks
-  // Virtual ranks on one GPU: the k kernels running on its compute streams share its SMs, and the
-  // k copies in one direction its PCIe link, each progressing at 1/k (processor sharing: the
-  // device's throughput is kept, not multiplied). The count includes the task itself.
+  // Virtual ranks on one GPU: the k kernels running on its compute streams share its SMs, each
+  // progressing at 1/k (processor sharing: the device's throughput is kept, not multiplied). The
+  // count includes the task itself.
   return interference / static_cast<double>(std::max(1, concurrency.busy(task.rank, task.stream)));
 }
 

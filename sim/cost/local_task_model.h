@@ -1,10 +1,12 @@
-// LocalTaskModel: the activity model of every non-collective task (GEMM, elementwise, copy, host).
+// LocalTaskModel: the activity model of every task that is neither a collective nor a host <->
+// device copy (GEMM, elementwise, device-to-device copy, host); host copies share PCIe links in
+// HostCopyModel (host_copy_model.h).
 //
 // A task's isolated duration comes from ComputeCostModel; while it runs it progresses at the
 // interference factor of its stream on its rank (MPipeMoE Fig. 3, see interference.h), recomputed
 // whenever the engine reports that the rank's busy stream classes changed. On a loopback node
-// (virtual ranks sharing one GPU) the interference is that of the whole device, and the tasks
-// running on one stream class of the device share it equally.
+// (virtual ranks sharing one GPU) the interference is that of the whole device, and the kernels
+// running on its compute streams share it equally.
 #pragma once
 
 #include <span>
@@ -25,7 +27,7 @@ class LocalTaskModel final : public ActivityModel {
   LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluster);
 
   std::string_view name() const override { return "local"; }
-  bool handles(const Task& task) const override { return !task.is_collective(); }
+  bool handles(const Task& task) const override;
   void start(TaskIndex task, TimeNs now, const Concurrency& concurrency) override;
   void on_concurrency_change(std::span<const int> ranks, TimeNs now,
                              const Concurrency& concurrency) override;

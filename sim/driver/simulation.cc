@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "sim/cost/compute_cost.h"
+#include "sim/cost/host_copy_model.h"
 #include "sim/cost/local_task_model.h"
 #include "sim/cost/pure_alpha_beta_model.h"
 #include "sim/engine/engine.h"
@@ -95,6 +96,7 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
     engine.add_model(std::make_unique<PureAlphaBetaModel>(graph, cluster));
   } else {
     engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
+    engine.add_model(std::make_unique<HostCopyModel>(graph, cluster));
     engine.add_model(make_collective_model(graph, cluster, choice));
   }
   TraceRecorder recorder(graph.num_tasks());

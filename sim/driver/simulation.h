@@ -1,7 +1,7 @@
 // The simulator's one entry point: specs in, graph + trace + metrics out.
 //
 // Assembles the engine with the resource models chosen for the hardware and run: LocalTaskModel
-// for kernels and copies, and for collectives AlphaBetaNetwork or FlowNetwork (NetworkChoice;
+// for kernels, HostCopyModel for host <-> device copies (shared PCIe links), and for collectives AlphaBetaNetwork or FlowNetwork (NetworkChoice;
 // `auto` takes the flow model when the hardware file describes a topology -- and a fabric for
 // several nodes -- and alpha-beta otherwise); PureAlphaBetaModel for everything when the hardware
 // file's alpha_beta section says simulate: true. The CLI, the tests and the benchmarks run exactly

@@ -89,6 +89,8 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
                      {"intra_node", link_json(node.intra_node)},
                      {"pcie_h2d", link_json(node.pcie_h2d)},
                      {"pcie_d2h", link_json(node.pcie_d2h)},
+                     {"copy_engines", node.copy_engines},
+                     {"host_memory", link_json(node.host_memory)},
                      {"interference", interference_json(node.interference)},
                      {"gpu", gpu_json(node.gpu)}}}};
   j["run"] = {{"tokens_per_gpu", run.tokens_per_gpu},

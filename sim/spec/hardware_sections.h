@@ -17,6 +17,8 @@ namespace moesim::detail {
 inline constexpr PlausibleRange kHbmRange{50e9, 50e12};
 inline constexpr PlausibleRange kIntraNodeRange{1e9, 5e12};
 inline constexpr PlausibleRange kPcieRange{0.5e9, 256e9};
+inline constexpr PlausibleRange kHostMemoryRange{5e9, 10e12};
+inline constexpr std::int64_t kMaxCopyEngines = 64;
 inline constexpr PlausibleRange kNetworkRange{0.1e9, 150e9};
 inline constexpr PlausibleRange kFlopRange{0.1e12, 100e15};
 inline constexpr TimeNs kMaxLatencyNs = 1'000'000'000;  // 1 s

@@ -30,6 +30,8 @@ ClusterSpec loopback_cluster(const ClusterSpec& base, int ranks) {
   c.node.gpu = base.node.gpu;
   c.node.pcie_h2d = base.node.pcie_h2d;
   c.node.pcie_d2h = base.node.pcie_d2h;
+  c.node.copy_engines = base.node.copy_engines;
+  c.node.host_memory = base.node.host_memory;
   c.node.interference = base.node.interference;
   c.node.gpus_per_node = ranks;
   c.node.loopback = true;

@@ -110,6 +110,12 @@ struct InterferenceTable {
   void set(const InterferenceCell& c) { factors[static_cast<std::size_t>(c.op)][static_cast<std::size_t>(c.column)] = c.factor; }
 };
 
+// Host memory of a node whose file gives none: two sockets of 8 channels DDR4-3200 (2 x 204.8
+// GB/s, the DGX A100's AMD EPYC 7742 pair, AMD EPYC 7002 datasheet) at 0.75 of the peak, the share
+// of the DDR peak that streaming DMA sustains (an assumption, as STREAM-like benchmarks reach).
+inline constexpr int kDefaultCopyEngines = 1;
+inline LinkSpec default_host_memory() { return LinkSpec{409.6e9, 0.75, 0}; }
+
 // Node topology (optional `topology:` section of a node file): the devices of one node and the
 // links between them, for the flow-level network model (sim/net/topology.h builds the graph).
 // Devices are named by kind and index: gpu<i> (i < gpus_per_node), nvswitch<i>, pcie<i> (PCIe
@@ -156,8 +162,15 @@ struct NodeSpec {
   GpuSpec gpu;
   int gpus_per_node = 1;
   LinkSpec intra_node;      // NVLink / NVSwitch / PCIe peer-to-peer, per GPU
-  LinkSpec pcie_h2d;        // host to device, per GPU
+  LinkSpec pcie_h2d;        // host to device, per GPU: the rate one GPU's copies reach alone
   LinkSpec pcie_d2h;        // device to host, per GPU
+  // Copy engines per direction (`pcie.copy_engines`): copies in one direction beyond this many
+  // wait for an engine. 1 by default, CUDA's contract (a device of asyncEngineCount 2 overlaps one
+  // copy each way with kernels; copies in one direction run one at a time).
+  int copy_engines = kDefaultCopyEngines;
+  // The node's DRAM bandwidth that every GPU's host copies share (`host_memory`); with a topology
+  // each CPU holds an equal part of it (docs/concepts.md, "Host copies").
+  LinkSpec host_memory = default_host_memory();
   InterferenceTable interference;
   NodeTopology topology;    // optional; the flow network model needs it
   // The node's gpus_per_node ranks are virtual ranks sharing ONE physical GPU, as `moesim run

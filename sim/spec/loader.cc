@@ -28,7 +28,8 @@ const std::vector<std::string> kGpuKeys =
                  "kernel_launch_overhead", "sm_count", "gemm_tile", "gemm_efficiency",
                  "gemm_tile_overhead", "gemm_half_tile_efficiency"});
 const std::vector<std::string> kNodeKeys =
-    with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
+    with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "host_memory", "interference", "topology",
+                 "calibration"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
@@ -289,7 +290,7 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
            std::to_string(node.gpus_per_node) + " > 1)");
   }
   const YamlMap pcie =
-      m.require("pcie").as_map({"h2d_bandwidth", "d2h_bandwidth", "efficiency", "latency"});
+      m.require("pcie").as_map({"h2d_bandwidth", "d2h_bandwidth", "efficiency", "latency", "copy_engines"});
   node.pcie_h2d.bandwidth = pcie.require("h2d_bandwidth").as_bandwidth(kPcieRange);
   node.pcie_d2h.bandwidth = pcie.require("d2h_bandwidth").as_bandwidth(kPcieRange);
   if (auto e = pcie.get("efficiency")) {
@@ -297,6 +298,13 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   }
   node.pcie_h2d.latency_ns = node.pcie_d2h.latency_ns =
       pcie.require("latency").as_time(kMaxLatencyNs);
+  if (auto e = pcie.get("copy_engines")) node.copy_engines = static_cast<int>(e->as_int(1, kMaxCopyEngines));
+  if (auto h = m.get("host_memory")) {
+    const YamlMap host = h->as_map({"bandwidth", "efficiency"});
+    node.host_memory.bandwidth = host.require("bandwidth").as_bandwidth(kHostMemoryRange);
+    node.host_memory.efficiency = 1.0;
+    if (auto e = host.get("efficiency")) node.host_memory.efficiency = e->as_double(0, 1, true);
+  }
   if (auto i = m.get("interference"))
     for (const InterferenceCell& c : read_interference_cells(*i)) node.interference.set(c);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);

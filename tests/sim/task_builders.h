@@ -19,6 +19,16 @@ inline Task host_task(std::string id, int rank, StreamClass stream, TimeNs ns) {
   return t;
 }
 
+// A host <-> device copy of `bytes` on the copy stream of its direction.
+inline Task copy_task(std::string id, int rank, CopyDirection direction, std::int64_t bytes) {
+  Task t;
+  t.id = std::move(id);
+  t.rank = rank;
+  t.stream = direction == CopyDirection::kDeviceToHost ? StreamClass::kCopyD2H : StreamClass::kCopyH2D;
+  t.work = CopyWork{bytes, direction};
+  return t;
+}
+
 // An all-to-all of `bytes` per peer over `group` (collectives have no single rank).
 inline Task all_to_all_task(std::string id, GroupId group, std::int64_t bytes,
                             StreamClass stream = StreamClass::kCommDispatch) {

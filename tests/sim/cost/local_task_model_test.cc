@@ -18,41 +18,45 @@ ClusterSpec one_gpu() {
   return c;
 }
 
-TEST(LocalTaskModel, HandlesEveryNonCollectiveTask) {
+TEST(LocalTaskModel, HandlesEveryTaskButCollectivesAndHostCopies) {
   const ClusterSpec c = one_gpu();
   TaskGraph g(1, {0});
   LocalTaskModel m(g, c);
   Task t;
   t.work = HostWork{1};
   EXPECT_TRUE(m.handles(t));
+  t.work = CopyWork{1, CopyDirection::kDeviceToDevice};
+  EXPECT_TRUE(m.handles(t));
+  t.work = CopyWork{1, CopyDirection::kDeviceToHost};
+  EXPECT_FALSE(m.handles(t));  // HostCopyModel's
   t.work = CollectiveWork{};
   EXPECT_FALSE(m.handles(t));
   EXPECT_EQ(m.name(), "local");
 }
 
-// A d2h copy of 10000 B (1000 ns isolated) overlapping compute: memcpy-with-computation = 0.98.
-// ceil(1000 / 0.98) = ceil(1020.4) = 1021. When compute stops at 510 it has done
-// 510 * 0.98 = 499.8 ns of work; 500.2 remain at full speed -> ceil -> 510 + 501 = 1011.
+// A 1000 ns host task on the compute stream overlapping communication: computation with
+// communication = 0.96. ceil(1000 / 0.96) = ceil(1041.67) = 1042. When communication stops at 480
+// it has done 480 * 0.96 = 460.8 ns of work; 539.2 remain at full speed -> 480 + 540 = 1020.
 TEST(LocalTaskModel, RateFollowsConcurrency) {
   const ClusterSpec c = one_gpu();
   TaskGraph g(1, {0});
-  Task copy;
-  copy.id = "offload";
-  copy.stream = StreamClass::kCopyD2H;
-  copy.work = CopyWork{10000, CopyDirection::kDeviceToHost};
-  const TaskIndex i = g.add_task(copy);
+  Task work;
+  work.id = "work";
+  work.stream = StreamClass::kCompute;
+  work.work = HostWork{1000};
+  const TaskIndex i = g.add_task(work);
   LocalTaskModel m(g, c);
   Concurrency busy(1);
-  busy.add(0, StreamClass::kCopyD2H, 1);
   busy.add(0, StreamClass::kCompute, 1);
+  busy.add(0, StreamClass::kCommDispatch, 1);
   m.start(i, 0, busy);
-  EXPECT_EQ(m.next_completion(), 1021);
-  busy.add(0, StreamClass::kCompute, -1);
+  EXPECT_EQ(m.next_completion(), 1042);
+  busy.add(0, StreamClass::kCommDispatch, -1);
   const int ranks[] = {0};
-  m.on_concurrency_change(ranks, 510, busy);
-  EXPECT_EQ(m.next_completion(), 1011);
+  m.on_concurrency_change(ranks, 480, busy);
+  EXPECT_EQ(m.next_completion(), 1020);
   std::vector<TaskIndex> done;
-  m.advance_to(1011, done);
+  m.advance_to(1020, done);
   EXPECT_EQ(done, std::vector<TaskIndex>{i});
 }
 

@@ -21,6 +21,7 @@ namespace {
 using testing::input_error_of;
 using testing::TempFiles;
 using testing::host_task;
+using testing::copy_task;
 
 const std::string kRoot = MOESIM_SOURCE_DIR;
 
@@ -39,15 +40,6 @@ ClusterSpec test_loopback(int ranks) {
   base.node.pcie_d2h = {1e10, 1.0, 0};
   base.node.pcie_h2d = {1e10, 1.0, 0};
   return loopback_cluster(base, ranks);
-}
-
-Task copy(std::string id, int rank, CopyDirection direction, std::int64_t bytes) {
-  Task t;
-  t.id = std::move(id);
-  t.rank = rank;
-  t.stream = direction == CopyDirection::kDeviceToHost ? StreamClass::kCopyD2H : StreamClass::kCopyH2D;
-  t.work = CopyWork{bytes, direction};
-  return t;
 }
 
 TEST(Loopback, DerivedClusterIsOneGpuWithEveryRankOnIt) {
@@ -79,19 +71,26 @@ TEST(Loopback, VirtualRanksShareTheComputeOfTheirGpu) {
   EXPECT_EQ(separate.records[b].end_ns, 3000);
 }
 
-// 10,000 B at 10 B/ns = 1000 ns alone. Two device-to-host copies share the link's direction;
-// a device-to-host and a host-to-device copy do not (memcpy with memcpy: factor 1.0).
-TEST(Loopback, CopiesInOneDirectionShareThePcieLink) {
+// 10,000 B at 10 B/ns = 1000 ns alone. Two device-to-host copies use the GPU's one copy engine
+// of that direction one after the other (pcie.copy_engines = 1); with two engines they share the
+// link's direction. A device-to-host and a host-to-device copy do not meet (memcpy with memcpy:
+// factor 1.0; separate engines, full-duplex link).
+TEST(Loopback, CopiesInOneDirectionQueueForAnEngineOrShareTheLink) {
   TaskGraph same(2, {0, 1});
-  const auto a = same.add_task(copy("a", 0, CopyDirection::kDeviceToHost, 10000));
-  const auto b = same.add_task(copy("b", 1, CopyDirection::kDeviceToHost, 10000));
+  const auto a = same.add_task(copy_task("a", 0, CopyDirection::kDeviceToHost, 10000));
+  const auto b = same.add_task(copy_task("b", 1, CopyDirection::kDeviceToHost, 10000));
   const Trace t = simulate_graph(same, test_loopback(2)).trace;
-  EXPECT_EQ(t.records[a].end_ns, 2000);
+  EXPECT_EQ(t.records[a].end_ns, 1000);
   EXPECT_EQ(t.records[b].end_ns, 2000);
+  ClusterSpec two_engines = test_loopback(2);
+  two_engines.node.copy_engines = 2;
+  const Trace s = simulate_graph(same, two_engines).trace;
+  EXPECT_EQ(s.records[a].end_ns, 2000);
+  EXPECT_EQ(s.records[b].end_ns, 2000);
 
   TaskGraph opposite(2, {0, 1});
-  const auto c = opposite.add_task(copy("c", 0, CopyDirection::kDeviceToHost, 10000));
-  const auto d = opposite.add_task(copy("d", 1, CopyDirection::kHostToDevice, 10000));
+  const auto c = opposite.add_task(copy_task("c", 0, CopyDirection::kDeviceToHost, 10000));
+  const auto d = opposite.add_task(copy_task("d", 1, CopyDirection::kHostToDevice, 10000));
   const Trace u = simulate_graph(opposite, test_loopback(2)).trace;
   EXPECT_EQ(u.records[c].end_ns, 1000);
   EXPECT_EQ(u.records[d].end_ns, 1000);
@@ -135,7 +134,7 @@ TEST(Loopback, WorkStartingMidwaySlowsWhatRuns) {
   for (auto& row : c.node.interference.factors) row.fill(1.0);
   TaskGraph g(4, {0, 1, 2, 3});
   const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 3000));
-  const auto h2d = g.add_task(copy("h2d", 1, CopyDirection::kHostToDevice, 10000));
+  const auto h2d = g.add_task(copy_task("h2d", 1, CopyDirection::kHostToDevice, 10000));
   const auto b = g.add_task(host_task("b", 1, StreamClass::kCompute, 1000));
   g.add_dependency(h2d, b);
   const Trace t = simulate_graph(g, c).trace;

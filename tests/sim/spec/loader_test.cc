@@ -436,6 +436,28 @@ TEST(HardwareLoaderTest, ZeroSizeAndBadEfficiency) {
               HasSubstr("interference.computation.with_all: must be in (0, 1], found 0"));
 }
 
+// pcie.copy_engines and host_memory (docs/concepts.md, "Host copies"): documented defaults when
+// absent; a count below 1, a bandwidth of 0 and an efficiency outside (0, 1] are refused at their line.
+TEST(HardwareLoaderTest, HostCopyKeys) {
+  TempFiles t;
+  t.write("gpu.yaml", kGpu);
+  t.write("node.yaml", kNode);
+  const ClusterSpec d = load_hardware_spec(t.write("cluster.yaml", kCluster));
+  EXPECT_EQ(d.node.copy_engines, 1);
+  EXPECT_DOUBLE_EQ(d.node.host_memory.bandwidth, 409.6e9);
+  EXPECT_DOUBLE_EQ(d.node.host_memory.efficiency, 0.75);
+  t.write("node.yaml", kNode + "  copy_engines: 2\nhost_memory: {bandwidth: 200 GB/s}\n");
+  const ClusterSpec c = load_hardware_spec(t.path("cluster.yaml"));
+  EXPECT_EQ(c.node.copy_engines, 2);
+  EXPECT_DOUBLE_EQ(c.node.host_memory.effective_bandwidth(), 200e9);
+  EXPECT_THAT(hardware_error(t, kGpu, kNode + "  copy_engines: 0\n", kCluster),
+              HasSubstr("node.yaml:13:17: pcie.copy_engines: must be positive (>= 1), found 0"));
+  EXPECT_THAT(hardware_error(t, kGpu, kNode + "host_memory: {bandwidth: 0 GB/s}\n", kCluster),
+              HasSubstr("node.yaml:13:26: host_memory.bandwidth: must be positive"));
+  EXPECT_THAT(hardware_error(t, kGpu, kNode + "host_memory:\n  bandwidth: 400 GB/s\n  efficiency: 75\n", kCluster),
+              HasSubstr("node.yaml:15:15: host_memory.efficiency: must be in (0, 1], found 75"));
+}
+
 TEST(HardwareLoaderTest, MissingReferencedFile) {
   TempFiles t;
   t.write("node.yaml", replaced(kNode, "gpu: gpu.yaml", "gpu: ../gpus/nope.yaml"));
