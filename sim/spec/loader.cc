@@ -28,7 +28,8 @@ const std::vector<std::string> kGpuKeys =
                  "kernel_launch_overhead", "sm_count", "gemm_tile", "gemm_efficiency",
                  "gemm_tile_overhead"});
 const std::vector<std::string> kNodeKeys =
-    with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "calibration"});
+    with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "interference", "topology", "nccl",
+                 "calibration"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
     with_header({"node", "num_nodes", "inter_node", "fabric", "alpha_beta"});
@@ -300,6 +301,7 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   if (auto i = m.get("interference"))
     for (const InterferenceCell& c : read_interference_cells(*i)) node.interference.set(c);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
+  if (auto n = m.get("nccl")) node.nccl = read_nccl_tuning(*n);
   if (auto c = m.get("calibration")) {
     apply_calibration(node, read_reference(*c, "calibration", detail::calibration_keys(), stack,
                                            [](const YamlMap& cm) { return detail::read_calibration(cm); }));
