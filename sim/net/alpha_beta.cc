@@ -1,6 +1,7 @@
 #include "sim/net/alpha_beta.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/core/checked_math.h"
@@ -33,7 +34,7 @@ double AlphaBetaNetwork::device_copy_ns(double launches, double bytes) const {
   return launches * static_cast<double>(gpu.kernel_launch_ns) + 2.0 * bytes / hbm;
 }
 
-double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const {
+double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group, double& latency) const {
   const auto p = static_cast<int>(group.size());
   if (p == 1) return device_copy_ns(1, static_cast<double>(work.pair_bytes(0, 0)));
   if (cluster_.node.loopback) {
@@ -82,11 +83,12 @@ double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::ve
                : inter_lat;
   };
   const TimeNs ceiling = shape.nodes > 1 ? std::max(intra_lat, inter_lat) : intra_lat;
-  return all_to_all_latency_ns(cluster_.node.nccl, p, pair_latency, ceiling) + worst;
+  latency = all_to_all_latency_ns(cluster_.node.nccl, p, pair_latency, ceiling);
+  return latency + worst;
 }
 
-double AlphaBetaNetwork::tuned_ns(CollectiveOp op, std::int64_t bytes,
-                                 const std::vector<int>& group) const {
+double AlphaBetaNetwork::tuned_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group,
+                                  double& latency) const {
   const int p = static_cast<int>(group.size());
   if (p == 1) return 0.0;
   const double steps = op == CollectiveOp::kAllReduce ? 2.0 * (p - 1) : static_cast<double>(p - 1);
@@ -97,11 +99,16 @@ double AlphaBetaNetwork::tuned_ns(CollectiveOp op, std::int64_t bytes,
   }
   const NcclGroup shape = nccl_group(group, cluster_.node.gpus_per_node);
   const double total = static_cast<double>(checked_mul(bytes, p));
-  return choose_nccl(cluster_.node.nccl, op, total, shape, nccl_links(cluster_, shape)).time_ns;
+  const NcclRun run = choose_nccl(cluster_.node.nccl, op, total, shape, nccl_links(cluster_, shape));
+  latency = run.latency_ns;
+  return run.time_ns;
 }
 
-TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
-                                           const std::vector<int>& group) const {
+TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work, const std::vector<int>& group) const {
+  return cost(work, group).first;
+}
+
+std::pair<TimeNs, TimeNs> AlphaBetaNetwork::cost(const CollectiveWork& work, const std::vector<int>& group) const {
   if (work.bytes_per_peer < 0) throw InputError("collective size must not be negative");
   MOESIM_CHECK(!group.empty(), "collective over an empty group");
   for (int r : group) {
@@ -119,14 +126,16 @@ TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
   const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic,
                                    work.transposed);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work, group)
-                                                       : tuned_ns(work.op, work.bytes_per_peer, group);
+  double latency = 0;  // device copies (one rank, loopback nodes) have none: they share the GPU throughout
+  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work, group, latency)
+                                                       : tuned_ns(work.op, work.bytes_per_peer, group, latency);
   const bool moves_bytes = work.is_all_to_allv() ? ns > 0 : work.bytes_per_peer > 0;
   const TimeNs t = to_duration_ns(ns, moves_bytes && group.size() > 1,
                                   "a " + std::string(to_string(work.op)) + " of " +
                                       std::to_string(work.bytes_per_peer) + " bytes per peer");
-  cache_.emplace(key, t);
-  return t;
+  const std::pair<TimeNs, TimeNs> c{t, std::min(t, static_cast<TimeNs>(std::llround(latency)))};
+  cache_.emplace(key, c);
+  return c;
 }
 
 double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) const {
@@ -155,8 +164,10 @@ void AlphaBetaNetwork::start(TaskIndex task, TimeNs now, const Concurrency& conc
   const auto* work = std::get_if<CollectiveWork>(&t.work);
   MOESIM_CHECK(work != nullptr, "AlphaBetaNetwork started a non-collective task '" + t.id + "'");
   ranks_[task] = graph_.ranks_of(task);
-  activities_.add(task, isolated_duration(*work, graph_.group(work->group)), now,
-                  factor(task, concurrency));
+  // NCCL's latency holds no link: it elapses whatever the sharing and interference; the bytes
+  // progress at the collective's rate.
+  const auto [total, latency] = cost(*work, graph_.group(work->group));
+  activities_.add(task, total - latency, now, factor(task, concurrency), latency);
   // On a loopback node one more collective shares the GPU's memory, even when the busy counts
   // look the same as before (one collective ended and another started at this instant).
   if (cluster_.node.loopback) rerate_all(now, concurrency);

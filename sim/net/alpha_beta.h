@@ -20,8 +20,9 @@
 //   all-reduce, all-gather, reduce-scatter (S = b * p): NCCL's estimate of the algorithm (ring, or
 //     tree for all-reduce) and protocol (LL, LL128, Simple) it chooses for S:
 //     latency + traffic / (bandwidth x protocol efficiency), nccl_model.h.
-// While it runs, a collective progresses at the minimum interference factor over its simulated
-// ranks (MPipeMoE Fig. 3, see sim/cost/interference.h).
+// While it runs, a collective's bytes progress at the minimum interference factor over its
+// simulated ranks (MPipeMoE Fig. 3, see sim/cost/interference.h); NCCL's latency elapses first, at
+// full speed, as in the flow model: it holds no link.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "sim/engine/rated_activities.h"
@@ -56,8 +58,11 @@ class AlphaBetaNetwork final : public CollectiveModel {
   TimeNs isolated_duration(const CollectiveWork& work, const std::vector<int>& group) const override;
 
  private:
-  double all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const;
-  double tuned_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group) const;
+  // Each returns the duration and sets `latency` to NCCL's latency within it.
+  double all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group, double& latency) const;
+  double tuned_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group, double& latency) const;
+  // {isolated duration, NCCL's latency within it}, cached.
+  std::pair<TimeNs, TimeNs> cost(const CollectiveWork& work, const std::vector<int>& group) const;
   // `launches` kernel launches one after another, and `bytes` in all copied through HBM.
   double device_copy_ns(double launches, double bytes) const;
   double factor(TaskIndex task, const Concurrency& concurrency) const;
@@ -70,7 +75,8 @@ class AlphaBetaNetwork final : public CollectiveModel {
   std::map<TaskIndex, std::vector<int>> ranks_;  // simulated ranks of each running collective
   // By (op, group, bytes per peer, traffic matrix, transposed); the key holds the matrix, so its
   // address cannot be reused by another while the entry exists.
-  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, std::shared_ptr<const TrafficMatrix>, bool>, TimeNs>
+  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, std::shared_ptr<const TrafficMatrix>, bool>,
+                   std::pair<TimeNs, TimeNs>>
       cache_;
 };
 

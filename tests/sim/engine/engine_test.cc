@@ -249,12 +249,13 @@ Trace run_real(const TaskGraph& g, const ClusterSpec& c) {
 
 // GEMM 100x100x480: 9.6e6 FLOP / 1e12 = 9600 ns isolated (memory: 424000 B / 1e12 = 424 ns).
 // All-to-all over {0, 1}, 36000 B per peer: NCCL's Simple base latency 8400 ns, one round of
-// peers at the link's 0 ns, and one intra peer, 36000 B / 1e10 B/s = 3600 ns: 12000 ns.
+// peers at the link's 0 ns, then one intra peer, 36000 B / 1e10 B/s = 3600 ns: 12000 ns.
 // Both start at 0 on rank 0 (compute and dispatch):
 //   GEMM runs at computation-with-communication = 0.96 -> ends at 9600 / 0.96 = 10000;
-//   the all-to-all runs at min(rank 0: communication-with-computation 0.72, rank 1: 1.0) = 0.72.
-// At 10000 the all-to-all has done 10000 * 0.72 = 7200 ns of work; the remaining 4800 run at full
-// speed -> it ends at 14800.
+//   the all-to-all's latency elapses at full speed (it holds no link) until 8400, then its bytes
+//   move at min(rank 0: communication-with-computation 0.72, rank 1: 1.0) = 0.72.
+// At 10000 the bytes have done 1600 * 0.72 = 1152 ns of work; the remaining 2448 run at full
+// speed -> it ends at 12448.
 TEST(EngineWithModels, InterferenceSlowsOverlappingComputeAndCommunication) {
   const ClusterSpec c = two_gpu_node();
   TaskGraph g(2, {0, 1});
@@ -264,7 +265,7 @@ TEST(EngineWithModels, InterferenceSlowsOverlappingComputeAndCommunication) {
   const Trace t = run_real(g, c);
   EXPECT_EQ(t.records[mm].start_ns, 0);
   EXPECT_EQ(t.records[a2a].start_ns, 0);
-  EXPECT_EQ(t.records[a2a].end_ns, 14800);
+  EXPECT_EQ(t.records[a2a].end_ns, 12448);
   EXPECT_EQ(t.records[mm].end_ns, 10000);
 }
 

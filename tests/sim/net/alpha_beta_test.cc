@@ -119,8 +119,9 @@ TEST(AlphaBeta, WorldLargerThanClusterIsInputError) {
 }
 
 // A running all-to-all over {0, 1} slows to the minimum factor over its simulated ranks.
-// Isolated: 8400 + 5000 + 1.5e6 / 150 = 23400 ns. Rank 0 also computes: communication-with-
-// computation = 0.72 (default table) -> 23400 / 0.72 = 32500.
+// Isolated: NCCL's latency 8400 + 5000 = 13400 ns, then 1.5e6 / 150 = 10000 ns of bytes. Rank 0
+// also computes: communication-with-computation = 0.72 (default table) slows the bytes, not the
+// latency: 13400 + ceil(10000 / 0.72) = 27289.
 TEST(AlphaBeta, CollectiveRunsAtItsSlowestMembersFactor) {
   const ClusterSpec c = two_nodes();
   TaskGraph g(16, {0, 1});
@@ -138,14 +139,14 @@ TEST(AlphaBeta, CollectiveRunsAtItsSlowestMembersFactor) {
   busy.add(1, StreamClass::kCommDispatch, 1);
   busy.add(0, StreamClass::kCompute, 1);
   net.start(i, 0, busy);
-  EXPECT_EQ(net.next_completion(), 32500);
-  // At 7200, 7200 * 0.72 = 5184 ns of work are done; compute stops: 18216 left -> 25416.
+  EXPECT_EQ(net.next_completion(), 27289);
+  // At 7200, still within the latency, compute stops: the bytes then move at full speed -> 23400.
   busy.add(0, StreamClass::kCompute, -1);
   const int changed[] = {0};
   net.on_concurrency_change(changed, 7200, busy);
-  EXPECT_EQ(net.next_completion(), 25416);
+  EXPECT_EQ(net.next_completion(), 23400);
   std::vector<TaskIndex> done;
-  net.advance_to(25416, done);
+  net.advance_to(23400, done);
   EXPECT_EQ(done, std::vector<TaskIndex>{i});
   EXPECT_EQ(net.next_completion(), kNever);
 }
