@@ -36,7 +36,7 @@ void all_to_all(benchmark::State& state, bool aggregate) {
     const ClusterTopology topo(c);
     PlanOptions options;
     options.aggregate = aggregate;
-    auto plan = std::make_shared<const CollectivePlan>(plan_collective(topo, c.node.gpu, work, group, options));
+    auto plan = std::make_shared<const CollectivePlan>(plan_collective(topo, c, work, group, options));
     flows = plan->phases[0].flows.size();
     t = FlowSimulator::run_alone(topo, plan);
     benchmark::DoNotOptimize(t);
@@ -117,7 +117,7 @@ void BM_AllReduceSweep4096(benchmark::State& state) {
     for (std::int64_t bytes = kMiB; bytes <= kGiB; bytes *= 2) {
       const CollectiveWork work{CollectiveOp::kAllReduce, 0, bytes / 4096};
       largest = FlowSimulator::run_alone(
-          topo, std::make_shared<const CollectivePlan>(plan_collective(topo, c.node.gpu, work, group, PlanOptions{})));
+          topo, std::make_shared<const CollectivePlan>(plan_collective(topo, c, work, group, PlanOptions{})));
     }
     benchmark::DoNotOptimize(largest);
   }

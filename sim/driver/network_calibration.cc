@@ -271,10 +271,19 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
   };
   Correction total;
   bool settled = false;
+  // A link's latency enters the model's all-to-all once per round of peers that crosses it (NCCL
+  // runs one round per peer, nccl_model.h), so the model's latency moves by a multiple of a shift:
+  // the slope of the last two tries (a secant), 1 until there are two.
+  double last_shift = 0, last_latency = 0;
   for (int step = 0; step < 16 && !settled; ++step) {
     const AllToAllLine now = line_with(total);
     const double k = bandwidth_capped ? 1.0 : target_bw / now.bandwidth;
     const double d = measured.latency_ns - now.latency_ns;
+    double slope = 1.0;
+    if (step > 0 && std::abs(total.latency_shift_ns - last_shift) > 1.0)
+      slope = std::max(1.0, (now.latency_ns - last_latency) / (total.latency_shift_ns - last_shift));
+    last_shift = total.latency_shift_ns;
+    last_latency = now.latency_ns;
     settled = std::abs(k - 1) < 1e-6 && std::abs(d) < 1.0;
     if (k > 1.01) {
       Correction trial = total;
@@ -297,7 +306,7 @@ double match_model_line(ClusterSpec& cluster, const std::vector<int>& group, Net
     } else if (!bandwidth_capped) {
       total.bandwidth_factor *= k;
     }
-    total.latency_shift_ns += d;
+    total.latency_shift_ns += d / slope;
   }
   line_with(total);  // leaves `cluster`, `clamped` and `times` at the final correction
   notes.insert(notes.end(), clamped.begin(), clamped.end());

@@ -22,10 +22,11 @@ void check_rate(double rate) {
 }  // namespace
 
 TimeNs RatedActivities::completion_of(const Activity& a) {
+  const TimeNs from = std::max(a.last_update, a.work_from);
   const double span = a.remaining_ns / a.rate;
   const double slack = std::max(kAbsoluteSlackNs, span * kRelativeSlack);
-  if (span <= slack) return a.last_update;
-  const double end = static_cast<double>(a.last_update) + std::ceil(span - slack);
+  if (span <= slack) return from;
+  const double end = static_cast<double>(from) + std::ceil(span - slack);
   if (!(end <= kMaxDurationNs)) {
     throw InputError("simulated time would exceed 2^62 ns (an activity slowed to rate " +
                      std::to_string(a.rate) + "): check the interference factors and sizes");
@@ -33,13 +34,14 @@ TimeNs RatedActivities::completion_of(const Activity& a) {
   return static_cast<TimeNs>(end);
 }
 
-void RatedActivities::add(TaskIndex task, TimeNs work_ns, TimeNs now, double rate) {
-  MOESIM_CHECK(work_ns >= 0, "negative work for task " + std::to_string(task));
+void RatedActivities::add(TaskIndex task, TimeNs work_ns, TimeNs now, double rate, TimeNs fixed_ns) {
+  MOESIM_CHECK(work_ns >= 0 && fixed_ns >= 0, "negative work for task " + std::to_string(task));
   check_rate(rate);
   Activity a;
   a.remaining_ns = static_cast<double>(work_ns);
   a.rate = rate;
   a.last_update = now;
+  a.work_from = now + fixed_ns;
   a.completion = completion_of(a);
   const bool inserted = activities_.emplace(task, a).second;
   MOESIM_CHECK(inserted, "task " + std::to_string(task) + " started twice");
@@ -53,7 +55,10 @@ void RatedActivities::set_rate(TaskIndex task, double rate, TimeNs now) {
   if (a.rate == rate) return;
   MOESIM_CHECK(now >= a.last_update && now <= a.completion,
                "rate change outside the activity's lifetime");
-  a.remaining_ns = std::max(0.0, a.remaining_ns - static_cast<double>(now - a.last_update) * a.rate);
+  // Work was done only since the fixed wait ended.
+  const TimeNs worked_from = std::max(a.last_update, a.work_from);
+  if (now > worked_from)
+    a.remaining_ns = std::max(0.0, a.remaining_ns - static_cast<double>(now - worked_from) * a.rate);
   a.last_update = now;
   a.rate = rate;
   a.completion = completion_of(a);

@@ -7,6 +7,8 @@
 // and only recomputed when the rate changes (the remaining work is then reduced by
 // (now - last_update) * old_rate). Completions are therefore exact and deterministic and do not
 // drift with the number of engine steps. Zero-work activities complete at their start time.
+// An activity may open with a fixed wait (a collective's latency, which holds no link): it
+// elapses at wall-clock speed whatever the rate, and the work starts after it.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +22,9 @@ namespace moesim {
 
 class RatedActivities {
  public:
-  // Starts `task` at `now` with `work_ns` of isolated work, progressing at `rate`.
-  void add(TaskIndex task, TimeNs work_ns, TimeNs now, double rate);
+  // Starts `task` at `now` with a fixed wait of `fixed_ns`, then `work_ns` of isolated work
+  // progressing at `rate`.
+  void add(TaskIndex task, TimeNs work_ns, TimeNs now, double rate, TimeNs fixed_ns = 0);
   // Changes the rate of a running task from `now` on; a no-op when the rate is unchanged.
   void set_rate(TaskIndex task, double rate, TimeNs now);
 
@@ -41,6 +44,7 @@ class RatedActivities {
     double remaining_ns = 0;  // isolated work left as of last_update
     double rate = 1;
     TimeNs last_update = 0;
+    TimeNs work_from = 0;  // the end of the fixed wait: no work is done before it
     TimeNs completion = 0;
   };
   static TimeNs completion_of(const Activity& a);

@@ -1,27 +1,16 @@
 #include "sim/net/alpha_beta.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/core/checked_math.h"
 #include "sim/core/duration.h"
 #include "sim/core/error.h"
 #include "sim/cost/interference.h"
+#include "sim/net/nccl_model.h"
 
 namespace moesim {
-namespace {
-
-double link_bytes_per_ns(const LinkSpec& link, std::string_view what, const ClusterSpec& cluster) {
-  const double bw = link.effective_bandwidth();
-  if (!(bw > 0.0)) {
-    throw InputError(cluster.origin, "cluster " + cluster.name + " has no " + std::string(what) +
-                                         " bandwidth, needed by a collective");
-  }
-  return bw / kNsPerS;
-}
-
-
-}  // namespace
 
 AlphaBetaNetwork::AlphaBetaNetwork(const TaskGraph& graph, const ClusterSpec& cluster)
     : graph_(graph), cluster_(cluster) {
@@ -45,7 +34,7 @@ double AlphaBetaNetwork::device_copy_ns(double launches, double bytes) const {
   return launches * static_cast<double>(gpu.kernel_launch_ns) + 2.0 * bytes / hbm;
 }
 
-double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const {
+double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group, double& latency) const {
   const auto p = static_cast<int>(group.size());
   if (p == 1) return device_copy_ns(1, static_cast<double>(work.pair_bytes(0, 0)));
   if (cluster_.node.loopback) {
@@ -64,45 +53,42 @@ double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::ve
   }
   // The collective ends when its slowest member does: every member counts, simulated or not (with
   // one representative rank, an unevenly placed group still has slower members elsewhere).
+  const NcclGroup shape = nccl_group(group, cluster_.node.gpus_per_node);
+  const NcclLinks links = nccl_links(cluster_, shape);
   double worst = 0.0;
   for (int s = 0; s < p; ++s) {
     const int r = group[static_cast<std::size_t>(s)];
-    // Bytes r sends and receives over each link class; a class is used when r has a peer there
-    // (uniform) or traffic there (all-to-allv).
+    // Bytes r sends and receives over each link class; NVLink and the NIC work concurrently, and
+    // links are full duplex.
     double intra_out = 0, intra_in = 0, inter_out = 0, inter_in = 0;
-    bool intra_used = false, inter_used = false;
     for (int d = 0; d < p; ++d) {
       if (d == s) continue;
       const auto out = static_cast<double>(work.pair_bytes(s, d));
       const auto in = static_cast<double>(work.pair_bytes(d, s));
-      const bool used = !work.is_all_to_allv() || out > 0 || in > 0;
-      if (cluster_.node_of(group[static_cast<std::size_t>(d)]) == cluster_.node_of(r)) {
-        intra_out += out;
-        intra_in += in;
-        intra_used = intra_used || used;
-      } else {
-        inter_out += out;
-        inter_in += in;
-        inter_used = inter_used || used;
-      }
+      const bool same_node = cluster_.node_of(group[static_cast<std::size_t>(d)]) == cluster_.node_of(r);
+      (same_node ? intra_out : inter_out) += out;
+      (same_node ? intra_in : inter_in) += in;
     }
-    double t_intra = 0.0;
-    double t_inter = 0.0;
-    if (intra_used) {
-      t_intra = static_cast<double>(cluster_.node.intra_node.latency_ns) +
-                std::max(intra_out, intra_in) / link_bytes_per_ns(cluster_.node.intra_node, "intra-node", cluster_);
-    }
-    if (inter_used) {
-      t_inter = static_cast<double>(cluster_.inter_node.latency_ns) +
-                std::max(inter_out, inter_in) / link_bytes_per_ns(cluster_.inter_node, "inter-node", cluster_);
-    }
+    const double t_intra = intra_out + intra_in > 0 ? std::max(intra_out, intra_in) / links.intra : 0.0;
+    const double t_inter = inter_out + inter_in > 0 ? std::max(inter_out, inter_in) / links.inter : 0.0;
     worst = std::max(worst, std::max(t_intra, t_inter));
   }
-  return worst;
+  if (!(worst > 0)) return 0.0;  // nothing moves: NCCL issues no transfer
+  // Per-peer rounds: a pair pays its link class's latency when it moves bytes.
+  const TimeNs intra_lat = cluster_.node.intra_node.latency_ns, inter_lat = cluster_.inter_node.latency_ns;
+  const auto pair_latency = [&](int s, int d) -> TimeNs {
+    if (work.pair_bytes(s, d) <= 0) return 0;
+    return cluster_.node_of(group[static_cast<std::size_t>(s)]) == cluster_.node_of(group[static_cast<std::size_t>(d)])
+               ? intra_lat
+               : inter_lat;
+  };
+  const TimeNs ceiling = shape.nodes > 1 ? std::max(intra_lat, inter_lat) : intra_lat;
+  latency = all_to_all_latency_ns(cluster_.node.nccl, p, pair_latency, ceiling);
+  return latency + worst;
 }
 
-double AlphaBetaNetwork::ring_ns(CollectiveOp op, std::int64_t bytes,
-                                 const std::vector<int>& group) const {
+double AlphaBetaNetwork::tuned_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group,
+                                  double& latency) const {
   const int p = static_cast<int>(group.size());
   if (p == 1) return 0.0;
   const double steps = op == CollectiveOp::kAllReduce ? 2.0 * (p - 1) : static_cast<double>(p - 1);
@@ -111,15 +97,18 @@ double AlphaBetaNetwork::ring_ns(CollectiveOp op, std::int64_t bytes,
     // through the one GPU's memory (the reduction's extra read is not counted).
     return device_copy_ns(steps, steps * static_cast<double>(checked_mul(bytes, p)));
   }
-  const bool spans_nodes = cluster_.node_of(group.front()) != cluster_.node_of(group.back());
-  const LinkSpec& link = spans_nodes ? cluster_.inter_node : cluster_.node.intra_node;
-  const double bw = link_bytes_per_ns(link, spans_nodes ? "inter-node" : "intra-node", cluster_);
-  const auto total = static_cast<double>(checked_mul(bytes, p));
-  return steps * static_cast<double>(link.latency_ns) + steps / p * total / bw;
+  const NcclGroup shape = nccl_group(group, cluster_.node.gpus_per_node);
+  const double total = static_cast<double>(checked_mul(bytes, p));
+  const NcclRun run = choose_nccl(cluster_.node.nccl, op, total, shape, nccl_links(cluster_, shape));
+  latency = run.latency_ns;
+  return run.time_ns;
 }
 
-TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
-                                           const std::vector<int>& group) const {
+TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work, const std::vector<int>& group) const {
+  return cost(work, group).first;
+}
+
+std::pair<TimeNs, TimeNs> AlphaBetaNetwork::cost(const CollectiveWork& work, const std::vector<int>& group) const {
   if (work.bytes_per_peer < 0) throw InputError("collective size must not be negative");
   MOESIM_CHECK(!group.empty(), "collective over an empty group");
   for (int r : group) {
@@ -137,14 +126,16 @@ TimeNs AlphaBetaNetwork::isolated_duration(const CollectiveWork& work,
   const auto key = std::make_tuple(static_cast<int>(work.op), group, work.bytes_per_peer, work.traffic,
                                    work.transposed);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work, group)
-                                                       : ring_ns(work.op, work.bytes_per_peer, group);
+  double latency = 0;  // device copies (one rank, loopback nodes) have none: they share the GPU throughout
+  const double ns = work.op == CollectiveOp::kAllToAll ? all_to_all_ns(work, group, latency)
+                                                       : tuned_ns(work.op, work.bytes_per_peer, group, latency);
   const bool moves_bytes = work.is_all_to_allv() ? ns > 0 : work.bytes_per_peer > 0;
   const TimeNs t = to_duration_ns(ns, moves_bytes && group.size() > 1,
                                   "a " + std::string(to_string(work.op)) + " of " +
                                       std::to_string(work.bytes_per_peer) + " bytes per peer");
-  cache_.emplace(key, t);
-  return t;
+  const std::pair<TimeNs, TimeNs> c{t, std::min(t, static_cast<TimeNs>(std::llround(latency)))};
+  cache_.emplace(key, c);
+  return c;
 }
 
 double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) const {
@@ -173,8 +164,10 @@ void AlphaBetaNetwork::start(TaskIndex task, TimeNs now, const Concurrency& conc
   const auto* work = std::get_if<CollectiveWork>(&t.work);
   MOESIM_CHECK(work != nullptr, "AlphaBetaNetwork started a non-collective task '" + t.id + "'");
   ranks_[task] = graph_.ranks_of(task);
-  activities_.add(task, isolated_duration(*work, graph_.group(work->group)), now,
-                  factor(task, concurrency));
+  // NCCL's latency holds no link: it elapses whatever the sharing and interference; the bytes
+  // progress at the collective's rate.
+  const auto [total, latency] = cost(*work, graph_.group(work->group));
+  activities_.add(task, total - latency, now, factor(task, concurrency), latency);
   // On a loopback node one more collective shares the GPU's memory, even when the busy counts
   // look the same as before (one collective ended and another started at this instant).
   if (cluster_.node.loopback) rerate_all(now, concurrency);

@@ -1,12 +1,14 @@
 // AlphaBetaNetwork: the alpha-beta (latency + bytes / bandwidth) collective model.
 //
 // Ranks are placed node-major (node = rank / gpus_per_node). b = bytes_per_peer, p = group size,
-// link bandwidths are effective (line rate x efficiency), latencies per message.
-//   all-to-all, per simulated member r (the collective takes the max over members):
-//     t_intra = intra_latency + intra_peers(r) * b / intra_bw     (0 without intra-node peers)
-//     t_inter = inter_latency + inter_peers(r) * b / inter_bw     (0 without inter-node peers)
-//     t(r)    = max(t_intra, t_inter)   (NVLink and the NIC work concurrently; the part a rank
-//               sends itself is a local copy, hidden behind these)
+// link bandwidths are effective (line rate x efficiency). Latencies and algorithms are NCCL's
+// (sim/net/nccl_model.h, constants in the node file's `nccl:` section).
+//   all-to-all: latency(all-to-all) + max over members r of max(t_intra(r), t_inter(r)), with
+//     t_intra = max(bytes r sends, bytes r receives within its node) / intra_bw, t_inter the same
+//     across nodes / inter_bw (NVLink and the NIC work concurrently; the part a rank keeps is a
+//     local copy hidden behind these), and latency = NCCL's Simple base latency + one latency per
+//     round of peers (intra_node.latency, or inter_node.latency when a pair of the round crosses
+//     nodes); a pair without bytes (all-to-allv) adds no latency, and nothing moving costs 0.
 //     p = 1:  a device-to-device copy, launch + 2b / (hbm_bandwidth * hbm_efficiency)
 //   loopback node (virtual ranks on one GPU, the runtime's loopback transport): every block, own
 //     included, is a device copy on the receiver's stream; receivers copy in parallel, p copies each:
@@ -15,15 +17,12 @@
 //                       one host thread
 //       ring:           steps * launch + 2 * steps * S / (hbm_bandwidth * hbm_efficiency)
 //     and the collectives running at once share the GPU's memory: each progresses at 1/k.
-//   all-to-allv (a traffic matrix): the same per member r, with peers * b replaced by the larger
-//     of the bytes r sends and receives over the link class (links are full duplex), and a class's
-//     latency paid only when r has traffic there.
-//   all-reduce (ring), S = b * p:  2(p-1) * latency + 2(p-1)/p * S / bw
-//   all-gather, reduce-scatter (ring):  (p-1) * latency + (p-1)/p * S / bw
-//   bw and latency are the inter-node link's when the group spans more than one node, else the
-//   intra-node link's (a ring is as fast as its slowest hop).
-// While it runs, a collective progresses at the minimum interference factor over its simulated
-// ranks (MPipeMoE Fig. 3, see sim/cost/interference.h).
+//   all-reduce, all-gather, reduce-scatter (S = b * p): NCCL's estimate of the algorithm (ring, or
+//     tree for all-reduce) and protocol (LL, LL128, Simple) it chooses for S:
+//     latency + traffic / (bandwidth x protocol efficiency), nccl_model.h.
+// While it runs, a collective's bytes progress at the minimum interference factor over its
+// simulated ranks (MPipeMoE Fig. 3, see sim/cost/interference.h); NCCL's latency elapses first, at
+// full speed, as in the flow model: it holds no link.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +30,7 @@
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "sim/engine/rated_activities.h"
@@ -58,8 +58,11 @@ class AlphaBetaNetwork final : public CollectiveModel {
   TimeNs isolated_duration(const CollectiveWork& work, const std::vector<int>& group) const override;
 
  private:
-  double all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group) const;
-  double ring_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group) const;
+  // Each returns the duration and sets `latency` to NCCL's latency within it.
+  double all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group, double& latency) const;
+  double tuned_ns(CollectiveOp op, std::int64_t bytes, const std::vector<int>& group, double& latency) const;
+  // {isolated duration, NCCL's latency within it}, cached.
+  std::pair<TimeNs, TimeNs> cost(const CollectiveWork& work, const std::vector<int>& group) const;
   // `launches` kernel launches one after another, and `bytes` in all copied through HBM.
   double device_copy_ns(double launches, double bytes) const;
   double factor(TaskIndex task, const Concurrency& concurrency) const;
@@ -72,7 +75,8 @@ class AlphaBetaNetwork final : public CollectiveModel {
   std::map<TaskIndex, std::vector<int>> ranks_;  // simulated ranks of each running collective
   // By (op, group, bytes per peer, traffic matrix, transposed); the key holds the matrix, so its
   // address cannot be reused by another while the entry exists.
-  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, std::shared_ptr<const TrafficMatrix>, bool>, TimeNs>
+  mutable std::map<std::tuple<int, std::vector<int>, std::int64_t, std::shared_ptr<const TrafficMatrix>, bool>,
+                   std::pair<TimeNs, TimeNs>>
       cache_;
 };
 

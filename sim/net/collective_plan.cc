@@ -1,11 +1,14 @@
 #include "sim/net/collective_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/net/nccl_model.h"
+#include "sim/net/tuned_plan.h"
 
 namespace moesim {
 namespace {
@@ -21,26 +24,15 @@ bool in_pattern(Pattern p, bool same_node, int i, int j) {
   return false;
 }
 
-FlowSpec pair_flow(const ClusterTopology& topo, int a, int b, double bytes) {
-  std::vector<LinkId> route;
-  topo.route(a, b, route);
-  FlowSpec f;
-  f.bytes = bytes;
-  f.latency_ns = topo.route_latency(a, b);
-  for (LinkId l : route) f.links.push_back({l, 1.0});
-  return f;
-}
-
-// The bytes an all-to-allv puts on every link (its pairs' routes summed), their total, and the
-// largest latency among the pairs that send. Routes are not listed pair by pair: a pair within a
-// node adds to its local route, while a pair across nodes only adds to its source's way out (the
-// GPU's path to its NIC, the NIC port, the leaf uplink when the leaves differ) and to its
-// destination's way in, so those are summed per member first and spread once: O(p^2) additions
-// instead of p^2 routes. The sums are integers, so the loads equal a route-by-route sum exactly.
+// The bytes an all-to-allv puts on every link (its pairs' routes summed) and their total. Routes
+// are not listed pair by pair: a pair within a node adds to its local route, while a pair across
+// nodes only adds to its source's way out (the GPU's path to its NIC, the NIC port, the leaf
+// uplink when the leaves differ) and to its destination's way in, so those are summed per member
+// first and spread once: O(p^2) additions instead of p^2 routes. The sums are integers, so the
+// loads equal a route-by-route sum exactly.
 struct CoflowLoad {
   std::vector<std::int64_t> load;  // per link
   std::int64_t total = 0;
-  TimeNs latency = 0;
 };
 
 CoflowLoad coflow_load(const ClusterTopology& topo, const std::vector<int>& group,
@@ -54,7 +46,6 @@ CoflowLoad coflow_load(const ClusterTopology& topo, const std::vector<int>& grou
   if (topo.num_nodes() > 1) {
     for (std::size_t m = 0; m < p; ++m) leaf[m] = topo.leaf_of(group[m] / g, topo.nic_of(group[m] % g));
   }
-  std::vector<char> inter_pair(static_cast<std::size_t>(g) * static_cast<std::size_t>(g), 0);  // (i, j) seen
   // The pairs in the order the matrix is stored (sums of integers do not depend on it).
   for (std::size_t x = 0; x < p * p; ++x) {
     const std::size_t s = by_column ? x % p : x / p, d = by_column ? x / p : x % p;
@@ -64,7 +55,6 @@ CoflowLoad coflow_load(const ClusterTopology& topo, const std::vector<int>& grou
     const int na = group[s] / g, i = group[s] % g, nb = group[d] / g, j = group[d] % g;
     if (na == nb) {
       for (int slot : topo.local_route(i, j)) c.load[static_cast<std::size_t>(topo.local_link(na, slot))] += b;
-      c.latency = std::max(c.latency, topo.local_latency(i, j));
       continue;
     }
     out[s] += b;
@@ -73,7 +63,6 @@ CoflowLoad coflow_load(const ClusterTopology& topo, const std::vector<int>& grou
       out_cross[s] += b;
       in_cross[d] += b;
     }
-    inter_pair[static_cast<std::size_t>(i * g + j)] = 1;
   }
   const auto add = [&](LinkId l, std::int64_t b) { c.load[static_cast<std::size_t>(l)] += b; };
   for (std::size_t m = 0; m < p; ++m) {
@@ -89,9 +78,6 @@ CoflowLoad coflow_load(const ClusterTopology& topo, const std::vector<int>& grou
       if (in_cross[m] > 0) add(topo.leaf_down(leaf[m]), in_cross[m]);
     }
   }
-  for (int i = 0; i < g; ++i)
-    for (int j = 0; j < g; ++j)
-      if (inter_pair[static_cast<std::size_t>(i * g + j)]) c.latency = std::max(c.latency, topo.inter_latency(i, j));
   return c;
 }
 
@@ -111,11 +97,10 @@ class LinkWeights {
     return weight_[i];
   }
   // The flow over the links added since the last take(); resets them.
-  FlowSpec take(double bytes, TimeNs latency) {
+  FlowSpec take(double bytes) {
     std::sort(used_.begin(), used_.end());
     FlowSpec f;
     f.bytes = bytes;
-    f.latency_ns = latency;
     f.links.reserve(used_.size());
     for (LinkId l : used_) {
       const auto i = static_cast<std::size_t>(l);
@@ -199,7 +184,7 @@ void uniform_flows(const ClusterTopology& topo, const std::vector<int>& group, P
       if (i != j && in_pattern(pattern, true, i, j)) {
         for (int n : nodes)
           for (int s : topo.local_route(i, j)) w[topo.local_link(n, s)] += 1.0;
-        out.push_back(w.take(bytes, topo.local_latency(i, j)));
+        out.push_back(w.take(bytes));
       }
       if (!in_pattern(pattern, false, i, j)) continue;
       const int ki = topo.nic_of(i), kj = topo.nic_of(j);
@@ -217,7 +202,7 @@ void uniform_flows(const ClusterTopology& topo, const std::vector<int>& group, P
             w[topo.leaf_down(topo.leaf_of(n, kj))] += cnt;
           }
         }
-        out.push_back(w.take(bytes, topo.inter_latency(i, j)));
+        out.push_back(w.take(bytes));
       }
     }
   }
@@ -238,7 +223,55 @@ TimeNs copy_ns(const GpuSpec& gpu, double bytes) {
   return gpu.kernel_launch_ns + static_cast<TimeNs>(std::llround(2.0 * bytes / hbm));
 }
 
+// The largest latency any pair of GPUs has: a round of an all-to-all that reaches it cannot pay more.
+TimeNs latency_ceiling(const ClusterTopology& topo) {
+  TimeNs c = 0;
+  for (int i = 0; i < topo.gpus_per_node(); ++i)
+    for (int j = 0; j < topo.gpus_per_node(); ++j) {
+      if (i != j) c = std::max(c, topo.local_latency(i, j));
+      if (topo.num_nodes() > 1) c = std::max(c, topo.inter_latency(i, j));
+    }
+  return c;
+}
+
+// NCCL's latency of an all-to-all over `members` (nccl_model.h): its pairs pay their routes'
+// latency, a pair without bytes none.
+TimeNs all_to_all_latency(const ClusterTopology& topo, const NcclTuning& tuning, const std::vector<int>& members,
+                          const std::function<bool(int, int)>& moves) {
+  const auto lat = [&](int s, int d) {
+    return moves(s, d) ? topo.route_latency(members[static_cast<std::size_t>(s)], members[static_cast<std::size_t>(d)])
+                       : TimeNs{0};
+  };
+  return static_cast<TimeNs>(std::llround(
+      all_to_all_latency_ns(tuning, static_cast<int>(members.size()), lat, latency_ceiling(topo))));
+}
+
+// The members of `group` on its first node, and its members at the first member's local rank
+// (one per node): the two sub-exchanges of a 2DH all-to-all over whole nodes.
+std::vector<int> first_node(const ClusterTopology& topo, const std::vector<int>& group) {
+  std::vector<int> out;
+  for (int r : group)
+    if (r / topo.gpus_per_node() == group.front() / topo.gpus_per_node()) out.push_back(r);
+  return out;
+}
+
+std::vector<int> same_local_rank(const ClusterTopology& topo, const std::vector<int>& group) {
+  std::vector<int> out;
+  for (int r : group)
+    if (r % topo.gpus_per_node() == group.front() % topo.gpus_per_node()) out.push_back(r);
+  return out;
+}
+
 }  // namespace
+
+FlowSpec pair_flow(const ClusterTopology& topo, int a, int b, double bytes) {
+  std::vector<LinkId> route;
+  topo.route(a, b, route);
+  FlowSpec f;
+  f.bytes = bytes;
+  for (LinkId l : route) f.links.push_back({l, 1.0});
+  return f;
+}
 
 bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& group) {
   if (uniform_local_ranks(topo, group).empty()) return false;
@@ -255,66 +288,66 @@ bool is_symmetric_group(const ClusterTopology& topo, const std::vector<int>& gro
   return true;
 }
 
-CollectivePlan plan_collective(const ClusterTopology& topo, const GpuSpec& gpu, const CollectiveWork& work,
+CollectivePlan plan_collective(const ClusterTopology& topo, const ClusterSpec& cluster, const CollectiveWork& work,
                                const std::vector<int>& group, const PlanOptions& options) {
   check_group(topo, group);
+  const GpuSpec& gpu = cluster.node.gpu;
   const auto b = static_cast<double>(work.bytes_per_peer);
   const auto p = static_cast<int>(group.size());
   CollectivePlan plan;
-  if (work.op == CollectiveOp::kAllToAll) {
-    if (p == 1) {
-      plan.phases.push_back(PlanPhase{copy_ns(gpu, b), {}, 1});
-      return plan;
-    }
-    if (options.all_to_all == AllToAllAlgorithm::kPairwise) {
-      PlanPhase phase;
-      uniform_flows(topo, group, Pattern::kAllPairs, b, options.aggregate, phase.flows);
-      plan.phases.push_back(std::move(phase));
-      return plan;
-    }
-    if (!whole_nodes(topo, group))
-      throw InputError("the 2DH all-to-all needs a group of whole nodes (" +
-                       std::to_string(topo.gpus_per_node()) + " GPUs each); this group has " +
-                       std::to_string(p) + " ranks starting at " + std::to_string(group.front()));
-    const auto nodes = static_cast<double>(member_nodes(topo, group).size());
-    const TimeNs stride = copy_ns(gpu, b * p);
-    PlanPhase intra;
-    intra.local_ns = stride;
-    uniform_flows(topo, group, Pattern::kIntraNode, b * nodes, options.aggregate, intra.flows);
-    PlanPhase inter;
-    inter.local_ns = stride;
-    uniform_flows(topo, group, Pattern::kSameLocalInterNode, b * topo.gpus_per_node(), options.aggregate,
-                  inter.flows);
-    plan.phases.push_back(std::move(intra));
-    plan.phases.push_back(std::move(inter));
+  if (work.op != CollectiveOp::kAllToAll) {
+    add_tuned_phases(topo, cluster, work, group, plan);
     return plan;
   }
-  if (p == 1) return plan;
-  PlanPhase step;
-  for (int k = 0; k < p; ++k)
-    step.flows.push_back(pair_flow(topo, group[static_cast<std::size_t>(k)],
-                                   group[static_cast<std::size_t>((k + 1) % p)], b));
-  step.repeat = work.op == CollectiveOp::kAllReduce ? 2 * (p - 1) : p - 1;
-  plan.phases.push_back(std::move(step));
+  if (p == 1) {
+    plan.phases.push_back(PlanPhase{copy_ns(gpu, b), {}, 1});
+    return plan;
+  }
+  if (b <= 0) return plan;  // nothing moves: NCCL issues no transfer
+  const auto every_pair = [](int, int) { return true; };
+  if (options.all_to_all == AllToAllAlgorithm::kPairwise) {
+    PlanPhase phase;
+    phase.local_ns = all_to_all_latency(topo, cluster.node.nccl, group, every_pair);
+    uniform_flows(topo, group, Pattern::kAllPairs, b, options.aggregate, phase.flows);
+    plan.phases.push_back(std::move(phase));
+    return plan;
+  }
+  if (!whole_nodes(topo, group))
+    throw InputError("the 2DH all-to-all needs a group of whole nodes (" + std::to_string(topo.gpus_per_node()) +
+                     " GPUs each); this group has " + std::to_string(p) + " ranks starting at " +
+                     std::to_string(group.front()));
+  const auto nodes = static_cast<double>(member_nodes(topo, group).size());
+  const TimeNs stride = copy_ns(gpu, b * p);
+  // Each of the two all-to-alls is an NCCL exchange of its own, with its own rounds of peers.
+  PlanPhase intra;
+  intra.local_ns = stride + all_to_all_latency(topo, cluster.node.nccl, first_node(topo, group), every_pair);
+  uniform_flows(topo, group, Pattern::kIntraNode, b * nodes, options.aggregate, intra.flows);
+  PlanPhase inter;
+  inter.local_ns = stride + (nodes > 1 ? all_to_all_latency(topo, cluster.node.nccl, same_local_rank(topo, group),
+                                                            every_pair)
+                                       : 0);
+  uniform_flows(topo, group, Pattern::kSameLocalInterNode, b * topo.gpus_per_node(), options.aggregate, inter.flows);
+  plan.phases.push_back(std::move(intra));
+  plan.phases.push_back(std::move(inter));
   return plan;
 }
 
-CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const std::vector<int>& group,
+CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const ClusterSpec& cluster, const std::vector<int>& group,
                                 const std::vector<std::vector<std::int64_t>>& bytes) {
   MOESIM_CHECK(bytes.size() == group.size(), "traffic matrix rows differ from the group size");
   for (const auto& row : bytes) MOESIM_CHECK(row.size() == group.size(), "traffic matrix is not square");
   return plan_all_to_allv(
-      topo, GpuSpec{}, group,
+      topo, cluster, group,
       [&](int s, int d) { return bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)]; }, false);
 }
 
-CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu, const std::vector<int>& group,
+CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const ClusterSpec& cluster, const std::vector<int>& group,
                                 const std::function<std::int64_t(int, int)>& bytes, bool coflow, bool bytes_by_column) {
   check_group(topo, group);
   const auto p = static_cast<int>(group.size());
   CollectivePlan plan;
   if (p == 1) {  // the whole exchange is a device copy of what the rank keeps
-    plan.phases.push_back(PlanPhase{copy_ns(gpu, static_cast<double>(bytes(0, 0))), {}, 1});
+    plan.phases.push_back(PlanPhase{copy_ns(cluster.node.gpu, static_cast<double>(bytes(0, 0))), {}, 1});
     return plan;
   }
   PlanPhase phase;
@@ -325,20 +358,20 @@ CollectivePlan plan_all_to_allv(const ClusterTopology& topo, const GpuSpec& gpu,
         if (b > 0) phase.flows.push_back(pair_flow(topo, group[static_cast<std::size_t>(s)],
                                                    group[static_cast<std::size_t>(d)], static_cast<double>(b)));
       }
-    plan.phases.push_back(std::move(phase));
-    return plan;
+  } else {
+    // One coflow: the bytes every link carries, summed over the pairs routed across it.
+    const CoflowLoad c = coflow_load(topo, group, bytes, bytes_by_column);
+    if (c.total > 0) {
+      FlowSpec f;
+      f.bytes = static_cast<double>(c.total);
+      for (std::size_t l = 0; l < c.load.size(); ++l)
+        if (c.load[l] > 0)
+          f.links.push_back({static_cast<LinkId>(l), static_cast<double>(c.load[l]) / static_cast<double>(c.total)});
+      phase.flows.push_back(std::move(f));
+    }
   }
-  // One coflow: the bytes every link carries, summed over the pairs routed across it.
-  const CoflowLoad c = coflow_load(topo, group, bytes, bytes_by_column);
-  if (c.total > 0) {
-    FlowSpec f;
-    f.bytes = static_cast<double>(c.total);
-    f.latency_ns = c.latency;
-    for (std::size_t l = 0; l < c.load.size(); ++l)
-      if (c.load[l] > 0)
-        f.links.push_back({static_cast<LinkId>(l), static_cast<double>(c.load[l]) / static_cast<double>(c.total)});
-    phase.flows.push_back(std::move(f));
-  }
+  if (phase.flows.empty()) return plan;  // nothing moves: NCCL issues no transfer
+  phase.local_ns = all_to_all_latency(topo, cluster.node.nccl, group, [&](int s, int d) { return bytes(s, d) > 0; });
   plan.phases.push_back(std::move(phase));
   return plan;
 }

@@ -63,7 +63,7 @@ void FlowSimulator::launch_flows(std::uint64_t id, Running& r, TimeNs now) {
     f.plan = id;
     f.spec = &spec;
     f.remaining = spec.bytes;
-    f.start_at = now + spec.latency_ns;
+    f.start_at = now;
     flows_.push_back(f);
   }
   r.flows_left = static_cast<int>(phase.flows.size());
@@ -214,10 +214,10 @@ std::shared_ptr<const CollectivePlan> FlowNetwork::plan_for(const CollectiveWork
       throw InputError("the " + std::string(to_string(options_.plan.all_to_all)) +
                        " all-to-all is for uniform traffic; imbalanced routing (all-to-allv) runs pairwise");
     plan = std::make_shared<const CollectivePlan>(plan_all_to_allv(
-        topo_, cluster_.node.gpu, group, [&work](int a, int b) { return work.pair_bytes(a, b); },
+        topo_, cluster_, group, [&work](int a, int b) { return work.pair_bytes(a, b); },
         options_.plan.aggregate, work.transposed));
   } else {
-    plan = std::make_shared<const CollectivePlan>(plan_collective(topo_, cluster_.node.gpu, work, group, options_.plan));
+    plan = std::make_shared<const CollectivePlan>(plan_collective(topo_, cluster_, work, group, options_.plan));
   }
   plans_.emplace(key, plan);
   return plan;

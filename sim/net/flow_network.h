@@ -50,7 +50,7 @@ class FlowSimulator {
     const FlowSpec* spec = nullptr;
     double remaining = 0;
     double rate = 0;
-    TimeNs start_at = 0;  // after its latency
+    TimeNs start_at = 0;  // when its phase launched it (it joins the max-min solve then)
     TimeNs drain_at = kNever;
     bool active = false;
   };

@@ -35,7 +35,9 @@ ClusterTopology::ClusterTopology(const ClusterSpec& cluster)
   nodes_per_leaf_ = cluster.fabric.nodes_per_leaf;
   fabric_ = cluster.fabric.kind;
   gpu_nic_ = topo.gpu_nic;
-  nic_latency_ = topo.nic_port.latency_ns;
+  // A message between nodes takes at least the network's latency (the cluster's inter_node, as the
+  // alpha-beta model and NCCL's tuning take it), whatever its links say.
+  nic_latency_ = std::max(topo.nic_port.latency_ns, cluster.inter_node.latency_ns);
   topo_links_ = topo.links;
 
   // Vertices: GPUs, NVSwitches, PCIe switches, CPUs, NICs, in that order.

@@ -18,7 +18,8 @@
 //               on different leaves] -> leaf -> destination GPU's NIC -> destination GPU. NCCL's
 //               PXN (moving data over NVLink to the GPU on the destination's rail first) is not
 //               modelled: cross-rail traffic crosses the spine here.
-// A message pays the largest latency among its route's links (cut-through: hop latencies overlap).
+// A message pays the largest latency among its route's links (cut-through: hop latencies overlap),
+// and between nodes at least the cluster's inter_node latency.
 #pragma once
 
 #include <boost/graph/adjacency_list.hpp>

@@ -44,6 +44,10 @@ std::vector<InterferenceCell> read_interference_cells(const YamlValue& v);
 // peak_flops are already read: a dtype without a peak is refused.
 void read_gemm_kernel(const YamlMap& m, GpuSpec& gpu);
 
+// A node's `nccl:` section (nccl_tuning.cc): NCCL's cost model constants over their defaults.
+// Efficiencies must lie in (0, 1], latencies be non-negative, protocols and algorithms be known.
+NcclTuning read_nccl_tuning(const YamlValue& v);
+
 // The keys of a calibration file, and its reader once the header is checked.
 const std::vector<std::string>& calibration_keys();
 CalibrationSpec read_calibration(const YamlMap& m);

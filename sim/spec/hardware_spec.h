@@ -20,6 +20,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/spec/nccl_tuning.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -173,6 +174,7 @@ struct NodeSpec {
   LinkSpec host_memory = default_host_memory();
   InterferenceTable interference;
   NodeTopology topology;    // optional; the flow network model needs it
+  NcclTuning nccl;          // NCCL's cost model constants (optional `nccl:` section; NCCL 2.19 defaults)
   // The node's gpus_per_node ranks are virtual ranks sharing ONE physical GPU, as `moesim run
   // --ranks N --loopback` runs them: their kernels share its compute, their PCIe copies its host
   // link, their all-to-alls are device-to-device copies through its memory, and its capacity holds

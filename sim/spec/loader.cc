@@ -29,6 +29,7 @@ const std::vector<std::string> kGpuKeys =
                  "gemm_tile_overhead", "gemm_half_tile_efficiency"});
 const std::vector<std::string> kNodeKeys =
     with_header({"gpu", "gpus_per_node", "loopback", "intra_node", "pcie", "host_memory", "interference", "topology",
+                 "nccl",
                  "calibration"});
 const std::vector<std::string> kAlphaBetaKeys = {"all_to_all", "gemm", "simulate"};
 const std::vector<std::string> kClusterKeys =
@@ -308,6 +309,7 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
   if (auto i = m.get("interference"))
     for (const InterferenceCell& c : read_interference_cells(*i)) node.interference.set(c);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
+  if (auto n = m.get("nccl")) node.nccl = read_nccl_tuning(*n);
   if (auto c = m.get("calibration")) {
     apply_calibration(node, read_reference(*c, "calibration", detail::calibration_keys(), stack,
                                            [](const YamlMap& cm) { return detail::read_calibration(cm); }));

@@ -143,7 +143,8 @@ TEST(NetworkCalibration, AnAllToAllAcrossNodesCalibratesTheInterNodeLinks) {
   const std::vector<std::vector<int>> groups = {first_gpus(16), {0, 1, 2, 3, 8, 9, 10, 11}};
   for (const std::vector<int>& gpus : groups) {
     const int ranks = static_cast<int>(gpus.size());
-    const std::vector<AllToAllPoint> points = line_points(ranks, 40e3, 12e9);
+    // 150 us: above what NCCL's rounds of peers cost at least (8.4 us + 15 rounds x 3 us on 16 GPUs).
+    const std::vector<AllToAllPoint> points = line_points(ranks, 150e3, 12e9);
     const NetworkCalibration cal = calibrate_network(cluster, gpus, points);
     EXPECT_TRUE(cal.inter_node);
     EXPECT_EQ(cal.nodes, 2);
@@ -153,9 +154,12 @@ TEST(NetworkCalibration, AnAllToAllAcrossNodesCalibratesTheInterNodeLinks) {
     // t = L + inter peers x b / inter bandwidth when the NICs set the time: inter peers = ranks / 2.
     EXPECT_NEAR(cal.inter_node_link->effective_bandwidth(), 12e9 * (ranks / 2) / (ranks - 1), 12e6) << ranks;
     EXPECT_DOUBLE_EQ(cal.inter_node_link->efficiency, 1.0);
-    EXPECT_NEAR(static_cast<double>(cal.inter_node_link->latency_ns), 40e3, 2.0) << ranks;
+    // Every one of the ranks - 1 rounds of peers has a pair across the nodes: each pays the link's
+    // latency, after NCCL's base latency of 8.4 us.
+    // (Model times are whole ns: over 7 rounds the fitted latency settles within a few ns.)
+    EXPECT_NEAR(static_cast<double>(cal.inter_node_link->latency_ns), (150e3 - 8400) / (ranks - 1), 5.0) << ranks;
     EXPECT_LT(cal.alpha_beta_max_error, 1e-3) << ranks;
-    EXPECT_LT(cal.flow_max_error, 1e-4) << ranks;
+    EXPECT_LT(cal.flow_max_error, 2e-4) << ranks;
     EXPECT_DOUBLE_EQ(cal.nic_port->efficiency, cluster.node.topology.nic_port.efficiency);  // its line rate moves
     std::cout << ranks << " GPUs on 2 nodes: NIC port " << cal.nic_port->effective_bandwidth() * 8 / 1e9
               << " Gb/s, flow points within " << 100 * cal.flow_max_error << "%\n";
@@ -174,7 +178,9 @@ TEST(NetworkCalibration, TheFlowModelsOwnTimesGiveBackItsNicPorts) {
   const NetworkCalibration cal = calibrate_network(cluster, gpus, points);
   ASSERT_TRUE(cal.nic_port.has_value());
   EXPECT_NEAR(cal.nic_port->bandwidth, truth.node.topology.nic_port.bandwidth, 1e-3 * truth.node.topology.nic_port.bandwidth);
-  EXPECT_NEAR(static_cast<double>(cal.nic_port->latency_ns), 7500.0, 50.0);
+  // A message across nodes takes the larger of the NIC port's and the cluster's inter-node latency
+  // (which the alpha-beta model's calibration of the same log sets to 7500 ns): together 7500 ns.
+  EXPECT_NEAR(static_cast<double>(std::max(cal.nic_port->latency_ns, cal.inter_node_link->latency_ns)), 7500.0, 50.0);
   EXPECT_LT(cal.flow_max_error, 1e-3);
 }
 
@@ -186,7 +192,7 @@ TEST(NetworkCalibration, WhatTheInterNodeLinksCannotReachIsSaid) {
   const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/dgx-a100-2node.yaml");
   const double pcie = cluster.node.topology.link_types.at("pcie4").effective_bandwidth();
   for (double bandwidth : {50e9, 150e9}) {
-    const NetworkCalibration cal = calibrate_network(cluster, first_gpus(16), line_points(16, 10e3, bandwidth));
+    const NetworkCalibration cal = calibrate_network(cluster, first_gpus(16), line_points(16, 150e3, bandwidth));
     EXPECT_LT(cal.alpha_beta_max_error, 1e-3);
     EXPECT_GT(cal.flow_max_error, 0.03) << bandwidth;
     ASSERT_TRUE(cal.nic_port.has_value());
@@ -292,7 +298,7 @@ TEST(NetworkCalibration, TheWrittenSectionsLoadBackToTheSameValues) {
 
 TEST(NetworkCalibration, TheWrittenInterNodeSectionsLoadBackToTheSameValues) {
   const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/clusters/dgx-a100-2node.yaml");
-  const std::vector<AllToAllPoint> points = line_points(16, 35e3, 14e9);
+  const std::vector<AllToAllPoint> points = line_points(16, 135e3, 14e9);
   const NetworkCalibration cal = calibrate_network(cluster, first_gpus(16), points);
   const CalibrationSpec spec = written_and_loaded(cluster, cal, 16, points, "moesim_inter_node_calibration_test.yaml");
   ASSERT_TRUE(spec.inter_node && spec.nic_port && spec.inter_node_all_to_all);

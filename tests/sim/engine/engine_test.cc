@@ -248,13 +248,14 @@ Trace run_real(const TaskGraph& g, const ClusterSpec& c) {
 }
 
 // GEMM 100x100x480: 9.6e6 FLOP / 1e12 = 9600 ns isolated (memory: 424000 B / 1e12 = 424 ns).
-// All-to-all over {0, 1}, 36000 B per peer: one intra peer, 36000 B / 1e10 B/s = 3600 ns.
+// All-to-all over {0, 1}, 36000 B per peer: NCCL's Simple base latency 8400 ns, one round of
+// peers at the link's 0 ns, then one intra peer, 36000 B / 1e10 B/s = 3600 ns: 12000 ns.
 // Both start at 0 on rank 0 (compute and dispatch):
-//   GEMM runs at computation-with-communication = 0.96 -> would end at 9600 / 0.96 = 10000;
-//   the all-to-all runs at min(rank 0: communication-with-computation 0.72, rank 1: 1.0) = 0.72
-//   -> ends at 3600 / 0.72 = 5000.
-// At 5000 the GEMM has done 5000 * 0.96 = 4800 ns of work; the remaining 4800 run at full speed
-// -> the GEMM ends at 9800.
+//   GEMM runs at computation-with-communication = 0.96 -> ends at 9600 / 0.96 = 10000;
+//   the all-to-all's latency elapses at full speed (it holds no link) until 8400, then its bytes
+//   move at min(rank 0: communication-with-computation 0.72, rank 1: 1.0) = 0.72.
+// At 10000 the bytes have done 1600 * 0.72 = 1152 ns of work; the remaining 2448 run at full
+// speed -> it ends at 12448.
 TEST(EngineWithModels, InterferenceSlowsOverlappingComputeAndCommunication) {
   const ClusterSpec c = two_gpu_node();
   TaskGraph g(2, {0, 1});
@@ -264,8 +265,8 @@ TEST(EngineWithModels, InterferenceSlowsOverlappingComputeAndCommunication) {
   const Trace t = run_real(g, c);
   EXPECT_EQ(t.records[mm].start_ns, 0);
   EXPECT_EQ(t.records[a2a].start_ns, 0);
-  EXPECT_EQ(t.records[a2a].end_ns, 5000);
-  EXPECT_EQ(t.records[mm].end_ns, 9800);
+  EXPECT_EQ(t.records[a2a].end_ns, 12448);
+  EXPECT_EQ(t.records[mm].end_ns, 10000);
 }
 
 // Without overlap the same tasks take their isolated durations: GEMM then all-to-all.
@@ -279,7 +280,7 @@ TEST(EngineWithModels, SerialTasksRunAtIsolatedSpeed) {
   const Trace t = run_real(g, c);
   EXPECT_EQ(t.records[mm].end_ns, 9600);
   EXPECT_EQ(t.records[a2a].start_ns, 9600);
-  EXPECT_EQ(t.records[a2a].end_ns, 13200);
+  EXPECT_EQ(t.records[a2a].end_ns, 13200 + 8400);  // the all-to-all: NCCL's base latency + 3600
 }
 
 // Rendezvous with real models: rank 1's GEMM (9600 ns) delays the collective for both ranks, and
@@ -297,7 +298,7 @@ TEST(EngineWithModels, CollectiveStartsWhenAllMembersArrive) {
   EXPECT_EQ(t.records[g0].end_ns, 2000);
   EXPECT_EQ(t.records[g1].end_ns, 9600);
   EXPECT_EQ(t.records[a2a].ready_ns, 9600);
-  EXPECT_EQ(t.records[a2a].end_ns, 13200);
+  EXPECT_EQ(t.records[a2a].end_ns, 13200 + 8400);
 }
 
 TEST(EngineWithModels, IdenticalRunsGiveIdenticalTraces) {

@@ -43,8 +43,8 @@ std::vector<std::vector<std::int64_t>> zeros(int n) {
   return std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(n), std::vector<std::int64_t>(static_cast<std::size_t>(n), 0));
 }
 
-TimeNs coflow(const ClusterTopology& t, const GpuSpec& gpu, const CollectiveWork& w, bool as_coflow = true) {
-  return run(t, plan_all_to_allv(t, gpu, iota(w.traffic->size), [&](int s, int d) { return w.pair_bytes(s, d); },
+TimeNs coflow(const ClusterTopology& t, const ClusterSpec& c, const CollectiveWork& w, bool as_coflow = true) {
+  return run(t, plan_all_to_allv(t, c, iota(w.traffic->size), [&](int s, int d) { return w.pair_bytes(s, d); },
                                  as_coflow));
 }
 
@@ -70,16 +70,17 @@ TEST(AllToAllv, UniformTrafficTakesTheSameTimeAsTheAllToAll) {
     for (auto& r : m) std::fill(r.begin(), r.end(), rows);
     const CollectiveWork w = allv(n, m, 2048);
     const auto uniform = static_cast<double>(
-        run(t, plan_collective(t, c.node.gpu, CollectiveWork{CollectiveOp::kAllToAll, 0, rows * 2048}, iota(n), {})));
-    EXPECT_NEAR(static_cast<double>(coflow(t, c.node.gpu, w)), uniform, 1.0 + 1e-9 * uniform) << rows;
-    EXPECT_NEAR(static_cast<double>(coflow(t, c.node.gpu, w, false)), uniform, 1.0 + 1e-9 * uniform) << rows;
+        run(t, plan_collective(t, c, CollectiveWork{CollectiveOp::kAllToAll, 0, rows * 2048}, iota(n), {})));
+    EXPECT_NEAR(static_cast<double>(coflow(t, c, w)), uniform, 1.0 + 1e-9 * uniform) << rows;
+    EXPECT_NEAR(static_cast<double>(coflow(t, c, w, false)), uniform, 1.0 + 1e-9 * uniform) << rows;
   }
 }
 
 TEST(AllToAllv, CoflowTakesTheMostLoadedLinkOverItsCapacity) {
   // Two GPUs of node 0 both send b to GPU 8 (node 1): GPU 8's NIC input carries 2b. 23.5 GB/s per
-  // NIC in this preset, 5 us inter-node latency; GPU 1 reaches the other node through NIC 1,
-  // rail 1, and the spine to rail 0.
+  // NIC in this preset; GPU 1 reaches the other node through NIC 1, rail 1, and the spine to rail
+  // 0. Latency: NCCL's Simple base (8.4 us) and two rounds of peers with traffic (d = 8: 0 -> 8;
+  // d = 7: 1 -> 8), 5 us each across nodes.
   const ClusterSpec c = preset("clusters/dgx-a100-2node.yaml");
   const ClusterTopology t(c);
   const std::int64_t b = 32 * kMiB;
@@ -87,12 +88,13 @@ TEST(AllToAllv, CoflowTakesTheMostLoadedLinkOverItsCapacity) {
   m[0][8] = 1;
   m[1][8] = 1;
   const CollectiveWork w = allv(16, m, b);
-  const double lat = static_cast<double>(t.route_latency(1, 8));
-  EXPECT_NEAR(static_cast<double>(coflow(t, c.node.gpu, w)), lat + 2.0 * b / 23.5, 2.0);
+  const double lat = 8400.0 + 2.0 * static_cast<double>(t.route_latency(1, 8));
+  EXPECT_EQ(t.route_latency(1, 8), 5000);
+  EXPECT_NEAR(static_cast<double>(coflow(t, c, w)), lat + 2.0 * b / 23.5, 2.0);
   // Max-min per pair gives the same here: both flows share the bottleneck to the end.
-  EXPECT_NEAR(static_cast<double>(coflow(t, c.node.gpu, w, false)), lat + 2.0 * b / 23.5, 2.0);
+  EXPECT_NEAR(static_cast<double>(coflow(t, c, w, false)), lat + 2.0 * b / 23.5, 2.0);
   // The reverse exchange loads GPU 8's NIC output the same way.
-  EXPECT_NEAR(static_cast<double>(coflow(t, c.node.gpu, allv(16, m, b, true))), lat + 2.0 * b / 23.5, 2.0);
+  EXPECT_NEAR(static_cast<double>(coflow(t, c, allv(16, m, b, true))), lat + 2.0 * b / 23.5, 2.0);
 }
 
 TEST(AllToAllv, CoflowIsNeverSlowerThanMaxMinPerPair) {
@@ -106,8 +108,8 @@ TEST(AllToAllv, CoflowIsNeverSlowerThanMaxMinPerPair) {
     for (auto& r : m)
       for (auto& v : r) v = static_cast<std::int64_t>(rng() % 64) * static_cast<std::int64_t>(rng() % 4 == 0 ? 8 : 1);
     const CollectiveWork w = allv(16, m, 64 * kKiB);
-    const auto co = static_cast<double>(coflow(t, c.node.gpu, w));
-    const auto pp = static_cast<double>(coflow(t, c.node.gpu, w, false));
+    const auto co = static_cast<double>(coflow(t, c, w));
+    const auto pp = static_cast<double>(coflow(t, c, w, false));
     EXPECT_LE(co, pp + 2.0) << trial;
     EXPECT_GT(co, 0.5 * pp) << trial;  // the same links, the same bottleneck bytes
   }
@@ -118,7 +120,7 @@ TEST(AllToAllv, AGroupOfOneIsADeviceCopy) {
   const ClusterTopology t(c);
   const CollectiveWork w = allv(1, {{1000}}, 1024);
   const GpuSpec& g = c.node.gpu;
-  EXPECT_NEAR(static_cast<double>(coflow(t, g, w)),
+  EXPECT_NEAR(static_cast<double>(coflow(t, c, w)),
               static_cast<double>(g.kernel_launch_ns) + 2.0 * 1024000 / (g.hbm_bandwidth * g.hbm_efficiency / 1e9), 1.0);
 }
 
@@ -127,6 +129,9 @@ TEST(AllToAllv, AlphaBetaTakesTheBusiestMemberPerLinkClass) {
   TaskGraph g(16, {0});
   const AlphaBetaNetwork ab(g, c);
   const double intra = c.node.intra_node.effective_bandwidth() / 1e9, inter = c.inter_node.effective_bandwidth() / 1e9;
+  // Rounds of peers: NCCL's Simple base latency, then per round the latency of its pairs with
+  // traffic (across nodes when one of them crosses).
+  const double base = 8400.0;
   const double lat_intra = static_cast<double>(c.node.intra_node.latency_ns);
   const double lat_inter = static_cast<double>(c.inter_node.latency_ns);
   const std::int64_t b = 8 * kMiB;
@@ -134,11 +139,13 @@ TEST(AllToAllv, AlphaBetaTakesTheBusiestMemberPerLinkClass) {
   // GPU 0 sends 3b inside its node (to 1, 2, 3) and receives 2b from node 1 (from 8 and 9).
   m[0][1] = m[0][2] = m[0][3] = 1;
   m[8][0] = m[9][0] = 1;
-  const double expect = std::max({lat_intra + 3.0 * b / intra, lat_inter + 2.0 * b / inter});
+  // Rounds: d = 1, 2, 3 (0 -> 1, 2, 3) within the node; d = 8 (8 -> 0) and d = 7 (9 -> 0) across.
+  const double expect = base + 3 * lat_intra + 2 * lat_inter + std::max(3.0 * b / intra, 2.0 * b / inter);
   EXPECT_NEAR(static_cast<double>(ab.isolated_duration(allv(16, m, b), iota(16))), expect, 1.0);
   // Without traffic between the nodes only the intra-node term remains.
   m[8][0] = m[9][0] = 0;
-  EXPECT_NEAR(static_cast<double>(ab.isolated_duration(allv(16, m, b), iota(16))), lat_intra + 3.0 * b / intra, 1.0);
+  EXPECT_NEAR(static_cast<double>(ab.isolated_duration(allv(16, m, b), iota(16))),
+              base + 3 * lat_intra + 3.0 * b / intra, 1.0);
   // A matrix whose size is not the group's is an input error.
   EXPECT_THROW(ab.isolated_duration(allv(8, zeros(8), b), iota(16)), InputError);
 }
@@ -154,14 +161,14 @@ TEST(AllToAllv, FlowAndAlphaBetaAgreeWithoutContention) {
   for (int s = 0; s < 8; ++s)
     for (int d = 0; d < 8; ++d) m[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)] = s == d ? 0 : 100 + 10 * s;
   const CollectiveWork w = allv(8, m, 64 * kKiB);
-  const auto flow = static_cast<double>(coflow(t, c.node.gpu, w));
+  const auto flow = static_cast<double>(coflow(t, c, w));
   const auto alpha = static_cast<double>(ab.isolated_duration(w, iota(8)));
   EXPECT_NEAR(flow / alpha, 1.0, 0.02) << flow << " vs " << alpha;
 }
 
 // The coflow's loads are summed per member, not route by route (collective_plan.cc): on every
 // kind of topology, with a group that skips GPUs and a sparse random matrix, it must equal the
-// sum of the pairs' routes exactly, link for link, with the largest pair latency.
+// sum of the pairs' routes exactly, link for link, and pay NCCL's rounds of peer latencies.
 TEST(AllToAllv, CoflowLoadsEqualTheSumOfThePairsRoutes) {
   std::mt19937_64 rng(7);
   for (const char* file : {"clusters/dgx-a100-1024gpu-rail.yaml", "clusters/adira-8x-dgx-a100.yaml",
@@ -175,13 +182,13 @@ TEST(AllToAllv, CoflowLoadsEqualTheSumOfThePairsRoutes) {
     for (auto& row : bytes)
       for (auto& b : row) b = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(rng() % 100000);
     const auto pair = [&](int s, int d) { return bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)]; };
-    const CollectivePlan plan = plan_all_to_allv(t, c.node.gpu, group, pair, true);
+    const CollectivePlan plan = plan_all_to_allv(t, c, group, pair, true);
     // Walking the matrix by column (a transposed all-to-allv's storage order) gives the same plan.
-    const CollectivePlan by_column = plan_all_to_allv(t, c.node.gpu, group, pair, true, true);
+    const CollectivePlan by_column = plan_all_to_allv(t, c, group, pair, true, true);
     ASSERT_EQ(by_column.phases.size(), 1u);
     ASSERT_EQ(by_column.phases[0].flows.size(), 1u);
     EXPECT_EQ(by_column.phases[0].flows[0].bytes, plan.phases[0].flows[0].bytes);
-    EXPECT_EQ(by_column.phases[0].flows[0].latency_ns, plan.phases[0].flows[0].latency_ns);
+    EXPECT_EQ(by_column.phases[0].local_ns, plan.phases[0].local_ns);
     ASSERT_EQ(by_column.phases[0].flows[0].links.size(), plan.phases[0].flows[0].links.size());
     for (std::size_t k = 0; k < plan.phases[0].flows[0].links.size(); ++k) {
       EXPECT_EQ(by_column.phases[0].flows[0].links[k].link, plan.phases[0].flows[0].links[k].link);
@@ -189,7 +196,6 @@ TEST(AllToAllv, CoflowLoadsEqualTheSumOfThePairsRoutes) {
     }
     std::map<LinkId, double> load;
     double total = 0;
-    TimeNs latency = 0;
     for (int s = 0; s < p; ++s)
       for (int d = 0; d < p; ++d) {
         const std::int64_t b = bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
@@ -198,13 +204,20 @@ TEST(AllToAllv, CoflowLoadsEqualTheSumOfThePairsRoutes) {
         t.route(group[static_cast<std::size_t>(s)], group[static_cast<std::size_t>(d)], route);
         for (LinkId l : route) load[l] += static_cast<double>(b);
         total += static_cast<double>(b);
-        latency = std::max(latency, t.route_latency(group[static_cast<std::size_t>(s)], group[static_cast<std::size_t>(d)]));
       }
+    double latency = 8400;  // NCCL's Simple base, then each round's slowest pair with bytes
+    for (int d = 1; d < p; ++d) {
+      TimeNs round = 0;
+      for (int s = 0; s < p; ++s)
+        if (bytes[static_cast<std::size_t>(s)][static_cast<std::size_t>((s + d) % p)] > 0)
+          round = std::max(round, t.route_latency(group[static_cast<std::size_t>(s)], group[static_cast<std::size_t>((s + d) % p)]));
+      latency += static_cast<double>(round);
+    }
     ASSERT_EQ(plan.phases.size(), 1u) << file;
     ASSERT_EQ(plan.phases[0].flows.size(), 1u) << file;
     const FlowSpec& f = plan.phases[0].flows[0];
     EXPECT_EQ(f.bytes, total) << file;
-    EXPECT_EQ(f.latency_ns, latency) << file;
+    EXPECT_EQ(static_cast<double>(plan.phases[0].local_ns), latency) << file;
     ASSERT_EQ(f.links.size(), load.size()) << file;
     std::size_t k = 0;
     for (const auto& [link, on_link] : load) {
