@@ -1,6 +1,7 @@
 #include "sim/cli/calibrate_command.h"
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -233,6 +234,12 @@ void print_network_fit(const CalibrateArgs& a, const MeasuredAllToAll& m, const 
   std::cout << "; calibrated alpha-beta within " << yaml_fixed(100 * cal.alpha_beta_max_error, 1) << "%";
   if (!cal.link_types.empty() || cal.nic_port) std::cout << ", flow within " << yaml_fixed(100 * cal.flow_max_error, 1) << "%";
   std::cout << " of every measured time\n";
+  const double worst = 100 * cal.measured.worst_relative_residual;
+  std::cout << "fit: latency +- " << yaml_fixed(cal.measured.latency_stderr_ns / 1e3, 2) << " us, bandwidth +- "
+            << yaml_fixed(cal.measured.bandwidth_stderr / 1e9, 1)
+            << " GB/s (standard errors); the measured times around the line: rms "
+            << yaml_fixed(100 * cal.measured.rms_relative_residual, 1) << "%, worst "
+            << (std::abs(worst) < 0.05 ? std::string("0.0") : (worst > 0 ? "+" : "") + yaml_fixed(worst, 1)) << "%\n";
   for (const std::string& note : cal.notes) std::cout << "note: " << note << "\n";
   std::cout << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
 }

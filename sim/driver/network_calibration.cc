@@ -14,6 +14,38 @@
 
 namespace moesim {
 
+namespace {
+
+// The fit's residuals and the parameters' standard errors (AllToAllLine). w, sx, sxx: the sums of
+// the weights, weighted x and weighted x^2 of the normal equations.
+void add_residuals(AllToAllLine& line, double slope, const std::vector<AllToAllPoint>& points, int ranks, double w,
+                   double sx, double sxx) {
+  double weighted_sq = 0, sum_sq = 0;
+  for (const AllToAllPoint& p : points) {
+    const double x = static_cast<double>(ranks - 1) * static_cast<double>(p.bytes_per_peer);
+    const double relative = (line.latency_ns + slope * x - p.time_ns) / p.time_ns;  // = sqrt(w_i) r_i
+    weighted_sq += relative * relative;
+    sum_sq += relative * relative;
+    if (std::abs(relative) > std::abs(line.worst_relative_residual)) line.worst_relative_residual = relative;
+  }
+  const auto n = static_cast<double>(points.size());
+  line.rms_relative_residual = std::sqrt(sum_sq / n);
+  const int free = line.latency_clamped ? 1 : 2;  // fitted parameters
+  if (points.size() <= static_cast<std::size_t>(free)) return;
+  const double variance = weighted_sq / (n - free);
+  double slope_variance = 0;
+  if (line.latency_clamped) {
+    slope_variance = variance / sxx;
+  } else {
+    const double det = w * sxx - sx * sx;
+    slope_variance = variance * w / det;
+    line.latency_stderr_ns = std::sqrt(variance * sxx / det);
+  }
+  line.bandwidth_stderr = 1e9 * std::sqrt(slope_variance) / (slope * slope);
+}
+
+}  // namespace
+
 AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks) {
   if (ranks < 2) throw InputError("an all-to-all calibration needs at least 2 ranks, got " + std::to_string(ranks));
   std::set<std::int64_t> sizes;
@@ -53,6 +85,7 @@ AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks)
   if (!(slope > 0) || slope * x_max < 1e-4 * t_max)
     throw InputError("the all-to-all times do not grow with the message size, so no bandwidth fits them");
   line.bandwidth = 1e9 / slope;
+  add_residuals(line, slope, points, ranks, w, sx, sxx);
   return line;
 }
 

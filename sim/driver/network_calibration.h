@@ -41,6 +41,14 @@ struct AllToAllLine {
   double latency_ns = 0;
   double bandwidth = 0;        // bytes/s each GPU sends to its peers
   bool latency_clamped = false;  // the free fit gave a negative latency; refitted through 0
+  // How well the line holds the points: the standard error of each fitted parameter (weighted
+  // least squares, residual variance over N - 2 degrees of freedom, bandwidth's by the delta
+  // method; 0 with two points, which a line always passes through; the latency's 0 when clamped)
+  // and the residuals as a fraction of the measured time, root mean square and worst.
+  double latency_stderr_ns = 0;
+  double bandwidth_stderr = 0;  // bytes/s
+  double rms_relative_residual = 0;
+  double worst_relative_residual = 0;  // signed: (line - measured) / measured
 };
 
 // Least squares in relative error (each point weighted by 1 / t^2, so that small messages count as

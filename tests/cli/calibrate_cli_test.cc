@@ -105,6 +105,8 @@ TEST_F(Cli, CalibrateFitsTheNodesNetworkToAnAllToAllLog) {
   EXPECT_NE(r.out.find("all-to-all of 8 GPUs, 11 sizes: latency 25.00 us, bandwidth 350.0 GB/s per GPU"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("calibrated alpha-beta within 0.0%, flow within 0.0%"), std::string::npos) << r.out;
+  // An exact line: nothing scatters around it (the log's 2-decimal times round a little).
+  EXPECT_NE(r.out.find("the measured times around the line: rms 0.0%, worst 0.0%"), std::string::npos) << r.out;
   std::ifstream in(out);
   std::stringstream text;
   text << in.rdbuf();

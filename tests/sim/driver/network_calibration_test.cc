@@ -54,6 +54,42 @@ TEST(NetworkCalibration, TheFitRecoversALine) {
   EXPECT_GT(clamped.bandwidth, 0);
 }
 
+// Each fitted parameter comes with its standard error and the line with its residuals: zero on
+// an exact line, and on a scattered one the residuals the line leaves and errors that shrink as
+// the scatter does.
+TEST(NetworkCalibration, TheFitReportsItsResiduals) {
+  const AllToAllLine exact = fit_all_to_all(line_points(8, 25e3, 350e9), 8);
+  EXPECT_NEAR(exact.rms_relative_residual, 0, 1e-12);
+  EXPECT_NEAR(exact.latency_stderr_ns, 0, 1e-6);
+  EXPECT_NEAR(exact.bandwidth_stderr, 0, 1e-3);
+  const auto scattered = [](double amplitude) {
+    std::vector<AllToAllPoint> p = line_points(8, 25e3, 350e9);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i].time_ns *= 1 + (i % 2 == 0 ? amplitude : -amplitude);
+    return p;
+  };
+  const std::vector<AllToAllPoint> points = scattered(0.04);
+  const AllToAllLine line = fit_all_to_all(points, 8);
+  double sum_sq = 0, worst = 0;
+  for (const AllToAllPoint& p : points) {
+    const double fitted = line.latency_ns + 7.0 * static_cast<double>(p.bytes_per_peer) / line.bandwidth * 1e9;
+    const double r = (fitted - p.time_ns) / p.time_ns;
+    sum_sq += r * r;
+    if (std::abs(r) > std::abs(worst)) worst = r;
+  }
+  EXPECT_NEAR(line.rms_relative_residual, std::sqrt(sum_sq / static_cast<double>(points.size())), 1e-9);
+  EXPECT_NEAR(line.worst_relative_residual, worst, 1e-9);
+  EXPECT_GT(line.rms_relative_residual, 0.02);  // a +-4% scatter cannot be fitted away
+  EXPECT_GT(line.latency_stderr_ns, 0);
+  EXPECT_GT(line.bandwidth_stderr, 0);
+  const AllToAllLine tighter = fit_all_to_all(scattered(0.01), 8);
+  EXPECT_LT(tighter.latency_stderr_ns, line.latency_stderr_ns);
+  EXPECT_LT(tighter.bandwidth_stderr, line.bandwidth_stderr);
+  // Two points: a line passes through both, nothing is left to estimate an error from.
+  const AllToAllLine two = fit_all_to_all({{1024, 30e3}, {4096, 40e3}}, 8);
+  EXPECT_NEAR(two.rms_relative_residual, 0, 1e-12);
+  EXPECT_EQ(two.latency_stderr_ns, 0);
+}
+
 TEST(NetworkCalibration, TheFitRefusesWhatNoLineDescribes) {
   EXPECT_NE(error_of([] { fit_all_to_all({{1024, 10}, {1024, 11}}, 8); }).find("at least two message sizes"),
             std::string::npos);
