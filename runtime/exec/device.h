@@ -29,6 +29,7 @@ inline Storage storage_of(DType d) {
     case DType::kTf32: return Storage::kF32;
     case DType::kBf16: return Storage::kBf16;
     case DType::kFp16: return Storage::kF16;
+    case DType::kFp8: break;  // a GEMM precision only: the loader refuses it as a storage type
   }
   return Storage::kF32;
 }

@@ -157,6 +157,9 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   Shared& sh = *shared_;
   sh.d = dims;
   sh.type = storage_of(model.dtype);
+  if (model.gemm_dtype == DType::kFp8)
+    throw InputError("model '" + model.name + "': the GPU runtime has no FP8 GEMMs (FP8 with its scaling factors is not "
+                     "implemented); moesim simulate predicts FP8 layers, moesim run measures fp32, tf32, bf16 and fp16");
   sh.math = math_of(model.dtype, model.gemm_dtype);
   switch (model.activation) {
     case Activation::kRelu: sh.act = ActivationKind::kRelu; break;

@@ -41,6 +41,7 @@ reference::Matrix logit_error_bounds(const reference::Matrix& x, const reference
     case DType::kTf32: operand_roundoff = std::ldexp(1.0, -10); break;
     case DType::kBf16: operand_roundoff = std::ldexp(1.0, -8); break;
     case DType::kFp16: operand_roundoff = std::ldexp(1.0, -11); break;
+    case DType::kFp8: operand_roundoff = std::ldexp(1.0, -4); break;  // E4M3; the runtime refuses fp8
   }
   const double factor = 2 * operand_roundoff + static_cast<double>(x.cols) * std::ldexp(1.0, -24);
   ref::Matrix bound(x.rows, gate.cols);

@@ -41,11 +41,15 @@ CalibrateInputs read_inputs(const CalibrateArgs& a) {
   CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size")};
   const GpuSpec& gpu = in.cluster.node.gpu;
   if (a.dtypes.empty()) {
-    for (const auto& [dtype, flops] : gpu.peak_flops) in.dtypes.push_back(dtype);
+    for (const auto& [dtype, flops] : gpu.peak_flops)
+      if (dtype != DType::kFp8) in.dtypes.push_back(dtype);  // the runtime has no FP8 GEMMs to time
   } else {
     for (const std::string& name : split_list("--dtypes", a.dtypes)) {
       const auto d = parse_dtype(name);
       if (!d) throw InputError("--dtypes: '" + name + "' is not a dtype; valid: " + YamlValue::join_names(dtype_names()));
+      if (*d == DType::kFp8)
+        throw InputError("--dtypes: fp8 cannot be measured: the GPU runtime has no FP8 GEMMs (the simulator prices them "
+                         "from the GPU's fp8 peak)");
       if (!gpu.peak_flops.count(*d)) {
         throw InputError("--dtypes: GPU '" + gpu.name + "' (" + gpu.origin.to_string() + ") has no peak_flops for " +
                          name + ", so the simulator never runs GEMMs in it");

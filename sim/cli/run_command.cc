@@ -25,6 +25,9 @@ void apply_dtype(ModelSpec& model, const std::string& name) {
   if (name.empty()) return;
   const auto d = parse_dtype(name);
   if (!d) throw InputError("--dtype '" + name + "' is not a dtype; valid: " + YamlValue::join_names(dtype_names()));
+  if (*d == DType::kFp8)
+    throw InputError("--dtype fp8: the GPU runtime has no FP8 GEMMs (moesim simulate predicts a model with "
+                     "gemm_precision: fp8; moesim run measures fp32, tf32, bf16 and fp16)");
   model.dtype = *d == DType::kTf32 ? DType::kFp32 : *d;
   model.gemm_dtype = *d;
 }

@@ -78,12 +78,12 @@ GemmTile read_gemm_tile(const YamlValue& v) {
 // The GEMM kernel keys: per-dtype tiles and efficiencies (each for a dtype the GPU has a peak
 // for), and the per-tile overhead.
 void read_gemm_kernel(const YamlMap& m, GpuSpec& gpu) {
-  const std::vector<std::string> dtypes = {"fp32", "tf32", "bf16", "fp16"};
+  const std::vector<std::string> dtypes = dtype_names();
   auto for_each_dtype = [&](const char* key, auto read) {
     auto section = m.get(key);
     if (!section) return;
     const YamlMap per_dtype = section->as_map(dtypes);
-    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
+    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16, DType::kFp8}) {
       auto v = per_dtype.get(to_string(d));
       if (!v) continue;
       if (!gpu.peak_flops.count(d)) {

@@ -254,9 +254,9 @@ GpuSpec read_gpu(const YamlMap& m) {
   gpu.name = m.require("name").as_name();
   gpu.origin = origin_of(m);
   const YamlMap flops =
-      m.require("peak_flops").as_map({"fp32", "tf32", "bf16", "fp16"});
+      m.require("peak_flops").as_map({"fp32", "tf32", "bf16", "fp16", "fp8"});
   flops.require("fp32");  // every GPU computes fp32; the others are optional
-  for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
+  for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16, DType::kFp8}) {
     if (auto f = flops.get(to_string(d))) gpu.peak_flops[d] = f->as_flop_rate(kFlopRange);
   }
   gpu.hbm_bandwidth = m.require("hbm_bandwidth").as_bandwidth(kHbmRange);
@@ -440,15 +440,20 @@ ModelSpec read_model_file(const YamlValue& root) {
     dtype.fail("tf32 is a GEMM math mode, not a storage type; use dtype: fp32 with "
                "gemm_precision: tf32 (valid dtypes: fp32, bf16, fp16)");
   }
+  if (model.dtype == DType::kFp8) {
+    dtype.fail("fp8 is a GEMM precision, not a storage type; use dtype: bf16 (or fp16) with "
+               "gemm_precision: fp8 (valid dtypes: fp32, bf16, fp16)");
+  }
   model.gemm_dtype = model.dtype;
   if (auto g = m.get("gemm_precision")) {
     model.gemm_dtype = g->as_enum(parse_dtype, dtype_names());
     const bool ok = model.gemm_dtype == model.dtype ||
-                    (model.dtype == DType::kFp32 && model.gemm_dtype == DType::kTf32);
+                    (model.dtype == DType::kFp32 && model.gemm_dtype == DType::kTf32) ||
+                    ((model.dtype == DType::kBf16 || model.dtype == DType::kFp16) && model.gemm_dtype == DType::kFp8);
     if (!ok) {
       g->fail("gemm_precision " + std::string(to_string(model.gemm_dtype)) +
               " does not fit dtype " + std::string(to_string(model.dtype)) +
-              " (tf32 needs dtype fp32; otherwise it must equal dtype)");
+              " (tf32 needs dtype fp32, fp8 dtype bf16 or fp16; otherwise it must equal dtype)");
     }
   }
   model.activation = m.require("activation").as_enum(parse_activation, activation_names());

@@ -30,8 +30,11 @@ std::vector<std::string> names_of(const std::array<std::pair<E, std::string_view
   return out;
 }
 
-constexpr std::array<std::pair<DType, std::string_view>, 4> kDTypes{{
-    {DType::kFp32, "fp32"}, {DType::kTf32, "tf32"}, {DType::kBf16, "bf16"}, {DType::kFp16, "fp16"}}};
+constexpr std::array<std::pair<DType, std::string_view>, 5> kDTypes{{{DType::kFp32, "fp32"},
+                                                                      {DType::kTf32, "tf32"},
+                                                                      {DType::kBf16, "bf16"},
+                                                                      {DType::kFp16, "fp16"},
+                                                                      {DType::kFp8, "fp8"}}};
 constexpr std::array<std::pair<Activation, std::string_view>, 3> kActivations{{
     {Activation::kRelu, "relu"}, {Activation::kGelu, "gelu"}, {Activation::kSwiglu, "swiglu"}}};
 constexpr std::array<std::pair<OrderPolicy, std::string_view>, 4> kPolicies{{
@@ -83,6 +86,8 @@ int dtype_bytes(DType d) {
     case DType::kBf16:
     case DType::kFp16:
       return 2;
+    case DType::kFp8:
+      return 1;
   }
   return 4;
 }

@@ -12,7 +12,9 @@
 namespace moesim {
 
 // Element type of tensors, and the math mode of GEMMs (tf32 is a math mode on fp32 storage).
-enum class DType { kFp32, kTf32, kBf16, kFp16 };
+// kFp8 (E4M3) is a GEMM precision only: tensors are stored in bf16 or fp16 (FP8 training keeps
+// its activations so and casts to FP8 for the GEMMs).
+enum class DType { kFp32, kTf32, kBf16, kFp16, kFp8 };
 std::string_view to_string(DType d);
 std::optional<DType> parse_dtype(std::string_view s);
 std::vector<std::string> dtype_names();

@@ -39,6 +39,7 @@ TEST_F(Cli, CalibrateChecksItsInputBeforeLookingForAGpu) {
   };
   const Case cases[] = {
       {base + " --dtypes int8", "--dtypes: 'int8' is not a dtype"},
+      {base + " --dtypes bf16,fp8", "--dtypes: fp8 cannot be measured: the GPU runtime has no FP8 GEMMs"},
       {"calibrate --hardware hardware/nodes/dgx-1-v100.yaml --output x.yaml --dtypes bf16",
        "GPU 'V100-SXM2-16GB' (hardware/nodes/../gpus/v100-sxm2-16gb.yaml:20:1) has no peak_flops for bf16"},
       {base + " --dims 64,32", "--dims must be strictly increasing; 32 follows 64"},

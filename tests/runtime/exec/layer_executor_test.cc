@@ -213,6 +213,17 @@ TEST(LayerExecutor, RejectsWhatItCannotRun) {
   LayerExecutor exec(plain, gelu, derive_layer_dims(gelu, cluster, run), {{0, &device}, {1, &device}}, two);
   EXPECT_THROW(exec.download(0, 1), InputError);  // one layer only
   EXPECT_THROW(exec.download(2, 0), InputError);  // not a rank of this executor
+  // FP8 GEMMs are simulated, not run: refused by name before anything is allocated.
+  ModelSpec fp8 = gelu;
+  fp8.dtype = DType::kBf16;
+  fp8.gemm_dtype = DType::kFp8;
+  try {
+    LayerExecutor refused(build_moe_graph(fp8, cluster, run, every_rank), fp8, derive_layer_dims(fp8, cluster, run),
+                          {{0, &device}, {1, &device}}, two);
+    ADD_FAILURE() << "an FP8 layer was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the GPU runtime has no FP8 GEMMs"), std::string::npos) << e.what();
+  }
 }
 
 // Several layers: layer l's decode writes layer l+1's input and reads its input gradient; each

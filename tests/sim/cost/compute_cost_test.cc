@@ -160,6 +160,26 @@ TEST(ComputeCost, AHalfTileIsTakenWhereItFillsTheLastWave) {
   EXPECT_EQ(ComputeCostModel(c).gemm_waves(w).tile.m, 128);
 }
 
+// FP8 tensor cores at twice the bf16 peak: a compute-bound GEMM's main loop takes half as long.
+// A GPU without an fp8 peak (A100) refuses FP8 GEMMs by name.
+TEST(ComputeCost, Fp8GemmsRunAtTheFp8Peak) {
+  ClusterSpec c = fast_hbm_cluster();
+  c.node.gpu.peak_flops[DType::kFp8] = 2e14;
+  c.node.gpu.gemm_efficiency[DType::kFp8] = 0.5;
+  const ComputeCostModel m(c);
+  const GemmWaves bf16 = m.gemm_waves(GemmWork{1, 512, 128, 1000, DType::kBf16, 2});
+  const GemmWaves fp8 = m.gemm_waves(GemmWork{1, 512, 128, 1000, DType::kFp8, 2});
+  EXPECT_DOUBLE_EQ(fp8.tile_ns - 100, (bf16.tile_ns - 100) / 2);  // less the per-tile overhead
+  const ClusterSpec without = fast_hbm_cluster();  // the model keeps a reference to its cluster
+  const ComputeCostModel no_fp8(without);
+  try {
+    no_fp8.gemm_duration(GemmWork{1, 512, 128, 1000, DType::kFp8, 2});
+    ADD_FAILURE() << "an fp8 GEMM on a GPU without an fp8 peak";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no fp8 peak; supported: fp32, bf16"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ComputeCost, LaunchOverheadIsTheFloor) {
   const ClusterSpec c = test_cluster();
   const ComputeCostModel m(c);

@@ -159,8 +159,8 @@ TEST(GraphJson, RejectsBadTasks) {
   j["tasks"][0]["stream"] = "comm.other";
   expect_import_error(j.dump(), "unknown stream 'comm.other'");
   j = base_doc();
-  j["tasks"][0]["dtype"] = "fp8";
-  expect_import_error(j.dump(), "unknown dtype 'fp8'");
+  j["tasks"][0]["dtype"] = "fp64";
+  expect_import_error(j.dump(), "unknown dtype 'fp64'");
   j = base_doc();
   j["tasks"][0]["rank"] = 2;
   expect_import_error(j.dump(), "task 'L0.fwd.gate' is on rank 2, which this graph does not simulate");

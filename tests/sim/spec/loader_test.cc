@@ -332,6 +332,15 @@ TEST(ModelLoaderTest, DTypeAndGemmPrecision) {
               HasSubstr("does not fit dtype bf16"));
   EXPECT_THAT(model_error(t, replaced(kModel, "activation: gelu", "activation: silu")),
               HasSubstr("activation: unknown value 'silu'; valid values: relu, gelu, swiglu"));
+  // FP8 is a GEMM precision over bf16 or fp16 storage.
+  EXPECT_THAT(model_error(t, replaced(kModel, "dtype: fp32", "dtype: fp8")),
+              HasSubstr("m.yaml:9:8: dtype: fp8 is a GEMM precision, not a storage type"));
+  EXPECT_THAT(model_error(t, kModel + "gemm_precision: fp8\n"),
+              HasSubstr("gemm_precision fp8 does not fit dtype fp32 (tf32 needs dtype fp32, fp8 dtype bf16 or fp16"));
+  const ModelSpec fp8 = load_model_spec(t.write("f.yaml", replaced(kModel, "dtype: fp32", "dtype: bf16") +
+                                                              "gemm_precision: fp8\n"));
+  EXPECT_EQ(fp8.dtype, DType::kBf16);
+  EXPECT_EQ(fp8.gemm_dtype, DType::kFp8);
 }
 
 TEST(ModelLoaderTest, SharedExperts) {
