@@ -20,11 +20,12 @@ namespace {
 // the weights, weighted x and weighted x^2 of the normal equations.
 void add_residuals(AllToAllLine& line, double slope, const std::vector<AllToAllPoint>& points, int ranks, double w,
                    double sx, double sxx) {
-  double weighted_sq = 0, sum_sq = 0;
+  // With weights 1 / t^2 a point's weighted residual is its relative one: one sum serves both the
+  // residual variance and the rms.
+  double sum_sq = 0;
   for (const AllToAllPoint& p : points) {
     const double x = static_cast<double>(ranks - 1) * static_cast<double>(p.bytes_per_peer);
     const double relative = (line.latency_ns + slope * x - p.time_ns) / p.time_ns;  // = sqrt(w_i) r_i
-    weighted_sq += relative * relative;
     sum_sq += relative * relative;
     if (std::abs(relative) > std::abs(line.worst_relative_residual)) line.worst_relative_residual = relative;
   }
@@ -32,7 +33,7 @@ void add_residuals(AllToAllLine& line, double slope, const std::vector<AllToAllP
   line.rms_relative_residual = std::sqrt(sum_sq / n);
   const int free = line.latency_clamped ? 1 : 2;  // fitted parameters
   if (points.size() <= static_cast<std::size_t>(free)) return;
-  const double variance = weighted_sq / (n - free);
+  const double variance = sum_sq / (n - free);
   double slope_variance = 0;
   if (line.latency_clamped) {
     slope_variance = variance / sxx;
