@@ -17,6 +17,7 @@
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/memory_limit_flag.h"
+#include "sim/cli/model_command.h"
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
@@ -441,6 +442,12 @@ int main_impl(int argc, char** argv) {
   CLI::App* presets = app.add_subcommand(
       "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
   presets->add_option("kind", presets_args.kind, "models | clusters | nodes | gpus (default: all)");
+  ModelArgs model_args;
+  CLI::App* model_cmd = app.add_subcommand(
+      "model", "describe a model file's network and count its parameters against the published counts");
+  model_cmd->add_option("--model", model_args.model_path, "model YAML or bundled preset name (`moesim presets models`)")
+      ->required();
+  model_cmd->add_option("--json", model_args.json_path, "write the counts as JSON ('-' for stdout)");
   check_every_number_has_a_range(app);
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
@@ -487,6 +494,7 @@ int main_impl(int argc, char** argv) {
   if (compare->parsed()) return run_compare(compare_args);
   if (published->parsed()) return run_validate_published(validate_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
+  if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (calibrate->parsed()) {
     cal_args.out_given = calibrate->count("--out") > 0;
     for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");
