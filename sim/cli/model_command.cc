@@ -8,6 +8,7 @@
 
 #include "sim/cli/output_file.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/model_flops.h"
 #include "sim/spec/model_parameters.h"
 #include "sim/spec/presets.h"
 
@@ -108,7 +109,29 @@ void print_counts(const ModelSpec& m, const ParameterCount& c, std::ostream& out
   if (m.published) out << "  source: " << p.source << "\n";
 }
 
-nlohmann::json to_json(const ModelSpec& m, const ParameterCount& c) {
+std::string flops_text(double f) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f GFLOP", f / 1e9);
+  return buf;
+}
+
+void print_flops(const ModelSpec& m, const ParameterCount& c, const TrainingFlops& f, std::ostream& out) {
+  out << "training FLOPs per token (forward and backward GEMMs, Megatron-LM's formula; sequence "
+      << m.architecture.seq_len << ")\n";
+  char buf[96];
+  const auto line = [&](const char* name, double v) {
+    std::snprintf(buf, sizeof buf, "  %-22s %14s\n", name, flops_text(v).c_str());
+    out << buf;
+  };
+  line("attention", f.attention);
+  line("MLP and experts", f.mlp);
+  line("logits", f.logits);
+  if (f.mtp > 0) line("MTP norms, projection", f.mtp);
+  line("total", f.total());
+  line("6 x active parameters", 6.0 * static_cast<double>(c.active()));
+}
+
+nlohmann::json to_json(const ModelSpec& m, const ParameterCount& c, const TrainingFlops& f) {
   nlohmann::json j = {{"name", m.name},
                       {"file", m.origin.file},
                       {"dense_layers", c.dense_layers},
@@ -127,6 +150,8 @@ nlohmann::json to_json(const ModelSpec& m, const ParameterCount& c) {
                         {"active", c.active()},
                         {"active_with_embedding", c.active_with_embedding()},
                         {"mtp", c.mtp}}}};
+  j["training_flops_per_token"] = {
+      {"attention", f.attention}, {"mlp", f.mlp}, {"logits", f.logits}, {"mtp", f.mtp}, {"total", f.total()}};
   if (m.published) {
     j["published"] = {{"total", m.published->total},
                       {"active", m.published->active},
@@ -142,10 +167,12 @@ int run_model(const ModelArgs& a, std::ostream& out) {
   check_outputs({{"--json", a.json_path}});
   const ModelSpec model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
   const ParameterCount counts = count_parameters(model);
-  if (!a.json_path.empty()) write_output("--json", a.json_path, to_json(model, counts).dump(2) + "\n");
+  const TrainingFlops flops = megatron_training_flops_per_token(model);
+  if (!a.json_path.empty()) write_output("--json", a.json_path, to_json(model, counts, flops).dump(2) + "\n");
   if (a.json_path == "-") return 0;
   describe(model, counts, out);
   print_counts(model, counts, out);
+  print_flops(model, counts, flops, out);
   return 0;
 }
 
