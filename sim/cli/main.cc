@@ -330,7 +330,8 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate",
       "measure this GPU's launch gap, HBM, PCIe and GEMM times, or fit the network to an all-to-all (an "
-      "nccl-tests log with --alltoall-log, or --collectives), into a calibration file (docs/calibration.md)");
+      "nccl-tests log with --alltoall-log, or --collectives), or NCCL's all-reduce terms to an all_reduce_perf log "
+      "(--allreduce-log), into a calibration file (docs/calibration.md)");
   calibrate->add_option("--hardware", a.hardware_path,
                         "the node or GPU preset of this GPU (its name goes into the file); for a log across nodes, "
                         "a cluster of them")
@@ -351,8 +352,13 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
       "--alltoall-log", a.alltoall_log,
       "an nccl-tests alltoall_perf log: fit the node's intra-node network to it (GPUs of one node) or the "
       "cluster's inter-node network (GPUs on several nodes) instead of measuring this GPU (no GPU needed)");
+  CLI::Option* cal_allreduce = calibrate->add_option(
+      "--allreduce-log", a.allreduce_log,
+      "an nccl-tests all_reduce_perf log of --hardware's GPUs: fit NCCL's ring and tree terms (hop latency, "
+      "efficiency) to it instead of measuring this GPU (no GPU needed)");
   calibrate->add_option("--ranks", a.ranks,
-                        "with --alltoall-log: the GPUs the log ran on, if it has no '#  Rank' lines; with "
+                        "with --alltoall-log or --allreduce-log: the GPUs the log ran on, if it has no '#  Rank' "
+                        "lines; with "
                         "--collectives: measure the first N GPUs (default all)")->transform(whole(0, kMaxGroupSize));
   CLI::Option* cal_coll = calibrate->add_flag(
       "--collectives", a.collectives,
@@ -360,17 +366,21 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   calibrate->add_option("--base", a.base_path,
                         "a calibration of the node (its GPU; for a log across nodes, also its intra-node network) "
                         "to write out with the fitted sections added");
-  CLI::Option* cal_force = calibrate->add_flag(
+  calibrate->add_flag(
       "--force", a.force,
-      "with --alltoall-log: fit a log whose ranks name another GPU than --hardware's (refused otherwise)");
-  cal_force->needs(cal_log);
+      "with --alltoall-log or --allreduce-log: fit a log whose ranks name another GPU than --hardware's, or "
+      "(--allreduce-log) other ranks or nodes than it has (refused otherwise)");
   for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
     cal_coll->excludes(calibrate->get_option(gpu_only));
+    cal_allreduce->excludes(calibrate->get_option(gpu_only));
   }
   cal_log->excludes(cal_device);
   cal_coll->excludes(cal_device);
+  cal_allreduce->excludes(cal_device);
   cal_coll->excludes(cal_log);
+  cal_allreduce->excludes(cal_log);
+  cal_allreduce->excludes(cal_coll);
   return calibrate;
 }
 
