@@ -6,89 +6,25 @@
 #include <cstdio>
 #include <sstream>
 
+#include "runtime/bench/calibrate_kernels.h"
+#include "runtime/bench/op_timer.h"
 #include "sim/core/error.h"
+#include "sim/spec/file_kind.h"
 #include "sim/spec/yaml_text.h"
 
 namespace moesim::runtime {
 namespace {
 
-// Times operations issued back to back on one stream of the device.
-class OpTimer {
- public:
-  OpTimer(DeviceOps& device, const CalibrationOptions& options)
-      : device_(device),
-        options_(options),
-        stream_(device.create_stream()),
-        start_(device.create_event(true)),
-        stop_(device.create_event(true)) {}
-
-  int stream() const { return stream_; }
-
-  // Time per operation in ns: warm-up, one timed run to size the repetitions, then the timed
-  // repetitions.
-  double per_op_ns(const std::function<void()>& op) {
-    for (int i = 0; i < options_.warmup; ++i) op();
-    return timed(op, reps_for(timed(op, 1)));
-  }
-
-  // Repetitions for at least min_time_ms of an operation taking `once_ns`, within [min_reps, max_reps].
-  int reps_for(double once_ns) const {
-    const double wanted = options_.min_time_ms * 1e6;
-    const double reps = once_ns > 0 ? std::ceil(wanted / once_ns) : options_.max_reps;
-    return static_cast<int>(
-        std::clamp(reps, static_cast<double>(options_.min_reps), static_cast<double>(options_.max_reps)));
-  }
-
-  // Time per operation in ns over `reps` operations issued back to back.
-  double timed(const std::function<void()>& op, int reps) {
-    device_.record(start_, stream_);
-    for (int i = 0; i < reps; ++i) op();
-    device_.record(stop_, stream_);
-    device_.synchronize();
-    return static_cast<double>(device_.elapsed_ms(start_, stop_)) * 1e6 / reps;
-  }
-
- private:
-  DeviceOps& device_;
-  const CalibrationOptions& options_;
-  int stream_;
-  int start_;
-  int stop_;
-};
-
-// Device memory that frees itself.
-class DeviceBuffer {
- public:
-  DeviceBuffer(DeviceOps& device, std::int64_t bytes, const char* what, bool pinned = false)
-      : device_(device), pinned_(pinned), p_(pinned ? device.alloc_pinned(bytes, what) : device.alloc_device(bytes, what)) {}
-  // Never throws: after a sticky CUDA error the frees fail too, and the error being reported is
-  // the one that matters.
-  ~DeviceBuffer() {
-    try {
-      pinned_ ? device_.free_pinned(p_) : device_.free_device(p_);
-    } catch (const std::exception&) {
-    }
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return p_; }
-
- private:
-  DeviceOps& device_;
-  bool pinned_;
-  void* p_;
-};
-
 void check_options(const CalibrationOptions& o) {
   if (o.dtypes.empty()) throw InputError("calibration: no dtype to measure GEMMs in");
   if (o.dims.empty()) throw InputError("calibration: the GEMM dimension list is empty");
-  for (std::size_t i = 0; i < o.dims.size(); ++i) {
-    if (o.dims[i] < 1) throw InputError("calibration: GEMM dimension " + std::to_string(o.dims[i]) + " must be positive");
-    if (i > 0 && o.dims[i] <= o.dims[i - 1]) {
-      throw InputError("calibration: GEMM dimensions must be strictly increasing; " + std::to_string(o.dims[i]) +
-                       " follows " + std::to_string(o.dims[i - 1]));
-    }
-  }
+  check_axis(o.dims, "GEMM dimension", "GEMM dimensions");
+  // A batch of 1 is a single GEMM, which the gemm table measures.
+  check_axis(o.batches, "GEMM batch", "GEMM batches", 2);
+  if (!o.batches.empty() && o.batched_dims.empty())
+    throw InputError("calibration: the batched GEMM dimension list is empty");
+  check_axis(o.batched_dims, "batched GEMM dimension", "batched GEMM dimensions");
+  check_kernel_options(o);
   if (o.copy_bytes < 1024) throw InputError("calibration: the copy size must be at least 1 KiB");
   if (o.min_reps < 1 || o.max_reps < o.min_reps || o.warmup < 0 || !(o.min_time_ms >= 0))
     throw InputError("calibration: repetitions need 1 <= min_reps <= max_reps, warmup >= 0, min_time_ms >= 0");
@@ -112,17 +48,23 @@ LinkSpec measure_copy(OpTimer& timer, DeviceOps& device, void* dst, const void* 
   return link;
 }
 
+// A, B and C of `elems` elements each; A and B hold values like a layer's (not zeros: a GPU's
+// power, and so its clock, depends on the data).
+struct GemmBuffers {
+  GemmBuffers(DeviceOps& device, std::int64_t elems, Storage storage, int stream)
+      : a(device, elems * storage_bytes(storage), "calibration GEMM A"),
+        b(device, elems * storage_bytes(storage), "calibration GEMM B"),
+        c(device, elems * storage_bytes(storage), "calibration GEMM C") {
+    device.fill(FillArgs{a.get(), elems, 1, 1.0, storage}, stream);
+    device.fill(FillArgs{b.get(), elems, 2, 1.0, storage}, stream);
+  }
+  DeviceBuffer a, b, c;
+};
+
 GemmTimeTable measure_gemms(OpTimer& timer, DeviceOps& device, DType dtype, const CalibrationOptions& o) {
   const Storage storage = storage_of(dtype);
-  const std::int64_t max_dim = o.dims.back();
-  const std::int64_t elems = max_dim * max_dim;
-  const std::int64_t bytes = elems * storage_bytes(storage);
-  DeviceBuffer a(device, bytes, "calibration GEMM A");
-  DeviceBuffer b(device, bytes, "calibration GEMM B");
-  DeviceBuffer c(device, bytes, "calibration GEMM C");
-  // Values like a layer's (not zeros: a GPU's power, and so its clock, depends on the data).
-  device.fill(FillArgs{a.get(), elems, 1, 1.0, storage}, timer.stream());
-  device.fill(FillArgs{b.get(), elems, 2, 1.0, storage}, timer.stream());
+  const GemmBuffers buffers(device, o.dims.back() * o.dims.back(), storage, timer.stream());
+  const DeviceBuffer &a = buffers.a, &b = buffers.b, &c = buffers.c;
 
   GemmTimeTable t;
   t.m = t.n = t.k = o.dims;
@@ -154,6 +96,47 @@ GemmTimeTable measure_gemms(OpTimer& timer, DeviceOps& device, DType dtype, cons
         }
       }
     }
+  }
+  return t;
+}
+
+// One strided-batched launch per (batch, m, n, k) of the batched grid, laid out as the executor's
+// expert GEMMs: each expert's matrices one after the other (strides m k, k n, m n).
+BatchedGemmTable measure_batched_gemms(OpTimer& timer, DeviceOps& device, DType dtype, const CalibrationOptions& o) {
+  const Storage storage = storage_of(dtype);
+  const GemmBuffers buffers(device, o.batches.back() * o.batched_dims.back() * o.batched_dims.back(), storage,
+                            timer.stream());
+  const DeviceBuffer &a = buffers.a, &b = buffers.b, &c = buffers.c;
+  BatchedGemmTable t;
+  t.batch = o.batches;
+  t.m = t.n = t.k = o.batched_dims;
+  t.time_ns.reserve(t.batch.size() * t.m.size() * t.n.size() * t.k.size());
+  for (std::int64_t batch : t.batch) {
+    for (std::int64_t m : t.m) {
+      for (std::int64_t n : t.n) {
+        for (std::int64_t k : t.k) {
+          GemmArgs g;
+          g.m = m;
+          g.n = n;
+          g.k = k;
+          g.batch = batch;
+          g.a = a.get();
+          g.lda = k;
+          g.stride_a = m * k;
+          g.b = b.get();
+          g.ldb = n;
+          g.stride_b = k * n;
+          g.c = c.get();
+          g.ldc = n;
+          g.stride_c = m * n;
+          g.ab_type = g.c_type = storage;
+          g.math = math_of(dtype, dtype);
+          t.time_ns.push_back(timer.per_op_ns([&] { device.gemm(g, timer.stream()); }));
+        }
+      }
+    }
+    if (o.progress)
+      o.progress(std::string(to_string(dtype)) + " batched GEMMs: batch " + std::to_string(batch) + " done");
   }
   return t;
 }
@@ -202,13 +185,8 @@ std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& t
                                                    void* src, void* dst, void* host) {
   const DType dtype = o.dtypes.front();
   const std::int64_t dim = std::min<std::int64_t>(4096, o.dims.back());
-  const std::int64_t bytes = dim * dim * storage_bytes(storage_of(dtype));
-  DeviceBuffer a(device, bytes, "interference GEMM A");
-  DeviceBuffer b(device, bytes, "interference GEMM B");
-  DeviceBuffer c(device, bytes, "interference GEMM C");
-  device.fill(FillArgs{a.get(), dim * dim, 1, 1.0, storage_of(dtype)}, timer.stream());
-  device.fill(FillArgs{b.get(), dim * dim, 2, 1.0, storage_of(dtype)}, timer.stream());
-  const GemmArgs g = interference_gemm(dtype, dim, a.get(), b.get(), c.get());
+  const GemmBuffers buffers(device, dim * dim, storage_of(dtype), timer.stream());
+  const GemmArgs g = interference_gemm(dtype, dim, buffers.a.get(), buffers.b.get(), buffers.c.get());
   OpTimer other(device, o);
   const auto gemm = [&](int stream) { device.gemm(g, stream); };
   const auto h2d = [&](int stream) { device.copy(dst, host, o.copy_bytes, stream); };
@@ -222,6 +200,40 @@ std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& t
       InterferenceCell{kMemcpy, static_cast<int>(kComputation), slowdown_factor(timer, h2d, other, gemm)},
       InterferenceCell{kMemcpy, static_cast<int>(kMemcpy), slowdown_factor(timer, h2d, other, d2h)},
   };
+}
+
+void write_batched_gemm_tables(std::ostream& y, const std::map<DType, BatchedGemmTable>& tables) {
+  if (!tables.empty()) y << "batched_gemm:  # strided-batched GEMMs, one launch of `batch` GEMMs of m x n x k\n";
+  for (const auto& [dtype, t] : tables) {
+    y << "  " << to_string(dtype) << ":\n"
+      << "    batch: " << list(t.batch) << "\n"
+      << "    m: " << list(t.m) << "\n"
+      << "    n: " << list(t.n) << "\n"
+      << "    k: " << list(t.k) << "\n"
+      << "    time_us:  # one row per (batch, m, n), batch-major then m; one time per k\n";
+    for (std::size_t b = 0; b < t.batch.size(); ++b) {
+      for (std::size_t i = 0; i < t.m.size(); ++i) {
+        for (std::size_t j = 0; j < t.n.size(); ++j) {
+          y << "      - [";
+          for (std::size_t l = 0; l < t.k.size(); ++l)
+            y << (l ? ", " : "") << yaml_fixed(t.time_ns[t.index(b, i, j, l)] / 1e3, 4);
+          y << "]  # batch=" << t.batch[b] << " m=" << t.m[i] << " n=" << t.n[j] << "\n";
+        }
+      }
+    }
+  }
+}
+
+void write_kernel_figures(std::ostream& y, const std::map<DType, KernelFigures>& kernels) {
+  if (kernels.empty()) return;
+  y << "kernels:  # memory-bound kernels per storage: time = launch + bytes (as the task graph counts them) / bandwidth\n";
+  for (const auto& [storage, figures] : kernels) {
+    y << "  " << to_string(storage) << ":\n";
+    for (const auto& [kernel, f] : figures) {
+      y << "    " << to_string(kernel) << ": {launch: " << yaml_fixed(static_cast<double>(f.launch_ns) / 1e3, 3)
+        << " us, bandwidth: " << yaml_fixed(f.bandwidth / 1e9, 3) << " GB/s}\n";
+    }
+  }
 }
 
 }  // namespace
@@ -258,7 +270,14 @@ CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& op
     say(std::string(to_string(dtype)) + " GEMMs: " + std::to_string(options.dims.size() * options.dims.size() * options.dims.size()) +
         " shapes, dimensions " + list(options.dims));
     m.gemm[dtype] = measure_gemms(timer, device, dtype, options);
+    if (options.batches.empty()) continue;
+    say(std::string(to_string(dtype)) + " batched GEMMs: " +
+        std::to_string(options.batches.size() * options.batched_dims.size() * options.batched_dims.size() *
+                       options.batched_dims.size()) +
+        " shapes, batches " + list(options.batches) + ", dimensions " + list(options.batched_dims));
+    m.batched_gemm[dtype] = measure_batched_gemms(timer, device, dtype, options);
   }
+  if (!options.kernel_tokens.empty()) m.kernels = measure_kernels(device, options);
   return m;
 }
 
@@ -268,7 +287,7 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
   y << "# Calibration of " << gpu_name << ", measured on " << m.device << ".\n"
     << "# " << provenance << "\n"
     << "# Written by `moesim calibrate`; docs/calibration.md says how each value is measured and used.\n"
-    << "schema_version: 1\n"
+    << "schema_version: " << kCalibrationSchemaVersion << "\n"
     << "kind: calibration\n"
     << "name: " << yaml_quoted(gpu_name + " calibration") << "\n"
     << "source: " << yaml_quoted(provenance) << "\n"
@@ -308,6 +327,8 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
       }
     }
   }
+  write_batched_gemm_tables(y, m.batched_gemm);
+  write_kernel_figures(y, m.kernels);
   return y.str();
 }
 

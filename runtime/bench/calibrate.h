@@ -9,6 +9,11 @@
 //                       bandwidth = bytes / (time - latency) of a large copy;
 //   GEMM times          every (m, n, k) of the grid, per math dtype, row-major A[m,k] B[k,n] in
 //                       the dtype's storage, fp32 accumulation (the runtime's own GEMM path).
+//   batched GEMM times  every (batch, m, n, k) of a second grid, per math dtype: one strided-batched
+//                       launch of `batch` such GEMMs, as the executor runs the expert GEMMs.
+//   memory-bound kernels the MoE layer's own kernels (route, encode, activation, decode, forward
+//                       and backward) at a few token counts per storage type, each fitted to
+//                       launch + bytes / bandwidth (calibrate_kernels.h).
 //   interference        MPipeMoE Fig. 3's cells that one GPU can show: a GEMM's speed while a
 //                       host-to-device copy runs on another stream (computation with memcpy), that
 //                       copy's speed while GEMMs run (memcpy with computation) and while a
@@ -39,6 +44,19 @@ struct CalibrationOptions {
   // The m, n and k axes of every GEMM table: from a gate with 8 experts or a weight gradient over
   // a few rows to the largest layers.
   std::vector<std::int64_t> dims = {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  // The batched tables' axes: the batch (local experts; empty: no batched table) and one list
+  // for m, n and k, from a chunk of a few rows per expert to the widest layers the memory allows
+  // (three buffers of max batch x max dim^2 elements: 24 GiB in fp32 by default).
+  std::vector<std::int64_t> batches = {2, 8, 32, 128};
+  std::vector<std::int64_t> batched_dims = {16, 64, 256, 1024, 4096};
+  // The memory-bound kernels: timed at these token counts (empty: not timed) of one layer of
+  // kernel_experts experts, top-kernel_top_k routing, kernel_d_model wide, kernel_hidden hidden
+  // (gelu), capacity tokens x top_k / experts.
+  std::vector<std::int64_t> kernel_tokens = {1024, 4096, 16384};
+  std::int64_t kernel_experts = 64;
+  int kernel_top_k = 2;
+  std::int64_t kernel_d_model = 1024;
+  std::int64_t kernel_hidden = 4096;
   std::int64_t copy_bytes = 256ll << 20;  // the large copies (HBM, PCIe bandwidth)
   int warmup = 2;
   int min_reps = 3;
@@ -55,11 +73,14 @@ struct CalibrationMeasurement {
   LinkSpec pcie_h2d;         // bandwidth (efficiency 1) and latency
   LinkSpec pcie_d2h;
   std::map<DType, GemmTimeTable> gemm;
+  std::map<DType, BatchedGemmTable> batched_gemm;
+  std::map<DType, KernelFigures> kernels;  // per storage dtype: fp32, bf16, fp16
   std::vector<InterferenceCell> interference;
 };
 
-// Runs every micro-benchmark on `device`. Throws InputError for empty or non-increasing dims,
-// an empty dtype list or non-positive sizes, before touching the device.
+// Runs every micro-benchmark on `device`. Throws InputError for empty or non-increasing dims
+// (batches and kernel token counts may be empty: not measured), an empty dtype list or
+// non-positive sizes, before touching the device.
 CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& options);
 
 // The calibration file for GPU preset `gpu_name`; `provenance` goes into its header comment and

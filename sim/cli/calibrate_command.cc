@@ -32,11 +32,27 @@ struct CalibrateInputs {
   std::vector<DType> dtypes;
   std::vector<std::int64_t> dims;
   std::int64_t copy_bytes = 0;
+  // Unset: the defaults; empty: "none", not measured.
+  std::optional<std::vector<std::int64_t>> batches, batched_dims, kernel_tokens;
 };
+
+// A strictly increasing list of sizes from `min` on for `flag`; unset for "" (the default).
+std::optional<std::vector<std::int64_t>> read_axis(const char* flag, const std::string& text, std::int64_t min,
+                                                   bool none_allowed) {
+  if (text.empty()) return std::nullopt;
+  if (none_allowed && text == "none") return std::vector<std::int64_t>{};
+  std::vector<std::int64_t> axis = parse_int_list(flag, text, min, 1 << 20);
+  for (std::size_t i = 1; i < axis.size(); ++i) {
+    if (axis[i] <= axis[i - 1])
+      throw InputError(std::string(flag) + " must be strictly increasing; " + std::to_string(axis[i]) + " follows " +
+                       std::to_string(axis[i - 1]));
+  }
+  return axis;
+}
 
 CalibrateInputs read_inputs(const CalibrateArgs& a) {
   if (a.hardware_path.empty()) throw InputError("--hardware is required (the preset whose GPU is calibrated)");
-  CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size")};
+  CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size"), {}, {}, {}};
   const GpuSpec& gpu = in.cluster.node.gpu;
   if (a.dtypes.empty()) {
     for (const auto& [dtype, flops] : gpu.peak_flops)
@@ -55,14 +71,11 @@ CalibrateInputs read_inputs(const CalibrateArgs& a) {
       in.dtypes.push_back(*d);
     }
   }
-  if (!a.dims.empty()) {
-    in.dims = parse_int_list("--dims", a.dims, 1, 1 << 20);
-    for (std::size_t i = 1; i < in.dims.size(); ++i) {
-      if (in.dims[i] <= in.dims[i - 1])
-        throw InputError("--dims must be strictly increasing; " + std::to_string(in.dims[i]) + " follows " +
-                         std::to_string(in.dims[i - 1]));
-    }
-  }
+  if (auto dims = read_axis("--dims", a.dims, 1, false)) in.dims = *dims;
+  // A batch of 1 is a single GEMM: the gemm table measures it.
+  in.batches = read_axis("--batches", a.batches, 2, true);
+  in.batched_dims = read_axis("--batched-dims", a.batched_dims, 1, false);
+  in.kernel_tokens = read_axis("--kernel-tokens", a.kernel_tokens, 1, true);
   if (in.copy_bytes < 1024) throw InputError("--copy-size must be at least 1K");
   return in;
 }
@@ -294,6 +307,9 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
   runtime::CalibrationOptions options;
   options.dtypes = in.dtypes;
   if (!in.dims.empty()) options.dims = in.dims;
+  if (in.batches) options.batches = *in.batches;
+  if (in.batched_dims) options.batched_dims = *in.batched_dims;
+  if (in.kernel_tokens) options.kernel_tokens = *in.kernel_tokens;
   options.copy_bytes = in.copy_bytes;
   options.min_time_ms = a.min_time_ms;
   const auto start = std::chrono::steady_clock::now();
@@ -311,7 +327,9 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
                             in.cluster.node);
   std::cout << "wrote " << a.out_path << ": launch gap " << m.kernel_launch_ns << " ns, HBM "
             << m.hbm_bandwidth / 1e9 << " GB/s, PCIe h2d " << m.pcie_h2d.bandwidth / 1e9 << " GB/s, d2h "
-            << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s)\n"
+            << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s), "
+            << m.batched_gemm.size() << " batched GEMM table(s), memory-bound kernels in " << m.kernels.size()
+            << " storage type(s)\n"
             << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
   return 0;
 #endif

@@ -16,6 +16,11 @@ struct CalibrateArgs {
   std::string out_path;
   std::string dtypes;         // "" = every dtype the preset's GPU has a peak for
   std::string dims;           // "" = the default grid (CalibrationOptions::dims)
+  // The batched GEMM grid's batch axis and its m, n, k axis, and the memory-bound kernels' token
+  // counts: "" = CalibrationOptions' defaults; "none" = not measured (batches, kernel_tokens).
+  std::string batches;
+  std::string batched_dims;
+  std::string kernel_tokens;
   std::string copy_size = "256M";
   double min_time_ms = 1.0;
   int device = 0;

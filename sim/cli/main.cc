@@ -342,6 +342,13 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   calibrate->add_option("--out", a.out_path, "deprecated: the old name of --output")->excludes(cal_output);
   calibrate->add_option("--dtypes", a.dtypes, "GEMM dtypes, comma-separated (default: every dtype the preset's GPU has)");
   calibrate->add_option("--dims", a.dims, "GEMM m, n and k axis, increasing (default 8,16,...,16384)");
+  calibrate->add_option("--batches", a.batches,
+                        "batched GEMM table's batch axis, increasing, from 2 (default 2,8,32,128; none: no batched table)");
+  calibrate->add_option("--batched-dims", a.batched_dims,
+                        "batched GEMM table's m, n and k axis, increasing (default 16,64,256,1024,4096)");
+  calibrate->add_option("--kernel-tokens", a.kernel_tokens,
+                        "token counts the memory-bound kernels are timed at, increasing (default 1024,4096,16384; none: "
+                        "not timed)");
   calibrate->add_option("--copy-size", a.copy_size, "bytes of the large copies (K, M, G)")->capture_default_str();
   calibrate->add_option("--min-time-ms", a.min_time_ms, "each point repeats for at least this long (at most 1000 times)")
       ->transform(real(0, 10000, true))
@@ -370,7 +377,8 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
       "--force", a.force,
       "with --alltoall-log or --allreduce-log: fit a log whose ranks name another GPU than --hardware's, or "
       "(--allreduce-log) other ranks or nodes than it has (refused otherwise)");
-  for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"}) {
+  for (const char* gpu_only :
+       {"--dtypes", "--dims", "--batches", "--batched-dims", "--kernel-tokens", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
     cal_coll->excludes(calibrate->get_option(gpu_only));
     cal_allreduce->excludes(calibrate->get_option(gpu_only));

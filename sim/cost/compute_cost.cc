@@ -8,6 +8,7 @@
 #include "sim/core/duration.h"
 #include "sim/core/error.h"
 #include "sim/cost/gemm_calibration.h"
+#include "sim/cost/memory_kernels.h"
 
 namespace moesim {
 namespace {
@@ -23,7 +24,8 @@ TimeNs round_duration_ns(double ns, bool nonzero_work) {
   return to_duration_ns(ns, nonzero_work, "a kernel or copy");
 }
 
-ComputeCostModel::ComputeCostModel(const ClusterSpec& cluster) : cluster_(cluster) {
+ComputeCostModel::ComputeCostModel(const ClusterSpec& cluster, int element_bytes)
+    : cluster_(cluster), element_bytes_(element_bytes) {
   const GpuSpec& gpu = cluster_.node.gpu;
   if (!(gpu.hbm_bandwidth > 0.0) || !(gpu.hbm_efficiency > 0.0)) {
     throw InputError(gpu.origin, "GPU " + gpu.name + " needs a positive hbm_bandwidth and hbm_efficiency");
@@ -115,6 +117,10 @@ GemmWaves ComputeCostModel::tiled_waves(const GemmWork& work, GemmTile tile, dou
 
 TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
   const GpuSpec& gpu = cluster_.node.gpu;
+  // A batched GEMM reads the batched table where the calibration has one (gemm_calibration.h).
+  if (const BatchedGemmTable* batched = batched_table_for(gpu, work)) {
+    return round_duration_ns(calibrated_gemm_ns(*batched, work), work.flops() > 0);
+  }
   if (gpu.calibration) {
     const auto table = gpu.calibration->gemm.find(work.dtype);
     // A measured time already holds the launch gap and any memory-boundness: no roofline on top.
@@ -140,9 +146,17 @@ double ComputeCostModel::gemm_flop_rate(const GemmWork& work) const {
   return static_cast<double>(work.flops()) / static_cast<double>(gemm_duration(work)) * kNsPerS;
 }
 
-TimeNs ComputeCostModel::elementwise_duration(const ElementwiseWork& work) const {
+TimeNs ComputeCostModel::elementwise_duration(const ElementwiseWork& work, std::optional<MemoryKernel> kernel) const {
   if (work.flops < 0 || work.bytes_read < 0 || work.bytes_written < 0)
     throw InputError("elementwise work must not be negative");
+  if (kernel) {
+    // The kernel's measured time holds its compute and its launch: no roofline on top.
+    if (const auto fig = calibrated_kernel(cluster_.node.gpu, *kernel, element_bytes_)) {
+      const auto bytes = static_cast<double>(checked_add(work.bytes_read, work.bytes_written));
+      return round_duration_ns(static_cast<double>(fig->launch_ns) + bytes / fig->bandwidth * kNsPerS,
+                               work.flops > 0 || bytes > 0);
+    }
+  }
   const double compute_ns =
       work.flops == 0 ? 0.0 : static_cast<double>(work.flops) / peak_flops(DType::kFp32) * kNsPerS;
   const std::int64_t bytes = checked_add(work.bytes_read, work.bytes_written);
@@ -182,14 +196,15 @@ TimeNs ComputeCostModel::isolated_duration(const Task& task) const {
   struct Visitor {
     const ComputeCostModel& m;
     TimeNs operator()(const GemmWork& w) const { return m.gemm_duration(w); }
-    TimeNs operator()(const ElementwiseWork& w) const { return m.elementwise_duration(w); }
+    const Task& task;
+    TimeNs operator()(const ElementwiseWork& w) const { return m.elementwise_duration(w, memory_kernel_of(task)); }
     TimeNs operator()(const CopyWork& w) const { return m.copy_duration(w); }
     TimeNs operator()(const HostWork& w) const { return m.host_duration(w); }
     TimeNs operator()(const CollectiveWork&) const {
       throw InternalError("ComputeCostModel asked for the duration of a collective");
     }
   };
-  return std::visit(Visitor{*this}, task.work);
+  return std::visit(Visitor{*this, task}, task.work);
 }
 
 }  // namespace moesim

@@ -20,7 +20,9 @@
 // per-tile pipeline fill and epilogue (gemm_tile_overhead) over little main-loop work.
 // When the GPU carries a calibration table for the GEMM's dtype, the measured time interpolated
 // in log space (gemm_calibration.h) replaces all of it, launch gap included.
-//   elementwise: launch + max(flops / peak(fp32), (read + written) / (hbm_bandwidth * hbm_efficiency))
+//   elementwise: launch + max(flops / peak(fp32), (read + written) / (hbm_bandwidth * hbm_efficiency)),
+//                or, for a task of a memory-bound kernel the GPU's calibration timed in the graph's
+//                storage, that kernel's launch + (read + written) / bandwidth (memory_kernels.h)
 //   copy d2h/h2d: latency + bytes / effective PCIe bandwidth of that direction (copy engines: no
 //                kernel launch)
 //   copy d2d:    launch + 2 * bytes / (hbm_bandwidth * hbm_efficiency)   (read and write)
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "sim/core/units.h"
 #include "sim/graph/task.h"
@@ -49,15 +52,18 @@ struct GemmWaves {
 
 class ComputeCostModel {
  public:
-  // Throws InputError if the GPU has no usable HBM bandwidth.
-  explicit ComputeCostModel(const ClusterSpec& cluster);
+  // Throws InputError if the GPU has no usable HBM bandwidth. element_bytes: the size of the
+  // graph's stored elements (stored_element_bytes), which picks the calibrated memory-bound
+  // kernels' storage; 0 prices every elementwise task with the HBM model.
+  explicit ComputeCostModel(const ClusterSpec& cluster, int element_bytes = 0);
 
   // Duration of a GEMM, elementwise, copy or host task; InternalError for a collective. Throws
   // InputError if the GPU has no peak for the GEMM's dtype (or fp32 for elementwise kernels).
   TimeNs isolated_duration(const Task& task) const;
 
   TimeNs gemm_duration(const GemmWork& work) const;
-  TimeNs elementwise_duration(const ElementwiseWork& work) const;
+  // `kernel`: the memory-bound kernel the task runs (memory_kernel_of), if any.
+  TimeNs elementwise_duration(const ElementwiseWork& work, std::optional<MemoryKernel> kernel = std::nullopt) const;
   TimeNs copy_duration(const CopyWork& work) const;
   TimeNs host_duration(const HostWork& work) const;
 
@@ -76,6 +82,7 @@ class ComputeCostModel {
   GemmWaves tiled_waves(const GemmWork& work, GemmTile tile, double rate_factor) const;
 
   const ClusterSpec& cluster_;
+  int element_bytes_;
 };
 
 // Rounds a duration in (fractional) ns to the nearest ns; at least 1 ns when `nonzero_work`.

@@ -1,6 +1,7 @@
 #include "sim/cost/gemm_calibration.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -41,11 +42,58 @@ double log_rate(const GemmTimeTable& t, std::size_t i, std::size_t j, std::size_
   return std::log(flops / t.time_ns[t.index(i, j, l)]);
 }
 
+double log_rate(const BatchedGemmTable& t, const std::array<std::size_t, 4>& at) {
+  const double flops = 2.0 * static_cast<double>(t.batch[at[0]]) * static_cast<double>(t.m[at[1]]) *
+                       static_cast<double>(t.n[at[2]]) * static_cast<double>(t.k[at[3]]);
+  return std::log(flops / t.time_ns[t.index(at[0], at[1], at[2], at[3])]);
+}
+
 std::string axis_range(const std::vector<std::int64_t>& axis) {
   return std::to_string(axis.front()) + ".." + std::to_string(axis.back());
 }
 
 }  // namespace
+
+double calibrated_gemm_ns(const BatchedGemmTable& table, const GemmWork& work) {
+  MOESIM_CHECK(table.time_ns.size() == table.batch.size() * table.m.size() * table.n.size() * table.k.size(),
+               "batched calibration table size does not match its axes");
+  if (work.batch <= 0 || work.m <= 0 || work.n <= 0 || work.k <= 0) return 0.0;
+  const std::array<const std::vector<std::int64_t>*, 4> axes = {&table.batch, &table.m, &table.n, &table.k};
+  const std::array<std::int64_t, 4> dims = {work.batch, work.m, work.n, work.k};
+  // Below an axis's smallest point, as in the single-GEMM table: the GEMM costs as if it had it.
+  std::array<double, 4> q{};
+  std::array<AxisPosition, 4> pos{};
+  double flops = 2.0;
+  for (std::size_t a = 0; a < 4; ++a) {
+    q[a] = std::max(static_cast<double>(dims[a]), static_cast<double>(axes[a]->front()));
+    pos[a] = locate(*axes[a], q[a]);
+    flops *= q[a];
+  }
+  // The 16 corners of the cell, each weighted by its share along every axis.
+  double log_r = 0;
+  for (unsigned corner = 0; corner < 16; ++corner) {
+    double w = 1.0;
+    std::array<std::size_t, 4> at{};
+    for (std::size_t a = 0; a < 4; ++a) {
+      const bool upper = (corner >> a) & 1u;
+      w *= upper ? pos[a].weight : 1.0 - pos[a].weight;
+      at[a] = pos[a].lower + (upper ? 1 : 0);
+    }
+    if (w != 0) log_r += w * log_rate(table, at);
+  }
+  return flops / std::exp(log_r);
+}
+
+bool in_measured_range(const BatchedGemmTable& table, const GemmWork& work) {
+  return within(table.batch, static_cast<double>(work.batch)) && within(table.m, static_cast<double>(work.m)) &&
+         within(table.n, static_cast<double>(work.n)) && within(table.k, static_cast<double>(work.k));
+}
+
+const BatchedGemmTable* batched_table_for(const GpuSpec& gpu, const GemmWork& work) {
+  if (!gpu.calibration || work.batch <= 1) return nullptr;
+  const auto it = gpu.calibration->batched_gemm.find(work.dtype);
+  return it == gpu.calibration->batched_gemm.end() ? nullptr : &it->second;
+}
 
 double calibrated_gemm_ns(const GemmTimeTable& table, const GemmWork& work) {
   MOESIM_CHECK(table.time_ns.size() == table.m.size() * table.n.size() * table.k.size(),
@@ -89,26 +137,39 @@ std::vector<std::string> calibration_range_warnings(const TaskGraph& graph, cons
     int count = 0;
     std::string first;
   };
-  std::map<DType, Outside> outside;
+  // Per dtype and table (false: the single-GEMM table, true: the batched one).
+  std::map<std::pair<DType, bool>, Outside> outside;
   for (std::size_t i = 0; i < graph.num_tasks(); ++i) {
     const Task& task = graph.task(static_cast<TaskIndex>(i));
     const auto* work = std::get_if<GemmWork>(&task.work);
     if (!work) continue;
-    const auto table = gpu.calibration->gemm.find(work->dtype);
-    if (table == gpu.calibration->gemm.end() || in_measured_range(table->second, *work)) continue;
-    Outside& o = outside[work->dtype];
-    if (o.count++ == 0) {
-      std::ostringstream s;
-      s << task.id << " (batch*m = " << work->batch * work->m << ", n = " << work->n << ", k = " << work->k << ")";
-      o.first = s.str();
+    std::ostringstream shape;
+    if (const BatchedGemmTable* batched = batched_table_for(gpu, *work)) {
+      if (in_measured_range(*batched, *work)) continue;
+      shape << "batch = " << work->batch << ", m = " << work->m;
+    } else {
+      const auto table = gpu.calibration->gemm.find(work->dtype);
+      if (table == gpu.calibration->gemm.end() || in_measured_range(table->second, *work)) continue;
+      shape << "batch*m = " << work->batch * work->m;
     }
+    Outside& o = outside[{work->dtype, batched_table_for(gpu, *work) != nullptr}];
+    if (o.count++ == 0) o.first = task.id + " (" + shape.str() + ", n = " + std::to_string(work->n) + ", k = " +
+                                  std::to_string(work->k) + ")";
   }
   std::vector<std::string> out;
-  for (const auto& [dtype, o] : outside) {
-    const GemmTimeTable& t = gpu.calibration->gemm.at(dtype);
-    out.push_back(std::to_string(o.count) + " " + std::string(to_string(dtype)) +
-                  " GEMM task(s) fall outside the measured range of " + gpu.calibration->file + " (m " +
-                  axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k) + "), e.g. " + o.first +
+  for (const auto& [key, o] : outside) {
+    const auto& [dtype, batched] = key;
+    std::string range;
+    if (batched) {
+      const BatchedGemmTable& t = gpu.calibration->batched_gemm.at(dtype);
+      range = "batch " + axis_range(t.batch) + ", m " + axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k);
+    } else {
+      const GemmTimeTable& t = gpu.calibration->gemm.at(dtype);
+      range = "m " + axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k);
+    }
+    out.push_back(std::to_string(o.count) + " " + std::string(to_string(dtype)) + (batched ? " batched" : "") +
+                  " GEMM task(s) fall outside the measured range of " + gpu.calibration->file + " (" + range +
+                  "), e.g. " + o.first +
                   "; below the range they cost as the smallest measured shape, above it they keep the edge's efficiency "
                   "(no extrapolated trend)");
   }

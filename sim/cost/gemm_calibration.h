@@ -26,11 +26,27 @@
 
 namespace moesim {
 
+// Batched tables (BatchedGemmTable, measured on strided-batched GEMMs): a GEMM with batch > 1 whose
+// dtype has one reads its rate at (batch, m, n, k) by quadrilinear interpolation of log r in
+// (log batch, log m, log n, log k), r = 2 batch m n k / t, and costs 2 batch m n k / r. Folding
+// the batch into the rows overrates many small GEMMs: 64 experts x 64 rows do not run as one
+// GEMM of 4,096 rows (on an H200, 179 us measured against 69 us so priced). Outside the range the
+// same convention holds per axis (batch included): raised to the smallest point, held at the
+// largest point's rate, and warned about.
+//
 // Duration in ns of `work` (its dtype's table); 0 for a GEMM without FLOPs.
 double calibrated_gemm_ns(const GemmTimeTable& table, const GemmWork& work);
 
+double calibrated_gemm_ns(const BatchedGemmTable& table, const GemmWork& work);
+
 // Whether (batch * m, n, k) lies within the table's axes.
 bool in_measured_range(const GemmTimeTable& table, const GemmWork& work);
+// Whether (batch, m, n, k) lies within the batched table's axes.
+bool in_measured_range(const BatchedGemmTable& table, const GemmWork& work);
+
+// The batched table that prices `work`: its dtype's, when the GPU's calibration has one and the
+// GEMM is batched (batch > 1); otherwise null (the single-GEMM table or the shape model).
+const BatchedGemmTable* batched_table_for(const GpuSpec& gpu, const GemmWork& work);
 
 // One line per calibrated dtype whose GEMMs in `graph` fall outside its table: how many, the
 // first one's id and shape, and the measured range. Empty without a calibration.

@@ -4,11 +4,12 @@
 
 #include "sim/cost/host_copy_model.h"
 #include "sim/cost/interference.h"
+#include "sim/cost/memory_kernels.h"
 
 namespace moesim {
 
 LocalTaskModel::LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluster)
-    : graph_(graph), cluster_(cluster), cost_(cluster) {}
+    : graph_(graph), cluster_(cluster), cost_(cluster, stored_element_bytes(graph)) {}
 
 bool LocalTaskModel::handles(const Task& task) const { return !task.is_collective() && !is_host_copy(task); }
 

@@ -5,6 +5,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/host_copy_model.h"
 #include "sim/cost/local_task_model.h"
+#include "sim/cost/memory_kernels.h"
 #include "sim/cost/pure_alpha_beta_model.h"
 #include "sim/engine/engine.h"
 #include "sim/net/alpha_beta.h"
@@ -65,7 +66,7 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
     for (TaskIndex i = 0; i < graph.num_tasks(); ++i) out[i] = pure.isolated_duration(graph.task(i));
     return out;
   }
-  const ComputeCostModel compute(cluster);
+  const ComputeCostModel compute(cluster, stored_element_bytes(graph));
   const std::unique_ptr<CollectiveModel> model = make_collective_model(graph, cluster, choice);
   const CollectiveModel& network = *model;
   std::vector<TimeNs> out(graph.num_tasks());

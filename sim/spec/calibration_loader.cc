@@ -12,7 +12,8 @@ namespace detail {
 const std::vector<std::string>& calibration_keys() {
   static const std::vector<std::string> keys =
       with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
-                   "intra_node", "link_types", "all_to_all", "inter_node", "nic_port", "inter_node_all_to_all", "nccl", "all_reduce"});
+                   "batched_gemm", "kernels", "intra_node", "link_types", "all_to_all", "inter_node", "nic_port",
+                   "inter_node_all_to_all", "nccl", "all_reduce"});
   return keys;
 }
 
@@ -38,6 +39,19 @@ std::vector<std::int64_t> read_gemm_axis(const YamlMap& table, const char* key) 
   return axis;
 }
 
+// The times of a table's rows, each of `per_row` microseconds (one per k), in ns.
+std::vector<double> read_time_rows(const std::vector<YamlValue>& rows, std::size_t per_row) {
+  std::vector<double> ns;
+  ns.reserve(rows.size() * per_row);
+  for (const YamlValue& row : rows) {
+    const std::vector<YamlValue> cells = row.as_sequence();
+    if (cells.size() != per_row)
+      row.fail("has " + std::to_string(cells.size()) + " times; it needs one per k (" + std::to_string(per_row) + ")");
+    for (const YamlValue& c : cells) ns.push_back(c.as_double(0, kMaxGemmTimeUs, true) * 1e3);
+  }
+  return ns;
+}
+
 // gemm.<dtype>: {m: [...], n: [...], k: [...], time_us: one row per (m, n), m-major, of |k| times}.
 GemmTimeTable read_gemm_table(const YamlValue& v) {
   const YamlMap m = v.as_map({"m", "n", "k", "time_us"});
@@ -52,15 +66,69 @@ GemmTimeTable read_gemm_table(const YamlValue& v) {
                std::to_string(t.m.size()) + " x " + std::to_string(t.n.size()) + " = " +
                std::to_string(t.m.size() * t.n.size()));
   }
-  t.time_ns.reserve(rows.size() * t.k.size());
-  for (const YamlValue& row : rows) {
-    const std::vector<YamlValue> cells = row.as_sequence();
-    if (cells.size() != t.k.size()) {
-      row.fail("has " + std::to_string(cells.size()) + " times; it needs one per k (" + std::to_string(t.k.size()) + ")");
-    }
-    for (const YamlValue& c : cells) t.time_ns.push_back(c.as_double(0, kMaxGemmTimeUs, true) * 1e3);
-  }
+  t.time_ns = read_time_rows(rows, t.k.size());
   return t;
+}
+
+// batched_gemm.<dtype>: {batch, m, n, k: axes, time_us: one row per (batch, m, n), batch-major then
+// m, of |k| times}. A missing row or time is a hole in the grid the interpolation cannot bridge.
+BatchedGemmTable read_batched_gemm_table(const YamlValue& v) {
+  const YamlMap m = v.as_map({"batch", "m", "n", "k", "time_us"});
+  BatchedGemmTable t;
+  t.batch = read_gemm_axis(m, "batch");
+  if (t.batch.front() < 2) m.require("batch").fail("the batch axis starts at 2: a batch of 1 is a single GEMM, which the gemm table prices");
+  t.m = read_gemm_axis(m, "m");
+  t.n = read_gemm_axis(m, "n");
+  t.k = read_gemm_axis(m, "k");
+  const YamlValue times = m.require("time_us");
+  const std::vector<YamlValue> rows = times.as_sequence();
+  const std::size_t want = t.batch.size() * t.m.size() * t.n.size();
+  if (rows.size() != want) {
+    times.fail("has " + std::to_string(rows.size()) + " rows; it needs one per (batch, m, n), batch-major then m: " +
+               std::to_string(t.batch.size()) + " x " + std::to_string(t.m.size()) + " x " +
+               std::to_string(t.n.size()) + " = " + std::to_string(want));
+  }
+  t.time_ns = read_time_rows(rows, t.k.size());
+  return t;
+}
+
+// Effective bandwidths of the memory-bound kernels: from a slow scatter over few bytes to HBM.
+constexpr PlausibleRange kKernelBandwidthRange{0.1e9, 50e12};
+
+// kernels.<storage>: {route_fwd: {launch: time, bandwidth: rate}, ...}.
+KernelFigures read_kernel_figures(const YamlValue& v) {
+  std::vector<std::string> names;
+  for (MemoryKernel k : kMemoryKernels) names.emplace_back(to_string(k));
+  const YamlMap m = v.as_map(names);
+  KernelFigures out;
+  for (MemoryKernel k : kMemoryKernels) {
+    const auto f = m.get(std::string(to_string(k)));
+    if (!f) continue;
+    const YamlMap fig = f->as_map({"launch", "bandwidth"});
+    out[k] = KernelFigure{fig.require("launch").as_time(kMaxLaunchNs),
+                          fig.require("bandwidth").as_bandwidth(kKernelBandwidthRange)};
+  }
+  return out;
+}
+
+// The sections a calibration file may hold only from schema_version 2 on.
+void read_version2_sections(const YamlMap& m, CalibrationSpec& cal) {
+  for (const char* key : {"batched_gemm", "kernels"}) {
+    if (auto v = m.get(key); v && schema_version(m) < 2)
+      v->fail(std::string(key) + " needs schema_version 2 (this file says 1): files that hold it are read since then");
+  }
+  if (auto g = m.get("batched_gemm")) {
+    const YamlMap tables = g->as_map({"fp32", "tf32", "bf16", "fp16"});
+    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
+      if (auto t = tables.get(to_string(d))) cal.batched_gemm[d] = read_batched_gemm_table(*t);
+    }
+  }
+  if (auto k = m.get("kernels")) {
+    const YamlMap storages = k->as_map({"fp32", "bf16", "fp16"});
+    for (DType d : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+      if (auto f = storages.get(to_string(d))) cal.kernels[d] = read_kernel_figures(*f);
+    }
+  }
 }
 
 // A calibration's record of the all-to-all its network sections were fitted to; `nodes` (how many
@@ -130,6 +198,7 @@ CalibrationSpec read_calibration(const YamlMap& m) {
       if (auto t = tables.get(to_string(d))) cal.gemm[d] = read_gemm_table(*t);
     }
   }
+  read_version2_sections(m, cal);
   if (auto l = m.get("intra_node")) cal.intra_node = read_link(*l, kIntraNodeRange);
   if (auto t = m.get("link_types")) {
     cal.link_types = read_link_types(*t);
@@ -160,7 +229,7 @@ namespace {
 CalibrationSpec read_calibration_file(const YamlValue& root, const std::string& taker) {
   check_file_kind(root, {"calibration"}, taker);
   const YamlMap m = root.as_map(detail::calibration_keys());
-  check_header(m, "calibration", true, true);
+  check_header(m, "calibration", true, true, kCalibrationSchemaVersion);
   return detail::read_calibration(m);
 }
 
@@ -184,13 +253,15 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
     throw InputError(cal.origin, "node '" + node.name + "' already has a calibration (" + gpu.calibration->file +
                                      "); give one calibration, in the node file or on the command line");
   }
-  for (const auto& [dtype, table] : cal.gemm) {
+  const auto check_dtype = [&](const char* section, DType dtype) {
     if (!gpu.peak_flops.count(dtype)) {
-      throw InputError(cal.origin, "gemm." + std::string(to_string(dtype)) + ": GPU '" + gpu.name +
+      throw InputError(cal.origin, std::string(section) + "." + std::string(to_string(dtype)) + ": GPU '" + gpu.name +
                                        "' has no peak_flops for " + std::string(to_string(dtype)) +
                                        ", so the simulator never runs GEMMs in it");
     }
-  }
+  };
+  for (const auto& [dtype, table] : cal.gemm) check_dtype("gemm", dtype);
+  for (const auto& [dtype, table] : cal.batched_gemm) check_dtype("batched_gemm", dtype);
   if (cal.intra_node) {
     if (node.gpus_per_node < 2 || node.loopback) {
       throw InputError(cal.origin, "intra_node: node '" + node.name + "' (" + node.origin.to_string() +
@@ -234,7 +305,7 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
   if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
   if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
   for (const InterferenceCell& c : cal.interference) node.interference.set(c);
-  gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm};
+  gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm, cal.batched_gemm, cal.kernels};
 }
 
 void apply_calibration(ClusterSpec& cluster, const CalibrationSpec& calibration) {

@@ -44,13 +44,20 @@ void check_file_kind(const YamlValue& root, const std::vector<std::string>& acce
             " takes " + a_file_of(accepted));
 }
 
+int schema_version(const YamlMap& m) {
+  const auto v = m.get("schema_version");
+  return v ? static_cast<int>(v->as_int(1, kCalibrationSchemaVersion)) : 1;
+}
+
 std::string check_header(const YamlMap& m, std::string_view expected_kind, bool version_required,
-                         bool kind_required) {
-  const std::string supported = "supported schema_version: " + std::to_string(kSchemaVersion);
+                         bool kind_required, int newest_version) {
+  const std::string supported =
+      newest_version == 1 ? "supported schema_version: 1"
+                          : "supported schema_version: 1 to " + std::to_string(newest_version);
   if (auto v = m.get("schema_version")) {
     const std::int64_t found = v->as_int(std::numeric_limits<std::int64_t>::min(),
                                          std::numeric_limits<std::int64_t>::max());
-    if (found != kSchemaVersion) {
+    if (found < 1 || found > newest_version) {
       v->fail("unsupported schema_version " + std::to_string(found) + "; " + supported);
     }
   } else if (version_required) {

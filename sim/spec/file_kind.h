@@ -15,6 +15,8 @@
 namespace moesim {
 
 inline constexpr int kSchemaVersion = 1;
+// Calibration files since batched GEMM tables and memory-bound kernel figures (docs/calibration.md).
+inline constexpr int kCalibrationSchemaVersion = 2;
 
 // model, gpu, node, cluster, run, sweep, calibration.
 const std::vector<std::string>& file_kinds();
@@ -27,8 +29,13 @@ void check_file_kind(const YamlValue& root, const std::vector<std::string>& acce
 
 // Checks schema_version and kind. A top-level file must say its schema_version; an inline map
 // inside another file inherits it. Returns the kind found (or expected_kind when omitted).
+// A kind whose schema grew accepts every version from 1 to `newest_version` (calibration files:
+// 2, file_kind.cc); the reader asks schema_version() which one a file says.
 std::string check_header(const YamlMap& m, std::string_view expected_kind, bool version_required,
-                         bool kind_required);
+                         bool kind_required, int newest_version = kSchemaVersion);
+
+// The schema_version a checked file says (1 when it says none: an inline map's).
+int schema_version(const YamlMap& m);
 
 // source: is free text (a citation), but it must be a string, not a map or a list.
 void check_source(const YamlMap& m);

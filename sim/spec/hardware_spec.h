@@ -20,6 +20,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/spec/memory_kernel.h"
 #include "sim/spec/nccl_tuning.h"
 #include "sim/spec/types.h"
 
@@ -44,12 +45,29 @@ struct GemmTimeTable {
   std::size_t index(std::size_t i, std::size_t j, std::size_t l) const { return (i * n.size() + j) * k.size() + l; }
 };
 
+// Measured times of strided-batched GEMMs (the expert GEMMs: one per local expert, back to back
+// in one launch), as GemmTimeTable with a batch axis in front: time_ns at index(b, i, j, l) is one
+// launch of batch[b] GEMMs of m[i] x n[j] x k[l]. Same rules: strictly increasing, non-empty axes,
+// every point positive.
+struct BatchedGemmTable {
+  std::vector<std::int64_t> batch, m, n, k;
+  std::vector<double> time_ns;
+
+  std::size_t index(std::size_t b, std::size_t i, std::size_t j, std::size_t l) const {
+    return ((b * m.size() + i) * n.size() + j) * k.size() + l;
+  }
+};
+
 // What a calibration file applied to a GPU, kept for reports and range warnings. Its other
 // measurements (launch overhead, HBM and PCIe bandwidths) replace the preset's values directly.
 struct GpuCalibration {
   std::string file;    // the calibration file
   std::string device;  // the device it was measured on, as the runtime named it
   std::map<DType, GemmTimeTable> gemm;
+  std::map<DType, BatchedGemmTable> batched_gemm;  // per math dtype, for GEMMs with batch > 1
+  // The memory-bound kernels' figures per storage dtype (fp32, bf16, fp16: the element type of
+  // the tensors they move), sim/cost/memory_kernels.h.
+  std::map<DType, KernelFigures> kernels;
 };
 
 struct GpuSpec {

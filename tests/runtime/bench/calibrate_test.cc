@@ -24,6 +24,14 @@ using namespace modelled;
 CalibrationOptions small_options() {
   CalibrationOptions o;
   o.dims = {8, 16, 48};
+  o.batches = {2, 4};
+  o.batched_dims = {8, 16};
+  // 4 experts, top-2: 16 tokens give 32 rows, 8 per expert.
+  o.kernel_tokens = {16, 32, 64};
+  o.kernel_experts = 4;
+  o.kernel_top_k = 2;
+  o.kernel_d_model = 8;
+  o.kernel_hidden = 16;
   o.copy_bytes = 1 << 20;
   o.min_time_ms = 0.05;
   return o;
@@ -80,7 +88,9 @@ TEST(Calibrate, RecoversTheDevicesCostModel) {
   EXPECT_NEAR(cell(InterferenceClass::kMemcpy, InterferenceClass::kComputation), kFactor[kPcie][kCompute], 1e-6);
   EXPECT_NEAR(cell(InterferenceClass::kMemcpy, InterferenceClass::kMemcpy), kFactor[kPcie][kPcie], 1e-6);
   ASSERT_FALSE(progress.empty());
-  EXPECT_NE(progress.back().find("fp16 GEMMs"), std::string::npos) << progress.back();
+  EXPECT_TRUE(std::any_of(progress.begin(), progress.end(),
+                          [](const std::string& p) { return p.find("fp16 batched GEMMs") != std::string::npos; }));
+  EXPECT_NE(progress.back().find("memory-bound kernels in fp16"), std::string::npos) << progress.back();
 }
 
 TEST(Calibrate, FileLoadsBackAndReproducesTheMeasuredGemms) {
@@ -151,6 +161,23 @@ TEST(Calibrate, BadOptionsAreInputErrorsBeforeAnyDeviceWork) {
   o = small_options();
   o.max_reps = 0;
   EXPECT_NE(error(o).find("min_reps <= max_reps"), std::string::npos);
+  o = small_options();
+  o.batches = {1, 2};
+  EXPECT_NE(error(o).find("GEMM batch 1 must be at least 2"), std::string::npos) << error(o);
+  o.batches = {4, 2};
+  EXPECT_NE(error(o).find("GEMM batches must be strictly increasing; 2 follows 4"), std::string::npos) << error(o);
+  o = small_options();
+  o.batched_dims = {};
+  EXPECT_NE(error(o).find("batched GEMM dimension list is empty"), std::string::npos);
+  o = small_options();
+  o.kernel_tokens = {3};
+  EXPECT_NE(error(o).find("kernel token count 3 x top_k 2 is not a multiple of the 4 experts"), std::string::npos)
+      << error(o);
+  o.kernel_tokens = {32, 16};
+  EXPECT_NE(error(o).find("strictly increasing; 16 follows 32"), std::string::npos);
+  o = small_options();
+  o.kernel_top_k = 5;
+  EXPECT_NE(error(o).find("1 <= top_k <= experts"), std::string::npos);
   EXPECT_EQ(dev.synchronizes(), 0);
 }
 

@@ -128,7 +128,7 @@ TEST(GemmCalibration, CostModelUsesTheTableOfTheGemmsDtypeOnly) {
   c.node.gpu.sm_count = 108;
   const ComputeCostModel uncalibrated(c);
   const TimeNs default_fp32 = uncalibrated.gemm_duration(GemmWork{1, 200, 100, 100, DType::kFp32, 4});
-  c.node.gpu.calibration = GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, line_table()}}};
+  c.node.gpu.calibration = GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, line_table()}}, {}, {}};
   const ComputeCostModel m(c);
   // No launch overhead on top: the measured time holds it. 1414.21 rounds to 1414 ns.
   EXPECT_EQ(m.gemm_duration(bf16(1, 200, 100, 100)), 1414);
@@ -155,7 +155,7 @@ TEST(GemmCalibration, RangeWarningsNameTheDtypeTheCountAndAnExample) {
   g.add_task(gemm_task("L0.fwd.fc2.c0", bf16(1, 100, 100, 300)));
   g.add_task(gemm_task("fp32", GemmWork{1, 9999, 100, 100, DType::kFp32, 4}));
   EXPECT_TRUE(calibration_range_warnings(g, gpu).empty());  // no calibration: nothing to say
-  gpu.calibration = GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, line_table()}}};
+  gpu.calibration = GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, line_table()}}, {}, {}};
   const std::vector<std::string> w = calibration_range_warnings(g, gpu);
   ASSERT_EQ(w.size(), 1u) << "fp32 has no table: the default curve is not a range";
   EXPECT_NE(w[0].find("2 bf16 GEMM task(s)"), std::string::npos) << w[0];

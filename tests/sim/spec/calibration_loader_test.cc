@@ -155,8 +155,8 @@ TEST(CalibrationLoader, StrictRules) {
   EXPECT_NE(msg.find("time_us"), std::string::npos) << msg;
   msg = calibration_error(t, replaced(kCalibration, "[30]", "[-3]"));
   EXPECT_NE(msg.find("time_us"), std::string::npos) << msg;
-  msg = calibration_error(t, replaced(kCalibration, "schema_version: 1", "schema_version: 2"));
-  EXPECT_NE(msg.find("unsupported schema_version 2"), std::string::npos) << msg;
+  msg = calibration_error(t, replaced(kCalibration, "schema_version: 1", "schema_version: 3"));
+  EXPECT_NE(msg.find("unsupported schema_version 3; supported schema_version: 1 to 2"), std::string::npos) << msg;
   msg = calibration_error(t, replaced(kCalibration, "kind: calibration", "kind: gpu"));
   EXPECT_NE(msg.find("bad.yaml:2:7: kind: this is a gpu file (kind: gpu), which goes to --hardware; --calibration "
                      "takes a calibration file"),
