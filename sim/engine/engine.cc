@@ -42,140 +42,170 @@ void Engine::share_devices(std::vector<int> device_of_rank) {
   device_of_rank_ = std::move(device_of_rank);
 }
 
-TimeNs Engine::run() {
-  const std::size_t num_tasks = graph_.num_tasks();
+namespace {
 
-  // Each task belongs to exactly one model; resolve it once up front so errors surface before
+// One run of the engine: the tasks' models, ranks and pending predecessors, what is ready and
+// running, and the busy counts of the ranks a time step touched.
+class EngineRun {
+ public:
+  EngineRun(const TaskGraph& graph, const std::vector<std::unique_ptr<ActivityModel>>& models,
+            const std::vector<EngineObserver*>& observers, const std::vector<int>& device_of_rank)
+      : graph_(graph), models_(models), observers_(observers), num_tasks_(graph.num_tasks()),
+        model_of_(num_tasks_), ranks_(num_tasks_), pending_(num_tasks_), running_(num_tasks_, false),
+        concurrency_(device_of_rank.empty() ? Concurrency(graph.world_size()) : Concurrency(device_of_rank)) {
+    resolve_models();
+    // The ranks of each shared device, so that a change on one rank reaches every rank of its
+    // device (empty when every rank has its own).
+    if (!device_of_rank.empty()) {
+      ranks_of_device_.resize(device_of_rank.size());
+      for (std::size_t r = 0; r < device_of_rank.size(); ++r)
+        ranks_of_device_[static_cast<std::size_t>(device_of_rank[r])].push_back(static_cast<int>(r));
+    }
+    for (TaskIndex i = 0; i < num_tasks_; ++i) {
+      if (pending_[i] == 0) {
+        ready_.push_back(i);
+        for (EngineObserver* o : observers_) o->on_task_ready(i, 0);
+      }
+    }
+  }
+
+  TimeNs run() {
+    TimeNs now = 0;
+    while (true) {
+      start_ready(now);
+      notify_concurrency(now);
+      if (num_done_ == num_tasks_) return now;
+      now = next_completion(now);
+      for (const auto& model : models_) finish(*model, now);
+    }
+  }
+
+ private:
+  // Each task belongs to exactly one model; resolved once up front so errors surface before
   // anything runs.
-  std::vector<std::size_t> model_of(num_tasks);
-  std::vector<std::vector<int>> ranks(num_tasks);
-  std::vector<std::size_t> pending(num_tasks);
-  for (TaskIndex i = 0; i < num_tasks; ++i) {
-    const Task& task = graph_.task(i);
-    std::size_t count = 0;
-    for (std::size_t m = 0; m < models_.size(); ++m) {
-      if (models_[m]->handles(task)) {
-        if (count == 0) model_of[i] = m;
-        ++count;
+  void resolve_models() {
+    for (TaskIndex i = 0; i < num_tasks_; ++i) {
+      const Task& task = graph_.task(i);
+      std::size_t count = 0;
+      for (std::size_t m = 0; m < models_.size(); ++m) {
+        if (models_[m]->handles(task)) {
+          if (count == 0) model_of_[i] = m;
+          ++count;
+        }
       }
-    }
-    if (count != 1) {
-      std::string msg = "task '" + task.id + "' (index " + std::to_string(i) + ", " +
-                        std::string(to_string(task.kind())) + ") is handled by ";
-      if (count == 0) {
-        msg += "no activity model";
-      } else {
-        msg += std::to_string(count) + " activity models:";
-        for (const auto& model : models_)
-          if (model->handles(task)) msg += " " + std::string(model->name());
-      }
-      throw InternalError(msg);
-    }
-    ranks[i] = graph_.ranks_of(i);
-    pending[i] = graph_.predecessors(i).size();
-  }
-
-  // The ranks of each shared device, so that a change on one rank reaches every rank of its device
-  // (empty when every rank has its own).
-  std::vector<std::vector<int>> ranks_of_device;
-  if (!device_of_rank_.empty()) {
-    ranks_of_device.resize(device_of_rank_.size());
-    for (std::size_t r = 0; r < device_of_rank_.size(); ++r)
-      ranks_of_device[static_cast<std::size_t>(device_of_rank_[r])].push_back(static_cast<int>(r));
-  }
-  Concurrency concurrency = device_of_rank_.empty() ? Concurrency(graph_.world_size()) : Concurrency(device_of_rank_);
-  std::vector<bool> running(num_tasks, false);
-  std::vector<TaskIndex> ready;
-  for (TaskIndex i = 0; i < num_tasks; ++i) {
-    if (pending[i] == 0) {
-      ready.push_back(i);
-      for (EngineObserver* o : observers_) o->on_task_ready(i, 0);
+      if (count != 1) throw InternalError(ownership_error(task, i, count));
+      ranks_[i] = graph_.ranks_of(i);
+      pending_[i] = graph_.predecessors(i).size();
     }
   }
 
-  // Busy counts of the ranks touched during the current time step, as they were before it.
-  std::map<int, BusyCounts> touched;
-  auto touch = [&](int rank) {
-    if (ranks_of_device.empty()) {
-      touched.emplace(rank, busy_counts(concurrency, rank));
+  std::string ownership_error(const Task& task, TaskIndex i, std::size_t count) const {
+    std::string msg = "task '" + task.id + "' (index " + std::to_string(i) + ", " +
+                      std::string(to_string(task.kind())) + ") is handled by ";
+    if (count == 0) return msg + "no activity model";
+    msg += std::to_string(count) + " activity models:";
+    for (const auto& model : models_)
+      if (model->handles(task)) msg += " " + std::string(model->name());
+    return msg;
+  }
+
+  // Remembers the busy counts of `rank` (and of the ranks sharing its device) before this step.
+  void touch(int rank) {
+    if (ranks_of_device_.empty()) {
+      touched_.emplace(rank, busy_counts(concurrency_, rank));
       return;
     }
-    for (int r : ranks_of_device[static_cast<std::size_t>(concurrency.device_of(rank))])
-      touched.emplace(r, busy_counts(concurrency, r));
-  };
+    for (int r : ranks_of_device_[static_cast<std::size_t>(concurrency_.device_of(rank))])
+      touched_.emplace(r, busy_counts(concurrency_, r));
+  }
 
-  TimeNs now = 0;
-  std::size_t num_done = 0;
-  std::vector<TaskIndex> finished;
-  while (true) {
-    // Start everything that became ready at `now`, in ascending task index. Concurrency is
-    // updated for all of them first so each model sees the full set of tasks running at `now`.
-    std::sort(ready.begin(), ready.end());
-    for (TaskIndex i : ready) {
-      const Task& task = graph_.task(i);
-      for (int r : ranks[i]) {
+  // Starts everything that became ready at `now`, in ascending task index. Concurrency is updated
+  // for all of them first so each model sees the full set of tasks running at `now`.
+  void start_ready(TimeNs now) {
+    std::sort(ready_.begin(), ready_.end());
+    for (TaskIndex i : ready_) {
+      for (int r : ranks_[i]) {
         touch(r);
-        concurrency.add(r, task.stream, 1);
+        concurrency_.add(r, graph_.task(i).stream, 1);
       }
     }
-    for (TaskIndex i : ready) {
+    for (TaskIndex i : ready_) {
       for (EngineObserver* o : observers_) o->on_task_start(i, now);
-      running[i] = true;
-      models_[model_of[i]]->start(i, now, concurrency);
+      running_[i] = true;
+      models_[model_of_[i]]->start(i, now, concurrency_);
     }
-    ready.clear();
+    ready_.clear();
+  }
 
-    // One concurrency notification per time step, for the ranks whose busy counts changed.
+  // One concurrency notification per time step, for the ranks whose busy counts changed.
+  void notify_concurrency(TimeNs now) {
     std::vector<int> changed;
-    for (const auto& [rank, before] : touched) {
-      if (busy_counts(concurrency, rank) != before) changed.push_back(rank);
+    for (const auto& [rank, before] : touched_) {
+      if (busy_counts(concurrency_, rank) != before) changed.push_back(rank);
     }
-    touched.clear();
+    touched_.clear();
     if (!changed.empty()) {
-      for (const auto& model : models_) model->on_concurrency_change(changed, now, concurrency);
+      for (const auto& model : models_) model->on_concurrency_change(changed, now, concurrency_);
     }
+  }
 
-    if (num_done == num_tasks) break;
-
+  TimeNs next_completion(TimeNs now) const {
     TimeNs next = kNever;
     for (const auto& model : models_) next = std::min(next, model->next_completion());
     if (next == kNever) {
       throw InternalError("simulation stalled at " + std::to_string(now) + " ns: " +
-                          std::to_string(num_tasks - num_done) +
+                          std::to_string(num_tasks_ - num_done_) +
                           " tasks remain but no activity model has a next completion");
     }
-    MOESIM_CHECK(next >= now, "an activity model reported a completion in the past (" +
-                                  std::to_string(next) + " < " + std::to_string(now) + ")");
-    now = next;
+    MOESIM_CHECK(next >= now, "an activity model reported a completion in the past (" + std::to_string(next) +
+                                  " < " + std::to_string(now) + ")");
+    return next;
+  }
 
-    for (const auto& model : models_) {
-      finished.clear();
-      model->advance_to(now, finished);
-      for (TaskIndex i : finished) {
-        MOESIM_CHECK(i < num_tasks && running[i],
-                     "model '" + std::string(model->name()) + "' finished task " +
-                         std::to_string(i) + ", which is not running");
-        MOESIM_CHECK(models_[model_of[i]] == model,
-                     "model '" + std::string(model->name()) + "' finished a task it does not own");
-        running[i] = false;
-        ++num_done;
-        const Task& task = graph_.task(i);
-        for (int r : ranks[i]) {
-          touch(r);
-          concurrency.add(r, task.stream, -1);
-        }
-        for (EngineObserver* o : observers_) o->on_task_end(i, now);
-        for (TaskIndex s : graph_.successors(i)) {
-          MOESIM_CHECK(pending[s] > 0, "successor counted twice");
-          if (--pending[s] == 0) {
-            ready.push_back(s);
-            for (EngineObserver* o : observers_) o->on_task_ready(s, now);
-          }
+  // Ends the tasks `model` completes by `now` and readies their successors.
+  void finish(ActivityModel& model, TimeNs now) {
+    finished_.clear();
+    model.advance_to(now, finished_);
+    for (TaskIndex i : finished_) {
+      MOESIM_CHECK(i < num_tasks_ && running_[i], "model '" + std::string(model.name()) + "' finished task " +
+                                                      std::to_string(i) + ", which is not running");
+      MOESIM_CHECK(models_[model_of_[i]].get() == &model,
+                   "model '" + std::string(model.name()) + "' finished a task it does not own");
+      running_[i] = false;
+      ++num_done_;
+      for (int r : ranks_[i]) {
+        touch(r);
+        concurrency_.add(r, graph_.task(i).stream, -1);
+      }
+      for (EngineObserver* o : observers_) o->on_task_end(i, now);
+      for (TaskIndex s : graph_.successors(i)) {
+        MOESIM_CHECK(pending_[s] > 0, "successor counted twice");
+        if (--pending_[s] == 0) {
+          ready_.push_back(s);
+          for (EngineObserver* o : observers_) o->on_task_ready(s, now);
         }
       }
     }
   }
-  return now;
-}
+
+  const TaskGraph& graph_;
+  const std::vector<std::unique_ptr<ActivityModel>>& models_;
+  const std::vector<EngineObserver*>& observers_;
+  std::size_t num_tasks_;
+  std::vector<std::size_t> model_of_;
+  std::vector<std::vector<int>> ranks_;
+  std::vector<std::size_t> pending_;
+  std::vector<bool> running_;
+  Concurrency concurrency_;
+  std::vector<std::vector<int>> ranks_of_device_;
+  std::vector<TaskIndex> ready_;
+  std::vector<TaskIndex> finished_;
+  std::size_t num_done_ = 0;
+  std::map<int, BusyCounts> touched_;  // busy counts of the ranks touched this step, as they were before it
+};
+
+}  // namespace
+
+TimeNs Engine::run() { return EngineRun(graph_, models_, observers_, device_of_rank_).run(); }
 
 }  // namespace moesim
