@@ -14,6 +14,12 @@ using Node = std::vector<TaskIndex>;
 // buffer the configuration does not have; task buffer lists skip it.
 using Buf = std::vector<BufferId>;
 
+// `preferred` when the configuration has it, else `fallback` (a decorator's task, such as an
+// all-reduce before an all-to-all, or the plain task).
+inline const Node& present_or(const Node& preferred, const Node& fallback) {
+  return preferred.empty() ? fallback : preferred;
+}
+
 // Buffers a task allocates at its start and frees at its end (empty Bufs are skipped, so optional
 // buffers can be passed unconditionally).
 struct Uses {

@@ -119,7 +119,6 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
   const Pass p = Pass::kBackward;
   const std::int64_t M = e_.dims().d_model, H = e_.dims().d_ffn_shard(), F = e_.dims().fc1_out_shard();
   const std::int64_t El = e_.dims().local_experts;
-  const bool tp = policies_.tensor_parallel.active();
   MemoryReuse::BackwardChunks& t = b.tasks;
   const std::vector<int>& chunks = b.order.compute_chunks;
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -152,7 +151,7 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
     e_.edge(b.grad_combine_done[i], t.fc2_wgrad[i]);
     e_.edge(act, t.fc1_wgrad[i]);
     e_.edge(act, t.fc1_dgrad[i]);
-    e_.edge(t.fc1_dgrad[i], tp ? b.dgrad_reduce[i] : t.grad_dispatch[i]);
+    e_.edge(t.fc1_dgrad[i], present_or(b.dgrad_reduce[i], t.grad_dispatch[i]));
     policies_.memory.restore_edges(b.restores[i], act, t.fc2_wgrad[i], t.fc1_wgrad[i]);
   }
 }

@@ -146,7 +146,6 @@ void MoeLayerBlock::emit_experts(ForwardPass& f) {
   const int l = f.l;
   const Pass p = f.p;
   const std::int64_t M = e_.dims().d_model, H = e_.dims().d_ffn_shard(), El = e_.dims().local_experts;
-  const bool tp = policies_.tensor_parallel.active();
   const std::vector<int>& chunks = f.order.compute_chunks;
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     const int c = chunks[g];
@@ -162,7 +161,7 @@ void MoeLayerBlock::emit_experts(ForwardPass& f) {
     e_.edge(f.encode, f.dispatch[i]);
     // A re-run from the stash all-gathers (dropping) where the all-to-all would have run: after
     // encode, and after FC2 and its all-reduce.
-    if (f.dispatch[i].empty()) e_.edge(f.encode, f.dispatch_done[i].empty() ? fc1 : f.dispatch_done[i]);
+    if (f.dispatch[i].empty()) e_.edge(f.encode, present_or(f.dispatch_done[i], fc1));
     if (f.combine[i].empty() && !f.combine_done[i].empty()) {
       e_.edge(f.fc2[i], f.combine_done[i]);
       e_.edge(f.fc2_reduce[i], f.combine_done[i]);
@@ -170,7 +169,7 @@ void MoeLayerBlock::emit_experts(ForwardPass& f) {
     e_.edge(f.dispatch_done[i], fc1);
     e_.edge(fc1, act);
     e_.edge(act, f.fc2[i]);
-    e_.edge(f.fc2[i], tp ? f.fc2_reduce[i] : f.combine[i]);
+    e_.edge(f.fc2[i], present_or(f.fc2_reduce[i], f.combine[i]));  // to the TP all-reduce, if any
     policies_.memory.offload(l, c, g, MemoryReuse::ForwardChunk{f.dispatch_done[i], fc1, act, f.fc2[i]});
   }
 }
