@@ -24,7 +24,6 @@ class SlotPool {
   SlotPool(std::vector<Buf> slots, int distance)
       : slots_(std::move(slots)), distance_(static_cast<std::size_t>(distance)) {}
 
-  bool empty() const { return slots_.empty(); }
   const std::vector<Buf>& buffers() const { return slots_; }
   // The slot the writer at position q allocates: its slot when it is that slot's first writer.
   Buf allocated_by(std::size_t q) const { return q < slots_.size() ? slots_[q] : Buf{}; }
