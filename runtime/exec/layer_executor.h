@@ -8,7 +8,7 @@
 // timing events on its stream (start after its waits, end after its work), relative to an origin
 // event every stream of the rank waits for at the step's start.
 //
-// What each task computes is fixed by its id (L0.<pass>.<op>[.c<chunk>]); the tensors it reads
+// What each task computes is fixed by its id (L0.<pass>.<op>[.c<chunk>], lowered by lowering.h); the tensors it reads
 // and writes are the graph's buffers, chunk c of a full-size buffer or, with a memory strategy,
 // the slot the builder assigns (sequence position q = forward position g, or n + g for backward
 // restores, writes slot q % slots). Tensors the graph does not model get an executor workspace,
@@ -109,7 +109,7 @@ class LayerExecutor {
   RankMemoryUse memory(int rank) const;
   std::vector<int> local_ranks() const;
 
-  // Implementation details (layer_executor.cc), named here so its helpers can take them.
+  // Implementation details, defined in executor_state.h for the executor and its lowering.
   struct State;
   struct Shared;
 

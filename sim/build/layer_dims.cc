@@ -6,6 +6,7 @@
 
 #include "sim/core/checked_math.h"
 #include "sim/core/error.h"
+#include "sim/spec/model_parameters.h"
 
 namespace moesim {
 
@@ -63,6 +64,7 @@ std::int64_t LayerDims::gathered_rows_per_chunk(int c) const {
 }
 
 void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
+  require_moe_layers(model);
   const int gpus = cluster.num_gpus();
   const int tp = run.tp_size;
   if (tp < 1) throw InputError("tp_size must be at least 1, got " + std::to_string(tp));
@@ -95,9 +97,8 @@ namespace {
 
 // The model's own sizes.
 void check_model(const ModelSpec& model) {
+  require_moe_layers(model);
   const int experts = model.num_experts;
-  if (experts <= 0)
-    reject(model, "num_experts must be positive, got " + std::to_string(experts));
   if (model.top_k < 1 || model.top_k > experts)
     reject(model, "top_k must be in [1, num_experts = " + std::to_string(experts) + "], got " +
                       std::to_string(model.top_k));

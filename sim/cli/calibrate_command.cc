@@ -2,13 +2,11 @@
 
 #include <chrono>
 #include <cmath>
-#include <ctime>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
+#include "sim/cli/calibrate_network.h"
 #include "sim/cli/collective_command.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/number_flags.h"
@@ -69,42 +67,6 @@ CalibrateInputs read_inputs(const CalibrateArgs& a) {
   return in;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
-
-// Writes `text` as `out_path` only once it loads back and applies to `node`; otherwise keeps it as
-// FILE.rejected and throws: an InternalError for what this process measured (a disturbed GPU),
-// an InputError naming `input` for values fitted to a user's input (a log off the plausible ranges).
-void write_checked_calibration(const std::string& out_path, const std::string& text, NodeSpec node,
-                               const std::string& input = "") {
-  PendingFile pending("--output", out_path, text);
-  node.gpu.calibration.reset();  // the preset may name an older calibration of this GPU
-  try {
-    apply_calibration(node, load_calibration(pending.temp_path()));
-  } catch (const InputError& e) {
-    const std::string rejected = out_path + ".rejected";
-    pending.keep_as(rejected);
-    // The error's file:line points into the temporary file, which is now the rejected one.
-    std::string why = e.what();
-    for (std::size_t at = why.find(pending.temp_path()); at != std::string::npos; at = why.find(pending.temp_path()))
-      why.replace(at, pending.temp_path().size(), rejected);
-    if (!input.empty()) {
-      throw InputError(SourceLocation{input, 0, 0},
-                       "what this measurement gives is off the simulator's plausible ranges (kept as " + rejected +
-                           "): " + why + "; check the measurement and that --hardware is its node");
-    }
-    throw InternalError("the calibration just written does not load back (kept as " + rejected + "): " + why +
-                        " (a value outside the plausible range usually means a disturbed measurement; rerun)");
-  }
-  pending.commit();
-}
-
 // The calibration is loaded back before it is kept, so it goes to a file, never to stdout; its path
 // is checked before anything is measured or fitted.
 void check_calibration_output(const std::string& path) {
@@ -123,17 +85,6 @@ struct MeasuredAllToAll {
   std::vector<std::string> notes;   // how the log's ranks were placed, where it had to guess
   int ranks() const { return static_cast<int>(gpus.size()); }
 };
-
-// The GPUs the log's ranks name must be the preset's (gpu_identity.h), unless --force: then a note.
-void check_logged_gpu(const NcclTestsLog& log, const std::string& preset_gpu, bool force,
-                      std::vector<std::string>& notes) {
-  const auto mismatch = logged_gpu_mismatch(log, preset_gpu);
-  if (!mismatch) return;
-  if (!force)
-    throw InputError(SourceLocation{log.file, mismatch->line, 1},
-                     mismatch->what + "; give --hardware the preset of that GPU, or --force to fit this log anyway");
-  notes.push_back(mismatch->what + "; fitted anyway (--force)");
-}
 
 // --alltoall-log: an nccl-tests alltoall_perf log, its ranks placed on `cluster`'s GPUs.
 MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a, const ClusterSpec& cluster) {
@@ -286,13 +237,12 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
     }
     if (!inter_node && base.calibrates_intra_node())
       throw InputError(base.origin, "--base already calibrates the network; give a calibration of the GPU alone");
+    if (base.calibrates_all_reduce())
+      throw InputError(base.origin, "--base holds an all-reduce fit, made on the links this fit moves: fit the "
+                                    "all-to-all first and give its file as --base to the all-reduce fit");
     intra_calibrated = base.calibrates_intra_node();
     apply_calibration(cluster, base);      // another GPU's file is named here, not as the output's
-    std::ifstream in(a.base_path, std::ios::binary);
-    std::ostringstream whole;
-    whole << in.rdbuf();
-    text = whole.str();
-    if (!text.empty() && text.back() != '\n') text += '\n';
+    text = whole_text(a.base_path);
   }
   const MeasuredAllToAll m = logged ? *logged : measure_alltoall_here(cluster, a.ranks);
   NetworkCalibration cal;
@@ -308,12 +258,8 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
                         "and give its file as --base");
   }
   if (a.base_path.empty()) {
-    const std::string& gpu = cluster.node.gpu.name;
-    const std::string provenance = "moesim " + version + " calibrate, " + utc_now() + "; command: " + a.command_line;
-    const std::string& name = cal.inter_node ? cluster.name : cluster.node.name;
-    text = "# Network calibration of " + name + " (" + gpu + "), from " + m.source + ".\n# " + provenance +
-           "\nschema_version: 1\nkind: calibration\nname: " + yaml_quoted(name + " network calibration") +
-           "\nsource: " + yaml_quoted(provenance) + "\ngpu: " + yaml_quoted(gpu) + "\ndevice: " + yaml_quoted(m.source) + "\n";
+    text = network_calibration_header(cal.inter_node ? cluster.name : cluster.node.name, cluster.node.gpu.name, m.source,
+                                      version, a.command_line);
   }
   text += network_calibration_yaml(cal, m.ranks(), m.points, m.source);
   write_checked_calibration(a.out_path, text, preset.node, m.file.empty() ? m.source : m.file);
@@ -325,10 +271,13 @@ int run_network_calibration(const CalibrateArgs& a, const std::string& version) 
 
 int run_calibrate(const CalibrateArgs& a, const std::string& version) {
   check_calibration_output(a.out_path);
+  if (a.force && a.alltoall_log.empty() && a.allreduce_log.empty())
+    throw InputError("--force goes with --alltoall-log or --allreduce-log: it fits a log the checks would refuse");
+  if (!a.allreduce_log.empty()) return run_allreduce_calibration(a, version);
   if (!a.alltoall_log.empty() || a.collectives) return run_network_calibration(a, version);
   if (!a.base_path.empty() || a.ranks != 0)
     throw InputError(std::string(a.ranks != 0 ? "--ranks" : "--base") +
-                     " goes with --alltoall-log or --collectives (the network); a GPU calibration measures one GPU");
+                     " goes with --alltoall-log, --allreduce-log or --collectives (the network); a GPU calibration measures one GPU");
   const CalibrateInputs in = read_inputs(a);  // bad input is named as such first, without CUDA too
 #if !MOESIM_HAVE_CUDA
   (void)in;

@@ -1,6 +1,7 @@
 // `moesim calibrate`: run the calibration micro-benchmarks (runtime/bench/calibrate.h) on one GPU,
 // or with --alltoall-log fit the node's intra-node network to an nccl-tests all-to-all log
-// (sim/driver/network_calibration.h), and write the calibration file that `--calibration` or a
+// (sim/driver/network_calibration.h), or with --allreduce-log NCCL's ring and tree terms to an
+// all-reduce log (sim/driver/all_reduce_calibration.h), and write the calibration file that `--calibration` or a
 // node file's `calibration:` key feeds to the simulator. The file is loaded back and applied to the named preset before the command
 // succeeds, so a file it writes is always one the simulator accepts. On a build without the GPU
 // runtime the command exists and exits 2 saying so.
@@ -24,6 +25,9 @@ struct CalibrateArgs {
   // log of GPUs of one node, its rank count when the log does not list its ranks, and optionally a
   // calibration of the node's GPU that the network sections are added to.
   std::string alltoall_log;
+  // ... or an nccl-tests all_reduce_perf log: NCCL's ring and tree terms fitted to it
+  // (sim/driver/all_reduce_calibration.h).
+  std::string allreduce_log;
   int ranks = 0;
   std::string base_path;
   bool force = false;  // fit a log whose GPUs are not the preset's (a note says so)

@@ -17,6 +17,7 @@
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/memory_limit_flag.h"
+#include "sim/cli/model_command.h"
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
@@ -329,7 +330,8 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate",
       "measure this GPU's launch gap, HBM, PCIe and GEMM times, or fit the network to an all-to-all (an "
-      "nccl-tests log with --alltoall-log, or --collectives), into a calibration file (docs/calibration.md)");
+      "nccl-tests log with --alltoall-log, or --collectives), or NCCL's all-reduce terms to an all_reduce_perf log "
+      "(--allreduce-log), into a calibration file (docs/calibration.md)");
   calibrate->add_option("--hardware", a.hardware_path,
                         "the node or GPU preset of this GPU (its name goes into the file); for a log across nodes, "
                         "a cluster of them")
@@ -350,8 +352,13 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
       "--alltoall-log", a.alltoall_log,
       "an nccl-tests alltoall_perf log: fit the node's intra-node network to it (GPUs of one node) or the "
       "cluster's inter-node network (GPUs on several nodes) instead of measuring this GPU (no GPU needed)");
+  CLI::Option* cal_allreduce = calibrate->add_option(
+      "--allreduce-log", a.allreduce_log,
+      "an nccl-tests all_reduce_perf log of --hardware's GPUs: fit NCCL's ring and tree terms (hop latency, "
+      "efficiency) to it instead of measuring this GPU (no GPU needed)");
   calibrate->add_option("--ranks", a.ranks,
-                        "with --alltoall-log: the GPUs the log ran on, if it has no '#  Rank' lines; with "
+                        "with --alltoall-log or --allreduce-log: the GPUs the log ran on, if it has no '#  Rank' "
+                        "lines; with "
                         "--collectives: measure the first N GPUs (default all)")->transform(whole(0, kMaxGroupSize));
   CLI::Option* cal_coll = calibrate->add_flag(
       "--collectives", a.collectives,
@@ -359,17 +366,21 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   calibrate->add_option("--base", a.base_path,
                         "a calibration of the node (its GPU; for a log across nodes, also its intra-node network) "
                         "to write out with the fitted sections added");
-  CLI::Option* cal_force = calibrate->add_flag(
+  calibrate->add_flag(
       "--force", a.force,
-      "with --alltoall-log: fit a log whose ranks name another GPU than --hardware's (refused otherwise)");
-  cal_force->needs(cal_log);
+      "with --alltoall-log or --allreduce-log: fit a log whose ranks name another GPU than --hardware's, or "
+      "(--allreduce-log) other ranks or nodes than it has (refused otherwise)");
   for (const char* gpu_only : {"--dtypes", "--dims", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
     cal_coll->excludes(calibrate->get_option(gpu_only));
+    cal_allreduce->excludes(calibrate->get_option(gpu_only));
   }
   cal_log->excludes(cal_device);
   cal_coll->excludes(cal_device);
+  cal_allreduce->excludes(cal_device);
   cal_coll->excludes(cal_log);
+  cal_allreduce->excludes(cal_log);
+  cal_allreduce->excludes(cal_coll);
   return calibrate;
 }
 
@@ -441,6 +452,12 @@ int main_impl(int argc, char** argv) {
   CLI::App* presets = app.add_subcommand(
       "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
   presets->add_option("kind", presets_args.kind, "models | clusters | nodes | gpus (default: all)");
+  ModelArgs model_args;
+  CLI::App* model_cmd = app.add_subcommand(
+      "model", "describe a model file's network and count its parameters against the published counts");
+  model_cmd->add_option("--model", model_args.model_path, "model YAML or bundled preset name (`moesim presets models`)")
+      ->required();
+  model_cmd->add_option("--json", model_args.json_path, "write the counts as JSON ('-' for stdout)");
   check_every_number_has_a_range(app);
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
@@ -487,6 +504,7 @@ int main_impl(int argc, char** argv) {
   if (compare->parsed()) return run_compare(compare_args);
   if (published->parsed()) return run_validate_published(validate_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
+  if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (calibrate->parsed()) {
     cal_args.out_given = calibrate->count("--out") > 0;
     for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");

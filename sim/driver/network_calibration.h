@@ -27,53 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "sim/driver/least_squares.h"
+#include "sim/driver/logged_gpus.h"
 #include "sim/spec/hardware_spec.h"
-#include "sim/spec/nccl_tests_log.h"
 
 namespace moesim {
-
-struct AllToAllPoint {
-  std::int64_t bytes_per_peer = 0;
-  double time_ns = 0;
-};
-
-struct AllToAllLine {
-  double latency_ns = 0;
-  double bandwidth = 0;        // bytes/s each GPU sends to its peers
-  bool latency_clamped = false;  // the free fit gave a negative latency; refitted through 0
-  // How well the line holds the points: the standard error of each fitted parameter (weighted
-  // least squares, residual variance over N - 2 degrees of freedom, bandwidth's by the delta
-  // method; 0 with two points, which a line always passes through; the latency's 0 when clamped)
-  // and the residuals as a fraction of the measured time, root mean square and worst.
-  double latency_stderr_ns = 0;
-  double bandwidth_stderr = 0;  // bytes/s
-  double rms_relative_residual = 0;
-  double worst_relative_residual = 0;  // signed: (line - measured) / measured
-};
-
-// Least squares in relative error (each point weighted by 1 / t^2, so that small messages count as
-// much as large ones). Throws InputError for fewer than two distinct sizes, ranks < 2, or times
-// that do not grow with the size.
-AllToAllLine fit_all_to_all(const std::vector<AllToAllPoint>& points, int ranks);
-
-// The distinct cluster GPUs (global ids, node-major) the ranks of an nccl-tests log ran on, in rank order:
-// the log's hosts, in the order of their lowest rank, are nodes 0, 1, ...; a rank's device is its
-// GPU within the node. Where a host's ranks name no device, or repeat one (one process per GPU, each
-// seeing only its own as device 0), that host's ranks take GPUs 0, 1, ... in rank order and a note
-// says so. Throws InputError naming the log for ranks that are not 0..n-1, more hosts than the
-// cluster has nodes, or a device beyond the node's GPUs. A log without "#  Rank" lines is one
-// node's GPUs 0..ranks_if_unlisted-1 (0, or more than a node has: an input error).
-struct LoggedGpus {
-  std::vector<int> gpus;
-  std::vector<std::string> notes;
-};
-LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted);
-
-// GPUs 0..n-1: the first n of node 0.
-std::vector<int> first_gpus(int n);
-
-// How many of `cluster`'s nodes hold `gpus`: more than one makes a calibration inter-node.
-int nodes_holding(const ClusterSpec& cluster, const std::vector<int>& gpus);
 
 struct NetworkCalibration {
   bool inter_node = false;  // the GPUs span several nodes (see the header comment for what moves)

@@ -12,7 +12,7 @@ namespace detail {
 const std::vector<std::string>& calibration_keys() {
   static const std::vector<std::string> keys =
       with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
-                   "intra_node", "link_types", "all_to_all", "inter_node", "nic_port", "inter_node_all_to_all"});
+                   "intra_node", "link_types", "all_to_all", "inter_node", "nic_port", "inter_node_all_to_all", "nccl", "all_reduce"});
   return keys;
 }
 
@@ -82,6 +82,23 @@ CalibrationSpec::AllToAllRecord read_all_to_all_record(const YamlValue& v, bool 
   return r;
 }
 
+// The all-reduce an `nccl:` section was fitted to: one time per nccl-tests size.
+CalibrationSpec::AllReduceRecord read_all_reduce_record(const YamlValue& v) {
+  const YamlMap rec = v.as_map({"ranks", "nodes", "source", "bytes", "time_us"});
+  CalibrationSpec::AllReduceRecord r;
+  r.ranks = static_cast<int>(rec.require("ranks").as_int(2, 1 << 20));
+  r.nodes = static_cast<int>(rec.require("nodes").as_int(1, 1 << 20));
+  if (auto src = rec.get("source")) r.source = src->as_string();
+  for (const YamlValue& b : rec.require("bytes").as_sequence()) r.bytes.push_back(b.as_int(1, std::int64_t{1} << 40));
+  const YamlValue times = rec.require("time_us");
+  for (const YamlValue& t : times.as_sequence()) r.time_ns.push_back(t.as_double(0, 1e9, true) * 1e3);
+  if (r.time_ns.size() != r.bytes.size()) {
+    times.fail("has " + std::to_string(r.time_ns.size()) + " times; it needs one per bytes entry (" +
+               std::to_string(r.bytes.size()) + ")");
+  }
+  return r;
+}
+
 }  // namespace
 
 CalibrationSpec read_calibration(const YamlMap& m) {
@@ -128,6 +145,11 @@ CalibrationSpec read_calibration(const YamlMap& m) {
     cal.nic_port_where = l->location();
   }
   if (auto a = m.get("inter_node_all_to_all")) cal.inter_node_all_to_all = read_all_to_all_record(*a, true);
+  if (auto n = m.get("nccl")) {
+    cal.nccl = read_nccl_fitted_terms(*n);
+    cal.nccl_where = n->location();
+  }
+  if (auto a = m.get("all_reduce")) cal.all_reduce = read_all_reduce_record(*a);
   return cal;
 }
 
@@ -175,6 +197,10 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
                                        ") has no link between GPUs to calibrate (one GPU, or a loopback node)");
     }
   }
+  if (cal.nccl && (node.gpus_per_node < 2 || node.loopback)) {
+    throw InputError(cal.nccl_where, "nccl: node '" + node.name + "' (" + node.origin.to_string() +
+                                         ") runs no NCCL collective between GPUs (one GPU, or a loopback node)");
+  }
   if ((cal.inter_node || cal.nic_port) && node.loopback) {
     throw InputError(cal.inter_node ? cal.inter_node_where : cal.nic_port_where,
                      std::string(cal.inter_node ? "inter_node" : "nic_port") + ": node '" + node.name + "' (" +
@@ -204,6 +230,7 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
   for (const auto& [type, link] : cal.link_types) node.topology.link_types[type] = link;
   if (cal.nic_port) node.topology.nic_port = *cal.nic_port;
   if (cal.inter_node) node.calibrated_inter_node = *cal.inter_node;
+  if (cal.nccl) cal.nccl->apply_to(node.nccl);
   if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
   if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
   for (const InterferenceCell& c : cal.interference) node.interference.set(c);

@@ -47,6 +47,8 @@ void read_gemm_kernel(const YamlMap& m, GpuSpec& gpu);
 // A node's `nccl:` section (nccl_tuning.cc): NCCL's cost model constants over their defaults.
 // Efficiencies must lie in (0, 1], latencies be non-negative, protocols and algorithms be known.
 NcclTuning read_nccl_tuning(const YamlValue& v);
+// A calibration file's `nccl:` section (nccl_tuning.h NcclFittedTerms): whole tables only.
+NcclFittedTerms read_nccl_fitted_terms(const YamlValue& v);
 
 // The keys of a calibration file, and its reader once the header is checked.
 const std::vector<std::string>& calibration_keys();

@@ -12,6 +12,7 @@
 
 #include "sim/spec/file_kind.h"
 #include "sim/spec/hardware_sections.h"
+#include "sim/spec/model_sections.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
@@ -20,9 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace detail;  // the shared section readers and ranges (hardware_sections.h)
 
-const std::vector<std::string> kModelKeys =
-    with_header({"d_model", "d_ffn", "num_experts", "top_k", "capacity_factor", "dtype",
-                 "gemm_precision", "activation", "num_layers", "shared_experts"});
 const std::vector<std::string> kGpuKeys =
     with_header({"peak_flops", "hbm_bandwidth", "hbm_efficiency", "hbm_capacity",
                  "kernel_launch_overhead", "sm_count", "gemm_tile", "gemm_efficiency",
@@ -44,7 +42,7 @@ std::vector<std::string> top_level_node_keys() {
 std::vector<std::string> all_hardware_keys() {
   std::vector<std::string> keys = kGpuKeys;
   const std::vector<std::string> node_keys = top_level_node_keys();
-  for (const auto* extra : {&node_keys, &kClusterKeys, &kModelKeys, &detail::calibration_keys()}) {
+  for (const auto* extra : {&node_keys, &kClusterKeys, &detail::model_keys(), &detail::calibration_keys()}) {
     for (const std::string& k : *extra) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
@@ -415,59 +413,6 @@ ClusterSpec read_cluster(const YamlMap& m, LoadStack& stack) {
   if (auto ab = m.get("alpha_beta")) cluster.alpha_beta = read_alpha_beta(*ab);
   check_loopback(cluster, m);
   return cluster;
-}
-
-ModelSpec read_model_file(const YamlValue& root) {
-  check_file_kind(root, {"model"}, "--model");
-  const YamlMap m = root.as_map(kModelKeys);
-  check_header(m, "model", true, false);
-  ModelSpec model;
-  model.name = m.require("name").as_name();
-  model.origin = origin_of(m);
-  model.d_model = m.require("d_model").as_int(1, 1 << 20);
-  model.d_ffn = m.require("d_ffn").as_int(1, 1 << 22);
-  model.num_experts = static_cast<int>(m.require("num_experts").as_int(1, 1 << 20));
-  const YamlValue top_k = m.require("top_k");
-  model.top_k = static_cast<int>(top_k.as_int(1, 1 << 20));
-  if (model.top_k > model.num_experts) {
-    top_k.fail("top_k = " + std::to_string(model.top_k) + " must be in [1, num_experts = " +
-               std::to_string(model.num_experts) + "]");
-  }
-  model.capacity_factor = m.require("capacity_factor").as_double(0, 1024, true);
-  const YamlValue dtype = m.require("dtype");
-  model.dtype = dtype.as_enum(parse_dtype, {"fp32", "bf16", "fp16"});
-  if (model.dtype == DType::kTf32) {
-    dtype.fail("tf32 is a GEMM math mode, not a storage type; use dtype: fp32 with "
-               "gemm_precision: tf32 (valid dtypes: fp32, bf16, fp16)");
-  }
-  if (model.dtype == DType::kFp8) {
-    dtype.fail("fp8 is a GEMM precision, not a storage type; use dtype: bf16 (or fp16) with "
-               "gemm_precision: fp8 (valid dtypes: fp32, bf16, fp16)");
-  }
-  model.gemm_dtype = model.dtype;
-  if (auto g = m.get("gemm_precision")) {
-    model.gemm_dtype = g->as_enum(parse_dtype, dtype_names());
-    const bool ok = model.gemm_dtype == model.dtype ||
-                    (model.dtype == DType::kFp32 && model.gemm_dtype == DType::kTf32) ||
-                    ((model.dtype == DType::kBf16 || model.dtype == DType::kFp16) && model.gemm_dtype == DType::kFp8);
-    if (!ok) {
-      g->fail("gemm_precision " + std::string(to_string(model.gemm_dtype)) +
-              " does not fit dtype " + std::string(to_string(model.dtype)) +
-              " (tf32 needs dtype fp32, fp8 dtype bf16 or fp16; otherwise it must equal dtype)");
-    }
-  }
-  model.activation = m.require("activation").as_enum(parse_activation, activation_names());
-  model.num_layers = static_cast<int>(m.require("num_layers").as_int(1, 100000));
-  if (auto s = m.get("shared_experts")) {
-    const YamlMap se = s->as_map({"count", "d_ffn"});
-    model.shared_experts.count = static_cast<int>(se.require("count").as_int(0, 1024));
-    if (auto d = se.get("d_ffn")) {
-      model.shared_experts.d_ffn = d->as_int(1, 1 << 22);
-    } else if (model.shared_experts.count > 0) {
-      se.fail("missing required key 'd_ffn' (needed when count > 0)");
-    }
-  }
-  return model;
 }
 
 ClusterSpec read_hardware_file(const YamlValue& root) {

@@ -70,6 +70,22 @@ struct CalibrationSpec {
   SourceLocation nic_port_where;
   std::optional<AllToAllRecord> inter_node_all_to_all;
 
+  // NCCL's ring and tree terms fitted to a measured all-reduce (`moesim calibrate
+  // --allreduce-log`, sim/driver/all_reduce_calibration.h): hop latencies of the hop the log
+  // crossed and the efficiencies, over the node's `nccl:` section; `all_reduce` keeps what they
+  // were fitted to (size: nccl-tests' per-rank buffer).
+  std::optional<NcclFittedTerms> nccl;
+  SourceLocation nccl_where;
+  struct AllReduceRecord {
+    int ranks = 0;
+    int nodes = 1;
+    std::string source;
+    std::vector<std::int64_t> bytes;
+    std::vector<double> time_ns;
+  };
+  std::optional<AllReduceRecord> all_reduce;
+
+  bool calibrates_all_reduce() const { return nccl || all_reduce; }
   bool calibrates_intra_node() const { return intra_node || !link_types.empty() || all_to_all; }
   bool calibrates_inter_node() const { return inter_node || nic_port || inter_node_all_to_all; }
 };

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/spec/model_architecture.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -15,6 +17,15 @@ namespace moesim {
 struct SharedExpertSpec {
   int count = 0;            // dense experts every token passes through (DeepSeek-style); 0 = none
   std::int64_t d_ffn = 0;   // hidden size of each shared expert
+};
+
+// Parameter counts a publication gives for the model, to check the architecture against
+// (`moesim model` prints the difference; tests/sim/spec/model_parameters_test.cc bounds it).
+struct PublishedParameters {
+  double total = 0;                      // parameters
+  double active = 0;                     // 0: not published
+  bool active_counts_embedding = false;  // the publication's active count includes the input embedding
+  std::string source;
 };
 
 struct ModelSpec {
@@ -30,6 +41,11 @@ struct ModelSpec {
   Activation activation = Activation::kGelu;
   int num_layers = 1;             // layers of the whole model (memory accounting); MoE layers simulated come from RunSpec
   SharedExpertSpec shared_experts;
+  ArchitectureSpec architecture;  // the whole network; absent: the file describes its MoE layer only
+  std::optional<PublishedParameters> published;
+
+  // False for a model whose every layer is dense (it has none of the MoE keys above).
+  bool has_moe_layers() const { return num_experts > 0; }
 
   int element_bytes() const { return dtype_bytes(dtype); }
   // Width of FC1's output (T_M before the activation).

@@ -61,8 +61,11 @@ NcclTestsLog parse_nccl_tests_text(const std::string& text, const std::string& f
         const auto device = std::find(t.begin(), t.end(), "device");
         if (device != t.end() && device + 1 != t.end() && is_integer(*(device + 1)) && (device + 1)->size() <= 9)
           rank.device = std::stoi(*(device + 1));
-        // The name follows the bus id: "[0x1b] NVIDIA H100 80GB HBM3".
-        const auto bus = std::find_if(t.begin(), t.end(), [](const std::string& w) { return w.rfind("[0x", 0) == 0; });
+        // The name follows the bus id: "[0x1b] NVIDIA H100 80GB HBM3", or in newer nccl-tests its
+        // PCI address, "[0000:04:00] NVIDIA H100 80GB HBM3".
+        const auto bus = std::find_if(t.begin(), t.end(), [](const std::string& w) {
+          return w.size() > 2 && w.front() == '[' && w.back() == ']';
+        });
         for (auto w = bus == t.end() ? t.end() : bus + 1; w != t.end(); ++w) rank.gpu += (rank.gpu.empty() ? "" : " ") + *w;
         const auto [seen, fresh] = index_of_rank.emplace(rank.rank, log.placement.size());
         if (fresh) {

@@ -12,6 +12,15 @@ namespace moesim {
 
 const char* to_string(NcclAlgorithm a) { return a == NcclAlgorithm::kRing ? "ring" : "tree"; }
 
+const char* to_string(NcclHop h) {
+  switch (h) {
+    case NcclHop::kNvlink: return "nvlink";
+    case NcclHop::kPcie: return "pcie";
+    case NcclHop::kNet: return "net";
+  }
+  return "?";
+}
+
 const char* to_string(NcclProtocol p) {
   switch (p) {
     case NcclProtocol::kLL: return "ll";
@@ -64,7 +73,34 @@ std::array<bool, N> read_name_set(const YamlValue& v, const std::vector<std::str
   return set;
 }
 
+// A whole table {ring: {ll, ll128, simple}, tree: {...}}: every entry required, since a fitted
+// table replaces the node's as one.
+template <typename T, typename Read>
+PerNcclAlgorithm<T> read_whole_table(const YamlValue& v, Read read) {
+  PerNcclAlgorithm<T> out{};
+  const YamlMap algos = v.as_map(kAlgorithmNames);
+  for (std::size_t a = 0; a < kAlgorithmNames.size(); ++a) {
+    const YamlMap protos = algos.require(kAlgorithmNames[a]).as_map(kProtocolNames);
+    for (std::size_t p = 0; p < kProtocolNames.size(); ++p) out[a][p] = read(protos.require(kProtocolNames[p]));
+  }
+  return out;
+}
+
 }  // namespace
+
+NcclFittedTerms read_nccl_fitted_terms(const YamlValue& v) {
+  const YamlMap m = v.as_map({"hop_latency", "efficiency"});
+  NcclFittedTerms f;
+  if (auto x = m.get("hop_latency")) {
+    const YamlMap hops = x->as_map(kHopNames);
+    for (std::size_t h = 0; h < kHopNames.size(); ++h)
+      if (auto row = hops.get(kHopNames[h]))
+        f.hop_latency[h] = read_whole_table<TimeNs>(*row, [](const YamlValue& t) { return t.as_time(kMaxLaunchNs); });
+  }
+  if (auto x = m.get("efficiency"))
+    f.efficiency = read_whole_table<double>(*x, [](const YamlValue& e) { return e.as_double(0, 1, true); });
+  return f;
+}
 
 NcclTuning read_nccl_tuning(const YamlValue& v) {
   const YamlMap m =

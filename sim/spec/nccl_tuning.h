@@ -18,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 
 #include "sim/core/units.h"
 
@@ -72,7 +73,22 @@ struct NcclTuning {
   }
 };
 
+// NCCL constants fitted to a measurement (a calibration file's `nccl:` section, written by
+// `moesim calibrate --allreduce-log`, sim/driver/all_reduce_calibration.h): whole hop-latency rows
+// and a whole efficiency table, each replacing the node's.
+struct NcclFittedTerms {
+  std::array<std::optional<PerNcclAlgorithm<TimeNs>>, kNumNcclHops> hop_latency;
+  std::optional<PerNcclAlgorithm<double>> efficiency;
+
+  void apply_to(NcclTuning& t) const {
+    for (std::size_t h = 0; h < hop_latency.size(); ++h)
+      if (hop_latency[h]) t.hop_latency[h] = *hop_latency[h];
+    if (efficiency) t.efficiency = *efficiency;
+  }
+};
+
 const char* to_string(NcclAlgorithm a);
+const char* to_string(NcclHop h);
 const char* to_string(NcclProtocol p);
 
 }  // namespace moesim

@@ -8,6 +8,7 @@
 #include "sim/core/program_folder.h"
 #include "sim/core/units.h"
 #include "sim/spec/loader.h"
+#include "sim/spec/model_parameters.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
@@ -43,9 +44,12 @@ std::string fixed1(double v) {
 std::string size_of(PresetKind kind, const std::string& path) {
   if (kind == PresetKind::kModel) {
     const ModelSpec m = load_model_spec(path);
-    std::string s = std::to_string(m.num_experts) + " experts top-" + std::to_string(m.top_k) + ", d_model " +
-                    std::to_string(m.d_model) + ", " + std::to_string(m.num_layers) + " layers";
+    std::string s = m.has_moe_layers() ? std::to_string(m.num_experts) + " experts top-" + std::to_string(m.top_k)
+                                       : std::string("dense");
+    s += ", d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.num_layers) + " layers";
     if (m.shared_experts.count > 0) s += ", " + std::to_string(m.shared_experts.count) + " shared";
+    if (m.architecture.present)
+      s += ", " + fixed1(static_cast<double>(count_parameters(m).total()) / 1e9) + "B parameters";
     return s;
   }
   const ClusterSpec c = load_hardware_spec(path);

@@ -1,5 +1,7 @@
 #include "sim/spec/types.h"
 
+#include "sim/spec/model_architecture.h"
+
 #include <array>
 #include <utility>
 
@@ -131,5 +133,26 @@ std::optional<ActivationCheckpointing> parse_activation_checkpointing(std::strin
   return parse_from(kCheckpointing, s);
 }
 std::vector<std::string> activation_checkpointing_names() { return names_of(kCheckpointing); }
+
+namespace {
+constexpr std::array<std::pair<AttentionKind, std::string_view>, 3> kAttentionKinds{
+    {{AttentionKind::kMha, "mha"}, {AttentionKind::kGqa, "gqa"}, {AttentionKind::kMla, "mla"}}};
+constexpr std::array<std::pair<NormKind, std::string_view>, 2> kNormKinds{
+    {{NormKind::kLayerNorm, "layernorm"}, {NormKind::kRmsNorm, "rmsnorm"}}};
+constexpr std::array<std::pair<PositionEmbedding, std::string_view>, 2> kPositionEmbeddings{
+    {{PositionEmbedding::kRope, "rope"}, {PositionEmbedding::kLearned, "learned"}}};
+}  // namespace
+
+std::string_view to_string(AttentionKind k) { return name_of(kAttentionKinds, k); }
+std::optional<AttentionKind> parse_attention_kind(std::string_view s) { return parse_from(kAttentionKinds, s); }
+std::vector<std::string> attention_kind_names() { return names_of(kAttentionKinds); }
+std::string_view to_string(NormKind k) { return name_of(kNormKinds, k); }
+std::optional<NormKind> parse_norm_kind(std::string_view s) { return parse_from(kNormKinds, s); }
+std::vector<std::string> norm_kind_names() { return names_of(kNormKinds); }
+std::string_view to_string(PositionEmbedding p) { return name_of(kPositionEmbeddings, p); }
+std::optional<PositionEmbedding> parse_position_embedding(std::string_view s) {
+  return parse_from(kPositionEmbeddings, s);
+}
+std::vector<std::string> position_embedding_names() { return names_of(kPositionEmbeddings); }
 
 }  // namespace moesim

@@ -407,7 +407,7 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
        "the log has no '#  Rank' lines, so its 16 ranks are taken as GPUs of one node, and node 'HGX-H100' has 8"},
       {hw + " --alltoall-log " + write("a.log", alltoall_log(8)).string() + " --ranks 4", "the log lists 8 ranks, --ranks says 4"},
       {hw + " --alltoall-log " + bare + " --dtypes bf16", "excludes"},
-      {hw + " --ranks 8", "--ranks goes with --alltoall-log or --collectives"},
+      {hw + " --ranks 8", "--ranks goes with --alltoall-log, --allreduce-log or --collectives"},
       {hw + " --alltoall-log " + (dir_ / "missing.log").string(), "cannot open nccl-tests log"},
       {hw + " --alltoall-log /dev/zero", "'/dev/zero' is not a regular file"},
   };
@@ -429,7 +429,7 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
   EXPECT_NE(run(hw + " --collectives --alltoall-log " + bare).err.find("excludes"), std::string::npos);
   const Result base_alone = run(hw + " --base " + bare);
   EXPECT_EQ(base_alone.exit_code, 2);
-  EXPECT_NE(base_alone.err.find("--base goes with --alltoall-log or --collectives"), std::string::npos)
+  EXPECT_NE(base_alone.err.find("--base goes with --alltoall-log, --allreduce-log or --collectives"), std::string::npos)
       << base_alone.err;
   // With --ranks a bare log fits.
   EXPECT_EQ(run(hw + " --alltoall-log " + bare + " --ranks 8").exit_code, 0);

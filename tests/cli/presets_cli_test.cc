@@ -18,7 +18,8 @@ TEST_F(Cli, PresetsListsEveryKindWithSizeAndSource) {
   const Result models = run("presets models");
   ASSERT_EQ(models.exit_code, 0) << models.err;
   EXPECT_NE(models.out.find("deepseek-v3"), std::string::npos);
-  EXPECT_NE(models.out.find("256 experts top-8, d_model 7168, 61 layers, 1 shared"), std::string::npos) << models.out;
+  EXPECT_NE(models.out.find("256 experts top-8, d_model 7168, 61 layers, 1 shared, 671.0B parameters"), std::string::npos)
+      << models.out;
   EXPECT_EQ(models.out.find("# clusters"), std::string::npos);
   const Result clusters = run("presets clusters");
   EXPECT_NE(clusters.out.find("adira-8x-dgx-a100"), std::string::npos) << clusters.out;

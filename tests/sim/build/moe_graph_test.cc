@@ -162,7 +162,7 @@ TEST(DeriveLayerDims, SwigluDoublesFc1AndEpSizeSplitsExperts) {
 TEST(DeriveLayerDims, RejectsInvalidModels) {
   ModelSpec m = small_model();
   m.num_experts = 0;
-  expect_rejected(m, small_run(), "num_experts must be positive, got 0");
+  expect_rejected(m, small_run(), "has no MoE layer");
   m = small_model();
   m.top_k = 0;
   expect_rejected(m, small_run(), "top_k must be in [1, num_experts = 8], got 0");

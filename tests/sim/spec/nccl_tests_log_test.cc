@@ -30,6 +30,16 @@ const std::string kLog =
     "# Out of bounds values : 0 OK\n"
     "# Avg bus bandwidth    : 0.055\n";
 
+TEST(NcclTestsLog, ReadsTheGpuAfterAPciAddress) {
+  // Newer nccl-tests name the device by its PCI address (the published A3 Mega log,
+  // validate/data/h100-a3mega-2node-all-reduce).
+  const NcclTestsLog log = parse_nccl_tests_text(
+      "#  Rank  0 Group  0 Pid   6899 on ztan-mig-235z device  0 [0000:04:00] NVIDIA H100 80GB HBM3\n", "ar.log");
+  ASSERT_EQ(log.placement.size(), 1u);
+  EXPECT_EQ(log.placement[0].device, 0);
+  EXPECT_EQ(log.placement[0].gpu, "NVIDIA H100 80GB HBM3");
+}
+
 TEST(NcclTestsLog, ReadsRanksHostsAndTheOutOfPlaceTimes) {
   const NcclTestsLog log = parse_nccl_tests_text(kLog, "a2a.log");
   EXPECT_EQ(log.ranks, 2);

@@ -24,7 +24,10 @@ TEST(Presets, EveryKindListsItsFilesWithSizeAndSource) {
   const PresetInfo* ds = find(models, "deepseek-v3");
   ASSERT_NE(ds, nullptr);
   EXPECT_EQ(ds->title, "DeepSeek-V3");
-  EXPECT_EQ(ds->size, "256 experts top-8, d_model 7168, 61 layers, 1 shared");
+  EXPECT_EQ(ds->size, "256 experts top-8, d_model 7168, 61 layers, 1 shared, 671.0B parameters");
+  const PresetInfo* llama = find(models, "llama-3-70b");
+  ASSERT_NE(llama, nullptr);
+  EXPECT_EQ(llama->size, "dense, d_model 8192, 80 layers, 70.6B parameters");
   EXPECT_NE(ds->source.find("arXiv:2412.19437"), std::string::npos);
   EXPECT_TRUE(std::is_sorted(models.begin(), models.end(),
                              [](const PresetInfo& a, const PresetInfo& b) { return a.name < b.name; }));

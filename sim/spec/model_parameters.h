@@ -1,0 +1,55 @@
+// Parameter counts of a model with an architecture section (sim/spec/model_architecture.h), per
+// block, and the parameters one token's forward pass multiplies ("active").
+//
+// Conventions (docs/models.md): a gated MLP (swiglu) has three d x ff matrices, others two; an
+// RMSNorm has d weights, a LayerNorm d weights and d biases; every layer has two norms and the
+// model one final norm; with linear_bias every projection has its output bias. MLA follows
+// DeepSeek-V3's weights: q down-projection and norm (when q_lora_rank > 0), q up-projection to
+// heads x (nope + rope), kv down-projection to kv_lora_rank + rope (the shared rotary key), its
+// norm, kv up-projection to heads x (nope + v), and the output projection.
+//
+// Active parameters exclude the input embedding (a table lookup, no multiplication; with tied
+// embeddings the table stays, as the output head) and the routed experts a token does not visit
+// (all but top_k); publications differ on the embedding, so active_with_embedding() is given too. Multi-token prediction modules are counted apart (mtp),
+// outside total(), as DeepSeek-V3's report does; they share the embedding and output head.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/spec/model_spec.h"
+
+namespace moesim {
+
+struct ParameterCount {
+  int dense_layers = 0;
+  int moe_layers = 0;
+  std::int64_t embedding = 0;       // the token embedding table
+  std::int64_t positions = 0;       // learned position embeddings (0 with rotary embeddings)
+  std::int64_t output_head = 0;     // 0 with tied embeddings
+  std::int64_t attention = 0;       // every layer's attention, its norms (qk, MLA latents) and biases
+  std::int64_t dense_mlp = 0;       // the dense layers' MLPs
+  std::int64_t routed_experts = 0;  // every MoE layer's routed experts
+  std::int64_t shared_experts = 0;
+  std::int64_t routers = 0;
+  std::int64_t norms = 0;           // the layers' two norms each, and the final norm
+  std::int64_t active_routed = 0;   // the top_k routed experts of each MoE layer
+  std::int64_t mtp = 0;             // multi-token prediction modules (not in total())
+
+  std::int64_t total() const;
+  std::int64_t active() const;
+  std::int64_t active_with_embedding() const;
+};
+
+// Throws InputError (the model file) if the model has no architecture section.
+ParameterCount count_parameters(const ModelSpec& model);
+
+// True when layer `layer` (0-based) is an MoE layer under the architecture's pattern (every layer
+// without an architecture section).
+bool is_moe_layer(const ModelSpec& model, int layer);
+int count_moe_layers(const ModelSpec& model);
+
+// Throws InputError (the model file) for a model without MoE layers: the step simulation, the
+// planner, sweeps and the runtime run MoE layers.
+void require_moe_layers(const ModelSpec& model);
+
+}  // namespace moesim
