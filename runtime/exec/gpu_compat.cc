@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "sim/core/error.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/layer_dims.h"
 
 namespace moesim::runtime {
 

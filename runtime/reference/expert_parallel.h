@@ -13,7 +13,7 @@
 //   combine    the inverse all-to-all; rank r scatters the rows into its [E, C, M] output.
 // Backward mirrors it: the all-to-all of dT_O per chunk, the expert backward, the all-to-all of dDI.
 //
-// Buffers follow moe_layer_builder.cc: with strategy none every chunk keeps its T_DI / T_M / T_DO;
+// Buffers follow sim/build/memory_reuse.h: with strategy none every chunk keeps its T_DI / T_M / T_DO;
 // with s1-s4, T_DI lives in min(slots, 2n) slot buffers, T_M in one and T_DO in min(slots, n), the
 // chunk at sequence position q (forward position g, backward position n + g) writing slot
 // q % count, so later chunks really overwrite earlier ones. Backward restores into the slots

@@ -23,7 +23,7 @@
 //         adds nothing; a token whose choices are all dropped gets y_t = 0: the residual
 //         connection lies outside the MoE layer)
 // Biases are off by default: the simulator's memory accounting counts none (MPipeMoE Eq. 1).
-// C comes from derive_layer_dims (sim/graph/moe_layer_builder.h): floor(k*f*B/E) rounded down to a
+// C comes from derive_layer_dims (sim/build/layer_dims.h): floor(k*f*B/E) rounded down to a
 // multiple of the chunk count n; MoeLayerShape::from_specs copies it, so both engines agree.
 //
 // Backward, given dY (B x M):
@@ -44,7 +44,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/layer_dims.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/types.h"
 

@@ -7,7 +7,7 @@
 #include "runtime/exec/gpu_compat.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/yaml_reader.h"
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/spec/run_spec.h"
 
 namespace moesim {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sim/engine/trace.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/graph/task_graph.h"
 #include "sim/memory/memory_tracker.h"
 #include "sim/net/collective_model.h"

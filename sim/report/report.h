@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sim/engine/trace.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/layer_dims.h"
 #include "sim/graph/task_graph.h"
 #include "sim/memory/memory_tracker.h"
 #include "sim/memory/model_memory.h"

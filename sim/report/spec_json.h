@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/layer_dims.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/run_spec.h"

@@ -31,7 +31,7 @@ std::string bandwidth_text(double bytes_per_s) { return fixed(bytes_per_s / 1e9,
 
 std::string gib(std::int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 3) + " GiB"; }
 
-// Uneven chunk sizes take two values (sim/graph/moe_layer_builder.h): "3 x 26 + 5 x 25".
+// Uneven chunk sizes take two values (sim/build/layer_dims.h): "3 x 26 + 5 x 25".
 std::string chunk_sizes_text(const std::vector<std::int64_t>& sizes) {
   std::string text;
   for (std::size_t i = 0; i < sizes.size();) {

@@ -8,7 +8,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/graph/task_graph.h"
 #include "sim/net/alpha_beta.h"
 #include "sim/search/planner.h"

@@ -255,7 +255,7 @@ void resolve_plan_request(PlanRequest& req) {
   if (req.chunk_counts.empty()) {
     // Every degree 1..16 that the smallest capacity C of the token counts allows (a chunk needs a
     // slot per expert). n need not divide C: the chunks then differ by one slot and do all the
-    // work (sim/graph/moe_layer_builder.h).
+    // work (sim/build/layer_dims.h).
     std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
     for (std::int64_t t : req.tokens)
       smallest = std::min(smallest,
@@ -361,7 +361,7 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   for (std::int64_t t : distinct) {
     PlanTable table;
     table.tokens = t;
-    // The tp ranks of a tensor-parallel group share their tokens (moe_layer_builder.h).
+    // The tp ranks of a tensor-parallel group share their tokens (sim/build/layer_dims.h).
     table.global_tokens = static_cast<std::int64_t>(report.num_gpus / report.layout.tp) * t;
     table.baseline = cache.get({t, 1, MemoryStrategy::kNone});
     add_relative(table.baseline, table.baseline);

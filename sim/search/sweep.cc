@@ -9,7 +9,7 @@
 #include "sim/core/error.h"
 #include "sim/driver/footprint.h"
 #include "sim/driver/simulation.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/memory/model_memory.h"
 #include "sim/search/planner.h"
 #include "sim/search/thread_pool.h"

@@ -42,7 +42,7 @@ struct RunSpec {
   ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
   int num_chunks = 1;               // n, pipeline partitions of each layer
   // Chunk sizes (capacity slots per expert and source) are multiples of this, but for the last
-  // chunk, which takes what is left (sim/graph/moe_layer_builder.h); 1: sizes differ by at most one.
+  // chunk, which takes what is left (sim/build/layer_dims.h); 1: sizes differ by at most one.
   int chunk_alignment = 1;
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   int num_moe_layers = 1;           // MoE layers simulated back to back

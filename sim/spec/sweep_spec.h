@@ -9,7 +9,7 @@
 //
 // A GPU count g overrides the preset's num_nodes with g / gpus_per_node, so g must be a positive
 // multiple of gpus_per_node (a partial node would change the topology). A tensor-parallel degree t
-// must divide g (and the model's d_ffn, sim/graph/moe_layer_builder.h); the expert-parallel group
+// must divide g (and the model's d_ffn, sim/build/layer_dims.h); the expert-parallel group
 // spans the g / t ranks of one tensor index (ep_size 0), so there is one data-parallel replica.
 // Routing values are what `--routing` takes (uniform, zipf:<s>, matrix:<file>,
 // sim/spec/routing_spec.h); a matrix path in a sweep file is relative to that file.

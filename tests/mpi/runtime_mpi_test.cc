@@ -23,7 +23,7 @@
 #include "runtime/exec/rank_values_io.h"
 #include "runtime/exec/reference_check.h"
 #include "sim/core/error.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 
 namespace moesim::runtime {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "sim/core/error.h"
 #include "sim/driver/simulation.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/report/metrics.h"
 #include "sim/report/report.h"
 #include "sim/spec/loader.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "sim/core/error.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 
 namespace moesim::runtime {
 namespace {

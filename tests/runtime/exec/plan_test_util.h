@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/graph/task_graph.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/loader.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/spec/hardware_spec.h"
 
 namespace moesim::runtime::reference {

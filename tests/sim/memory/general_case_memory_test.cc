@@ -1,7 +1,7 @@
 // The memory model in the GENERAL case (top-2, capacity factor 1.25, bf16 mixed precision with Adam,
 // routing data counted, several local experts per GPU, swiglu and gelu), checked against values
-// derived by hand from the buffer list documented in sim/graph/moe_layer_builder.cc and the
-// closed form in sim/graph/memory_sizes.h. Every expected number below is written out literally;
+// derived by hand from the buffer lists documented in sim/build/moe_layer_block.h and
+// sim/build/memory_reuse.h and the closed form in sim/build/memory_sizes.h. Every expected number below is written out literally;
 // the comments show where it comes from.
 //
 // Setup: M = d_model = 256, H = d_ffn = 1024, E = 16 experts, k = 2, f = 1.25, B = 1024 tokens per
@@ -73,7 +73,7 @@
 #include <utility>
 
 #include "sim/driver/simulation.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/memory/memory_tracker.h"
 #include "sim/spec/loader.h"
 

@@ -12,7 +12,7 @@
 
 #include "sim/driver/simulation.h"
 #include "sim/engine/trace.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 #include "sim/memory/memory_tracker.h"
 #include "sim/spec/loader.h"
 

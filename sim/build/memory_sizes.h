@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/layer_dims.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/types.h"
 

@@ -1,7 +1,7 @@
 // The size of the MoE layer graph before it is built: the builder refuses graphs over
 // kMaxGraphTasks with it, and the simulation's memory estimate (sim/driver/footprint.h) counts it.
 #include "sim/core/checked_math.h"
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 
 namespace moesim {
 

@@ -1,5 +1,5 @@
 // Model-state sizes: MPipeMoE Eq. 1 in fp32 and the mixed-precision (ZeRO) accounting.
-#include "sim/graph/memory_sizes.h"
+#include "sim/build/memory_sizes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "sim/graph/memory_sizes.h"
+#include "sim/build/memory_sizes.h"
 
 #include "sim/core/checked_math.h"
 

@@ -1,15 +1,5 @@
-// Builder of the MoE layer task graph: forward and backward, split into n chunks along tokens.
-//
-// Forward per layer (MPipeMoE, reference section 1): gate GEMM -> softmax/top-k -> encode into
-// [E, C, M] -> per chunk: dispatch all-to-all -> FC1 -> activation -> FC2 -> combine all-to-all
-// -> decode. Backward per chunk in the order of the MPipeMoE code: all-to-all of dGrad(T_DO)
-// (bwd.combine) -> dM = dDO*W2^T (fc2.dgrad) -> activation backward -> wgrad W2 -> wgrad W1 ->
-// dDI = dM*W1^T (fc1.dgrad) -> all-to-all back (bwd.dispatch); then encode backward and the router
-// gradient (softmax/top-k backward, gate dgrad and wgrad).
-//
-// Buffers: model states, activations saved for backward, gradients and, with a memory strategy
-// (run.strategy s1-s4), per-chunk buffer slots bounded by reuse edges plus the strategy's offload,
-// prefetch, re-dispatch and recompute tasks (MPipeMoE Table II); the .cc header lists them.
+// The sizes of one MoE layer on one rank (LayerDims), derived from the model, cluster and run specs
+// and validated once, before any graph is built; and the routing plan those sizes call for.
 //
 // Chunking: capacity C = floor(k*f*B/E) slots per (expert, source rank), split over the n chunks
 // as evenly as integers allow, so no slot is dropped for pipelining: chunk c carries C/n rows, the
@@ -18,25 +8,16 @@
 // takes the C mod a slots left (sizes differ by at most a). MPipeMoE and Tutel take n dividing C;
 // other n used to round C down and lose up to n - 1 slots per expert.
 //
-// Tensor parallelism (DeepSpeed-TED, run.tp_size = t > 1; reference section 5): the t ranks of a
-// tensor-parallel group hold the same B tokens (the non-expert blocks are Megatron tensor
-// parallel) and each holds a 1/t slice of every local expert: FC1 column-parallel (fc1_out/t
-// outputs), FC2 row-parallel (H/t inputs), so FC2's output is a partial sum that a tensor-parallel
-// all-reduce completes (fwd.fc2.allreduce), as the input gradient of FC1 in backward
-// (bwd.fc1.allreduce). The all-to-alls run among the ranks of one tensor index. With duplicate
-// token dropping each rank sends only its 1/t share of the capacity slots (C is then a multiple of
-// n*t) and a tensor-parallel all-gather after each all-to-all restores the whole tensor
-// (*.allgather). Shared experts are tensor parallel as a Megatron MLP (shared.allreduce). With
-// run.grad_sync the expert and the non-expert gradients are all-reduced over their data-parallel
-// groups on stream comm.grad (stage grad_sync). The .cc header gives the tasks and sizes. The ordering policy decides which stream each
-// all-to-all runs on and the issue order (see order_policy in the .cc and docs/concepts.md).
+// Tensor parallelism (DeepSpeed-TED, run.tp_size = t > 1): each rank holds a 1/t slice of every
+// local expert (fc1_out/t, H/t); with duplicate token dropping each rank sends only its 1/t share
+// of a chunk's capacity slots (padded where t does not divide them), see the *_shard and
+// shared_chunk_capacity accessors.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "sim/graph/task_graph.h"
 #include "sim/routing/routing.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -103,45 +84,10 @@ void check_tensor_parallel_degree(const ModelSpec& model, const ClusterSpec& clu
 // Throws InputError naming the values and the rule.
 LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run);
 
-struct BuildOptions {
-  // Simulate one representative rank (balanced routing: every EP rank is symmetric) instead of all.
-  // Ignored (every rank is simulated) when the routing is imbalanced.
-  bool representative_rank = true;
-  // Without a representative rank: simulate the ranks of every data-parallel replica the graph's
-  // world holds (run.grad_sync makes the world every GPU), not only those of the first. The
-  // replicas repeat the first one's work; only their gradient all-reduces meet it.
-  bool all_replicas = false;
-  // Put every collective of a rank on one stream (comm.dispatch), as the PipeMoE model's single
-  // communication channel. The mpipemoe order then issues its forward like fastermoe (all
-  // dispatches, then the combines, bounded by the slots with reuse): on one channel that order
-  // gives the model's T(r), while interleaving would queue each combine behind the next dispatch.
-  bool single_comm_stream = false;
-};
-
-// Largest graph build_moe_graph accepts (a graph this size takes a few GiB).
-inline constexpr std::int64_t kMaxGraphTasks = 20'000'000;
-
-// The graph build_moe_graph makes, sized from the dims alone, before anything is allocated.
-struct GraphSize {
-  int world = 1;                     // ranks of the graph's world: one replica, or every GPU with grad_sync
-  std::int64_t simulated_ranks = 1;  // 1 (a representative rank) or the world's ranks
-  std::int64_t tasks = 0;            // an upper estimate, within 1.5x of the tasks built (tests)
-};
-// `routed`: the layer has a routing plan (imbalanced routing), so every rank is simulated.
-GraphSize estimate_graph_size(const LayerDims& dims, const RunSpec& run, const BuildOptions& options, bool routed);
-
 RoutingShape routing_shape(const LayerDims& dims);
 
 // The routing plan of run.routing for these dims: nullopt for uniform routing (the padded,
 // balanced layout). Throws InputError for a bad routing matrix file.
 std::optional<RoutingPlan> make_layer_routing(const LayerDims& dims, const RunSpec& run);
-
-// Builds the forward and backward graph of run.num_moe_layers MoE layers. With imbalanced
-// routing (run.routing not uniform) every rank is simulated with its own rows: the all-to-alls
-// are all-to-allv over `routing`'s per-chunk traffic (made from run.routing when null), the expert
-// GEMMs, copies and expert buffers are sized by the rows each rank receives, encode/decode by
-// the rows it sends. Throws InputError when the graph would exceed kMaxGraphTasks.
-TaskGraph build_moe_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
-                          const BuildOptions& options = {}, const RoutingPlan* routing = nullptr);
 
 }  // namespace moesim

@@ -1,4 +1,4 @@
-#include "sim/graph/moe_layer_builder.h"
+#include "sim/build/moe_graph.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 
 #include "sim/core/error.h"
 #include "sim/graph/graph_algorithms.h"
-#include "tests/sim/graph/graph_test_util.h"
-#include "tests/sim/graph/test_specs.h"
+#include "tests/sim/build/graph_test_util.h"
+#include "tests/sim/build/test_specs.h"
 
 namespace moesim {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "sim/core/error.h"
 #include "sim/graph/graph_algorithms.h"
-#include "sim/graph/moe_layer_builder.h"
-#include "tests/sim/graph/test_specs.h"
+#include "sim/build/moe_graph.h"
+#include "tests/sim/build/test_specs.h"
 
 namespace moesim {
 namespace {

@@ -2,7 +2,7 @@
 // section 5): sizes and rules, the tensor-parallel collectives and where they sit on the streams,
 // their groups and bytes, duplicate token dropping, shared experts, the gradient all-reduces.
 //
-// Setup (tests/sim/graph/test_specs.h): M = 64, H = 128, E = 8, k = 2, f = 1, bf16, B = 96 tokens
+// Setup (tests/sim/build/test_specs.h): M = 64, H = 128, E = 8, k = 2, f = 1, bf16, B = 96 tokens
 // per GPU on 8 GPUs (2 nodes x 4). C = floor(2 * 96 / 8) = 24. With tp = 2 the expert-parallel
 // group has 8 / 2 = 4 ranks, E_l = 2 local experts, each rank holds H / 2 = 64 of each expert's
 // hidden columns. With n = 2: rows of a chunk's dispatch tensor E * C / n = 96, rows per local
@@ -17,10 +17,10 @@
 
 #include "sim/core/error.h"
 #include "sim/graph/graph_algorithms.h"
-#include "sim/graph/memory_sizes.h"
-#include "sim/graph/moe_layer_builder.h"
-#include "tests/sim/graph/graph_test_util.h"
-#include "tests/sim/graph/test_specs.h"
+#include "sim/build/memory_sizes.h"
+#include "sim/build/moe_graph.h"
+#include "tests/sim/build/graph_test_util.h"
+#include "tests/sim/build/test_specs.h"
 
 namespace moesim {
 namespace {

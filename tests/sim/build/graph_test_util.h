@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "sim/core/error.h"
-#include "sim/graph/moe_layer_builder.h"
-#include "tests/sim/graph/test_specs.h"
+#include "sim/build/moe_graph.h"
+#include "tests/sim/build/test_specs.h"
 
 namespace moesim::testing {
 

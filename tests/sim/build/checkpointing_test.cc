@@ -2,7 +2,7 @@
 // reference section 5): the re-run's tasks, streams and buffers, the all-to-all count (6 per layer
 // and step with full checkpointing, 4 with CAC), the stash, and the rules.
 //
-// Setup (tests/sim/graph/test_specs.h): M = 64, H = 128, E = 8, k = 2, f = 1, bf16, B = 96 on
+// Setup (tests/sim/build/test_specs.h): M = 64, H = 128, E = 8, k = 2, f = 1, bf16, B = 96 on
 // 8 GPUs; EP 8, C = 24, R = E * C = 192 rows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "sim/graph/graph_algorithms.h"
-#include "sim/graph/moe_layer_builder.h"
-#include "tests/sim/graph/graph_test_util.h"
-#include "tests/sim/graph/test_specs.h"
+#include "sim/build/moe_graph.h"
+#include "tests/sim/build/graph_test_util.h"
+#include "tests/sim/build/test_specs.h"
 
 namespace moesim {
 namespace {
