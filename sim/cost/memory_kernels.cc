@@ -37,7 +37,7 @@ ElementwiseWork memory_kernel_traffic(MemoryKernel k, const KernelShape& s, int 
   const std::int64_t sent = checked_mul(s.rows, s.d_model);
   const std::int64_t rf = checked_mul(s.rows, s.fc1_out);
   const std::int64_t rh = checked_mul(s.rows, s.hidden);
-  // Elements read, written, and FLOPs, as moe_layer_builder.cc counts them.
+  // Elements read, written, and FLOPs, as the MoE block counts them (sim/build/moe_layer_forward.cc, moe_layer_backward.cc).
   std::int64_t read = 0, written = 0, flops = 0;
   switch (k) {
     case MemoryKernel::kRouteFwd: read = be, written = be + 2 * bk, flops = 4 * be; break;

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "sim/cost/compute_cost.h"
-#include "sim/graph/moe_layer_builder.h"
-#include "tests/sim/graph/test_specs.h"
+#include "sim/build/moe_graph.h"
+#include "tests/sim/build/test_specs.h"
 
 namespace moesim {
 namespace {
