@@ -426,6 +426,28 @@ void add_graph(CLI::App& app, GraphArgs& g) {
   g.check_cmd->add_option("file", g.check_path, "graph JSON written by `moesim graph export`")->required();
 }
 
+// `moesim model`: the network, its parameters and FLOPs, and its model states per GPU of a layout.
+CLI::App* add_model_command(CLI::App& app, ModelArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "model", "describe a model file's network, count its parameters against the published counts, its training "
+               "FLOPs and its model states per GPU under a layout");
+  cmd->add_option("--model", a.model_path, "model YAML or bundled preset name (`moesim presets models`)")->required();
+  cmd->add_option("--json", a.json_path, "write the counts as JSON ('-' for stdout)");
+  const auto degree = [&](const char* flag, int& value, const char* what) {
+    cmd->add_option(flag, value, what)->transform(whole(1, kMaxGroupSize))->capture_default_str();
+  };
+  degree("--tp", a.layout.tp, "tensor-parallel degree (attention, MLPs, each expert's matrices, embeddings)");
+  degree("--pp", a.layout.pp, "pipeline stages (must divide the layers)");
+  degree("--ep", a.layout.ep, "expert-parallel degree (must divide the experts)");
+  degree("--dp", a.layout.dp, "data-parallel replicas of the tp x pp x ep GPUs");
+  cmd->add_option("--zero", a.layout.zero_stage,
+                  "ZeRO stage: 0 none, 1 optimizer states, 2 and gradients, 3 and weights sharded over the "
+                  "data-parallel replicas")
+      ->transform(whole(0, 3))
+      ->capture_default_str();
+  return cmd;
+}
+
 int main_impl(int argc, char** argv) {
   CLI::App app{"moesim: predict and measure the time and memory of Mixture-of-Experts training steps"};
   app.require_subcommand(1);
@@ -461,11 +483,7 @@ int main_impl(int argc, char** argv) {
       "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
   presets->add_option("kind", presets_args.kind, "models | clusters | nodes | gpus (default: all)");
   ModelArgs model_args;
-  CLI::App* model_cmd = app.add_subcommand(
-      "model", "describe a model file's network and count its parameters against the published counts");
-  model_cmd->add_option("--model", model_args.model_path, "model YAML or bundled preset name (`moesim presets models`)")
-      ->required();
-  model_cmd->add_option("--json", model_args.json_path, "write the counts as JSON ('-' for stdout)");
+  CLI::App* model_cmd = add_model_command(app, model_args);
   check_every_number_has_a_range(app);
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {

@@ -8,6 +8,7 @@
 
 #include "sim/cli/output_file.h"
 #include "sim/spec/loader.h"
+#include "sim/core/units.h"
 #include "sim/spec/model_flops.h"
 #include "sim/spec/model_parameters.h"
 #include "sim/spec/presets.h"
@@ -131,6 +132,38 @@ void print_flops(const ModelSpec& m, const ParameterCount& c, const TrainingFlop
   line("6 x active parameters", 6.0 * static_cast<double>(c.active()));
 }
 
+std::string gib_text(double bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / static_cast<double>(kGiB));
+  return buf;
+}
+
+void print_states(const TrainingLayout& l, const std::vector<StageModelStates>& stages, std::ostream& out) {
+  out << "model states per GPU (tp " << l.tp << ", pp " << l.pp << ", ep " << l.ep << ", dp " << l.dp << ", ZeRO "
+      << l.zero_stage << "; mixed-precision Adam)\n";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  %-7s %-9s %12s %12s %12s %12s %12s\n", "stage", "layers", "parameters", "weights",
+                "gradients", "optimizer", "total");
+  out << buf;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const StageModelStates& s = stages[i];
+    const std::string layers = std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + s.layers - 1);
+    std::snprintf(buf, sizeof buf, "  %-7zu %-9s %12s %12s %12s %12s %12s\n", i, layers.c_str(),
+                  count_text(s.dense_params + s.expert_params).c_str(), gib_text(s.weight_bytes).c_str(),
+                  gib_text(s.grad_bytes).c_str(), gib_text(s.optimizer_bytes).c_str(), gib_text(s.bytes()).c_str());
+    out << buf;
+  }
+}
+
+nlohmann::json states_json(const std::vector<StageModelStates>& stages) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const StageModelStates& s : stages)
+    j.push_back({{"first_layer", s.first_layer}, {"layers", s.layers}, {"dense_parameters", s.dense_params},
+                 {"expert_parameters", s.expert_params}, {"weight_bytes", s.weight_bytes},
+                 {"gradient_bytes", s.grad_bytes}, {"optimizer_bytes", s.optimizer_bytes}, {"bytes", s.bytes()}});
+  return j;
+}
+
 nlohmann::json to_json(const ModelSpec& m, const ParameterCount& c, const TrainingFlops& f) {
   nlohmann::json j = {{"name", m.name},
                       {"file", m.origin.file},
@@ -168,11 +201,17 @@ int run_model(const ModelArgs& a, std::ostream& out) {
   const ModelSpec model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
   const ParameterCount counts = count_parameters(model);
   const TrainingFlops flops = megatron_training_flops_per_token(model);
-  if (!a.json_path.empty()) write_output("--json", a.json_path, to_json(model, counts, flops).dump(2) + "\n");
+  const std::vector<StageModelStates> states = model_states_per_gpu(model, a.layout);
+  if (!a.json_path.empty()) {
+    nlohmann::json j = to_json(model, counts, flops);
+    j["model_states_per_gpu"] = states_json(states);
+    write_output("--json", a.json_path, j.dump(2) + "\n");
+  }
   if (a.json_path == "-") return 0;
   describe(model, counts, out);
   print_counts(model, counts, out);
   print_flops(model, counts, flops, out);
+  print_states(a.layout, states, out);
   return 0;
 }
 

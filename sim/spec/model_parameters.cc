@@ -57,19 +57,37 @@ std::int64_t router_params(const ModelSpec& m) {
   return checked_mul(m.d_model, m.num_experts) + (m.architecture.linear_bias ? m.num_experts : 0);
 }
 
-std::int64_t moe_layer_params(const ModelSpec& m) {
-  return checked_mul(m.num_experts, mlp_params(m, m.d_ffn)) +
-         checked_mul(m.shared_experts.count, mlp_params(m, m.shared_experts.d_ffn)) + router_params(m);
+}  // namespace
+
+LayerParameters layer_parameters(const ModelSpec& m, int layer) {
+  LayerParameters p;
+  p.attention = attention_params(m);
+  p.norms = 2 * norm_params(m, m.d_model);
+  if (is_moe_layer(m, layer)) {
+    p.routed_experts = checked_mul(m.num_experts, mlp_params(m, m.d_ffn));
+    p.shared_experts = checked_mul(m.shared_experts.count, mlp_params(m, m.shared_experts.d_ffn));
+    p.router = router_params(m);
+  } else {
+    p.dense_mlp = mlp_params(m, m.architecture.dense_d_ffn);
+  }
+  return p;
 }
 
+std::int64_t model_norm_parameters(const ModelSpec& m) { return norm_params(m, m.d_model); }
+
+std::int64_t mtp_extra_parameters(const ModelSpec& m) {
+  return checked_mul({2, m.d_model, m.d_model}) + 3 * norm_params(m, m.d_model);
+}
+
+namespace {
+
 // One multi-token prediction module (DeepSeek-V3): norms of the embedding and of the hidden state,
-// a 2d -> d projection, one transformer layer (an MoE layer when the model has them) and the norm
-// before the shared output head.
+// a 2d -> d projection, one transformer layer of the last layer's kind and the norm before the
+// shared output head.
 std::int64_t mtp_module_params(const ModelSpec& m) {
-  const std::int64_t d = m.d_model;
-  const std::int64_t ffn = m.has_moe_layers() ? moe_layer_params(m) : mlp_params(m, m.architecture.dense_d_ffn);
-  return checked_add(checked_mul({2, d, d}) + 3 * norm_params(m, d),
-                     checked_add(attention_params(m) + 2 * norm_params(m, d), ffn));
+  const LayerParameters l = layer_parameters(m, m.num_layers - 1);
+  return checked_add(mtp_extra_parameters(m), l.attention + l.norms + l.dense_mlp + l.routed_experts +
+                                                  l.shared_experts + l.router);
 }
 
 }  // namespace

@@ -43,6 +43,21 @@ struct ParameterCount {
 // Throws InputError (the model file) if the model has no architecture section.
 ParameterCount count_parameters(const ModelSpec& model);
 
+// One layer's parameters by part (its MLP is dense or MoE as the layer pattern says).
+struct LayerParameters {
+  std::int64_t attention = 0;  // projections, their biases and norms (qk, MLA latents), sinks
+  std::int64_t norms = 0;      // the layer's two norms
+  std::int64_t dense_mlp = 0;
+  std::int64_t routed_experts = 0;
+  std::int64_t shared_experts = 0;
+  std::int64_t router = 0;
+};
+LayerParameters layer_parameters(const ModelSpec& model, int layer);
+// The norm of width d_model (the model's final norm; an MTP module has three).
+std::int64_t model_norm_parameters(const ModelSpec& model);
+// An MTP module's parameters outside its transformer layer: the 2d x d projection and three norms.
+std::int64_t mtp_extra_parameters(const ModelSpec& model);
+
 // True when layer `layer` (0-based) is an MoE layer under the architecture's pattern (every layer
 // without an architecture section).
 bool is_moe_layer(const ModelSpec& model, int layer);

@@ -50,4 +50,18 @@ TEST_F(Cli, ModelRefusesALayerOnlyFileAndSimulateRefusesADenseModel) {
   EXPECT_NE(described.out.find("80 (80 dense, 0 MoE)"), std::string::npos) << described.out;
 }
 
+TEST_F(Cli, ModelStatesPerGpuFollowTheLayout) {
+  const Result json = run("model --model gpt-175b --tp 8 --pp 12 --dp 8 --zero 1 --json -");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json stages = nlohmann::json::parse(json.out)["model_states_per_gpu"];
+  ASSERT_EQ(stages.size(), 12u);
+  // Megatron's distributed optimizer: 6 + 12/dp bytes a parameter.
+  const double params = stages[0]["dense_parameters"].get<double>();
+  EXPECT_NEAR(stages[0]["bytes"].get<double>(), params * (6 + 12.0 / 8), 1e-6 * params);
+  EXPECT_NEAR(params, 1.89e9, 0.01e9);
+  const Result bad = run("model --model deepseek-v3 --pp 8");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--pp 8 must divide the model's layers (61)"), std::string::npos) << bad.err;
+}
+
 }  // namespace

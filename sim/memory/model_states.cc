@@ -1,0 +1,85 @@
+#include "sim/memory/model_states.h"
+
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/spec/model_parameters.h"
+
+namespace moesim {
+namespace {
+
+void require_divides(int divisor, std::int64_t value, const std::string& what, const std::string& flag) {
+  if (value % divisor != 0)
+    throw InputError(flag + " " + std::to_string(divisor) + " must divide " + what + " (" + std::to_string(value) + ")");
+}
+
+void check_layout(const ModelSpec& m, const TrainingLayout& l) {
+  if (!m.architecture.present) count_parameters(m);  // names the missing architecture section
+  for (const auto& [value, flag] : {std::pair{l.tp, "--tp"}, {l.pp, "--pp"}, {l.ep, "--ep"}, {l.dp, "--dp"}})
+    if (value < 1) throw InputError(std::string(flag) + " must be at least 1, got " + std::to_string(value));
+  if (l.zero_stage < 0 || l.zero_stage > 3)
+    throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(l.zero_stage));
+  require_divides(l.pp, m.num_layers, "the model's layers", "--pp");
+  const AttentionSpec& a = m.architecture.attention;
+  require_divides(l.tp, a.num_heads, "the attention heads", "--tp");
+  if (a.kind != AttentionKind::kMla) require_divides(l.tp, a.num_kv_heads, "the key/value groups", "--tp");
+  if (m.architecture.dense_d_ffn > 0) require_divides(l.tp, m.architecture.dense_d_ffn, "dense_d_ffn", "--tp");
+  if (m.has_moe_layers()) {
+    require_divides(l.ep, m.num_experts, "the experts", "--ep");
+    require_divides(l.tp, m.d_ffn, "the experts' d_ffn", "--tp");
+    if (m.shared_experts.count > 0) require_divides(l.tp, m.shared_experts.d_ffn, "the shared experts' d_ffn", "--tp");
+  } else if (l.ep > 1) {
+    throw InputError("--ep " + std::to_string(l.ep) + ": model " + m.name + " has no experts to split");
+  }
+}
+
+// Adds one layer's parameters as one GPU of its stage holds them.
+void add_layer(StageModelStates& s, const LayerParameters& p, const TrainingLayout& l) {
+  s.dense_params += static_cast<double>(p.attention + p.dense_mlp + p.shared_experts) / l.tp +
+                    static_cast<double>(p.norms + p.router);
+  s.expert_params += static_cast<double>(p.routed_experts) / (static_cast<double>(l.ep) * l.tp);
+}
+
+// The bytes of `params` parameters whose states are replicated over `replicas` GPUs.
+void add_bytes(StageModelStates& s, double params, double replicas, const ModelSpec& m, int zero) {
+  const bool fp32 = m.dtype == DType::kFp32;
+  const double weight = fp32 ? 4 : m.element_bytes();
+  const double optimizer = fp32 ? 8 : 12;  // two fp32 moments (+ fp32 master weights)
+  s.weight_bytes += params * weight / (zero >= 3 ? replicas : 1);
+  s.grad_bytes += params * 4 / (zero >= 2 ? replicas : 1);
+  s.optimizer_bytes += params * optimizer / (zero >= 1 ? replicas : 1);
+}
+
+// The last stage's extras: final norm, output head, MTP modules (each a layer of the last one's kind).
+void add_last_stage(StageModelStates& s, const ModelSpec& m, const ParameterCount& c, const TrainingLayout& l) {
+  // Tied embeddings: with several stages the last holds its own copy of the table for the head.
+  const std::int64_t head = c.output_head > 0 ? c.output_head : (l.pp > 1 ? c.embedding : 0);
+  s.dense_params += static_cast<double>(model_norm_parameters(m)) + static_cast<double>(head) / l.tp;
+  for (int i = 0; i < m.architecture.mtp_depth; ++i) {
+    add_layer(s, layer_parameters(m, m.num_layers - 1), l);
+    s.dense_params += static_cast<double>(mtp_extra_parameters(m)) / l.tp;
+  }
+}
+
+}  // namespace
+
+std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const TrainingLayout& l) {
+  check_layout(m, l);
+  const ParameterCount c = count_parameters(m);
+  const int per_stage = m.num_layers / l.pp;
+  std::vector<StageModelStates> stages(static_cast<std::size_t>(l.pp));
+  for (int st = 0; st < l.pp; ++st) {
+    StageModelStates& s = stages[static_cast<std::size_t>(st)];
+    s.first_layer = st * per_stage;
+    s.layers = per_stage;
+    for (int layer = s.first_layer; layer < s.first_layer + per_stage; ++layer)
+      add_layer(s, layer_parameters(m, layer), l);
+    if (st == 0) s.dense_params += static_cast<double>(c.embedding + c.positions) / l.tp;
+    if (st == l.pp - 1) add_last_stage(s, m, c, l);
+    add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp, m, l.zero_stage);
+    add_bytes(s, s.expert_params, l.dp, m, l.zero_stage);
+  }
+  return stages;
+}
+
+}  // namespace moesim

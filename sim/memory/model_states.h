@@ -1,0 +1,53 @@
+// Model states per GPU of a whole-network model (sim/spec/model_architecture.h) under a layout of
+// tensor (tp), pipeline (pp), expert (ep) and data (dp) parallelism and a ZeRO stage: the weights,
+// gradients and Adam optimizer states each GPU of each pipeline stage holds.
+//
+// Layout, as DeepSpeed-TED and Megatron-Core place them (sim/spec/parallel_layout.h): G = tp x pp
+// x ep x dp GPUs. The layers are split evenly over the pp stages (pp must divide them), the first
+// stage also holding the input embedding, the last the final norm, the output head (with tied
+// embeddings and several stages, a copy of the embedding) and the MTP modules. Within a stage:
+//   - attention, dense MLPs and shared experts are tensor parallel (1/tp each), as are the
+//     embedding and the output head (vocabulary-parallel); norms and routers are replicated;
+//   - routed experts are split over the ep ranks, each expert's matrices over the tp ranks (1/(ep x
+//     tp), Megatron-Core's default expert-tensor-parallel size and TED's layout);
+//   - the non-expert states are replicated over ep x dp GPUs, the expert states over dp.
+// Bytes per parameter (mixed-precision Adam, Megatron's accounting): weights in the model's dtype,
+// fp32 gradients (main_grads) and 12 bytes of optimizer state (fp32 master weights, two moments);
+// an fp32 model keeps no separate master copy (4 + 4 + 8). ZeRO shards over the data-parallel
+// replicas of each state: stage 1 the optimizer states, 2 also the gradients, 3 also the weights.
+// Megatron's distributed optimizer is ZeRO-1 (6 + 12/dp bytes per bf16 parameter).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/spec/model_spec.h"
+
+namespace moesim {
+
+struct TrainingLayout {
+  int tp = 1;
+  int pp = 1;
+  int ep = 1;
+  int dp = 1;  // replicas of the tp x pp x ep ranks
+  int zero_stage = 0;
+};
+
+struct StageModelStates {
+  int first_layer = 0;
+  int layers = 0;
+  double dense_params = 0;   // per GPU: non-expert parameters (after tensor parallelism)
+  double expert_params = 0;  // per GPU: routed-expert parameters (after expert and tensor parallelism)
+  double weight_bytes = 0;
+  double grad_bytes = 0;
+  double optimizer_bytes = 0;
+  double bytes() const { return weight_bytes + grad_bytes + optimizer_bytes; }
+};
+
+// One entry per pipeline stage. Throws InputError naming the rule for a layout the model does not
+// divide (pp not dividing the layers, ep not dividing the experts, tp not dividing the attention
+// heads, key/value groups or MLP widths, a ZeRO stage outside 0..3) or a model without an
+// architecture section.
+std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout);
+
+}  // namespace moesim
