@@ -312,51 +312,55 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
 
 namespace {
 
-MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p) {
-  ProcessGroup* group = multi_process(req);
-  const bool root = group == nullptr || group->rank() == 0;
+// The run's first lines: the configuration, and the device the report describes.
+std::string run_heading(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p, bool multi) {
   const RunSpec& run = p.run;
   const LayerDims& dims = p.dims;
-  const int ranks = run.ep_size;
-  const TaskGraph graph = full_graph(req.model, p.cluster, run);
-
-  MeasureResult result;
-  result.reports = root;
   std::ostringstream text;
-  const std::string mode = group != nullptr ? " (one process each)" : req.loopback ? " (loopback)" : "";
-  text << "# moesim run: " << req.model.name << ", " << ranks << " rank(s)" << mode << ", B=" << dims.tokens
+  const std::string mode = multi ? " (one process each)" : req.loopback ? " (loopback)" : "";
+  text << "# moesim run: " << req.model.name << ", " << run.ep_size << " rank(s)" << mode << ", B=" << dims.tokens
        << ", n=" << dims.num_chunks << ", " << run.num_moe_layers << " MoE layer(s), strategy " << to_string(run.strategy)
        << ", " << to_string(req.model.dtype)
        << " storage, " << to_string(req.model.gemm_dtype) << " GEMMs\n";
   text << "# device: " << provider.describe(p.device) << "\n";
+  return text.str();
+}
 
-  nlohmann::ordered_json check_json;
-  if (req.check) {
-    const CheckReport check = run_check(req, p.cluster, provider, run, p.device);
-    int passed = check.ok() ? 1 : 0;
-    if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
-    result.check_passed = passed == 1;
-    text << "check against the CPU reference (d_model 64, d_ffn 128): " << (check.ok() ? "passed" : "FAILED")
-         << ", worst error / tolerance " << check.worst_ratio() << ", top-k margin " << check.topk_margin;
-    if (check.ambiguous_tokens > 0)
-      text << ", " << check.ambiguous_tokens << " near-tied token(s) routed as the devices chose";
-    text << "\n";
-    nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-    for (const CheckEntry& e : check.entries) {
-      if (!e.ok()) text << "  mismatch: " << e.tensor << " " << e.relative << " > " << e.tolerance << "\n";
-      entries.push_back({{"tensor", e.tensor}, {"relative", e.relative}, {"tolerance", e.tolerance}, {"ok", e.ok()}});
-    }
-    check_json = {{"passed", check.ok()},
-                  {"topk_margin", check.topk_margin},
-                  {"ambiguous_tokens", check.ambiguous_tokens},
-                  {"entries", entries}};
+void write_check_text(std::ostream& text, const CheckReport& check) {
+  text << "check against the CPU reference (d_model 64, d_ffn 128): " << (check.ok() ? "passed" : "FAILED")
+       << ", worst error / tolerance " << check.worst_ratio() << ", top-k margin " << check.topk_margin;
+  if (check.ambiguous_tokens > 0)
+    text << ", " << check.ambiguous_tokens << " near-tied token(s) routed as the devices chose";
+  text << "\n";
+  for (const CheckEntry& e : check.entries) {
+    if (!e.ok()) text << "  mismatch: " << e.tensor << " " << e.relative << " > " << e.tolerance << "\n";
   }
-  result.exit_code = result.check_passed ? 0 : 3;
+}
 
-  Devices devices = open_devices(req, provider, p.device);
-  // Timed: the arena exactly as the graph's lifetimes need it (nothing is downloaded).
-  LayerExecutor exec(graph, req.model, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false, false});
-  exec.initialize();
+nlohmann::ordered_json check_json(const CheckReport& check) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const CheckEntry& e : check.entries) {
+    entries.push_back({{"tensor", e.tensor}, {"relative", e.relative}, {"tolerance", e.tolerance}, {"ok", e.ok()}});
+  }
+  return {{"passed", check.ok()},
+          {"topk_margin", check.topk_margin},
+          {"ambiguous_tokens", check.ambiguous_tokens},
+          {"entries", entries}};
+}
+
+// Runs --check on every process; rank 0 holds the verdict and shares it. Returns the JSON.
+nlohmann::ordered_json run_and_report_check(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p,
+                                            ProcessGroup* group, MeasureResult& result, std::ostream& text) {
+  const CheckReport check = run_check(req, p.cluster, provider, p.run, p.device);
+  int passed = check.ok() ? 1 : 0;
+  if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
+  result.check_passed = passed == 1;
+  write_check_text(text, check);
+  return check_json(check);
+}
+
+// (makespan, trace) of each of req.iters timed steps after req.warmup untimed ones.
+std::vector<std::pair<TimeNs, Trace>> timed_steps(const MeasureRequest& req, ProcessGroup* group, LayerExecutor& exec) {
   auto step = [&] {
     if (group != nullptr) group->barrier();  // the processes' origin events as close as the barrier allows
     return merge_at_root(group, exec.run_step());
@@ -367,66 +371,120 @@ MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provid
     Trace t = step();
     steps.emplace_back(t.makespan_ns(), std::move(t));
   }
-  if (!root) return result;
-  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const Trace& median = steps[steps.size() / 2].second;
+  return steps;
+}
 
-  const EngineRun predicted = simulate_graph(graph, p.cluster, NetworkChoice{run.network, run.all_to_all});
-  const StepMetrics measured_metrics = compute_step_metrics(graph, median);
-  const StepMetrics predicted_metrics = compute_step_metrics(graph, predicted.trace);
+// The median measured step next to the simulation of the same graph and hardware.
+struct Comparison {
+  EngineRun predicted;
+  StepMetrics measured_metrics, predicted_metrics;
+  int mem_rank = 0;
+  RankMemoryUse mem;
+  std::int64_t predicted_peak = 0;
+  std::int64_t loopback_device_bytes = 0;
+  std::int64_t predicted_device = 0;
+};
+
+Comparison compare_with_simulation(const TaskGraph& graph, const Prepared& p, const LayerExecutor& exec,
+                                   const Trace& median) {
+  Comparison c;
+  c.predicted = simulate_graph(graph, p.cluster, NetworkChoice{p.run.network, p.run.all_to_all});
+  c.measured_metrics = compute_step_metrics(graph, median);
+  c.predicted_metrics = compute_step_metrics(graph, c.predicted.trace);
   // The memory of rank 0 (this process's first local rank): with uniform routing every rank
   // holds the same buffers.
-  const RankMemoryUse mem = exec.memory(exec.local_ranks().front());
-  const RankMemory* sim_mem = peak_memory_rank(predicted.memory);
-  const std::int64_t predicted_peak = sim_mem != nullptr ? sim_mem->peak_device_bytes : 0;
+  c.mem_rank = exec.local_ranks().front();
+  c.mem = exec.memory(c.mem_rank);
+  const RankMemory* sim_mem = peak_memory_rank(c.predicted.memory);
+  c.predicted_peak = sim_mem != nullptr ? sim_mem->peak_device_bytes : 0;
+  // Virtual ranks each have their own arena and workspace on the one GPU; cuBLAS's is the device's.
+  c.loopback_device_bytes = c.mem.library_bytes;
+  for (int r : exec.local_ranks()) c.loopback_device_bytes += exec.memory(r).arena_bytes + exec.memory(r).workspace_bytes;
+  c.predicted_device = device_peak_bytes(p.cluster, c.predicted.memory);
+  return c;
+}
 
+double mib(std::int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+void write_comparison(std::ostream& text, const MeasureRequest& req, const Prepared& p,
+                      const std::vector<std::pair<TimeNs, Trace>>& steps, const Comparison& c) {
   text << std::fixed << std::setprecision(1);
   text << "step time (us): min " << us(steps.front().first) << "  median " << us(steps[steps.size() / 2].first)
        << "  max " << us(steps.back().first) << "  (" << req.iters << " steps after " << req.warmup
-       << " warm-up)   simulated " << us(predicted_metrics.step_ns) << "\n";
-  text << "forward / backward (us, median step): " << us(measured_metrics.forward_ns) << " / "
-       << us(measured_metrics.backward_ns) << "   simulated " << us(predicted_metrics.forward_ns) << " / "
-       << us(predicted_metrics.backward_ns) << "\n";
-  const auto mib = [](std::int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
-  text << "device memory of rank " << exec.local_ranks().front() << " (MiB): arena " << mib(mem.arena_bytes)
-       << " + executor workspace " << mib(mem.workspace_bytes) << " + cuBLAS workspace " << mib(mem.library_bytes)
-       << " = " << mib(mem.device_bytes()) << "   simulated peak " << mib(predicted_peak) << "\n";
-  // Virtual ranks each have their own arena and workspace on the one GPU; cuBLAS's is the device's.
-  std::int64_t loopback_device_bytes = mem.library_bytes;
-  for (int r : exec.local_ranks()) loopback_device_bytes += exec.memory(r).arena_bytes + exec.memory(r).workspace_bytes;
-  const std::int64_t predicted_device = device_peak_bytes(p.cluster, predicted.memory);
+       << " warm-up)   simulated " << us(c.predicted_metrics.step_ns) << "\n";
+  text << "forward / backward (us, median step): " << us(c.measured_metrics.forward_ns) << " / "
+       << us(c.measured_metrics.backward_ns) << "   simulated " << us(c.predicted_metrics.forward_ns) << " / "
+       << us(c.predicted_metrics.backward_ns) << "\n";
+  text << "device memory of rank " << c.mem_rank << " (MiB): arena " << mib(c.mem.arena_bytes)
+       << " + executor workspace " << mib(c.mem.workspace_bytes) << " + cuBLAS workspace " << mib(c.mem.library_bytes)
+       << " = " << mib(c.mem.device_bytes()) << "   simulated peak " << mib(c.predicted_peak) << "\n";
   if (p.cluster.node.loopback)
-    text << "device memory of the " << ranks << " virtual ranks (MiB): " << mib(loopback_device_bytes)
-         << "   simulated " << mib(predicted_device) << " (sum of the ranks' peaks)\n";
+    text << "device memory of the " << p.run.ep_size << " virtual ranks (MiB): " << mib(c.loopback_device_bytes)
+         << "   simulated " << mib(c.predicted_device) << " (sum of the ranks' peaks)\n";
+}
+
+// The report's "measured" section.
+nlohmann::ordered_json measured_json(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p,
+                                     ProcessGroup* group, const std::string& transport,
+                                     const std::vector<std::pair<TimeNs, Trace>>& steps, const Comparison& c) {
+  std::vector<double> times;
+  for (const auto& s : steps) times.push_back(us(s.first));
+  nlohmann::ordered_json m = {
+      {"device", provider.describe(p.device)},
+      {"ranks", p.run.ep_size},
+      {"processes", group != nullptr ? group->size() : 1},
+      {"transport", transport},
+      {"iters", req.iters},
+      {"warmup", req.warmup},
+      {"step_time_us", {{"min", times.front()}, {"median", times[times.size() / 2]}, {"max", times.back()}}},
+      {"simulated_step_time_us", us(c.predicted_metrics.step_ns)},
+      {"memory",
+       {{"rank", c.mem_rank},
+        {"arena_bytes", c.mem.arena_bytes},
+        {"host_arena_bytes", c.mem.host_arena_bytes},
+        {"executor_workspace_bytes", c.mem.workspace_bytes},
+        {"library_workspace_bytes", c.mem.library_bytes},
+        {"device_bytes", c.mem.device_bytes()},
+        {"simulated_peak_bytes", c.predicted_peak}}}};
+  if (p.cluster.node.loopback) {
+    m["memory"]["loopback_device_bytes"] = c.loopback_device_bytes;
+    m["memory"]["simulated_device_peak_bytes"] = c.predicted_device;
+  }
+  return m;
+}
+
+MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p) {
+  ProcessGroup* group = multi_process(req);
+  const bool root = group == nullptr || group->rank() == 0;
+  const TaskGraph graph = full_graph(req.model, p.cluster, p.run);
+
+  MeasureResult result;
+  result.reports = root;
+  std::ostringstream text;
+  text << run_heading(req, provider, p, group != nullptr);
+  nlohmann::ordered_json check;
+  if (req.check) check = run_and_report_check(req, provider, p, group, result, text);
+  result.exit_code = result.check_passed ? 0 : 3;
+
+  Devices devices = open_devices(req, provider, p.device);
+  // Timed: the arena exactly as the graph's lifetimes need it (nothing is downloaded).
+  LayerExecutor exec(graph, req.model, p.dims, devices.ranks, *devices.transport,
+                     ExecutorOptions{p.run.seed, false, false});
+  exec.initialize();
+  std::vector<std::pair<TimeNs, Trace>> steps = timed_steps(req, group, exec);
+  if (!root) return result;
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const Trace& median = steps[steps.size() / 2].second;
+  const Comparison c = compare_with_simulation(graph, p, exec, median);
+  write_comparison(text, req, p, steps, c);
   result.summary = text.str();
 
   const std::string transport = devices.transport->name();
-  const ReportInputs in{req.model, p.cluster, run, dims, graph, median, measured_metrics, predicted.memory,
+  const ReportInputs in{req.model, p.cluster, p.run, p.dims, graph, median, c.measured_metrics, c.predicted.memory,
                         req.tool_version, "measured (" + transport + " transport)"};
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(report_json(in));
-  std::vector<double> times;
-  for (const auto& s : steps) times.push_back(us(s.first));
-  j["measured"] = {{"device", provider.describe(p.device)},
-                   {"ranks", ranks},
-                   {"processes", group != nullptr ? group->size() : 1},
-                   {"transport", transport},
-                   {"iters", req.iters},
-                   {"warmup", req.warmup},
-                   {"step_time_us", {{"min", times.front()}, {"median", times[times.size() / 2]}, {"max", times.back()}}},
-                   {"simulated_step_time_us", us(predicted_metrics.step_ns)},
-                   {"memory",
-                    {{"rank", exec.local_ranks().front()},
-                     {"arena_bytes", mem.arena_bytes},
-                     {"host_arena_bytes", mem.host_arena_bytes},
-                     {"executor_workspace_bytes", mem.workspace_bytes},
-                     {"library_workspace_bytes", mem.library_bytes},
-                     {"device_bytes", mem.device_bytes()},
-                     {"simulated_peak_bytes", predicted_peak}}}};
-  if (p.cluster.node.loopback) {
-    j["measured"]["memory"]["loopback_device_bytes"] = loopback_device_bytes;
-    j["measured"]["memory"]["simulated_device_peak_bytes"] = predicted_device;
-  }
-  if (req.check) j["measured"]["check"] = check_json;
+  j["measured"] = measured_json(req, provider, p, group, transport, steps, c);
+  if (req.check) j["measured"]["check"] = check;
   result.json = j.dump(2) + "\n";
   result.trace = perfetto_trace_json(graph, median);
   return result;

@@ -54,6 +54,198 @@ bool reaches(const TaskGraph& graph, TaskIndex from, TaskIndex to) {
   return false;
 }
 
+// The rank's buffers, indexed locally 0..size()-1 in ascending id.
+struct RankBuffers {
+  std::vector<BufferId> ids;
+  std::vector<std::int64_t> local_of;  // by BufferId: the local index, or -1 for other ranks'
+  std::vector<std::int64_t> aligned;   // footprint rounded up to the alignment
+  std::vector<bool> host;              // in the host arena
+  std::size_t size() const { return ids.size(); }
+  int side(std::size_t b) const { return host[b] ? 1 : 0; }  // 0 device, 1 host
+};
+
+RankBuffers rank_buffers(const TaskGraph& graph, int rank, std::int64_t alignment) {
+  RankBuffers bufs;
+  bufs.local_of.assign(graph.num_buffers(), -1);
+  for (BufferId b = 0; b < graph.num_buffers(); ++b)
+    if (graph.buffer(b).rank == rank) {
+      bufs.local_of[b] = static_cast<std::int64_t>(bufs.ids.size());
+      bufs.ids.push_back(b);
+      bufs.aligned.push_back((graph.buffer(b).bytes + alignment - 1) / alignment * alignment);
+      bufs.host.push_back(graph.buffer(b).on_host());
+    }
+  return bufs;
+}
+
+std::vector<bool> kept_buffers(const TaskGraph& graph, const RankBuffers& bufs, const std::vector<BufferId>& keep,
+                               int rank) {
+  std::vector<bool> kept(bufs.size(), false);
+  for (BufferId b : keep) {
+    if (b >= graph.num_buffers() || bufs.local_of[b] < 0)
+      throw InputError("memory plan: a buffer to keep is not one of rank " + std::to_string(rank) + "'s");
+    kept[static_cast<std::size_t>(bufs.local_of[b])] = true;
+  }
+  return kept;
+}
+
+// Each buffer's allocating and freeing task (kStepBoundary: none), and what each task frees.
+struct Lifetimes {
+  std::vector<std::int64_t> alloc_task, free_task;
+  std::vector<BufferSet> freed_by;  // by task
+};
+
+Lifetimes buffer_lifetimes(const TaskGraph& graph, const RankBuffers& bufs, const std::vector<bool>& kept) {
+  const std::size_t nb = bufs.size();
+  Lifetimes life{std::vector<std::int64_t>(nb, kStepBoundary), std::vector<std::int64_t>(nb, kStepBoundary),
+                 std::vector<BufferSet>(graph.num_tasks(), BufferSet(nb))};
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    for (BufferId b : graph.task(i).allocates)
+      if (bufs.local_of[b] >= 0) life.alloc_task[static_cast<std::size_t>(bufs.local_of[b])] = i;
+    for (BufferId b : graph.task(i).frees)
+      if (bufs.local_of[b] >= 0 && !kept[static_cast<std::size_t>(bufs.local_of[b])]) {
+        life.free_task[static_cast<std::size_t>(bufs.local_of[b])] = i;
+        life.freed_by[i].add(static_cast<std::size_t>(bufs.local_of[b]));
+      }
+  }
+  return life;
+}
+
+// Resident buffers live the whole step, whatever lists them; any other buffer's freeing task
+// must follow its allocating task in the graph.
+void settle_lifetimes(const TaskGraph& graph, const RankBuffers& bufs, Lifetimes& life) {
+  for (std::size_t b = 0; b < bufs.size(); ++b) {
+    const Buffer& buf = graph.buffer(bufs.ids[b]);
+    std::int64_t& alloc_at = life.alloc_task[b];
+    std::int64_t& free_at = life.free_task[b];
+    if (buf.resident) alloc_at = free_at = kStepBoundary;
+    if (alloc_at >= 0 && free_at >= 0 && alloc_at != free_at &&
+        !reaches(graph, static_cast<TaskIndex>(alloc_at), static_cast<TaskIndex>(free_at)))
+      throw InternalError("memory plan: buffer " + buf.name + " is freed by " +
+                          task_label(graph, static_cast<TaskIndex>(free_at)) +
+                          ", which does not follow its allocating task " +
+                          task_label(graph, static_cast<TaskIndex>(alloc_at)));
+  }
+}
+
+// before[i]: the buffers whose freeing task strictly precedes task i (a path of >= 1 edge).
+std::vector<BufferSet> freed_before(const TaskGraph& graph, const std::vector<TaskIndex>& order,
+                                    const Lifetimes& life, std::size_t nb) {
+  std::vector<BufferSet> before(graph.num_tasks(), BufferSet(nb));
+  for (TaskIndex i : order) {
+    for (TaskIndex p : graph.predecessors(i)) {
+      before[i].merge(before[p]);
+      before[i].merge(life.freed_by[p]);
+    }
+  }
+  return before;
+}
+
+// First fit in a given order: offsets, and the arena size per side (0 device, 1 host).
+struct Fit {
+  std::vector<std::int64_t> offset;
+  std::int64_t arena[2] = {0, 0};
+};
+
+class ArenaPacker {
+ public:
+  ArenaPacker(const RankBuffers& bufs, const Lifetimes& life, const std::vector<BufferSet>& before)
+      : bufs_(bufs), life_(life), before_(before) {}
+
+  Fit first_fit(const std::vector<std::size_t>& place_order) const {
+    Fit fit;
+    fit.offset.assign(bufs_.size(), 0);
+    std::vector<std::size_t> placed;
+    for (std::size_t b : place_order) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> taken;  // [begin, end) of conflicting buffers
+      for (std::size_t a : placed)
+        if (bufs_.host[a] == bufs_.host[b] && conflict(a, b))
+          taken.emplace_back(fit.offset[a], fit.offset[a] + bufs_.aligned[a]);
+      std::sort(taken.begin(), taken.end());
+      std::int64_t at = 0;
+      for (const auto& [begin, end] : taken) {
+        if (at + bufs_.aligned[b] <= begin) break;  // the gap below `begin` fits
+        at = std::max(at, end);
+      }
+      fit.offset[b] = at;
+      placed.push_back(b);
+      fit.arena[bufs_.side(b)] = std::max(fit.arena[bufs_.side(b)], at + bufs_.aligned[b]);
+    }
+    return fit;
+  }
+
+ private:
+  bool ordered(std::size_t a, std::size_t b) const {  // a's lifetime ends before b's begins
+    return life_.alloc_task[b] >= 0 && before_[static_cast<std::size_t>(life_.alloc_task[b])].has(a);
+  }
+  bool conflict(std::size_t a, std::size_t b) const { return !ordered(a, b) && !ordered(b, a); }
+
+  const RankBuffers& bufs_;
+  const Lifetimes& life_;
+  const std::vector<BufferSet>& before_;
+};
+
+// Two orders: by start (lifetimes open in issue order, like a stack allocator would see them)
+// and by size (large buffers first leave fewer unusable gaps).
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> placement_orders(
+    const RankBuffers& bufs, const Lifetimes& life, const std::vector<std::int64_t>& position) {
+  std::vector<std::size_t> by_start(bufs.size());
+  for (std::size_t b = 0; b < bufs.size(); ++b) by_start[b] = b;
+  const auto start_of = [&](std::size_t b) {
+    return life.alloc_task[b] >= 0 ? position[static_cast<std::size_t>(life.alloc_task[b])] : std::int64_t{-1};
+  };
+  const auto& aligned = bufs.aligned;
+  const auto& ids = bufs.ids;
+  std::vector<std::size_t> by_size = by_start;
+  std::sort(by_start.begin(), by_start.end(), [&](std::size_t a, std::size_t b) {
+    return std::make_tuple(start_of(a), -aligned[a], ids[a]) < std::make_tuple(start_of(b), -aligned[b], ids[b]);
+  });
+  std::sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) {
+    return std::make_tuple(-aligned[a], start_of(a), ids[a]) < std::make_tuple(-aligned[b], start_of(b), ids[b]);
+  });
+  return {by_start, by_size};
+}
+
+// Each arena keeps the smaller of the two fits; returns every buffer's offset in its arena.
+std::vector<std::int64_t> choose_fits(const RankBuffers& bufs, const Fit (&fits)[2], MemoryPlan& plan) {
+  std::vector<std::int64_t> offset(bufs.size(), 0);
+  for (int side = 0; side < 2; ++side) {
+    const Fit& best = fits[1].arena[side] < fits[0].arena[side] ? fits[1] : fits[0];
+    ArenaSummary& arena = side == 1 ? plan.host : plan.device;
+    arena.arena_bytes = best.arena[side];
+    for (std::size_t b = 0; b < bufs.size(); ++b)
+      if (bufs.side(b) == side) {
+        offset[b] = best.offset[b];
+        arena.total_bytes += bufs.aligned[b];
+      }
+  }
+  return offset;
+}
+
+// Live bytes when the tasks run one at a time in issue order.
+void sequential_peaks(const TaskGraph& graph, const RankBuffers& bufs, const Lifetimes& life,
+                      const std::vector<TaskIndex>& order, MemoryPlan& plan) {
+  std::int64_t live[2] = {0, 0};
+  for (std::size_t b = 0; b < bufs.size(); ++b)
+    if (life.alloc_task[b] < 0) live[bufs.side(b)] += bufs.aligned[b];
+  plan.device.sequential_peak_bytes = live[0];
+  plan.host.sequential_peak_bytes = live[1];
+  for (TaskIndex i : order) {
+    for (BufferId id : graph.task(i).allocates) {
+      const std::int64_t b = bufs.local_of[id];
+      if (b < 0 || life.alloc_task[static_cast<std::size_t>(b)] < 0) continue;
+      const int side = bufs.side(static_cast<std::size_t>(b));
+      live[side] += bufs.aligned[static_cast<std::size_t>(b)];
+      ArenaSummary& arena = side == 1 ? plan.host : plan.device;
+      arena.sequential_peak_bytes = std::max(arena.sequential_peak_bytes, live[side]);
+    }
+    for (BufferId id : graph.task(i).frees) {
+      const std::int64_t b = bufs.local_of[id];
+      if (b < 0 || life.free_task[static_cast<std::size_t>(b)] < 0) continue;
+      live[bufs.side(static_cast<std::size_t>(b))] -= bufs.aligned[static_cast<std::size_t>(b)];
+    }
+  }
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment, const std::vector<BufferId>& keep) {
@@ -64,142 +256,23 @@ MemoryPlan plan_memory(const TaskGraph& graph, int rank, std::int64_t alignment,
   plan.rank = rank;
   plan.alignment = alignment;
 
-  std::vector<BufferId> ids;
-  std::vector<std::int64_t> local_of(graph.num_buffers(), -1);
-  for (BufferId b = 0; b < graph.num_buffers(); ++b)
-    if (graph.buffer(b).rank == rank) {
-      local_of[b] = static_cast<std::int64_t>(ids.size());
-      ids.push_back(b);
-    }
-  const std::size_t nb = ids.size();
-  const auto aligned = [&](std::size_t i) {
-    const std::int64_t bytes = graph.buffer(ids[i]).bytes;
-    return (bytes + alignment - 1) / alignment * alignment;
-  };
-
-  std::vector<bool> kept(nb, false);
-  for (BufferId b : keep) {
-    if (b >= graph.num_buffers() || local_of[b] < 0)
-      throw InputError("memory plan: a buffer to keep is not one of rank " + std::to_string(rank) + "'s");
-    kept[static_cast<std::size_t>(local_of[b])] = true;
-  }
-  std::vector<std::int64_t> alloc_task(nb, kStepBoundary), free_task(nb, kStepBoundary);
-  std::vector<BufferSet> freed_by(graph.num_tasks(), BufferSet(nb));
-  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
-    for (BufferId b : graph.task(i).allocates)
-      if (local_of[b] >= 0) alloc_task[static_cast<std::size_t>(local_of[b])] = i;
-    for (BufferId b : graph.task(i).frees)
-      if (local_of[b] >= 0 && !kept[static_cast<std::size_t>(local_of[b])]) {
-        free_task[static_cast<std::size_t>(local_of[b])] = i;
-        freed_by[i].add(static_cast<std::size_t>(local_of[b]));
-      }
-  }
-  for (std::size_t b = 0; b < nb; ++b) {
-    const Buffer& buf = graph.buffer(ids[b]);
-    if (buf.resident) alloc_task[b] = free_task[b] = kStepBoundary;  // whole step, whatever lists it
-    if (alloc_task[b] >= 0 && free_task[b] >= 0 && alloc_task[b] != free_task[b] &&
-        !reaches(graph, static_cast<TaskIndex>(alloc_task[b]), static_cast<TaskIndex>(free_task[b])))
-      throw InternalError("memory plan: buffer " + buf.name + " is freed by " +
-                          task_label(graph, static_cast<TaskIndex>(free_task[b])) +
-                          ", which does not follow its allocating task " +
-                          task_label(graph, static_cast<TaskIndex>(alloc_task[b])));
-  }
-
-  // before[i]: the buffers whose freeing task strictly precedes task i (a path of >= 1 edge).
+  const RankBuffers bufs = rank_buffers(graph, rank, alignment);
+  Lifetimes life = buffer_lifetimes(graph, bufs, kept_buffers(graph, bufs, keep, rank));
+  settle_lifetimes(graph, bufs, life);
   const std::vector<TaskIndex> order = topological_order(graph);
   std::vector<std::int64_t> position(graph.num_tasks());
-  std::vector<BufferSet> before(graph.num_tasks(), BufferSet(nb));
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const TaskIndex i = order[k];
-    position[i] = static_cast<std::int64_t>(k);
-    for (TaskIndex p : graph.predecessors(i)) {
-      before[i].merge(before[p]);
-      before[i].merge(freed_by[p]);
-    }
-  }
-  const auto ordered = [&](std::size_t a, std::size_t b) {  // a's lifetime ends before b's begins
-    return alloc_task[b] >= 0 && before[static_cast<std::size_t>(alloc_task[b])].has(a);
-  };
-  const auto conflict = [&](std::size_t a, std::size_t b) { return !ordered(a, b) && !ordered(b, a); };
+  for (std::size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<std::int64_t>(k);
+  const std::vector<BufferSet> before = freed_before(graph, order, life, bufs.size());
 
-  // First fit in a given order: offsets, and the arena size per side (0 device, 1 host).
-  struct Fit {
-    std::vector<std::int64_t> offset;
-    std::int64_t arena[2] = {0, 0};
-  };
-  const auto first_fit = [&](const std::vector<std::size_t>& place_order) {
-    Fit fit;
-    fit.offset.assign(nb, 0);
-    std::vector<std::size_t> placed;
-    for (std::size_t b : place_order) {
-      const bool host = graph.buffer(ids[b]).on_host();
-      std::vector<std::pair<std::int64_t, std::int64_t>> taken;  // [begin, end) of conflicting buffers
-      for (std::size_t a : placed)
-        if (graph.buffer(ids[a]).on_host() == host && conflict(a, b))
-          taken.emplace_back(fit.offset[a], fit.offset[a] + aligned(a));
-      std::sort(taken.begin(), taken.end());
-      std::int64_t at = 0;
-      for (const auto& [begin, end] : taken) {
-        if (at + aligned(b) <= begin) break;  // the gap below `begin` fits
-        at = std::max(at, end);
-      }
-      fit.offset[b] = at;
-      placed.push_back(b);
-      fit.arena[host ? 1 : 0] = std::max(fit.arena[host ? 1 : 0], at + aligned(b));
-    }
-    return fit;
-  };
-  // Two orders: by start (lifetimes open in issue order, like a stack allocator would see them)
-  // and by size (large buffers first leave fewer unusable gaps); each arena keeps the smaller.
-  std::vector<std::size_t> by_start(nb);
-  for (std::size_t b = 0; b < nb; ++b) by_start[b] = b;
-  const auto start_of = [&](std::size_t b) {
-    return alloc_task[b] >= 0 ? position[static_cast<std::size_t>(alloc_task[b])] : std::int64_t{-1};
-  };
-  std::vector<std::size_t> by_size = by_start;
-  std::sort(by_start.begin(), by_start.end(), [&](std::size_t a, std::size_t b) {
-    return std::make_tuple(start_of(a), -aligned(a), ids[a]) < std::make_tuple(start_of(b), -aligned(b), ids[b]);
-  });
-  std::sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) {
-    return std::make_tuple(-aligned(a), start_of(a), ids[a]) < std::make_tuple(-aligned(b), start_of(b), ids[b]);
-  });
-  const Fit fits[2] = {first_fit(by_start), first_fit(by_size)};
-  std::vector<std::int64_t> offset(nb, 0);
-  for (int side = 0; side < 2; ++side) {
-    const Fit& best = fits[1].arena[side] < fits[0].arena[side] ? fits[1] : fits[0];
-    ArenaSummary& arena = side == 1 ? plan.host : plan.device;
-    arena.arena_bytes = best.arena[side];
-    for (std::size_t b = 0; b < nb; ++b)
-      if (graph.buffer(ids[b]).on_host() == (side == 1)) {
-        offset[b] = best.offset[b];
-        arena.total_bytes += aligned(b);
-      }
-  }
+  const ArenaPacker packer(bufs, life, before);
+  const auto [by_start, by_size] = placement_orders(bufs, life, position);
+  const Fit fits[2] = {packer.first_fit(by_start), packer.first_fit(by_size)};
+  const std::vector<std::int64_t> offset = choose_fits(bufs, fits, plan);
+  sequential_peaks(graph, bufs, life, order, plan);
 
-  // Live bytes when the tasks run one at a time in issue order.
-  std::int64_t live[2] = {0, 0};
-  for (std::size_t b = 0; b < nb; ++b)
-    if (alloc_task[b] < 0) live[graph.buffer(ids[b]).on_host() ? 1 : 0] += aligned(b);
-  plan.device.sequential_peak_bytes = live[0];
-  plan.host.sequential_peak_bytes = live[1];
-  for (TaskIndex i : order) {
-    for (BufferId id : graph.task(i).allocates) {
-      const std::int64_t b = local_of[id];
-      if (b < 0 || alloc_task[static_cast<std::size_t>(b)] < 0) continue;
-      const bool host = graph.buffer(id).on_host();
-      live[host ? 1 : 0] += aligned(static_cast<std::size_t>(b));
-      ArenaSummary& arena = host ? plan.host : plan.device;
-      arena.sequential_peak_bytes = std::max(arena.sequential_peak_bytes, live[host ? 1 : 0]);
-    }
-    for (BufferId id : graph.task(i).frees) {
-      const std::int64_t b = local_of[id];
-      if (b < 0 || free_task[static_cast<std::size_t>(b)] < 0) continue;
-      live[graph.buffer(id).on_host() ? 1 : 0] -= aligned(static_cast<std::size_t>(b));
-    }
-  }
-
-  for (std::size_t b = 0; b < nb; ++b)
-    plan.placements.push_back(BufferPlacement{ids[b], graph.buffer(ids[b]).on_host(), offset[b], graph.buffer(ids[b]).bytes});
+  for (std::size_t b = 0; b < bufs.size(); ++b)
+    plan.placements.push_back(
+        BufferPlacement{bufs.ids[b], bufs.host[b], offset[b], graph.buffer(bufs.ids[b]).bytes});
   return plan;
 }
 

@@ -262,6 +262,100 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
   return t;
 }
 
+std::shared_ptr<const TrafficMatrix> read_traffic_matrix(const Json& j, std::size_t m, const std::string& source) {
+  const Reader r(j, "traffic matrix #" + std::to_string(m), source);
+  r.allow_only({"size", "row_bytes", "rows"});
+  auto matrix = std::make_shared<TrafficMatrix>();
+  matrix->size = static_cast<int>(r.integer("size", 1, 1 << 20));
+  matrix->row_bytes = r.integer("row_bytes", 0);
+  const Json& rows = r.field("rows");
+  const auto cells = static_cast<std::size_t>(matrix->size) * static_cast<std::size_t>(matrix->size);
+  if (!rows.is_array() || rows.size() != cells)
+    r.fail("rows must be an array of size * size = " + std::to_string(cells) + " row counts");
+  std::vector<std::int64_t> counts;
+  counts.reserve(cells);
+  for (const Json& x : rows) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() < 0)
+      r.fail("rows must hold non-negative integers, got " + x.dump());
+    counts.push_back(x.get<std::int64_t>());
+  }
+  matrix->rows = std::make_shared<const std::vector<std::int64_t>>(std::move(counts));
+  return matrix;
+}
+
+// The optional "traffic" list; tasks refer to its matrices by index.
+TrafficList read_traffic(const Reader& top, const std::string& source) {
+  TrafficList traffic;
+  if (!top.has("traffic")) return traffic;
+  const Json& list = top.field("traffic");
+  if (!list.is_array()) top.fail("traffic must be an array of matrices");
+  for (std::size_t m = 0; m < list.size(); ++m) traffic.push_back(read_traffic_matrix(list[m], m, source));
+  return traffic;
+}
+
+Buffer read_buffer(const Json& j, std::size_t b, const std::string& source) {
+  const Reader r(j, "buffer #" + std::to_string(b), source);
+  r.allow_only({"name", "rank", "bytes", "category", "resident"});
+  Buffer buf;
+  buf.name = r.string("name");
+  buf.rank = r.small_integer("rank", 0);
+  buf.bytes = r.integer("bytes", 0);
+  buf.category = r.name<MemoryCategory>("category", &parse_memory_category,
+                                        {"model_states", "activations", "temporary", "host_pinned"});
+  buf.resident = r.boolean("resident");
+  return buf;
+}
+
+void add_buffers(const Reader& top, const std::string& source, TaskGraph& graph) {
+  if (!top.has("buffers")) return;
+  const Json& buffers = top.field("buffers");
+  if (!buffers.is_array()) top.fail("buffers must be an array");
+  for (std::size_t b = 0; b < buffers.size(); ++b) graph.add_buffer(read_buffer(buffers[b], b, source));
+}
+
+void add_groups(const Json& groups, const Reader& top, TaskGraph& graph) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::string what = "group #" + std::to_string(g);
+    const GroupId id = graph.add_group(int_list(groups[g], what, top));
+    if (id != g) top.fail(what + " repeats group #" + std::to_string(id));
+  }
+}
+
+// A collective task #i names a group the graph has, and its traffic matrix (if any) spans it.
+void check_collective_group(const TaskGraph& graph, const Task& t, std::size_t i, const SourceLocation& at) {
+  const auto* c = std::get_if<CollectiveWork>(&t.work);
+  if (c == nullptr) return;
+  if (c->group >= graph.num_groups())
+    throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': unknown group " +
+                             std::to_string(c->group) + " (the file defines " +
+                             std::to_string(graph.num_groups()) + ")");
+  if (c->traffic && static_cast<std::size_t>(c->traffic->size) != graph.group(c->group).size())
+    throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': its traffic matrix has " +
+                             std::to_string(c->traffic->size) + " ranks but group " + std::to_string(c->group) +
+                             " has " + std::to_string(graph.group(c->group).size()));
+}
+
+// Edge #e: [from, to, "data" | "reuse"] between tasks the graph has.
+void add_edge(const Json& edge, std::size_t e, const Reader& top, TaskGraph& graph) {
+  const std::string what = "edge #" + std::to_string(e);
+  if (!edge.is_array() || edge.size() != 3 || !edge[0].is_number_integer() ||
+      !edge[1].is_number_integer() || !edge[2].is_string())
+    top.fail(what + " must be [from, to, \"data\" | \"reuse\"], got " + edge.dump());
+  const auto n = static_cast<std::int64_t>(graph.num_tasks());
+  const auto from = edge[0].get<std::int64_t>();
+  const auto to = edge[1].get<std::int64_t>();
+  for (std::int64_t end : {from, to}) {
+    if (end < 0 || end >= n)
+      top.fail(what + " " + edge.dump() + " refers to task index " + std::to_string(end) +
+               ", but the graph has tasks 0.." + std::to_string(n - 1));
+  }
+  const auto kind = parse_dep_kind(edge[2].get<std::string>());
+  if (!kind || *kind == DepKind::kStream)
+    top.fail(what + " " + edge.dump() + ": kind must be \"data\" or \"reuse\" (stream edges " +
+             "follow from the task order)");
+  graph.add_dependency(static_cast<TaskIndex>(from), static_cast<TaskIndex>(to), *kind);
+}
+
 // Builds the graph from a parsed document; import_graph_json adds the file name to its errors.
 TaskGraph build_graph(const Json& root, const Reader& top, const std::string& source_name) {
   const SourceLocation at{source_name, 0, 0};
@@ -274,85 +368,15 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
   const Json& edges = root.at("edges");
 
   TaskGraph graph(world, ranks);
-  TrafficList traffic;
-  if (top.has("traffic")) {
-    const Json& list = top.field("traffic");
-    if (!list.is_array()) top.fail("traffic must be an array of matrices");
-    for (std::size_t m = 0; m < list.size(); ++m) {
-      const Reader r(list[m], "traffic matrix #" + std::to_string(m), source_name);
-      r.allow_only({"size", "row_bytes", "rows"});
-      auto matrix = std::make_shared<TrafficMatrix>();
-      matrix->size = static_cast<int>(r.integer("size", 1, 1 << 20));
-      matrix->row_bytes = r.integer("row_bytes", 0);
-      const Json& rows = r.field("rows");
-      const auto cells = static_cast<std::size_t>(matrix->size) * static_cast<std::size_t>(matrix->size);
-      if (!rows.is_array() || rows.size() != cells)
-        r.fail("rows must be an array of size * size = " + std::to_string(cells) + " row counts");
-      std::vector<std::int64_t> counts;
-      counts.reserve(cells);
-      for (const Json& x : rows) {
-        if (!x.is_number_integer() || x.get<std::int64_t>() < 0)
-          r.fail("rows must hold non-negative integers, got " + x.dump());
-        counts.push_back(x.get<std::int64_t>());
-      }
-      matrix->rows = std::make_shared<const std::vector<std::int64_t>>(std::move(counts));
-      traffic.push_back(std::move(matrix));
-    }
-  }
-  if (top.has("buffers")) {
-    const Json& buffers = top.field("buffers");
-    if (!buffers.is_array()) top.fail("buffers must be an array");
-    for (std::size_t b = 0; b < buffers.size(); ++b) {
-      const Reader r(buffers[b], "buffer #" + std::to_string(b), source_name);
-      r.allow_only({"name", "rank", "bytes", "category", "resident"});
-      Buffer buf;
-      buf.name = r.string("name");
-      buf.rank = r.small_integer("rank", 0);
-      buf.bytes = r.integer("bytes", 0);
-      buf.category = r.name<MemoryCategory>("category", &parse_memory_category,
-                                            {"model_states", "activations", "temporary", "host_pinned"});
-      buf.resident = r.boolean("resident");
-      graph.add_buffer(std::move(buf));
-    }
-  }
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    const std::string what = "group #" + std::to_string(g);
-    const GroupId id = graph.add_group(int_list(groups[g], what, top));
-    if (id != g) top.fail(what + " repeats group #" + std::to_string(id));
-  }
+  const TrafficList traffic = read_traffic(top, source_name);
+  add_buffers(top, source_name, graph);
+  add_groups(groups, top, graph);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     Task t = read_task(tasks[i], i, source_name, traffic);
-    if (const auto* c = std::get_if<CollectiveWork>(&t.work); c && c->group >= graph.num_groups())
-      throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': unknown group " +
-                               std::to_string(c->group) + " (the file defines " +
-                               std::to_string(graph.num_groups()) + ")");
-    if (const auto* c = std::get_if<CollectiveWork>(&t.work);
-        c && c->traffic && static_cast<std::size_t>(c->traffic->size) != graph.group(c->group).size())
-      throw InputError(at, "task #" + std::to_string(i) + " '" + t.id + "': its traffic matrix has " +
-                               std::to_string(c->traffic->size) + " ranks but group " + std::to_string(c->group) +
-                               " has " + std::to_string(graph.group(c->group).size()));
+    check_collective_group(graph, t, i, at);
     graph.add_task(std::move(t));
   }
-  for (std::size_t e = 0; e < edges.size(); ++e) {
-    const Json& edge = edges[e];
-    const std::string what = "edge #" + std::to_string(e);
-    if (!edge.is_array() || edge.size() != 3 || !edge[0].is_number_integer() ||
-        !edge[1].is_number_integer() || !edge[2].is_string())
-      top.fail(what + " must be [from, to, \"data\" | \"reuse\"], got " + edge.dump());
-    const auto n = static_cast<std::int64_t>(graph.num_tasks());
-    const auto from = edge[0].get<std::int64_t>();
-    const auto to = edge[1].get<std::int64_t>();
-    for (std::int64_t end : {from, to}) {
-      if (end < 0 || end >= n)
-        top.fail(what + " " + edge.dump() + " refers to task index " + std::to_string(end) +
-                 ", but the graph has tasks 0.." + std::to_string(n - 1));
-    }
-    const auto kind = parse_dep_kind(edge[2].get<std::string>());
-    if (!kind || *kind == DepKind::kStream)
-      top.fail(what + " " + edge.dump() + ": kind must be \"data\" or \"reuse\" (stream edges " +
-               "follow from the task order)");
-    graph.add_dependency(static_cast<TaskIndex>(from), static_cast<TaskIndex>(to), *kind);
-  }
+  for (std::size_t e = 0; e < edges.size(); ++e) add_edge(edges[e], e, top, graph);
   check_acyclic(graph);
   return graph;
 }

@@ -7,7 +7,6 @@
 namespace moesim {
 namespace {
 
-
 std::string stage_key(const Task& t) { return std::string(to_string(t.pass)) + "." + t.stage; }
 
 bool on_rank(const TaskGraph& graph, TaskIndex i, int rank) {
@@ -40,60 +39,57 @@ TimeNs union_length(std::vector<std::pair<TimeNs, TimeNs>> intervals) {
   return total;
 }
 
-StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int rank) {
-  MOESIM_CHECK(trace.records.size() == graph.num_tasks(), "trace and graph sizes differ");
-  StepMetrics m;
-  m.rank = rank;
+namespace {
 
+using Intervals = std::vector<std::pair<TimeNs, TimeNs>>;
+
+// The rank's task intervals, by stage (in first-seen order) and by stream kind.
+struct RankIntervals {
   std::map<std::string, int> stage_ids;
-  std::vector<std::vector<std::pair<TimeNs, TimeNs>>> stage_intervals;
-  std::vector<std::pair<TimeNs, TimeNs>> compute, comm, copy, all;
+  std::vector<Intervals> stages;
+  Intervals compute, comm, copy, all;
   // Sweep events for exposed time: (time, +1 start / -1 end, stage id).
   std::vector<std::tuple<TimeNs, int, int>> events;
   TimeNs bwd_start = kNever;
   TimeNs bwd_end = 0;
+};
 
-  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
-    if (!on_rank(graph, i, rank)) continue;
-    const Task& t = graph.task(i);
-    const TaskRecord& r = trace.records[i];
-    MOESIM_CHECK(r.start_ns >= 0 && r.end_ns >= r.start_ns, "task '" + t.id + "' has no valid record");
-    const std::string key = stage_key(t);
-    auto [it, inserted] = stage_ids.emplace(key, static_cast<int>(stage_intervals.size()));
-    if (inserted) {
-      stage_intervals.emplace_back();
-      m.stage_order.push_back(key);
-    }
-    const int sid = it->second;
-    stage_intervals[sid].emplace_back(r.start_ns, r.end_ns);
-    m.stages[key].num_tasks += 1;
-    const auto iv = std::make_pair(r.start_ns, r.end_ns);
-    all.push_back(iv);
-    if (t.stream == StreamClass::kCompute) compute.push_back(iv);
-    if (is_comm_stream(t.stream)) comm.push_back(iv);
-    if (is_copy_stream(t.stream)) copy.push_back(iv);
-    m.sum_task_ns += r.end_ns - r.start_ns;
-    m.step_ns = std::max(m.step_ns, r.end_ns);
-    if (t.pass == Pass::kForward) {
-      m.forward_ns = std::max(m.forward_ns, r.end_ns);
-    } else {
-      bwd_start = std::min(bwd_start, r.start_ns);
-      bwd_end = std::max(bwd_end, r.end_ns);
-    }
-    if (r.end_ns > r.start_ns) {
-      events.emplace_back(r.start_ns, +1, sid);
-      events.emplace_back(r.end_ns, -1, sid);
-    }
+// Adds one of the rank's tasks: its intervals, and the totals and ends it contributes to m.
+void add_task(const Task& t, const TaskRecord& r, RankIntervals& iv, StepMetrics& m) {
+  const std::string key = stage_key(t);
+  auto [it, inserted] = iv.stage_ids.emplace(key, static_cast<int>(iv.stages.size()));
+  if (inserted) {
+    iv.stages.emplace_back();
+    m.stage_order.push_back(key);
   }
-  if (bwd_start != kNever) m.backward_ns = bwd_end - bwd_start;
+  const int sid = it->second;
+  iv.stages[sid].emplace_back(r.start_ns, r.end_ns);
+  m.stages[key].num_tasks += 1;
+  const auto span = std::make_pair(r.start_ns, r.end_ns);
+  iv.all.push_back(span);
+  if (t.stream == StreamClass::kCompute) iv.compute.push_back(span);
+  if (is_comm_stream(t.stream)) iv.comm.push_back(span);
+  if (is_copy_stream(t.stream)) iv.copy.push_back(span);
+  m.sum_task_ns += r.end_ns - r.start_ns;
+  m.step_ns = std::max(m.step_ns, r.end_ns);
+  if (t.pass == Pass::kForward) {
+    m.forward_ns = std::max(m.forward_ns, r.end_ns);
+  } else {
+    iv.bwd_start = std::min(iv.bwd_start, r.start_ns);
+    iv.bwd_end = std::max(iv.bwd_end, r.end_ns);
+  }
+  if (r.end_ns > r.start_ns) {
+    iv.events.emplace_back(r.start_ns, +1, sid);
+    iv.events.emplace_back(r.end_ns, -1, sid);
+  }
+}
 
-  for (const auto& [key, sid] : stage_ids) m.stages[key].busy_ns = union_length(stage_intervals[sid]);
-
-  // Exposed: between consecutive event times, if exactly one stage is active, it is exposed.
+// Exposed: between consecutive event times, if exactly one stage is active, it is exposed.
+std::vector<TimeNs> exposed_per_stage(std::vector<std::tuple<TimeNs, int, int>> events, std::size_t num_stages) {
   std::sort(events.begin(), events.end());
-  std::vector<int> active(stage_intervals.size(), 0);
+  std::vector<int> active(num_stages, 0);
   int num_active_stages = 0;
-  std::vector<TimeNs> exposed(stage_intervals.size(), 0);
+  std::vector<TimeNs> exposed(num_stages, 0);
   TimeNs prev = 0;
   for (std::size_t e = 0; e < events.size();) {
     const TimeNs now = std::get<0>(events[e]);
@@ -110,19 +106,42 @@ StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int
     }
     prev = now;
   }
-  for (const auto& [key, sid] : stage_ids) m.stages[key].exposed_ns = exposed[sid];
+  return exposed;
+}
 
-  m.compute_busy_ns = union_length(compute);
-  m.comm_busy_ns = union_length(comm);
-  m.copy_busy_ns = union_length(copy);
-  const TimeNs union_all = union_length(all);
+void set_busy_and_overlap(const RankIntervals& iv, StepMetrics& m) {
+  m.compute_busy_ns = union_length(iv.compute);
+  m.comm_busy_ns = union_length(iv.comm);
+  m.copy_busy_ns = union_length(iv.copy);
+  const TimeNs union_all = union_length(iv.all);
   m.overlap_ns = m.compute_busy_ns + m.comm_busy_ns + m.copy_busy_ns - union_all;
   // The fraction looks at compute and communication only, so it lies in [0, 1] by construction.
-  std::vector<std::pair<TimeNs, TimeNs>> compute_or_comm = compute;
-  compute_or_comm.insert(compute_or_comm.end(), comm.begin(), comm.end());
+  Intervals compute_or_comm = iv.compute;
+  compute_or_comm.insert(compute_or_comm.end(), iv.comm.begin(), iv.comm.end());
   const TimeNs hidden = m.compute_busy_ns + m.comm_busy_ns - union_length(std::move(compute_or_comm));
   const TimeNs hideable = std::min(m.compute_busy_ns, m.comm_busy_ns);
   m.overlap_fraction = hideable > 0 ? static_cast<double>(hidden) / static_cast<double>(hideable) : 0.0;
+}
+
+}  // namespace
+
+StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int rank) {
+  MOESIM_CHECK(trace.records.size() == graph.num_tasks(), "trace and graph sizes differ");
+  StepMetrics m;
+  m.rank = rank;
+  RankIntervals iv;
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    if (!on_rank(graph, i, rank)) continue;
+    const Task& t = graph.task(i);
+    const TaskRecord& r = trace.records[i];
+    MOESIM_CHECK(r.start_ns >= 0 && r.end_ns >= r.start_ns, "task '" + t.id + "' has no valid record");
+    add_task(t, r, iv, m);
+  }
+  if (iv.bwd_start != kNever) m.backward_ns = iv.bwd_end - iv.bwd_start;
+  for (const auto& [key, sid] : iv.stage_ids) m.stages[key].busy_ns = union_length(iv.stages[sid]);
+  const std::vector<TimeNs> exposed = exposed_per_stage(std::move(iv.events), iv.stages.size());
+  for (const auto& [key, sid] : iv.stage_ids) m.stages[key].exposed_ns = exposed[sid];
+  set_busy_and_overlap(iv, m);
   return m;
 }
 

@@ -167,6 +167,104 @@ nlohmann::ordered_json row_json(const PlanRow& r) {
           {"memory_saved_bytes", r.memory_saved_bytes}};
 }
 
+nlohmann::ordered_json pick_json(const MethodPick& p) {
+  return {{"method", p.method},
+          {"found", p.found},
+          {"n", p.num_chunks},
+          {"strategy", std::string(to_string(p.strategy))},
+          {"step_ns", p.step_ns},
+          {"forward_ns", p.forward_ns},
+          {"fits", p.fits},
+          {"loss_ns", p.loss_ns},
+          {"detail", p.detail}};
+}
+
+nlohmann::ordered_json table_json(const PlanTable& t) {
+  using nlohmann::ordered_json;
+  ordered_json tj;
+  tj["tokens"] = t.tokens;
+  tj["global_tokens"] = t.global_tokens;
+  tj["baseline"] = row_json(t.baseline);
+  ordered_json rows = ordered_json::array();
+  for (const PlanRow& row : t.rows) rows.push_back(row_json(row));
+  tj["rows"] = rows;
+  tj["best"] = t.best < 0 ? ordered_json() : row_json(t.rows[static_cast<std::size_t>(t.best)]);
+  ordered_json picks = ordered_json::array();
+  for (const MethodPick& p : t.picks) picks.push_back(pick_json(p));
+  tj["methods"] = picks;
+  return tj;
+}
+
+nlohmann::ordered_json online_json(const OnlineReplay& online) {
+  using nlohmann::ordered_json;
+  ordered_json o;
+  o["sequence"] = online.sequence;
+  ordered_json trials = ordered_json::array();
+  for (const OnlineTrialRecord& t : online.trials) {
+    trials.push_back({{"tokens", t.tokens},
+                      {"n", t.num_chunks},
+                      {"strategy", std::string(to_string(t.strategy))},
+                      {"step_ns", t.step_ns}});
+  }
+  o["trials"] = trials;
+  o["cache_hits"] = online.cache_hits;
+  o["range_hits"] = online.range_hits;
+  o["exhaustive_trials"] = online.exhaustive_trials;
+  ordered_json ranges = ordered_json::array();
+  for (const OnlineRange& g : online.ranges) {
+    ranges.push_back({{"lo", g.lo}, {"hi", g.hi}, {"n", g.num_chunks},
+                      {"strategy", std::string(to_string(g.strategy))}});
+  }
+  o["ranges"] = ranges;
+  return o;
+}
+
+nlohmann::ordered_json fit_json(const FitReport& fit) {
+  using nlohmann::ordered_json;
+  ordered_json f;
+  f["max_nodes"] = fit.max_nodes;
+  f["max_step_ns"] = fit.max_step_ns;
+  ordered_json steps = ordered_json::array();
+  for (const FitStep& s : fit.steps) {
+    ordered_json sj = {{"num_nodes", s.num_nodes}, {"num_gpus", s.num_gpus}, {"tp_size", s.tp_size},
+                       {"ep_size", s.ep_size},     {"valid", s.valid},       {"found", s.found},
+                       {"reason", s.reason}};
+    if (s.found) sj["best"] = row_json(s.best);
+    steps.push_back(sj);
+  }
+  f["steps"] = steps;
+  f["answer_nodes"] = fit.answer < 0 ? ordered_json()
+                                     : ordered_json(fit.steps[static_cast<std::size_t>(fit.answer)].num_nodes);
+  return f;
+}
+
+// The report's description of the request, in the order the JSON lists it.
+void add_request_fields(nlohmann::ordered_json& j, const PlanReport& r) {
+  j["schema_version"] = 1;
+  j["tool"] = "moesim " + r.tool_version;
+  j["model"] = r.model;
+  j["cluster"] = r.cluster;
+  if (!r.calibration.empty()) j["calibration"] = r.calibration;
+  j["num_gpus"] = r.num_gpus;
+  j["ep_size"] = r.layout.ep;
+  j["tp_size"] = r.layout.tp;
+  j["dp_size"] = r.layout.dp;
+  j["layout"] = r.layout.describe();
+  j["drop_duplicate_tokens"] = r.drop_duplicate_tokens;
+  j["grad_sync"] = r.grad_sync;
+  j["zero_stage"] = r.zero_stage;
+  j["checkpoint"] = std::string(to_string(r.checkpoint));
+  j["order"] = r.order;
+  j["network"] = r.network;
+  j["routing"] = r.routing;
+  j["num_moe_layers"] = r.num_moe_layers;
+  j["objective"] = std::string(to_string(r.objective));
+  j["chunk_counts"] = r.chunk_counts;
+  nlohmann::ordered_json strategies = nlohmann::ordered_json::array();
+  for (MemoryStrategy s : r.strategies) strategies.push_back(std::string(to_string(s)));
+  j["strategies"] = strategies;
+}
+
 }  // namespace
 
 void write_plan_text(std::ostream& out, const PlanReport& r) {
@@ -193,94 +291,12 @@ void write_plan_text(std::ostream& out, const PlanReport& r) {
 std::string plan_json(const PlanReport& r) {
   using nlohmann::ordered_json;
   ordered_json j;
-  j["schema_version"] = 1;
-  j["tool"] = "moesim " + r.tool_version;
-  j["model"] = r.model;
-  j["cluster"] = r.cluster;
-  if (!r.calibration.empty()) j["calibration"] = r.calibration;
-  j["num_gpus"] = r.num_gpus;
-  j["ep_size"] = r.layout.ep;
-  j["tp_size"] = r.layout.tp;
-  j["dp_size"] = r.layout.dp;
-  j["layout"] = r.layout.describe();
-  j["drop_duplicate_tokens"] = r.drop_duplicate_tokens;
-  j["grad_sync"] = r.grad_sync;
-  j["zero_stage"] = r.zero_stage;
-  j["checkpoint"] = std::string(to_string(r.checkpoint));
-  j["order"] = r.order;
-  j["network"] = r.network;
-  j["routing"] = r.routing;
-  j["num_moe_layers"] = r.num_moe_layers;
-  j["objective"] = std::string(to_string(r.objective));
-  j["chunk_counts"] = r.chunk_counts;
-  ordered_json strategies = ordered_json::array();
-  for (MemoryStrategy s : r.strategies) strategies.push_back(std::string(to_string(s)));
-  j["strategies"] = strategies;
+  add_request_fields(j, r);
   ordered_json tables = ordered_json::array();
-  for (const PlanTable& t : r.tables) {
-    ordered_json tj;
-    tj["tokens"] = t.tokens;
-    tj["global_tokens"] = t.global_tokens;
-    tj["baseline"] = row_json(t.baseline);
-    ordered_json rows = ordered_json::array();
-    for (const PlanRow& row : t.rows) rows.push_back(row_json(row));
-    tj["rows"] = rows;
-    tj["best"] = t.best < 0 ? ordered_json() : row_json(t.rows[static_cast<std::size_t>(t.best)]);
-    ordered_json picks = ordered_json::array();
-    for (const MethodPick& p : t.picks) {
-      picks.push_back({{"method", p.method},
-                       {"found", p.found},
-                       {"n", p.num_chunks},
-                       {"strategy", std::string(to_string(p.strategy))},
-                       {"step_ns", p.step_ns},
-                       {"forward_ns", p.forward_ns},
-                       {"fits", p.fits},
-                       {"loss_ns", p.loss_ns},
-                       {"detail", p.detail}});
-    }
-    tj["methods"] = picks;
-    tables.push_back(tj);
-  }
+  for (const PlanTable& t : r.tables) tables.push_back(table_json(t));
   j["tables"] = tables;
-  if (r.has_online) {
-    ordered_json o;
-    o["sequence"] = r.online.sequence;
-    ordered_json trials = ordered_json::array();
-    for (const OnlineTrialRecord& t : r.online.trials) {
-      trials.push_back({{"tokens", t.tokens},
-                        {"n", t.num_chunks},
-                        {"strategy", std::string(to_string(t.strategy))},
-                        {"step_ns", t.step_ns}});
-    }
-    o["trials"] = trials;
-    o["cache_hits"] = r.online.cache_hits;
-    o["range_hits"] = r.online.range_hits;
-    o["exhaustive_trials"] = r.online.exhaustive_trials;
-    ordered_json ranges = ordered_json::array();
-    for (const OnlineRange& g : r.online.ranges) {
-      ranges.push_back({{"lo", g.lo}, {"hi", g.hi}, {"n", g.num_chunks},
-                        {"strategy", std::string(to_string(g.strategy))}});
-    }
-    o["ranges"] = ranges;
-    j["online"] = o;
-  }
-  if (r.has_fit) {
-    ordered_json f;
-    f["max_nodes"] = r.fit.max_nodes;
-    f["max_step_ns"] = r.fit.max_step_ns;
-    ordered_json steps = ordered_json::array();
-    for (const FitStep& s : r.fit.steps) {
-      ordered_json sj = {{"num_nodes", s.num_nodes}, {"num_gpus", s.num_gpus}, {"tp_size", s.tp_size},
-                         {"ep_size", s.ep_size},     {"valid", s.valid},       {"found", s.found},
-                         {"reason", s.reason}};
-      if (s.found) sj["best"] = row_json(s.best);
-      steps.push_back(sj);
-    }
-    f["steps"] = steps;
-    f["answer_nodes"] = r.fit.answer < 0 ? ordered_json()
-                                         : ordered_json(r.fit.steps[static_cast<std::size_t>(r.fit.answer)].num_nodes);
-    j["fit"] = f;
-  }
+  if (r.has_online) j["online"] = online_json(r.online);
+  if (r.has_fit) j["fit"] = fit_json(r.fit);
   return j.dump(2) + "\n";
 }
 

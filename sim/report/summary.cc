@@ -88,15 +88,7 @@ void write_memory(std::ostream& out, const ReportInputs& in) {
   }
 }
 
-}  // namespace
-
-void write_summary(std::ostream& out, const ReportInputs& in) {
-  const ModelSpec& model = in.model;
-  const ClusterSpec& cl = in.cluster;
-  const LayerDims& d = in.dims;
-  const StepMetrics& m = in.metrics;
-
-  out << "# moesim " << in.tool_version << " simulate\n";
+void write_model_line(std::ostream& out, const ModelSpec& model) {
   out << "# model     " << model.name << " (" << model.origin.file << "): M=" << model.d_model
       << " H=" << model.d_ffn << " E=" << model.num_experts << " top-" << model.top_k
       << " f=" << fixed(model.capacity_factor, 2) << " " << to_string(model.dtype) << " (GEMMs "
@@ -104,6 +96,9 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   if (model.shared_experts.count > 0)
     out << " +" << model.shared_experts.count << " shared expert(s) H=" << model.shared_experts.d_ffn;
   out << "\n";
+}
+
+void write_hardware_line(std::ostream& out, const ClusterSpec& cl) {
   out << "# hardware  " << cl.name << " (" << cl.origin.file << "): ";
   if (cl.node.loopback) {
     out << virtual_ranks(cl.node.gpus_per_node) << " on one " << cl.node.gpu.name
@@ -114,6 +109,38 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   }
   if (cl.num_nodes > 1) out << ", inter-node " << bandwidth_text(cl.inter_node.effective_bandwidth()) << " per GPU";
   out << "\n";
+}
+
+// The calibration file the GPU's costs come from, if any, and where the graph leaves its range.
+void write_calibration_lines(std::ostream& out, const ReportInputs& in) {
+  const auto& cal = in.cluster.node.gpu.calibration;
+  if (!cal) return;
+  out << "# calibrated " << cal->file << " (measured on " << (cal->device.empty() ? "an unnamed device" : cal->device)
+      << "); GEMM tables:";
+  for (const auto& [dtype, table] : cal->gemm) out << " " << to_string(dtype);
+  if (cal->gemm.empty()) out << " none (the tile and wave model)";
+  out << "\n";
+  for (const std::string& w : calibration_range_warnings(in.graph, in.cluster.node.gpu))
+    out << "# warning   " << w << "\n";
+}
+
+void write_routing_line(std::ostream& out, const ReportInputs& in) {
+  if (in.routing == nullptr) return;
+  const RoutingStats& r = *in.routing;
+  out << "# routing   " << r.routing
+      << (in.run.routing.balanced() ? " (every expert padded to capacity C)" : " (all-to-allv of the routed rows)")
+      << ": tokens per expert max/mean " << fixed(r.expert_imbalance, 2) << " (expert " << r.busiest_expert
+      << "), after capacity " << fixed(r.kept_expert_imbalance, 2) << "; rows per rank max/mean "
+      << fixed(r.rank_imbalance, 2) << " (rank " << r.busiest_rank << "); dropped "
+      << fixed(100.0 * r.dropped_fraction(), 2) << "% of " << r.routed << " choices\n";
+}
+
+// The run, its layout and network, calibration, routing and derived shapes: the "# ..." lines.
+void write_header(std::ostream& out, const ReportInputs& in) {
+  const LayerDims& d = in.dims;
+  out << "# moesim " << in.tool_version << " simulate\n";
+  write_model_line(out, in.model);
+  write_hardware_line(out, in.cluster);
   out << "# run       B=" << in.run.tokens_per_gpu << " tokens/GPU, EP=" << d.ep_size << " ("
       << d.local_experts << " local expert(s)), n=" << d.num_chunks << " chunks, order="
       << to_string(in.run.order) << ", MoE layers=" << in.run.num_moe_layers << "\n";
@@ -122,44 +149,34 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << layout_text(d.layout(), d.drop_duplicate_tokens, in.run.grad_sync, in.run.zero_stage, d.tokens) << "\n";
   }
   if (!in.network.empty()) out << "# network   " << in.network << "\n";
-  if (const auto& cal = cl.node.gpu.calibration) {
-    out << "# calibrated " << cal->file << " (measured on " << (cal->device.empty() ? "an unnamed device" : cal->device)
-        << "); GEMM tables:";
-    for (const auto& [dtype, table] : cal->gemm) out << " " << to_string(dtype);
-    if (cal->gemm.empty()) out << " none (the tile and wave model)";
-    out << "\n";
-    for (const std::string& w : calibration_range_warnings(in.graph, cl.node.gpu)) out << "# warning   " << w << "\n";
-  }
-  if (in.routing != nullptr) {
-    const RoutingStats& r = *in.routing;
-    out << "# routing   " << r.routing
-        << (in.run.routing.balanced() ? " (every expert padded to capacity C)" : " (all-to-allv of the routed rows)")
-        << ": tokens per expert max/mean " << fixed(r.expert_imbalance, 2) << " (expert " << r.busiest_expert
-        << "), after capacity " << fixed(r.kept_expert_imbalance, 2) << "; rows per rank max/mean "
-        << fixed(r.rank_imbalance, 2) << " (rank " << r.busiest_rank << "); dropped "
-        << fixed(100.0 * r.dropped_fraction(), 2) << "% of " << r.routed << " choices\n";
-  }
+  write_calibration_lines(out, in);
+  write_routing_line(out, in);
   out << "# derived   capacity C=" << d.capacity << " rows/expert/rank";
   if (!d.even_chunks()) out << " in chunks of " << chunk_sizes_text(d.chunk_capacities());
   out << ", " << d.rows_per_chunk() << " rows/chunk, all-to-all " << d.a2a_bytes_per_peer() << " B per peer per chunk";
   if (!d.even_chunks()) out << " (the largest chunk)";
   out << "\n";
-  out << "# figures   rank " << m.rank
+  out << "# figures   rank " << in.metrics.rank
       << (in.graph.simulated_ranks().size() == 1 ? " (representative: routing is balanced)"
                                                   : " (the slowest of the simulated ranks)")
       << "\n";
+}
 
+void write_memory_options_line(std::ostream& out, const RunSpec& run) {
+  out << "# memory    strategy=" << to_string(run.strategy);
+  if (run.checkpoint != ActivationCheckpointing::kNone)
+    out << " checkpoint=" << to_string(run.checkpoint)
+        << (run.checkpoint == ActivationCheckpointing::kFull ? " (each layer's forward re-run before its backward)"
+                                                             : " (re-run from the all-to-alls' stashed outputs)");
+  if (run.strategy != MemoryStrategy::kNone) out << " slots=" << run.slots;
+  out << " optimizer=" << to_string(run.optimizer)
+      << " routing data " << (run.count_routing_data ? "counted" : "not counted") << "\n";
+}
+
+void write_step_times(std::ostream& out, const StepMetrics& m) {
   const auto line = [&](const std::string& label, TimeNs ns) {
     out << pad_right(label, 20) << pad_left(fixed(ns_to_us(ns), 3), 14) << " us\n";
   };
-  out << "# memory    strategy=" << to_string(in.run.strategy);
-  if (in.run.checkpoint != ActivationCheckpointing::kNone)
-    out << " checkpoint=" << to_string(in.run.checkpoint)
-        << (in.run.checkpoint == ActivationCheckpointing::kFull ? " (each layer's forward re-run before its backward)"
-                                                                : " (re-run from the all-to-alls' stashed outputs)");
-  if (in.run.strategy != MemoryStrategy::kNone) out << " slots=" << in.run.slots;
-  out << " optimizer=" << to_string(in.run.optimizer)
-      << " routing data " << (in.run.count_routing_data ? "counted" : "not counted") << "\n";
   line("step time", m.step_ns);
   line("  forward", m.forward_ns);
   line("  backward", m.backward_ns);
@@ -169,8 +186,9 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
   out << pad_right("overlap achieved", 20)
       << pad_left(fixed(100.0 * m.overlap_fraction, 1), 14)
       << " %  of min(compute, comm) hidden\n\n";
+}
 
-  write_memory(out, in);
+void write_stage_table(std::ostream& out, const StepMetrics& m) {
   out << pad_right("stage", 20) << pad_left("busy_us", 14) << pad_left("exposed_us", 14)
       << pad_left("tasks", 8) << "\n";
   for (const std::string& key : m.stage_order) {
@@ -179,6 +197,16 @@ void write_summary(std::ostream& out, const ReportInputs& in) {
         << pad_left(fixed(ns_to_us(s.exposed_ns), 3), 14) << pad_left(std::to_string(s.num_tasks), 8)
         << "\n";
   }
+}
+
+}  // namespace
+
+void write_summary(std::ostream& out, const ReportInputs& in) {
+  write_header(out, in);
+  write_memory_options_line(out, in.run);
+  write_step_times(out, in.metrics);
+  write_memory(out, in);
+  write_stage_table(out, in.metrics);
 }
 
 }  // namespace moesim

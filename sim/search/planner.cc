@@ -319,7 +319,10 @@ int rank_rows(std::vector<PlanRow>& rows, PlanObjective objective) {
   return !rows.empty() && rows.front().fits ? 0 : -1;
 }
 
-PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
+namespace {
+
+// The report's description of the request: what is planned, on what, under which options.
+PlanReport report_header(const PlanRequest& req, const std::string& tool_version) {
   PlanReport report;
   report.tool_version = tool_version;
   report.model = req.model.name;
@@ -340,15 +343,20 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
   report.objective = req.objective;
   report.chunk_counts = req.chunk_counts;
   report.strategies = req.strategies;
-  const auto wants = [&](PlanMethod m) {
-    return std::find(req.methods.begin(), req.methods.end(), m) != req.methods.end();
-  };
+  return report;
+}
 
+// The request's token counts in first-seen order, without repeats: one table each.
+std::vector<std::int64_t> distinct_tokens(const std::vector<std::int64_t>& tokens) {
   std::vector<std::int64_t> distinct;
-  for (std::int64_t t : req.tokens) {
+  for (std::int64_t t : tokens) {
     if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) distinct.push_back(t);
   }
-  EvaluationCache cache(req);
+  return distinct;
+}
+
+// Every configuration the tables show (baseline first), simulated in parallel up front.
+void evaluate_grid(const PlanRequest& req, const std::vector<std::int64_t>& distinct, EvaluationCache& cache) {
   std::vector<Key> keys;
   for (std::int64_t t : distinct) {
     keys.push_back({t, 1, MemoryStrategy::kNone});
@@ -357,128 +365,161 @@ PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
     }
   }
   cache.evaluate_all(keys);
+}
 
-  for (std::int64_t t : distinct) {
-    PlanTable table;
-    table.tokens = t;
-    // The tp ranks of a tensor-parallel group share their tokens (sim/build/layer_dims.h).
-    table.global_tokens = static_cast<std::int64_t>(report.num_gpus / report.layout.tp) * t;
-    table.baseline = cache.get({t, 1, MemoryStrategy::kNone});
-    add_relative(table.baseline, table.baseline);
-    for (int n : req.chunk_counts) {
-      for (MemoryStrategy s : req.strategies) {
-        PlanRow row = cache.get({t, n, s});
-        add_relative(row, table.baseline);
-        table.rows.push_back(row);
-      }
+// The exhaustive table of one token count, ranked, with the simulator's own pick.
+PlanTable simulate_table(const PlanRequest& req, const PlanReport& report, std::int64_t t, EvaluationCache& cache) {
+  PlanTable table;
+  table.tokens = t;
+  // The tp ranks of a tensor-parallel group share their tokens (sim/build/layer_dims.h).
+  table.global_tokens = static_cast<std::int64_t>(report.num_gpus / report.layout.tp) * t;
+  table.baseline = cache.get({t, 1, MemoryStrategy::kNone});
+  add_relative(table.baseline, table.baseline);
+  for (int n : req.chunk_counts) {
+    for (MemoryStrategy s : req.strategies) {
+      PlanRow row = cache.get({t, n, s});
+      add_relative(row, table.baseline);
+      table.rows.push_back(row);
     }
-    table.best = rank_rows(table.rows, req.objective);
-    if (table.best >= 0) {
-      MethodPick p = make_pick("simulate", table, table.rows[static_cast<std::size_t>(table.best)], req.objective);
-      p.detail = "exhaustive over " + std::to_string(table.rows.size()) + " configurations, objective " +
-                 std::string(to_string(req.objective));
-      table.picks.push_back(p);
-    } else {
-      MethodPick none;
-      none.method = "simulate";
-      none.detail = "no configuration fits";
-      table.picks.push_back(none);
-    }
-    report.tables.push_back(std::move(table));
   }
+  table.best = rank_rows(table.rows, req.objective);
+  if (table.best >= 0) {
+    MethodPick p = make_pick("simulate", table, table.rows[static_cast<std::size_t>(table.best)], req.objective);
+    p.detail = "exhaustive over " + std::to_string(table.rows.size()) + " configurations, objective " +
+               std::string(to_string(req.objective));
+    table.picks.push_back(p);
+  } else {
+    MethodPick none;
+    none.method = "simulate";
+    none.detail = "no configuration fits";
+    table.picks.push_back(none);
+  }
+  return table;
+}
 
+std::string pipemoe_constants(const PipeMoeSetup& setup) {
+  return "a_a " + fmt(setup.params.a2a_alpha_s * 1e6, "%.3f") + " us, b_a " +
+         fmt(setup.params.a2a_beta_s_per_byte * 1e12, "%.4f") + " ps/B, a_e " +
+         fmt(setup.params.expert_alpha_s * 1e6, "%.3f") + " us, b_e " +
+         fmt(setup.params.expert_beta_s_per_unit * 1e15, "%.4f") + " fs/FLOP (" + setup.source + ")";
+}
+
+MethodPick pipemoe_method_pick(const PlanRequest& req, const PlanTable& table, const PipeMoeSetup& setup,
+                               const DegreePick& dp) {
+  // The model has no memory strategy: its pick is plain pipelining when `none` is in the set.
+  const MemoryStrategy s =
+      std::find(req.strategies.begin(), req.strategies.end(), MemoryStrategy::kNone) != req.strategies.end()
+          ? MemoryStrategy::kNone
+          : req.strategies.front();
+  MethodPick p = make_pick("pipemoe", table, *find_row(table, dp.degree, s), req.objective);
+  p.detail = "model T(" + std::to_string(dp.degree) + ") = " + fmt(dp.time_s * 1e3, "%.3f") + " ms, regime " +
+             std::string(regime_name(dp.regime)) + ", r* = " + fmt(t3_unconstrained_minimiser(setup.params), "%.2f") +
+             "; " + pipemoe_constants(setup);
+  return p;
+}
+
+// The strategy the Eq. 7-10 cost model prefers at the pipemoe model's degree, fitting rows first.
+MethodPick mpmoe_model_pick(const PlanRequest& req, const PlanTable& table, int degree) {
+  const StrategyCosts costs = strategy_costs(strategy_params(req, table.tokens, degree));
+  const PlanRow* chosen = nullptr;
+  bool chosen_fits = false;
+  for (MemoryStrategy s : req.strategies) {
+    const PlanRow* row = find_row(table, degree, s);
+    const bool better = chosen == nullptr || (row->fits && !chosen_fits) ||
+                        (row->fits == chosen_fits && costs.total(to_reuse(s)) < costs.total(to_reuse(chosen->strategy)));
+    if (better) {
+      chosen = row;
+      chosen_fits = row->fits;
+    }
+  }
+  MethodPick p = make_pick("mpmoe-model", table, *chosen, req.objective);
+  p.detail = "Eq. 7-10 cost per chunk";
+  for (MemoryStrategy s : req.strategies) {
+    p.detail += " " + std::string(to_string(s)) + " " + fmt(costs.total(to_reuse(s)) * 1e6, "%.1f") + " us";
+  }
+  p.detail += "; n from the pipemoe model";
+  return p;
+}
+
+// The analytic models' picks: pipemoe's degree, and mpmoe-model's strategy at that degree.
+void add_model_picks(const PlanRequest& req, bool want_pipemoe, bool want_mpmoe, PlanReport& report) {
+  for (PlanTable& table : report.tables) {
+    const PipeMoeSetup setup = pipemoe_setup(req.model, req.cluster, with_config(req.run, table.tokens, 1, MemoryStrategy::kNone));
+    const DegreePick dp = pipemoe_pick(setup.params, req.chunk_counts);
+    if (want_pipemoe) table.picks.push_back(pipemoe_method_pick(req, table, setup, dp));
+    if (want_mpmoe) table.picks.push_back(mpmoe_model_pick(req, table, dp.degree));
+  }
+}
+
+// The search walks 1-based positions in the sorted candidate set (its "n" indexes it), so it
+// steps from one allowed degree to the next, e.g. 1, 2, 4, 8, 16 by default, and its
+// monotonicity invariant carries over to the degrees themselves.
+int degree_at(const PlanRequest& req, int position) {
+  return req.chunk_counts[static_cast<std::size_t>(position - 1)];
+}
+
+// Replays the online search over the request's token sequence into report.online.
+void replay_online_search(const PlanRequest& req, std::size_t num_distinct, EvaluationCache& cache,
+                          OnlineGranularitySearch& search, OnlineReplay& replay) {
+  replay.sequence = req.tokens;
+  const int num_s = static_cast<int>(req.strategies.size());
+  const auto strategy = [&](int s) { return req.strategies[static_cast<std::size_t>(s)]; };
+  for (std::int64_t t : req.tokens) {
+    search.choose_pair(
+        t,
+        [&](int n, int s) {
+          const PlanRow& row = cache.get({t, degree_at(req, n), strategy(s)});
+          return static_cast<double>(objective_time(row, req.objective));
+        },
+        num_s);
+    search.check_invariants();
+  }
+  for (const GranularityTrial& g : search.trials()) {
+    replay.trials.push_back({g.tokens, degree_at(req, g.n), strategy(g.strategy), static_cast<TimeNs>(g.time)});
+  }
+  replay.cache_hits = search.cache_hits();
+  replay.range_hits = search.range_hits();
+  replay.exhaustive_trials =
+      static_cast<std::int64_t>(num_distinct) * static_cast<std::int64_t>(req.chunk_counts.size()) * num_s;
+  for (const TokenRange& r : search.ranges()) {
+    replay.ranges.push_back({r.lo, r.hi, degree_at(req, r.choice.n), strategy(r.choice.strategy)});
+  }
+}
+
+void add_online_picks(const PlanRequest& req, std::size_t num_distinct, EvaluationCache& cache, PlanReport& report) {
+  const std::vector<int>& degrees = req.chunk_counts;
+  OnlineGranularitySearch search(1, static_cast<int>(degrees.size()));
+  replay_online_search(req, num_distinct, cache, search, report.online);
+  report.has_online = true;
+  for (PlanTable& table : report.tables) {
+    const GranularityChoice c = search.cache().at(table.tokens);
+    const MemoryStrategy s = req.strategies[static_cast<std::size_t>(c.strategy)];
+    PlanRow row = cache.get({table.tokens, degree_at(req, c.n), s});
+    MethodPick p = make_pick("mpipemoe-online", table, row, req.objective);
+    std::int64_t spent = 0;
+    for (const OnlineTrialRecord& tr : report.online.trials) spent += tr.tokens == table.tokens ? 1 : 0;
+    p.detail = std::to_string(spent) + " trial(s) at this token count; n searched over the " +
+               std::to_string(degrees.size()) + " degree(s) in [" + std::to_string(degrees.front()) + ", " +
+               std::to_string(degrees.back()) + "]";
+    table.picks.push_back(p);
+  }
+}
+
+}  // namespace
+
+PlanReport plan(const PlanRequest& req, const std::string& tool_version) {
+  PlanReport report = report_header(req, tool_version);
+  const auto wants = [&](PlanMethod m) {
+    return std::find(req.methods.begin(), req.methods.end(), m) != req.methods.end();
+  };
+  const std::vector<std::int64_t> distinct = distinct_tokens(req.tokens);
+  EvaluationCache cache(req);
+  evaluate_grid(req, distinct, cache);
+  for (std::int64_t t : distinct) report.tables.push_back(simulate_table(req, report, t, cache));
   if (wants(PlanMethod::kPipeMoE) || wants(PlanMethod::kMpmoeModel)) {
-    for (PlanTable& table : report.tables) {
-      const PipeMoeSetup setup = pipemoe_setup(req.model, req.cluster, with_config(req.run, table.tokens, 1, MemoryStrategy::kNone));
-      const DegreePick dp = pipemoe_pick(setup.params, req.chunk_counts);
-      const std::string constants =
-          "a_a " + fmt(setup.params.a2a_alpha_s * 1e6, "%.3f") + " us, b_a " +
-          fmt(setup.params.a2a_beta_s_per_byte * 1e12, "%.4f") + " ps/B, a_e " +
-          fmt(setup.params.expert_alpha_s * 1e6, "%.3f") + " us, b_e " +
-          fmt(setup.params.expert_beta_s_per_unit * 1e15, "%.4f") + " fs/FLOP (" + setup.source + ")";
-      if (wants(PlanMethod::kPipeMoE)) {
-        // The model has no memory strategy: its pick is plain pipelining when `none` is in the set.
-        const MemoryStrategy s = std::find(req.strategies.begin(), req.strategies.end(),
-                                           MemoryStrategy::kNone) != req.strategies.end()
-                                     ? MemoryStrategy::kNone
-                                     : req.strategies.front();
-        MethodPick p = make_pick("pipemoe", table, *find_row(table, dp.degree, s), req.objective);
-        p.detail = "model T(" + std::to_string(dp.degree) + ") = " + fmt(dp.time_s * 1e3, "%.3f") +
-                   " ms, regime " + std::string(regime_name(dp.regime)) + ", r* = " +
-                   fmt(t3_unconstrained_minimiser(setup.params), "%.2f") + "; " + constants;
-        table.picks.push_back(p);
-      }
-      if (wants(PlanMethod::kMpmoeModel)) {
-        const StrategyCosts costs = strategy_costs(strategy_params(req, table.tokens, dp.degree));
-        const PlanRow* chosen = nullptr;
-        bool chosen_fits = false;
-        for (MemoryStrategy s : req.strategies) {
-          const PlanRow* row = find_row(table, dp.degree, s);
-          const bool better = chosen == nullptr || (row->fits && !chosen_fits) ||
-                              (row->fits == chosen_fits &&
-                               costs.total(to_reuse(s)) < costs.total(to_reuse(chosen->strategy)));
-          if (better) {
-            chosen = row;
-            chosen_fits = row->fits;
-          }
-        }
-        MethodPick p = make_pick("mpmoe-model", table, *chosen, req.objective);
-        p.detail = "Eq. 7-10 cost per chunk";
-        for (MemoryStrategy s : req.strategies) {
-          p.detail += " " + std::string(to_string(s)) + " " + fmt(costs.total(to_reuse(s)) * 1e6, "%.1f") + " us";
-        }
-        p.detail += "; n from the pipemoe model";
-        table.picks.push_back(p);
-      }
-    }
+    add_model_picks(req, wants(PlanMethod::kPipeMoE), wants(PlanMethod::kMpmoeModel), report);
   }
-
-  if (wants(PlanMethod::kOnline)) {
-    // The search walks 1-based positions in the sorted candidate set (its "n" indexes it), so
-    // it steps from one allowed degree to the next, e.g. 1, 2, 4, 8, 16 by default, and its
-    // monotonicity invariant carries over to the degrees themselves.
-    const std::vector<int>& degrees = req.chunk_counts;
-    const int lo = degrees.front(), hi = degrees.back();
-    const auto degree = [&](int position) { return degrees[static_cast<std::size_t>(position - 1)]; };
-    OnlineGranularitySearch search(1, static_cast<int>(degrees.size()));
-    OnlineReplay& replay = report.online;
-    replay.sequence = req.tokens;
-    const int num_s = static_cast<int>(req.strategies.size());
-    for (std::int64_t t : req.tokens) {
-      search.choose_pair(
-          t,
-          [&](int n, int s) {
-            const PlanRow& row = cache.get({t, degree(n), req.strategies[static_cast<std::size_t>(s)]});
-            return static_cast<double>(objective_time(row, req.objective));
-          },
-          num_s);
-      search.check_invariants();
-    }
-    for (const GranularityTrial& g : search.trials()) {
-      replay.trials.push_back({g.tokens, degree(g.n), req.strategies[static_cast<std::size_t>(g.strategy)],
-                               static_cast<TimeNs>(g.time)});
-    }
-    replay.cache_hits = search.cache_hits();
-    replay.range_hits = search.range_hits();
-    replay.exhaustive_trials =
-        static_cast<std::int64_t>(distinct.size()) * static_cast<std::int64_t>(degrees.size()) * num_s;
-    for (const TokenRange& r : search.ranges()) {
-      replay.ranges.push_back({r.lo, r.hi, degree(r.choice.n), req.strategies[static_cast<std::size_t>(r.choice.strategy)]});
-    }
-    report.has_online = true;
-    for (PlanTable& table : report.tables) {
-      const GranularityChoice c = search.cache().at(table.tokens);
-      const MemoryStrategy s = req.strategies[static_cast<std::size_t>(c.strategy)];
-      PlanRow row = cache.get({table.tokens, degree(c.n), s});
-      MethodPick p = make_pick("mpipemoe-online", table, row, req.objective);
-      std::int64_t spent = 0;
-      for (const OnlineTrialRecord& tr : replay.trials) spent += tr.tokens == table.tokens ? 1 : 0;
-      p.detail = std::to_string(spent) + " trial(s) at this token count; n searched over the " +
-                 std::to_string(degrees.size()) + " degree(s) in [" + std::to_string(lo) + ", " +
-                 std::to_string(hi) + "]";
-      table.picks.push_back(p);
-    }
-  }
+  if (wants(PlanMethod::kOnline)) add_online_picks(req, distinct.size(), cache, report);
   return report;
 }
 

@@ -71,11 +71,7 @@ void resolve_tokens(const SweepPlan& plan, SweepConfig& c) {
   c.run.tokens_per_gpu = c.global_tokens / groups;
 }
 
-}  // namespace
-
-SweepPlan prepare_sweep(const SweepSpec& spec) {
-  SweepPlan plan;
-  plan.spec = spec;
+void require_axes(const SweepSpec& spec) {
   const auto require = [](const auto& axis, const char* name) {
     if (axis.values.empty()) throw InputError(axis.where, std::string("the axis '") + name + "' is empty; give at least one value");
   };
@@ -86,56 +82,69 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
   require(spec.chunks, "chunks");
   require(spec.strategies, "strategies");
   require(spec.routing, "routing");
-  const std::vector<RoutingSpec> routings = spec.routing_specs();
-  for (const std::string& path : spec.models.values) plan.models.push_back(load_model_spec(path));
-  // One cluster per (hardware file, GPU count); the index of hardware h at GPU count g is
-  // h * num_gpu_values + g.
+}
+
+std::size_t num_gpu_values(const SweepSpec& spec) { return spec.gpus.values.empty() ? 1 : spec.gpus.values.size(); }
+
+// One cluster per (hardware file, GPU count); the index of hardware h at GPU count g is
+// h * num_gpu_values + g.
+void load_clusters(const SweepSpec& spec, SweepPlan& plan) {
   std::vector<ClusterSpec> presets;
   for (const std::string& path : spec.hardware.values) presets.push_back(load_hardware_spec(path));
-  const std::size_t num_g = spec.gpus.values.empty() ? 1 : spec.gpus.values.size();
   for (const ClusterSpec& preset : presets) {
-    for (std::size_t g = 0; g < num_g; ++g) {
+    for (std::size_t g = 0; g < num_gpu_values(spec); ++g) {
       ClusterSpec c = preset;
       if (!spec.gpus.values.empty()) c = with_gpus(preset, spec.gpus.values[g], spec.gpus.where, "gpus");
       plan.clusters.push_back(std::move(c));
     }
   }
-  // Grid order: model, hardware, gpus, tokens, tp, routing, strategy, n.
+}
+
+// The run options every configuration takes from the sweep as a whole.
+RunSpec sweep_run_options(const SweepSpec& spec) {
+  RunSpec run;
+  run.drop_duplicate_tokens = spec.drop_duplicate_tokens;
+  run.grad_sync = spec.grad_sync;
+  run.zero_stage = spec.zero_stage;
+  run.checkpoint = spec.checkpoint;
+  run.order = spec.order;
+  run.network = spec.network;
+  run.num_moe_layers = spec.num_moe_layers;
+  run.slots = spec.slots;
+  run.chunk_alignment = spec.chunk_alignment;
+  run.optimizer = spec.optimizer;
+  run.count_routing_data = spec.count_routing_data;
+  return run;
+}
+
+// Every grid point in grid order: model, hardware, gpus, tokens, tp, routing, strategy, n.
+void expand_grid(const SweepSpec& spec, const std::vector<RoutingSpec>& routings, SweepPlan& plan) {
+  const std::size_t num_g = num_gpu_values(spec);
+  SweepConfig c;
+  c.run = sweep_run_options(spec);
   for (std::size_t m = 0; m < plan.models.size(); ++m) {
-    for (std::size_t h = 0; h < presets.size(); ++h) {
+    c.model = static_cast<int>(m);
+    for (std::size_t h = 0; h < spec.hardware.values.size(); ++h) {
+      c.hardware = static_cast<int>(h);
       for (std::size_t g = 0; g < num_g; ++g) {
+        c.cluster = static_cast<int>(h * num_g + g);
         for (std::int64_t tokens : spec.tokens.values) {
+          // The other unit depends on the GPUs and tp: resolve_tokens derives it.
+          if (spec.token_unit == TokenUnit::kGlobal) {
+            c.global_tokens = tokens;
+          } else {
+            c.run.tokens_per_gpu = tokens;
+          }
           for (int tp : spec.tp.values) {
+            c.run.tp_size = tp;
             for (std::size_t r = 0; r < routings.size(); ++r) {
+              c.routing = spec.routing.values[r];
+              c.run.routing = routings[r];
               for (MemoryStrategy s : spec.strategies.values) {
+                c.run.strategy = s;
                 for (int n : spec.chunks.values) {
-                  SweepConfig c;
-                  c.model = static_cast<int>(m);
-                  c.hardware = static_cast<int>(h);
-                  c.cluster = static_cast<int>(h * num_g + g);
-                  c.routing = spec.routing.values[r];
-                  c.run.routing = routings[r];
-                  // The other unit depends on the GPUs and tp: resolve_tokens derives it.
-                  if (spec.token_unit == TokenUnit::kGlobal) {
-                    c.global_tokens = tokens;
-                  } else {
-                    c.run.tokens_per_gpu = tokens;
-                  }
-                  c.run.tp_size = tp;
-                  c.run.drop_duplicate_tokens = spec.drop_duplicate_tokens;
-                  c.run.grad_sync = spec.grad_sync;
-                  c.run.zero_stage = spec.zero_stage;
-                  c.run.checkpoint = spec.checkpoint;
                   c.run.num_chunks = n;
-                  c.run.strategy = s;
-                  c.run.order = spec.order;
-                  c.run.network = spec.network;
-                  c.run.num_moe_layers = spec.num_moe_layers;
-                  c.run.slots = spec.slots;
-                  c.run.chunk_alignment = spec.chunk_alignment;
-                  c.run.optimizer = spec.optimizer;
-                  c.run.count_routing_data = spec.count_routing_data;
-                  plan.configs.push_back(std::move(c));
+                  plan.configs.push_back(c);
                 }
               }
             }
@@ -144,38 +153,56 @@ SweepPlan prepare_sweep(const SweepSpec& spec) {
       }
     }
   }
-  // Every configuration checked before any work. A bad tp or global batch is named at its axis,
-  // n above capacity at the chunks axis.
-  std::set<std::tuple<std::string, int, int, int, std::int64_t, std::int64_t, int>> checked_matrices;
-  for (SweepConfig& c : plan.configs) {
-    const ModelSpec& model = plan.models[static_cast<std::size_t>(c.model)];
-    const ClusterSpec& cluster = cluster_of(plan, c);
-    resolve_tokens(plan, c);
-    RunSpec one = c.run;
-    one.num_chunks = 1;
-    try {
-      check_simulated_layers(model, one.num_moe_layers);
-      const LayerDims d = derive_layer_dims(model, cluster, one);
-      // Every chunk needs a slot per expert (uneven chunks take any n up to C).
-      if (c.run.num_chunks > d.capacity)
-        throw InputError(spec.chunks.where, "n = " + std::to_string(c.run.num_chunks) + " is above the capacity C = " +
-                                                std::to_string(d.capacity) + " rows per expert (" + describe(plan, c) +
-                                                "): each chunk needs at least one row per expert");
-      const LayerDims dims = derive_layer_dims(model, cluster, c.run);
-      c.layout = dims.layout();
-      c.drop_duplicate_tokens = dims.drop_duplicate_tokens;
-      // A routing matrix must match the layer (rows per rank, a column per expert, k experts with
-      // traffic): build its routing now, once per layer shape, rather than fail mid-sweep.
-      if (c.run.routing.kind == RoutingKind::kMatrix) {
-        const auto key = std::make_tuple(c.run.routing.matrix_path, dims.ep_size, dims.num_experts, dims.top_k,
-                                         dims.tokens, dims.capacity, dims.num_chunks);
-        if (checked_matrices.insert(key).second) make_layer_routing(dims, c.run);
-      }
-    } catch (const InputError& e) {
-      if (!e.where().file.empty() && e.where().file != model.origin.file) throw;
-      throw InputError(spec.origin, "configuration " + describe(plan, c) + ": " + e.what());
+}
+
+using MatrixShape = std::tuple<std::string, int, int, int, std::int64_t, std::int64_t, int>;
+
+// Resolves the configuration's tokens and layout before any work. A bad tp or global batch is
+// named at its axis, n above capacity at the chunks axis.
+void check_config(const SweepPlan& plan, SweepConfig& c, std::set<MatrixShape>& checked_matrices) {
+  const SweepSpec& spec = plan.spec;
+  const ModelSpec& model = plan.models[static_cast<std::size_t>(c.model)];
+  const ClusterSpec& cluster = cluster_of(plan, c);
+  resolve_tokens(plan, c);
+  RunSpec one = c.run;
+  one.num_chunks = 1;
+  try {
+    check_simulated_layers(model, one.num_moe_layers);
+    const LayerDims d = derive_layer_dims(model, cluster, one);
+    // Every chunk needs a slot per expert (uneven chunks take any n up to C).
+    if (c.run.num_chunks > d.capacity)
+      throw InputError(spec.chunks.where, "n = " + std::to_string(c.run.num_chunks) + " is above the capacity C = " +
+                                              std::to_string(d.capacity) + " rows per expert (" + describe(plan, c) +
+                                              "): each chunk needs at least one row per expert");
+    const LayerDims dims = derive_layer_dims(model, cluster, c.run);
+    c.layout = dims.layout();
+    c.drop_duplicate_tokens = dims.drop_duplicate_tokens;
+    // A routing matrix must match the layer (rows per rank, a column per expert, k experts with
+    // traffic): build its routing now, once per layer shape, rather than fail mid-sweep.
+    if (c.run.routing.kind == RoutingKind::kMatrix) {
+      const MatrixShape key{c.run.routing.matrix_path, dims.ep_size, dims.num_experts, dims.top_k,
+                            dims.tokens,                dims.capacity, dims.num_chunks};
+      if (checked_matrices.insert(key).second) make_layer_routing(dims, c.run);
     }
+  } catch (const InputError& e) {
+    if (!e.where().file.empty() && e.where().file != model.origin.file) throw;
+    throw InputError(spec.origin, "configuration " + describe(plan, c) + ": " + e.what());
   }
+}
+
+}  // namespace
+
+SweepPlan prepare_sweep(const SweepSpec& spec) {
+  SweepPlan plan;
+  plan.spec = spec;
+  require_axes(spec);
+  const std::vector<RoutingSpec> routings = spec.routing_specs();
+  for (const std::string& path : spec.models.values) plan.models.push_back(load_model_spec(path));
+  load_clusters(spec, plan);
+  expand_grid(spec, routings, plan);
+  // Every configuration checked before any work.
+  std::set<MatrixShape> checked_matrices;
+  for (SweepConfig& c : plan.configs) check_config(plan, c, checked_matrices);
   return plan;
 }
 

@@ -91,20 +91,8 @@ class DeviceSets {
   std::vector<std::size_t> parent_;
 };
 
-NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
-  const YamlMap m = v.as_map({"link_types", "nvswitches", "pcie_switches", "cpus", "nics",
-                              "nic_port", "gpu_nic", "links"});
-  NodeTopology topo;
-  topo.present = true;
-  topo.origin = v.location();
-  if (auto n = m.get("nvswitches")) topo.num_nvswitches = static_cast<int>(n->as_int(0, 64));
-  if (auto n = m.get("pcie_switches")) topo.num_pcie_switches = static_cast<int>(n->as_int(0, 64));
-  if (auto n = m.get("cpus")) topo.num_cpus = static_cast<int>(n->as_int(0, 64));
-  if (auto n = m.get("nics")) topo.num_nics = static_cast<int>(n->as_int(0, 64));
-
-  std::vector<std::string> type_names;  // in the file's order
-  topo.link_types = read_link_types(m.require("link_types"), &type_names);
-
+// nic_port and gpu_nic (one NIC per GPU), which a node with NICs needs and one without refuses.
+void read_nics(const YamlMap& m, int gpus_per_node, NodeTopology& topo) {
   if (topo.num_nics > 0) {
     topo.nic_port = read_link(m.require("nic_port"), kNetworkRange);
     const YamlValue gn = m.require("gpu_nic");
@@ -122,47 +110,49 @@ NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
       if (auto k = m.get(key)) k->fail(std::string(key) + " needs nics > 0");
     }
   }
+}
 
-  const YamlValue links = m.require("links");
-  const int num_devices = gpus_per_node + topo.num_nvswitches + topo.num_pcie_switches +
-                          topo.num_cpus + topo.num_nics;
-  const auto flat = [&](TopoDevice d) {
-    int offset = 0;
-    for (int k = 0; k < static_cast<int>(d.kind); ++k)
-      offset += topo.count(static_cast<TopoDeviceKind>(k), gpus_per_node);
-    return static_cast<std::size_t>(offset + d.index);
-  };
-  DeviceSets sets(static_cast<std::size_t>(num_devices));
-  for (const YamlValue& item : links.as_sequence()) {
-    const YamlMap lm = item.as_map({"ends", "type", "count"});
-    const YamlValue ends = lm.require("ends");
-    const std::vector<YamlValue> e = ends.as_sequence();
-    if (e.size() != 2) ends.fail("a link has exactly two ends, found " + std::to_string(e.size()));
-    TopoLink link;
-    link.origin = item.location();
-    link.a = read_device(e[0], topo, gpus_per_node);
-    link.b = read_device(e[1], topo, gpus_per_node);
-    if (link.a == link.b) ends.fail("a link must join two different devices");
-    const YamlValue type = lm.require("type");
-    link.type = type.as_name();
-    if (topo.link_types.count(link.type) == 0) {
-      std::string suggestion;
-      for (const std::string& t : type_names)
-        if (edit_distance(t, link.type) <= 2) suggestion = "; did you mean '" + t + "'?";
-      type.fail("unknown link type '" + link.type + "'" + suggestion +
-                " (link_types: " + YamlValue::join_names(type_names) + ")");
-    }
-    if (auto c = lm.get("count")) link.count = static_cast<int>(c->as_int(1, 64));
-    for (const TopoLink& other : topo.links) {
-      if ((other.a == link.a && other.b == link.b) || (other.a == link.b && other.b == link.a))
-        ends.fail("duplicate link " + topo_device_name(link.a) + " - " + topo_device_name(link.b) +
-                  " (first given at line " + std::to_string(other.origin.line) +
-                  "); give parallel lanes with count");
-    }
-    sets.join(flat(link.a), flat(link.b));
-    topo.links.push_back(std::move(link));
+// The device's index among all of the node's devices, kind by kind (GPUs first).
+std::size_t flat_index(const NodeTopology& topo, int gpus_per_node, TopoDevice d) {
+  int offset = 0;
+  for (int k = 0; k < static_cast<int>(d.kind); ++k) offset += topo.count(static_cast<TopoDeviceKind>(k), gpus_per_node);
+  return static_cast<std::size_t>(offset + d.index);
+}
+
+// One entry of links: two different devices, a declared link type, and no earlier link between them.
+TopoLink read_topo_link(const YamlValue& item, const NodeTopology& topo, const std::vector<std::string>& type_names,
+                        int gpus_per_node) {
+  const YamlMap lm = item.as_map({"ends", "type", "count"});
+  const YamlValue ends = lm.require("ends");
+  const std::vector<YamlValue> e = ends.as_sequence();
+  if (e.size() != 2) ends.fail("a link has exactly two ends, found " + std::to_string(e.size()));
+  TopoLink link;
+  link.origin = item.location();
+  link.a = read_device(e[0], topo, gpus_per_node);
+  link.b = read_device(e[1], topo, gpus_per_node);
+  if (link.a == link.b) ends.fail("a link must join two different devices");
+  const YamlValue type = lm.require("type");
+  link.type = type.as_name();
+  if (topo.link_types.count(link.type) == 0) {
+    std::string suggestion;
+    for (const std::string& t : type_names)
+      if (edit_distance(t, link.type) <= 2) suggestion = "; did you mean '" + t + "'?";
+    type.fail("unknown link type '" + link.type + "'" + suggestion +
+              " (link_types: " + YamlValue::join_names(type_names) + ")");
   }
-  // Every GPU must reach GPU 0 (intra-node traffic) and its NIC (inter-node traffic).
+  if (auto c = lm.get("count")) link.count = static_cast<int>(c->as_int(1, 64));
+  for (const TopoLink& other : topo.links) {
+    if ((other.a == link.a && other.b == link.b) || (other.a == link.b && other.b == link.a))
+      ends.fail("duplicate link " + topo_device_name(link.a) + " - " + topo_device_name(link.b) +
+                " (first given at line " + std::to_string(other.origin.line) +
+                "); give parallel lanes with count");
+  }
+  return link;
+}
+
+// Every GPU must reach GPU 0 (intra-node traffic) and its NIC (inter-node traffic).
+void check_gpus_connected(const NodeTopology& topo, int gpus_per_node, DeviceSets& sets, const YamlValue& links) {
+  const auto flat = [&](TopoDevice d) { return flat_index(topo, gpus_per_node, d); };
   for (int g = 0; g < gpus_per_node; ++g) {
     const TopoDevice gpu{TopoDeviceKind::kGpu, g};
     if (sets.find(flat(gpu)) != sets.find(flat({TopoDeviceKind::kGpu, 0})))
@@ -174,6 +164,33 @@ NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
                    ": no path of links joins them");
     }
   }
+}
+
+NodeTopology read_topology(const YamlValue& v, int gpus_per_node) {
+  const YamlMap m = v.as_map({"link_types", "nvswitches", "pcie_switches", "cpus", "nics",
+                              "nic_port", "gpu_nic", "links"});
+  NodeTopology topo;
+  topo.present = true;
+  topo.origin = v.location();
+  if (auto n = m.get("nvswitches")) topo.num_nvswitches = static_cast<int>(n->as_int(0, 64));
+  if (auto n = m.get("pcie_switches")) topo.num_pcie_switches = static_cast<int>(n->as_int(0, 64));
+  if (auto n = m.get("cpus")) topo.num_cpus = static_cast<int>(n->as_int(0, 64));
+  if (auto n = m.get("nics")) topo.num_nics = static_cast<int>(n->as_int(0, 64));
+
+  std::vector<std::string> type_names;  // in the file's order
+  topo.link_types = read_link_types(m.require("link_types"), &type_names);
+  read_nics(m, gpus_per_node, topo);
+
+  const YamlValue links = m.require("links");
+  const int num_devices = gpus_per_node + topo.num_nvswitches + topo.num_pcie_switches +
+                          topo.num_cpus + topo.num_nics;
+  DeviceSets sets(static_cast<std::size_t>(num_devices));
+  for (const YamlValue& item : links.as_sequence()) {
+    TopoLink link = read_topo_link(item, topo, type_names, gpus_per_node);
+    sets.join(flat_index(topo, gpus_per_node, link.a), flat_index(topo, gpus_per_node, link.b));
+    topo.links.push_back(std::move(link));
+  }
+  check_gpus_connected(topo, gpus_per_node, sets, links);
   return topo;
 }
 
