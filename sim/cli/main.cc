@@ -426,6 +426,38 @@ void add_graph(CLI::App& app, GraphArgs& g) {
   g.check_cmd->add_option("file", g.check_path, "graph JSON written by `moesim graph export`")->required();
 }
 
+// `moesim validate published`; returns the subcommand that runs.
+CLI::App* add_validate_published(CLI::App& app, ValidatePublishedArgs& a) {
+  CLI::App* validate_cmd = app.add_subcommand("validate", "hold moesim against measurements");
+  validate_cmd->require_subcommand(1);
+  CLI::App* published = validate_cmd->add_subcommand(
+      "published", "replay the published measurements of validate/data/ and print each error (docs/validation.md)");
+  published->add_option("--data", a.data_dir, "folder of datasets (default validate/data)");
+  published->add_option("--csv", a.csv_path, "write one row per point ('-' for stdout)");
+  published->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
+  return published;
+}
+
+CLI::App* add_presets(CLI::App& app, PresetsArgs& a) {
+  CLI::App* presets = app.add_subcommand(
+      "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
+  presets->add_option("kind", a.kind, "models | clusters | nodes | gpus (default: all)");
+  return presets;
+}
+
+// CLI11 would only say "a subcommand is required"; name the unknown command instead.
+void refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc <= 1 || argv[1][0] == '-') return;
+  const std::string first = argv[1];
+  bool known = false;
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known = known || sub->get_name() == first;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  if (!known) throw InputError("unknown command '" + first + "'; commands: " + names);
+}
+
 // `moesim model`: the network, its parameters and FLOPs, and its model states per GPU of a layout.
 CLI::App* add_model_command(CLI::App& app, ModelArgs& a) {
   CLI::App* cmd = app.add_subcommand(
@@ -471,17 +503,9 @@ int main_impl(int argc, char** argv) {
   CompareArgs compare_args;
   CLI::App* compare = add_compare(app, compare_args);
   ValidatePublishedArgs validate_args;
-  CLI::App* validate_cmd = app.add_subcommand("validate", "hold moesim against measurements");
-  validate_cmd->require_subcommand(1);
-  CLI::App* published = validate_cmd->add_subcommand(
-      "published", "replay the published measurements of validate/data/ and print each error (docs/validation.md)");
-  published->add_option("--data", validate_args.data_dir, "folder of datasets (default validate/data)");
-  published->add_option("--csv", validate_args.csv_path, "write one row per point ('-' for stdout)");
-  published->add_option("--network", validate_args.network, kNetworkFlagHelp)->capture_default_str();
+  CLI::App* published = add_validate_published(app, validate_args);
   PresetsArgs presets_args;
-  CLI::App* presets = app.add_subcommand(
-      "presets", "list the bundled presets (name, size, source); --model and --hardware take the names");
-  presets->add_option("kind", presets_args.kind, "models | clusters | nodes | gpus (default: all)");
+  CLI::App* presets = add_presets(app, presets_args);
   ModelArgs model_args;
   CLI::App* model_cmd = add_model_command(app, model_args);
   check_every_number_has_a_range(app);
@@ -492,17 +516,7 @@ int main_impl(int argc, char** argv) {
       return 0;
     }
   }
-  // CLI11 would only say "a subcommand is required"; name the unknown command instead.
-  if (argc > 1 && argv[1][0] != '-') {
-    const std::string first = argv[1];
-    bool known = false;
-    std::string names;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      known = known || sub->get_name() == first;
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-    }
-    if (!known) throw InputError("unknown command '" + first + "'; commands: " + names);
-  }
+  refuse_unknown_command(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
