@@ -2,7 +2,6 @@
 // all_reduce_perf log (sim/driver/all_reduce_calibration.h), written as a calibration file.
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <iostream>
 
 #include "sim/cli/calibrate_network.h"
@@ -28,10 +27,9 @@ struct MeasuredAllReduce {
 // placed on the cluster's GPUs, so that a log of more nodes than it has hears this rule too.
 void check_logged_ranks(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted, bool force,
                         std::vector<std::string>& notes) {
-  std::set<std::string> hosts;
-  for (const NcclTestsRank& r : log.placement) hosts.insert(r.host);
-  const int ranks = log.placement.empty() ? ranks_if_unlisted : static_cast<int>(log.placement.size());
-  const int nodes = std::max<int>(1, static_cast<int>(hosts.size()));
+  const LoggedShape shape = shape_of_log(log, ranks_if_unlisted);
+  const int ranks = shape.ranks;
+  const int nodes = std::max(1, shape.hosts);
   if (ranks == cluster.num_gpus() && nodes == cluster.num_nodes) return;
   const std::string what =
       "the all-reduce ran on " + std::to_string(ranks) + " ranks on " + std::to_string(nodes) + " host" +
@@ -42,8 +40,7 @@ void check_logged_ranks(const NcclTestsLog& log, const ClusterSpec& cluster, int
     notes.push_back(what + "; fitted anyway (--force): its terms are those of the logged GPUs");
     return;
   }
-  const int line = log.placement.empty() ? 0 : log.placement.back().line;
-  throw InputError(SourceLocation{log.file, line, line ? 1 : 0},
+  throw InputError(SourceLocation{log.file, shape.line, shape.line ? 1 : 0},
                    what + ": NCCL's all-reduce terms depend on both; give --hardware a preset of the GPUs it ran on "
                           "(--ranks for a log without '#  Rank' lines), or --force to fit it anyway");
 }

@@ -118,6 +118,15 @@ MeasuredAllToAll read_alltoall_log(const CalibrateArgs& a, const ClusterSpec& cl
   LoggedGpus placed = gpus_of_log(log, cluster, a.ranks);
   m.gpus = std::move(placed.gpus);
   m.notes.insert(m.notes.end(), placed.notes.begin(), placed.notes.end());
+  const LoggedShape shape = shape_of_log(log, a.ranks);
+  if (const std::string why = alltoall_shape_mismatch(shape, cluster); !why.empty()) {
+    if (!a.force) {
+      throw InputError(SourceLocation{log.file, shape.line, shape.line ? 1 : 0},
+                       why + "; give --hardware a preset of the GPUs it ran on (--ranks for a log without '#  Rank' "
+                             "lines), or --force to fit it anyway");
+    }
+    m.notes.push_back(why + "; fitted anyway (--force): its links are those of the logged GPUs");
+  }
   for (const NcclTestsRow& row : log.rows) {
     const SourceLocation at{log.file, row.line, 1};
     if (row.redop != "none" && !row.redop.empty())  // blank in older alltoall_perf

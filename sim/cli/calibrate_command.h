@@ -35,7 +35,7 @@ struct CalibrateArgs {
   std::string allreduce_log;
   int ranks = 0;
   std::string base_path;
-  bool force = false;  // fit a log whose GPUs are not the preset's (a note says so)
+  bool force = false;  // fit a log of other GPUs, or of other ranks or nodes, than the preset (a note says so)
   // Network calibration measured here: the all-to-all between the first `ranks` GPUs of this
   // process (all when 0), through NCCL.
   bool collectives = false;

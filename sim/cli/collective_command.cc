@@ -14,6 +14,7 @@
 #include "sim/driver/network_calibration.h"
 #include "sim/driver/nccl_tests_replay.h"
 #include "sim/driver/simulation.h"
+#include "sim/net/nccl_model.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/nccl_tests_log.h"
 
@@ -22,6 +23,21 @@ namespace moesim::cli {
 namespace {
 
 bool reduces(CollectiveOp op) { return op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter; }
+
+// The column of NCCL's choice, "algorithm/protocol" (nccl_model.h), for the collectives NCCL tunes:
+// none for an all-to-all (per-peer send/recv), "-" where no network is crossed.
+std::string nccl_column(const ClusterSpec& cluster, CollectiveOp op, std::int64_t bytes_per_peer,
+                        const std::vector<int>& group) {
+  if (op == CollectiveOp::kAllToAll) return "";
+  std::string choice = "-";
+  if (group.size() >= 2 && bytes_per_peer > 0 && !cluster.node.loopback) {
+    const NcclRun run = nccl_choice(cluster, op, bytes_per_peer, group);
+    choice = std::string(to_string(run.algorithm)) + "/" + to_string(run.protocol);
+  }
+  char cell[32];
+  std::snprintf(cell, sizeof cell, " %12s", choice.c_str());
+  return cell;
+}
 
 // --against: every row of the log, measured next to simulated.
 int run_against_log(const CollectiveArgs& a, const ClusterSpec& cluster, CollectiveOp op_flag, NetworkChoice choice,
@@ -138,11 +154,12 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
   if (*op == CollectiveOp::kAllToAll) out << ", " << to_string(*a2a) << " algorithm";
   out << "\n# simulated: out-of-place columns only; busbw = algbw * " << (*op == CollectiveOp::kAllReduce ? "2(n-1)/n" : "(n-1)/n")
       << "\n";
-  std::snprintf(line, sizeof line, "#%12s %12s %8s %6s %6s %10s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
-                "time", "algbw", "busbw", "#wrong");
+  const bool tuned = *op != CollectiveOp::kAllToAll;
+  std::snprintf(line, sizeof line, "#%12s %12s %8s %6s %6s %10s %7s %7s %6s%s\n", "size", "count", "type", "redop", "root",
+                "time", "algbw", "busbw", "#wrong", tuned ? "   nccl chose" : "");
   out << line;
-  std::snprintf(line, sizeof line, "#%12s %12s %8s %6s %6s %10s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
-                "(GB/s)", "(GB/s)", "");
+  std::snprintf(line, sizeof line, "#%12s %12s %8s %6s %6s %10s %7s %7s %6s%s\n", "(B)", "(elements)", "", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "", tuned ? " (algo/proto)" : "");
   out << line;
   const std::int64_t align = 4LL * n;
   for (std::int64_t size = min_bytes; size <= max_bytes; size *= a.step_factor) {
@@ -151,9 +168,9 @@ int run_collective(const CollectiveArgs& a, std::ostream& out) {
     const TimeNs t = model->isolated_duration(CollectiveWork{*op, 0, bytes / n}, group);
     const double us = static_cast<double>(t) / 1e3;
     const double algbw = t > 0 ? static_cast<double>(bytes) / static_cast<double>(t) : 0.0;  // B/ns = GB/s
-    std::snprintf(line, sizeof line, " %12lld %12lld %8s %6s %6d %10.2f %7.2f %7.2f %6s\n",
+    std::snprintf(line, sizeof line, " %12lld %12lld %8s %6s %6d %10.2f %7.2f %7.2f %6s%s\n",
                   static_cast<long long>(bytes), static_cast<long long>(bytes / 4), "float", reduces(*op) ? "sum" : "none",
-                  -1, us, algbw, algbw * bus, "N/A");
+                  -1, us, algbw, algbw * bus, "N/A", nccl_column(cluster, *op, bytes / n, group).c_str());
     out << line;
     if (size > max_bytes / a.step_factor) break;
   }

@@ -376,7 +376,7 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   calibrate->add_flag(
       "--force", a.force,
       "with --alltoall-log or --allreduce-log: fit a log whose ranks name another GPU than --hardware's, or "
-      "(--allreduce-log) other ranks or nodes than it has (refused otherwise)");
+      "other ranks or nodes than it has (--alltoall-log: one host's log, other than the node's GPUs) (refused otherwise)");
   for (const char* gpu_only :
        {"--dtypes", "--dims", "--batches", "--batched-dims", "--kernel-tokens", "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));

@@ -21,6 +21,32 @@ int nodes_holding(const ClusterSpec& cluster, const std::vector<int>& gpus) {
   return static_cast<int>(nodes.size());
 }
 
+LoggedShape shape_of_log(const NcclTestsLog& log, int ranks_if_unlisted) {
+  if (log.placement.empty()) return LoggedShape{ranks_if_unlisted, 1, 0};
+  std::set<std::string> hosts;
+  for (const NcclTestsRank& r : log.placement) hosts.insert(r.host);
+  return LoggedShape{static_cast<int>(log.placement.size()), static_cast<int>(hosts.size()), log.placement.back().line};
+}
+
+std::string alltoall_shape_mismatch(const LoggedShape& shape, const ClusterSpec& cluster) {
+  const auto count = [](int n, const std::string& what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  const std::string ran = "the all-to-all ran on " + count(shape.ranks, "rank") + " on " + count(shape.hosts, "host");
+  if (shape.hosts <= 1) {
+    const NodeSpec& node = cluster.node;
+    if (shape.ranks == node.gpus_per_node) return "";
+    return ran + " and node '" + node.name + "' (" + node.origin.to_string() + ") has " +
+           count(node.gpus_per_node, "GPU") + ": a one-node log calibrates the links of the whole node, and " +
+           "part of it shares them otherwise";
+  }
+  if (shape.hosts == cluster.num_nodes && shape.ranks == cluster.num_gpus()) return "";
+  return ran + " and '" + cluster.name + "' (" + cluster.origin.to_string() + ") has " +
+         count(cluster.num_gpus(), "GPU") + " on " + count(cluster.num_nodes, "node") +
+         ": a log across nodes calibrates the inter-node network of the whole cluster, and part of it (fewer GPUs "
+         "to a NIC, fewer nodes on the fabric) reaches more per GPU";
+}
+
 LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted) {
   const SourceLocation file{log.file, 0, 0};
   LoggedGpus out;

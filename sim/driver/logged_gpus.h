@@ -23,6 +23,21 @@ struct LoggedGpus {
 };
 LoggedGpus gpus_of_log(const NcclTestsLog& log, const ClusterSpec& cluster, int ranks_if_unlisted);
 
+// How many ranks on how many hosts an nccl-tests log ran: from its "#  Rank" lines (`line`, the
+// last of them), or without them `ranks_if_unlisted` on one host (`line` 0).
+struct LoggedShape {
+  int ranks = 0;
+  int hosts = 0;
+  int line = 0;
+};
+LoggedShape shape_of_log(const NcclTestsLog& log, int ranks_if_unlisted);
+
+// Where an all-to-all log of `shape` cannot be a measurement of what `cluster` describes, why
+// (empty where it can): a log on one host calibrates the node's links, so it ran on each of the
+// node's GPUs; a log on several hosts calibrates the cluster's inter-node network, so it ran on
+// every GPU of every node (fewer GPUs to a NIC, or fewer nodes on the fabric, reach more per GPU).
+std::string alltoall_shape_mismatch(const LoggedShape& shape, const ClusterSpec& cluster);
+
 // GPUs 0..n-1: the first n of node 0.
 std::vector<int> first_gpus(int n);
 

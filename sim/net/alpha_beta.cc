@@ -97,9 +97,7 @@ double AlphaBetaNetwork::tuned_ns(CollectiveOp op, std::int64_t bytes, const std
     // through the one GPU's memory (the reduction's extra read is not counted).
     return device_copy_ns(steps, steps * static_cast<double>(checked_mul(bytes, p)));
   }
-  const NcclGroup shape = nccl_group(group, cluster_.node.gpus_per_node);
-  const double total = static_cast<double>(checked_mul(bytes, p));
-  const NcclRun run = choose_nccl(cluster_.node.nccl, op, total, shape, nccl_links(cluster_, shape));
+  const NcclRun run = nccl_choice(cluster_, op, bytes, group);
   latency = run.latency_ns;
   return run.time_ns;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "sim/core/checked_math.h"
 #include "sim/core/error.h"
 
 namespace moesim {
@@ -153,6 +154,13 @@ NcclRun choose_nccl(const NcclTuning& t, CollectiveOp op, double bytes, const Nc
                      " can use (all-gather and reduce-scatter run on rings only)");
   if (g.ranks <= 1 || bytes <= 0) best.time_ns = best.latency_ns = 0;
   return best;
+}
+
+NcclRun nccl_choice(const ClusterSpec& cluster, CollectiveOp op, std::int64_t bytes_per_peer,
+                    const std::vector<int>& group) {
+  const double total = static_cast<double>(checked_mul(bytes_per_peer, static_cast<std::int64_t>(group.size())));
+  const NcclGroup shape = nccl_group(group, cluster.node.gpus_per_node);
+  return choose_nccl(cluster.node.nccl, op, total, shape, nccl_links(cluster, shape));
 }
 
 double all_to_all_latency_ns(const NcclTuning& t, int p, const std::function<TimeNs(int, int)>& pair_latency,

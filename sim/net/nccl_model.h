@@ -88,6 +88,12 @@ double nccl_latency_ns(const NcclTuning& t, CollectiveOp op, NcclAlgorithm a, Nc
 // no pair the collective can use (a tree only: all-gather and reduce-scatter have rings only).
 NcclRun choose_nccl(const NcclTuning& t, CollectiveOp op, double bytes, const NcclGroup& g, const NcclLinks& links);
 
+// What both network models run for `op` (all-reduce, all-gather, reduce-scatter) of `bytes_per_peer`
+// per member (NCCL's size S = that x the members) over `group` (world ranks) of `cluster`: the
+// choice above with the cluster's tuning and links. One member or no bytes: time 0.
+NcclRun nccl_choice(const ClusterSpec& cluster, CollectiveOp op, std::int64_t bytes_per_peer,
+                    const std::vector<int>& group);
+
 // The latency of an all-to-all over p members: base + the sum over rounds d = 1..p-1 of the
 // largest pair_latency(s, (s + d) mod p). `ceiling`, the largest latency any pair can have, lets a
 // round stop looking once it is reached.

@@ -87,8 +87,7 @@ void add_tuned_phases(const ClusterTopology& topo, const ClusterSpec& cluster, c
   const auto p = static_cast<int>(group.size());
   const double total = static_cast<double>(checked_mul(work.bytes_per_peer, static_cast<std::int64_t>(p)));
   if (p <= 1 || total <= 0) return;
-  const NcclGroup shape = nccl_group(group, topo.gpus_per_node());
-  const NcclRun run = choose_nccl(cluster.node.nccl, work.op, total, shape, nccl_links(cluster, shape));
+  const NcclRun run = nccl_choice(cluster, work.op, work.bytes_per_peer, group);
   plan.phases.push_back(PlanPhase{static_cast<TimeNs>(std::llround(run.latency_ns)), {}, 1});
   const std::vector<std::vector<int>> nodes = members_by_node(group, topo.gpus_per_node());
   PlanPhase phase;

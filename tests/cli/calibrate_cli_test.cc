@@ -134,7 +134,7 @@ TEST_F(Cli, CalibrateAddsTheNetworkToAGpuCalibrationGivenAsBase) {
                                  "kernel_launch_overhead: 4 us\n").string();
   const std::string out = (dir_ / "both.yaml").string();
   const Result r = run("calibrate --hardware hardware/nodes/hgx-h100.yaml --alltoall-log " +
-                       write("a2a.log", alltoall_log(4)).string() + " --base " + base + " --output " + out);
+                       write("a2a.log", alltoall_log(8)).string() + " --base " + base + " --output " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Result s = run("simulate --model models/moe-gpt-s-64e.yaml --hardware hardware/nodes/hgx-h100.yaml "
                        "--calibration " + out + " --tokens 1024 --ep 4 --json -");
@@ -357,6 +357,55 @@ TEST_F(Cli, CalibrateRefusesALogOfAnotherGpuUnlessForced) {
                              "H100 is not A100): the simulation is of the preset's GPU"),
             std::string::npos)
       << against.out;
+}
+
+// A log of part of what --hardware describes is not a measurement of it: refused, naming the
+// log's last '#  Rank' line and the rule, unless --force (a note). One node's GPUs fit a node, or
+// a cluster's node; every GPU of every node fits the cluster.
+TEST_F(Cli, CalibrateRefusesALogOfPartOfThePresetUnlessForced) {
+  const std::string out = " --output " + (dir_ / "part.yaml").string();
+  const std::string quarter = write("four.log", alltoall_log(4, 1, "none", 200, kA100)).string();
+  const std::string node = "calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + quarter + out;
+  const Result refused = run(node);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(quarter + ":6:1: the all-to-all ran on 4 ranks on 1 host and node 'DGX-A100-40GB' ("),
+            std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find(") has 8 GPUs: a one-node log calibrates the links of the whole node, and part of it "
+                             "shares them otherwise; give --hardware a preset of the GPUs it ran on"),
+            std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "part.yaml"));
+  const Result forced = run(node + " --force");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("note: the all-to-all ran on 4 ranks on 1 host"), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find("fitted anyway (--force): its links are those of the logged GPUs"), std::string::npos)
+      << forced.out;
+  // Part of each node of a cluster.
+  const std::string cluster = "calibrate --hardware hardware/clusters/dgx-a100-2node.yaml --alltoall-log ";
+  const std::string halves = write("halves.log", alltoall_log(8, 2, "none", 12, kA100, 150)).string();
+  const Result half = run(cluster + halves + out);
+  EXPECT_EQ(half.exit_code, 2) << half.err;
+  EXPECT_NE(half.err.find(halves + ":10:1: the all-to-all ran on 8 ranks on 2 hosts and 'DGX-A100-2node' ("),
+            std::string::npos) << half.err;
+  EXPECT_NE(half.err.find(") has 16 GPUs on 2 nodes: a log across nodes calibrates the inter-node network of the whole "
+                          "cluster"),
+            std::string::npos) << half.err;
+  const Result half_forced = run(cluster + halves + out + " --force");
+  ASSERT_EQ(half_forced.exit_code, 0) << half_forced.err;
+  EXPECT_NE(half_forced.out.find("note: the all-to-all ran on 8 ranks on 2 hosts"), std::string::npos) << half_forced.out;
+  // A bare log of --ranks GPUs: the file is named without a line.
+  std::string bare;
+  std::istringstream lines(alltoall_log(4, 1, "none", 200, kA100));
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("#  Rank") == std::string::npos) bare += l + "\n";
+  const std::string bare_log = write("bare4.log", bare).string();
+  const Result unlisted = run("calibrate --hardware hardware/nodes/dgx-a100.yaml --alltoall-log " + bare_log +
+                              " --ranks 4" + out);
+  EXPECT_EQ(unlisted.exit_code, 2);
+  EXPECT_NE(unlisted.err.find(bare_log + ": the all-to-all ran on 4 ranks on 1 host"), std::string::npos) << unlisted.err;
+  // Accepted: one node's GPUs against a cluster of that node (its links).
+  const Result one_node = run(cluster + write("eight.log", alltoall_log(8, 1, "none", 200, kA100)).string() + out);
+  ASSERT_EQ(one_node.exit_code, 0) << one_node.err;
+  EXPECT_NE(one_node.out.find("all-to-all of 8 GPUs, 11 sizes"), std::string::npos) << one_node.out;
 }
 
 TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {

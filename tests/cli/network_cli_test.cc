@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -122,6 +123,37 @@ TEST_F(NetworkCli, CollectivePrintsNcclTestsColumnsAndBusBandwidth) {
   EXPECT_EQ(rows, 11);  // 1M, 2M, ..., 1G
   EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml --op broadcast").exit_code, 2);
   EXPECT_EQ(moesim("collective --hardware hardware/nodes/dgx-a100.yaml -b 1X").exit_code, 2);
+}
+
+// For the collectives NCCL tunes, a last column names the algorithm and protocol each size runs as;
+// an all-to-all (per-peer send/recv) has none.
+TEST_F(NetworkCli, CollectiveSaysWhichAlgorithmAndProtocolNcclChose) {
+  const Outcome r = moesim("collective --hardware hardware/nodes/hgx-h100.yaml --op all-reduce -b 1K -e 1G -f 32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("#wrong   nccl chose\n"), std::string::npos) << r.out;
+  std::map<long long, std::string> chose;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    long long size = 0;
+    std::string skip, last;
+    f >> size;
+    for (int i = 0; i < 8; ++i) f >> skip;
+    f >> last;
+    chose[size] = last;
+  }
+  EXPECT_EQ(chose[1024], "ring/ll") << r.out;
+  EXPECT_EQ(chose[33554432], "ring/ll128") << r.out;
+  EXPECT_EQ(chose[1073741824], "ring/simple") << r.out;
+  const Outcome two = moesim("collective --hardware hardware/clusters/dgx-a100-2node.yaml --op all-reduce -b 1K -e 1K");
+  EXPECT_NE(two.out.find("N/A      tree/ll\n"), std::string::npos) << two.out;
+  const Outcome gather = moesim("collective --hardware hardware/nodes/hgx-h100.yaml --op all-gather -b 1G -e 1G");
+  EXPECT_NE(gather.out.find("N/A  ring/simple\n"), std::string::npos) << gather.out;
+  const Outcome one = moesim("collective --hardware hardware/nodes/hgx-h100.yaml --op reduce-scatter --ranks 1 -b 1M -e 1M");
+  EXPECT_NE(one.out.find("N/A            -\n"), std::string::npos) << one.out;  // no network crossed
+  const Outcome a2a = moesim("collective --hardware hardware/nodes/hgx-h100.yaml --op all-to-all -b 1M -e 1M");
+  EXPECT_EQ(a2a.out.find("nccl chose"), std::string::npos) << a2a.out;
 }
 
 TEST_F(NetworkCli, TheH100ClusterPresetsNicsSetItsAllToAll) {

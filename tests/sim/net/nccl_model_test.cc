@@ -198,3 +198,36 @@ TEST(NcclModel, NcclsDoubleBinaryTreeKeepsEveryNodeAtTwoSByteSends) {
 
 }  // namespace
 }  // namespace moesim
+
+namespace moesim {
+namespace {
+
+// nccl_choice is choose_nccl with the cluster's tuning, links and group shape: what both network
+// models run and `moesim collective` prints.
+using net_test::iota;
+using net_test::preset;
+
+TEST(NcclModel, TheChoiceOfAClusterIsTheTunedChoiceOfItsGroup) {
+  for (const char* file : {"nodes/hgx-h100.yaml", "clusters/dgx-a100-2node.yaml"}) {
+    const ClusterSpec cluster = preset(file);
+    const std::vector<int> group = iota(cluster.num_gpus());
+    const NcclGroup shape = nccl_group(group, cluster.node.gpus_per_node);
+    for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+      for (std::int64_t b : {16LL, 65536LL, 1LL << 26}) {
+        const NcclRun want = choose_nccl(cluster.node.nccl, op, static_cast<double>(b * cluster.num_gpus()), shape,
+                                         nccl_links(cluster, shape));
+        const NcclRun got = nccl_choice(cluster, op, b, group);
+        EXPECT_EQ(got.algorithm, want.algorithm) << file << " " << b;
+        EXPECT_EQ(got.protocol, want.protocol) << file << " " << b;
+        EXPECT_EQ(got.time_ns, want.time_ns) << file << " " << b;
+      }
+    }
+  }
+  // Small all-reduces in one node run LL, large ones Simple.
+  const ClusterSpec h100 = preset("nodes/hgx-h100.yaml");
+  EXPECT_EQ(nccl_choice(h100, CollectiveOp::kAllReduce, 16, iota(8)).protocol, NcclProtocol::kLL);
+  EXPECT_EQ(nccl_choice(h100, CollectiveOp::kAllReduce, 1LL << 27, iota(8)).protocol, NcclProtocol::kSimple);
+}
+
+}  // namespace
+}  // namespace moesim
