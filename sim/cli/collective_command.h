@@ -2,7 +2,9 @@
 // its results, so that it can be held against the nccl-tests logs of a real cluster.
 //
 // Columns (out-of-place only: a simulation has no in-place variant): size (B), count (float
-// elements), type, redop, root, time (us), algbw (GB/s), busbw (GB/s), #wrong (N/A). As in
+// elements), type, redop, root, time (us), algbw (GB/s), busbw (GB/s), #wrong (N/A), and for
+// all-reduce, all-gather and reduce-scatter the algorithm/protocol NCCL's choice takes (`nccl
+// chose`, sim/net/nccl_model.h; `-` when no network is crossed). As in
 // nccl-tests: size is the per-rank buffer (all-to-all: the per-rank total; all-gather: the
 // gathered output; reduce-scatter: the input), algbw = size / time, busbw = algbw x (n-1)/n, and
 // x 2(n-1)/n for all-reduce. Sizes go from min to max by a factor (nccl-tests -f), each rounded
