@@ -14,7 +14,7 @@ void require_divides(int divisor, std::int64_t value, const std::string& what, c
 }
 
 void check_layout(const ModelSpec& m, const TrainingLayout& l) {
-  if (!m.architecture.present) count_parameters(m);  // names the missing architecture section
+  require_architecture(m);
   for (const auto& [value, flag] : {std::pair{l.tp, "--tp"}, {l.pp, "--pp"}, {l.ep, "--ep"}, {l.dp, "--dp"}})
     if (value < 1) throw InputError(std::string(flag) + " must be at least 1, got " + std::to_string(value));
   if (l.zero_stage < 0 || l.zero_stage > 3)

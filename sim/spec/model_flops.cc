@@ -35,7 +35,7 @@ double grouped_attention(const ModelSpec& m) {
 }  // namespace
 
 TrainingFlops megatron_training_flops_per_token(const ModelSpec& m) {
-  const ParameterCount counts = count_parameters(m);  // the layer pattern (and the architecture check)
+  const ParameterCount counts = count_parameters(m);  // the layer pattern; refuses a model without architecture
   const ArchitectureSpec& a = m.architecture;
   const double h = static_cast<double>(m.d_model);
   const double gated = m.activation == Activation::kSwiglu ? 3 : 2;

@@ -113,10 +113,14 @@ void require_moe_layers(const ModelSpec& model) {
                                      "this one");
 }
 
-ParameterCount count_parameters(const ModelSpec& m) {
+void require_architecture(const ModelSpec& m) {
   if (!m.architecture.present)
     throw InputError(m.origin, "model " + m.name + " has no architecture section, so only its MoE layer is known "
                                "(docs/models.md says how to describe the whole network)");
+}
+
+ParameterCount count_parameters(const ModelSpec& m) {
+  require_architecture(m);
   const ArchitectureSpec& a = m.architecture;
   ParameterCount c;
   c.moe_layers = count_moe_layers(m);

@@ -41,6 +41,7 @@ struct ParameterCount {
 };
 
 // Throws InputError (the model file) if the model has no architecture section.
+void require_architecture(const ModelSpec& model);
 ParameterCount count_parameters(const ModelSpec& model);
 
 // One layer's parameters by part (its MLP is dense or MoE as the layer pattern says).
