@@ -1,5 +1,6 @@
 #include "sim/spec/types.h"
 
+#include "sim/core/enum_names.h"
 #include "sim/spec/model_architecture.h"
 
 #include <array>
@@ -7,30 +8,6 @@
 
 namespace moesim {
 namespace {
-
-template <typename E, std::size_t N>
-std::optional<E> parse_from(const std::array<std::pair<E, std::string_view>, N>& table,
-                            std::string_view s) {
-  for (const auto& [value, name] : table) {
-    if (name == s) return value;
-  }
-  return std::nullopt;
-}
-
-template <typename E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (const auto& [value, name] : table) {
-    if (value == e) return name;
-  }
-  return "?";
-}
-
-template <typename E, std::size_t N>
-std::vector<std::string> names_of(const std::array<std::pair<E, std::string_view>, N>& table) {
-  std::vector<std::string> out;
-  for (const auto& entry : table) out.emplace_back(entry.second);
-  return out;
-}
 
 constexpr std::array<std::pair<DType, std::string_view>, 5> kDTypes{{{DType::kFp32, "fp32"},
                                                                       {DType::kTf32, "tf32"},

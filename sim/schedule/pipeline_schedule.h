@@ -1,0 +1,69 @@
+// Pipeline schedules: the order in which every pipeline stage runs the passes of its microbatches
+// (issue 23 item 4). Pure functions of the shape; the step builder (sim/step) turns each stage's
+// program into tasks and derives the point-to-point transfers between stages from where the
+// model's parts live, so bubbles and waits come out of the event simulation, not a closed form.
+//
+// Vocabulary:
+//   stage        a pipeline rank (0 .. stages-1);
+//   chunk        one of a stage's model chunks (0 .. virtual_stages-1): interleaved 1F1B gives a
+//                stage several, DualPipe two (one per direction);
+//   model part   a contiguous run of layers, numbered in forward order (0 .. num_model_parts-1);
+//                a microbatch's forward visits parts 0, 1, ... and its backward the reverse;
+//   action       one pass of one microbatch through one chunk.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moesim {
+
+enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1 };
+std::string_view to_string(PipelineSchedule s);  // gpipe, 1f1b, interleaved, zb-h1
+std::optional<PipelineSchedule> parse_pipeline_schedule(std::string_view s);
+std::vector<std::string> pipeline_schedule_names();
+
+// kBackward is the whole backward of a chunk (input and weight gradients); zero-bubble schedules
+// split it into kBackwardInput (B: the gradient the previous part waits for) and
+// kBackwardWeight (W: the weight gradients, free to fill bubbles).
+enum class PipeWork { kForward, kBackward, kBackwardInput, kBackwardWeight };
+std::string_view to_string(PipeWork w);  // F, B, Bi, W
+
+struct PipelineShape {
+  int stages = 1;
+  int virtual_stages = 1;  // model chunks per stage
+  int microbatches = 1;    // per step, per pipeline (global batch / (micro-batch x data parallel))
+};
+
+struct PipeAction {
+  PipeWork work = PipeWork::kForward;
+  int microbatch = 0;
+  int chunk = 0;
+  friend bool operator==(const PipeAction&, const PipeAction&) = default;
+};
+
+// Why `schedule` cannot run `shape`, naming the rule, or "" when it can (e.g. virtual stages
+// without the interleaved schedule; interleaving needs microbatches divisible by stages, as
+// Megatron-LM requires).
+std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& shape);
+
+// Every stage's program: programs[s] is the order stage s runs its actions in. Each (microbatch,
+// chunk) appears once per pass the schedule has (F and B, or F, Bi and W). Throws InternalError
+// when schedule_problem is not "".
+std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, const PipelineShape& shape);
+
+// How many model parts the model is cut into (stages x virtual stages), and which part a chunk of
+// a stage holds (interleaved: stage s's chunk c holds part c * stages + s).
+int num_model_parts(PipelineSchedule schedule, const PipelineShape& shape);
+int model_part(PipelineSchedule schedule, const PipelineShape& shape, int stage, int chunk);
+
+struct PartPlace {
+  int stage = 0;
+  int chunk = 0;
+  friend bool operator==(const PartPlace&, const PartPlace&) = default;
+};
+// Where microbatch `microbatch`'s pass through model part `part` runs.
+PartPlace place_of(PipelineSchedule schedule, const PipelineShape& shape, int microbatch, int part);
+
+}  // namespace moesim

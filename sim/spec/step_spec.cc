@@ -1,0 +1,23 @@
+#include "sim/spec/step_spec.h"
+
+#include "sim/core/enum_names.h"
+
+namespace moesim {
+namespace {
+
+constexpr EnumNames<Recompute, 3> kRecompute{
+    {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
+constexpr EnumNames<AttentionKernel, 2> kAttentionKernels{
+    {{AttentionKernel::kFlash, "flash"}, {AttentionKernel::kUnfused, "unfused"}}};
+
+}  // namespace
+
+std::string_view to_string(Recompute r) { return name_of(kRecompute, r); }
+std::optional<Recompute> parse_recompute(std::string_view s) { return parse_from(kRecompute, s); }
+std::vector<std::string> recompute_names() { return names_of(kRecompute); }
+
+std::string_view to_string(AttentionKernel a) { return name_of(kAttentionKernels, a); }
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) { return parse_from(kAttentionKernels, s); }
+std::vector<std::string> attention_kernel_names() { return names_of(kAttentionKernels); }
+
+}  // namespace moesim
