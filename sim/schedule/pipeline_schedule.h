@@ -66,4 +66,14 @@ struct PartPlace {
 // Where microbatch `microbatch`'s pass through model part `part` runs.
 PartPlace place_of(PipelineSchedule schedule, const PipelineShape& shape, int microbatch, int part);
 
+// The most (microbatch, chunk) pairs whose activations a stage holds at once while it runs
+// `program` in order: a whole step's memory estimate multiplies it by one chunk's activations.
+// A split backward frees in two steps, so both counts are given; they are equal without one.
+struct InFlightPeak {
+  int until_input_grad = 0;  // from F to its B or Bi: what the backward's input gradient reads
+  int until_last_pass = 0;   // from F to its B or W: W still reads the layer inputs
+  friend bool operator==(const InFlightPeak&, const InFlightPeak&) = default;
+};
+InFlightPeak peak_in_flight(const std::vector<PipeAction>& program);
+
 }  // namespace moesim

@@ -1,0 +1,35 @@
+// Times stage programs (pipeline_schedule.h) with fixed pass durations and no transfer time: the
+// closed-form check of a schedule, and a planner's quick estimate before a whole step is built.
+// Each stage runs its program in order; an action starts when its stage is free and the actions
+// it needs have ended:
+//   F(mb, q)       needs F(mb, q - 1), wherever part q - 1 lives;
+//   B/Bi(mb, q)    needs F(mb, q) and the B or Bi of (mb, q + 1);
+//   W(mb, q)       needs Bi(mb, q).
+// Durations are per pass of one model part, the same for every part and stage.
+#pragma once
+
+#include <vector>
+
+#include "sim/schedule/pipeline_schedule.h"
+
+namespace moesim {
+
+struct PassTimes {
+  double forward = 1.0;
+  double backward = 2.0;         // whole backward (kBackward)
+  double backward_input = 1.0;   // kBackwardInput
+  double backward_weight = 1.0;  // kBackwardWeight
+};
+
+struct ProgramTiming {
+  double makespan = 0.0;                   // when the last action ends (the first starts at 0)
+  std::vector<double> busy;                // per stage: the sum of its actions' durations
+  std::vector<std::vector<double>> start;  // start[s][i]: when programs[s][i] starts
+};
+
+// Throws InternalError when the programs deadlock (an action waits for one that never runs, or
+// for one behind it on its own stage), name an action outside the shape, or repeat one.
+ProgramTiming time_programs(PipelineSchedule schedule, const PipelineShape& shape,
+                            const std::vector<std::vector<PipeAction>>& programs, const PassTimes& times);
+
+}  // namespace moesim

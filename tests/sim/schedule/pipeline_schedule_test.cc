@@ -1,0 +1,231 @@
+// Pipeline schedules as per-stage programs (sim/schedule/pipeline_schedule.h): the names, the
+// rules a shape must meet, the programs of small shapes written out from the published orders,
+// every pass of every (microbatch, chunk) exactly once on a grid of shapes, where model parts
+// live, and the peak number of microbatches in flight per stage.
+#include "sim/schedule/pipeline_schedule.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "tests/sim/schedule/schedule_shapes.h"
+
+namespace moesim {
+namespace {
+
+using testing::kAllSchedules;
+using testing::legal_shapes;
+
+// "F0 B0 ..." (or "F0.1" with the chunk, for interleaved programs): the programs below are
+// written in this form so that they read like the schedules' figures.
+std::string text(const std::vector<PipeAction>& program, bool with_chunks = false) {
+  std::string out;
+  for (const PipeAction& a : program) {
+    if (!out.empty()) out += ' ';
+    out += std::string(to_string(a.work)) + std::to_string(a.microbatch);
+    if (with_chunks) out += "." + std::to_string(a.chunk);
+  }
+  return out;
+}
+
+std::vector<std::string> texts(PipelineSchedule schedule, const PipelineShape& shape) {
+  std::vector<std::string> out;
+  for (const auto& program : stage_programs(schedule, shape)) {
+    out.push_back(text(program, schedule == PipelineSchedule::kInterleaved));
+  }
+  return out;
+}
+
+TEST(PipelineScheduleNames, RoundTripAndList) {
+  EXPECT_THAT(pipeline_schedule_names(), ::testing::ElementsAre("gpipe", "1f1b", "interleaved", "zb-h1"));
+  for (PipelineSchedule s : kAllSchedules) EXPECT_EQ(parse_pipeline_schedule(to_string(s)), s);
+  EXPECT_EQ(parse_pipeline_schedule("1F1B"), std::nullopt);
+  EXPECT_EQ(parse_pipeline_schedule("zb-h2"), std::nullopt);
+  EXPECT_EQ(to_string(PipeWork::kForward), "F");
+  EXPECT_EQ(to_string(PipeWork::kBackward), "B");
+  EXPECT_EQ(to_string(PipeWork::kBackwardInput), "Bi");
+  EXPECT_EQ(to_string(PipeWork::kBackwardWeight), "W");
+}
+
+struct ProblemCase {
+  PipelineSchedule schedule;
+  PipelineShape shape;
+  const char* problem;
+};
+
+const ProblemCase kProblems[] = {
+    {PipelineSchedule::kOneFOneB, {0, 1, 4}, "stages must be at least 1 (got 0)"},
+    {PipelineSchedule::kOneFOneB, {2, -1, 4}, "virtual_stages must be at least 1 (got -1)"},
+    {PipelineSchedule::kGpipe, {2, 1, 0}, "microbatches must be at least 1 (got 0)"},
+    {PipelineSchedule::kGpipe, {2, 2, 4},
+     "virtual_stages 2 needs the interleaved schedule (gpipe runs one model chunk per stage)"},
+    {PipelineSchedule::kZeroBubbleH1, {4, 3, 8},
+     "virtual_stages 3 needs the interleaved schedule (zb-h1 runs one model chunk per stage)"},
+    {PipelineSchedule::kInterleaved, {1, 2, 4},
+     "interleaved needs at least 2 stages (got 1): one stage has no pipeline bubble to shrink"},
+    {PipelineSchedule::kInterleaved, {4, 1, 8},
+     "interleaved needs at least 2 virtual_stages (got 1); with one chunk per stage use 1f1b"},
+    {PipelineSchedule::kInterleaved, {4, 2, 6},
+     "interleaved needs microbatches divisible by stages (Megatron-LM's rule): 6 microbatches, 4 stages"},
+    {PipelineSchedule::kOneFOneB, {1024, 1, 8192},
+     "stages x virtual_stages x microbatches must be at most 4194304 (got 1024 x 1 x 8192)"},
+    // Fewer microbatches than stages is legal without interleaving (the pipeline never fills).
+    {PipelineSchedule::kOneFOneB, {8, 1, 3}, ""},
+    {PipelineSchedule::kInterleaved, {2, 4, 2}, ""},
+};
+
+TEST(PipelineScheduleProblem, NamesEachRuleWithTheNumbers) {
+  for (const ProblemCase& c : kProblems) EXPECT_EQ(schedule_problem(c.schedule, c.shape), c.problem);
+}
+
+TEST(PipelineSchedulePrograms, RefuseAShapeWithAProblem) {
+  EXPECT_THROW(stage_programs(PipelineSchedule::kInterleaved, {4, 2, 6}), InternalError);
+  EXPECT_THROW(num_model_parts(PipelineSchedule::kOneFOneB, {4, 2, 8}), InternalError);
+}
+
+// Small shapes' programs written out by hand from each schedule's published order.
+struct WrittenOut {
+  const char* order;  // where the order comes from, and what the case shows
+  PipelineSchedule schedule;
+  PipelineShape shape;
+  std::vector<std::string> programs;  // per stage
+};
+
+const WrittenOut kWrittenOut[] = {
+    {"GPipe: all forwards, then the backwards in reverse", PipelineSchedule::kGpipe, {2, 1, 3},
+     {"F0 F1 F2 B2 B1 B0", "F0 F1 F2 B2 B1 B0"}},
+    {"Megatron-LM without interleaving: min(p - s - 1, m) warmup forwards, then F B pairs",
+     PipelineSchedule::kOneFOneB,
+     {4, 1, 6},
+     {"F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5", "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5",
+      "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5", "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5"}},
+    {"1F1B with fewer microbatches than stages", PipelineSchedule::kOneFOneB, {3, 1, 1}, {"F0 B0", "F0 B0", "F0 B0"}},
+    // Megatron-LM's virtual microbatch table for p = 2, v = 2, m = 4: groups of p microbatches
+    // through chunk 0, then chunk 1 -- (0,0) (1,0) (0,1) (1,1) (2,0) (3,0) (2,1) (3,1) -- with the
+    // backwards taking the same entries, chunks reversed. Warmup: stage 0 (p - 0 - 1) 2 + (v - 1) p
+    // = 4 forwards, stage 1 2.
+    {"Megatron-LM interleaved", PipelineSchedule::kInterleaved, {2, 2, 4},
+     {"F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0",
+      "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0"}},
+    {"Megatron-LM interleaved, m = p: stage 0's warmup capped at its v m forwards",
+     PipelineSchedule::kInterleaved,
+     {2, 2, 2},
+     {"F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0", "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0"}},
+    {"ZB-H1: 1F1B's warmup, backwards split, stage s's W(k - s) right after Bi(k)",
+     PipelineSchedule::kZeroBubbleH1,
+     {3, 1, 4},
+     {"F0 F1 F2 Bi0 W0 F3 Bi1 W1 Bi2 W2 Bi3 W3", "F0 F1 Bi0 F2 Bi1 W0 F3 Bi2 W1 Bi3 W2 W3",
+      "F0 Bi0 F1 Bi1 F2 Bi2 W0 F3 Bi3 W1 W2 W3"}},
+};
+
+TEST(PipelineSchedulePrograms, SmallShapesInThePublishedOrders) {
+  for (const WrittenOut& w : kWrittenOut) {
+    SCOPED_TRACE(w.order);
+    EXPECT_EQ(texts(w.schedule, w.shape), w.programs);
+  }
+}
+
+// The passes each schedule runs of every (microbatch, chunk): F and B, or F, Bi and W.
+std::vector<PipeWork> passes_of(PipelineSchedule schedule) {
+  if (schedule == PipelineSchedule::kZeroBubbleH1) {
+    return {PipeWork::kForward, PipeWork::kBackwardInput, PipeWork::kBackwardWeight};
+  }
+  return {PipeWork::kForward, PipeWork::kBackward};
+}
+
+TEST(PipelineSchedulePrograms, HoldEachPassOfEachMicrobatchAndChunkOnce) {
+  for (PipelineSchedule schedule : kAllSchedules) {
+    for (const PipelineShape& shape : legal_shapes(schedule)) {
+      SCOPED_TRACE(std::string(to_string(schedule)) + " p=" + std::to_string(shape.stages) +
+                   " v=" + std::to_string(shape.virtual_stages) + " m=" + std::to_string(shape.microbatches));
+      const auto programs = stage_programs(schedule, shape);
+      ASSERT_EQ(programs.size(), static_cast<std::size_t>(shape.stages));
+      for (const auto& program : programs) {
+        std::map<std::tuple<PipeWork, int, int>, int> seen;
+        for (const PipeAction& a : program) ++seen[{a.work, a.microbatch, a.chunk}];
+        const std::vector<PipeWork> passes = passes_of(schedule);
+        ASSERT_EQ(program.size(), passes.size() * shape.microbatches * shape.virtual_stages);
+        for (PipeWork w : passes) {
+          for (int mb = 0; mb < shape.microbatches; ++mb) {
+            for (int c = 0; c < shape.virtual_stages; ++c) ASSERT_EQ((seen[{w, mb, c}]), 1);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PipelineScheduleParts, InterleavingDealsPartsRoundRobin) {
+  const PipelineShape shape{4, 2, 8};
+  EXPECT_EQ(num_model_parts(PipelineSchedule::kInterleaved, shape), 8);
+  EXPECT_EQ(model_part(PipelineSchedule::kInterleaved, shape, 1, 0), 1);
+  EXPECT_EQ(model_part(PipelineSchedule::kInterleaved, shape, 1, 1), 5);
+  EXPECT_EQ(place_of(PipelineSchedule::kInterleaved, shape, 3, 6), (PartPlace{2, 1}));
+  EXPECT_THROW(model_part(PipelineSchedule::kInterleaved, shape, 4, 0), InternalError);
+  EXPECT_THROW(place_of(PipelineSchedule::kInterleaved, shape, 0, 8), InternalError);
+  EXPECT_THROW(place_of(PipelineSchedule::kInterleaved, shape, 8, 0), InternalError);
+}
+
+TEST(PipelineScheduleParts, PlaceOfInvertsModelPartOnEveryShape) {
+  for (PipelineSchedule schedule : kAllSchedules) {
+    for (const PipelineShape& shape : legal_shapes(schedule)) {
+      ASSERT_EQ(num_model_parts(schedule, shape), shape.stages * shape.virtual_stages);
+      for (int s = 0; s < shape.stages; ++s) {
+        for (int c = 0; c < shape.virtual_stages; ++c) {
+          const int part = model_part(schedule, shape, s, c);
+          ASSERT_EQ(part, c * shape.stages + s);
+          ASSERT_EQ(place_of(schedule, shape, shape.microbatches - 1, part), (PartPlace{s, c}));
+        }
+      }
+    }
+  }
+}
+
+// Peaks of forwards done minus backwards done per stage (pairs (microbatch, chunk) for
+// interleaving): 1F1B min(p - s, m); GPipe m; interleaved Megatron-LM's warmup plus the one
+// forward before the first backward, min(w + 1, v m) with w = min(2 (p - s - 1) + (v - 1) p, v m)
+// (Megatron-LM's max_outstanding_backprops); ZB-H1 1F1B's count up to Bi, and min(p, m) -- the
+// first stage's 1F1B peak -- on every stage up to W.
+TEST(PipelineSchedulePeaks, InFlightMicrobatchesPerStage) {
+  for (PipelineSchedule schedule : kAllSchedules) {
+    for (const PipelineShape& shape : legal_shapes(schedule)) {
+      const int p = shape.stages;
+      const int v = shape.virtual_stages;
+      const int m = shape.microbatches;
+      const auto programs = stage_programs(schedule, shape);
+      for (int s = 0; s < p; ++s) {
+        SCOPED_TRACE(std::string(to_string(schedule)) + " p=" + std::to_string(p) + " v=" + std::to_string(v) +
+                     " m=" + std::to_string(m) + " stage " + std::to_string(s));
+        const InFlightPeak peak = peak_in_flight(programs[static_cast<std::size_t>(s)]);
+        switch (schedule) {
+          case PipelineSchedule::kGpipe: EXPECT_EQ(peak, (InFlightPeak{m, m})); break;
+          case PipelineSchedule::kOneFOneB: EXPECT_EQ(peak, (InFlightPeak{std::min(p - s, m), std::min(p - s, m)})); break;
+          case PipelineSchedule::kInterleaved: {
+            const int warmup = std::min(2 * (p - s - 1) + (v - 1) * p, v * m);
+            EXPECT_EQ(peak, (InFlightPeak{std::min(warmup + 1, v * m), std::min(warmup + 1, v * m)}));
+            break;
+          }
+          case PipelineSchedule::kZeroBubbleH1: EXPECT_EQ(peak, (InFlightPeak{std::min(p - s, m), std::min(p, m)})); break;
+        }
+      }
+    }
+  }
+}
+
+TEST(PipelineSchedulePeaks, CountsSplitBackwardsSeparately) {
+  using W = PipeWork;
+  const std::vector<PipeAction> program{{W::kForward, 0, 0},       {W::kForward, 1, 0},        {W::kBackwardInput, 0, 0},
+                                        {W::kForward, 2, 0},       {W::kBackwardInput, 1, 0},  {W::kBackwardWeight, 0, 0},
+                                        {W::kBackwardInput, 2, 0}, {W::kBackwardWeight, 1, 0}, {W::kBackwardWeight, 2, 0}};
+  EXPECT_EQ(peak_in_flight(program), (InFlightPeak{2, 3}));
+  EXPECT_EQ(peak_in_flight({}), (InFlightPeak{0, 0}));
+}
+
+}  // namespace
+}  // namespace moesim

@@ -1,0 +1,130 @@
+// Timing stage programs (sim/schedule/program_timing.h) with per-part passes F = 1, B = 2
+// (Bi = 1, W = 1) and no transfer time: every program of the shape grid runs to the end without
+// deadlock, and the step times match the published closed forms.
+#include "sim/schedule/program_timing.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "tests/sim/schedule/schedule_shapes.h"
+
+namespace moesim {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kAllSchedules;
+using testing::legal_shapes;
+
+std::string name(PipelineSchedule schedule, const PipelineShape& shape) {
+  return std::string(to_string(schedule)) + " p=" + std::to_string(shape.stages) +
+         " v=" + std::to_string(shape.virtual_stages) + " m=" + std::to_string(shape.microbatches);
+}
+
+ProgramTiming time_schedule(PipelineSchedule schedule, const PipelineShape& shape, const PassTimes& times = {}) {
+  return time_programs(schedule, shape, stage_programs(schedule, shape), times);
+}
+
+std::string internal_error_of(PipelineSchedule schedule, const PipelineShape& shape,
+                              const std::vector<std::vector<PipeAction>>& programs) {
+  try {
+    time_programs(schedule, shape, programs, {});
+  } catch (const InternalError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ProgramTiming, EveryProgramOfTheGridRunsToTheEnd) {
+  for (PipelineSchedule schedule : kAllSchedules) {
+    for (const PipelineShape& shape : legal_shapes(schedule)) {
+      SCOPED_TRACE(name(schedule, shape));
+      ProgramTiming t;
+      ASSERT_NO_THROW(t = time_schedule(schedule, shape));
+      // Each stage runs all its passes: (F + B) per (microbatch, chunk), Bi + W being B.
+      for (double busy : t.busy) ASSERT_EQ(busy, 3.0 * shape.microbatches * shape.virtual_stages);
+    }
+  }
+}
+
+// GPipe and 1F1B (Narayanan et al., SC21, sections 2.2.1-2.2.2): (m + p - 1)(tF + tB) with
+// per-stage pass times tF, tB; here tF = 1, tB = 2, and tF = 1, tB = 3, on every shape.
+TEST(ProgramTiming, GpipeAndOneFOneBTakeMPlusPMinusOneSlots) {
+  for (PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB}) {
+    for (const PipelineShape& shape : legal_shapes(schedule)) {
+      SCOPED_TRACE(name(schedule, shape));
+      const int slots = shape.microbatches + shape.stages - 1;
+      EXPECT_EQ(time_schedule(schedule, shape).makespan, 3.0 * slots);
+      EXPECT_EQ(time_schedule(schedule, shape, {.forward = 1, .backward = 3}).makespan, 4.0 * slots);
+    }
+  }
+}
+
+// Interleaved 1F1B (SC21 section 2.2.2): the same model cut into v chunks per stage has
+// per-stage pass times tF = v, tB = 2v per microbatch; the bubble is (p - 1)(tF + tB) / v, a
+// v-th of 1F1B's, so the step time is 3 v m + 3 (p - 1) exactly, on every legal shape (m a
+// multiple of p, including m = p), and 4 v m + 4 (p - 1) with B = 3.
+TEST(ProgramTiming, InterleavedBubbleIsAVthOfOneFOneBs) {
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kInterleaved)) {
+    SCOPED_TRACE(name(PipelineSchedule::kInterleaved, shape));
+    const double work = 1.0 * shape.virtual_stages * shape.microbatches;
+    const double one_f_one_b_bubble = 3.0 * shape.virtual_stages * (shape.stages - 1);
+    const ProgramTiming t = time_schedule(PipelineSchedule::kInterleaved, shape);
+    EXPECT_EQ(t.makespan - 3.0 * work, one_f_one_b_bubble / shape.virtual_stages);
+    EXPECT_EQ(time_schedule(PipelineSchedule::kInterleaved, shape, {.forward = 1, .backward = 3}).makespan,
+              4.0 * work + 4.0 * (shape.stages - 1));
+  }
+}
+
+// ZB-H1 (Qi et al., ICLR 2024, section 3.1 and Table 2): bubble (p - 1)(TF + TB - TW) with TB
+// the input-gradient pass, here (p - 1)(1 + 1 - 1), a third of 1F1B's 3 (p - 1), when m >= p
+// (the paper's setting). With fewer microbatches it is still never slower than 1F1B.
+TEST(ProgramTiming, ZeroBubbleH1BubbleIsAThirdOfOneFOneBs) {
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kZeroBubbleH1)) {
+    SCOPED_TRACE(name(PipelineSchedule::kZeroBubbleH1, shape));
+    const double makespan = time_schedule(PipelineSchedule::kZeroBubbleH1, shape).makespan;
+    const double one_f_one_b = time_schedule(PipelineSchedule::kOneFOneB, shape).makespan;
+    EXPECT_LE(makespan, one_f_one_b);
+    if (shape.microbatches >= shape.stages) {
+      EXPECT_EQ(makespan, 3.0 * shape.microbatches + (shape.stages - 1));
+      EXPECT_EQ(3.0 * (makespan - 3.0 * shape.microbatches), one_f_one_b - 3.0 * shape.microbatches);
+    }
+  }
+}
+
+TEST(ProgramTiming, StartsFollowDependenciesAndStageOrder) {
+  // 1F1B, p = 2, m = 2: stage 0's B0 waits for stage 1's B0 (ends at 4), its B1 for stage 1's
+  // B1 (ends at 7); stage 1's F1 waits for its own B0.
+  const ProgramTiming t = time_schedule(PipelineSchedule::kOneFOneB, {2, 1, 2});
+  EXPECT_THAT(t.start[0], ::testing::ElementsAre(0, 1, 4, 7));  // F0 F1 B0 B1
+  EXPECT_THAT(t.start[1], ::testing::ElementsAre(1, 2, 4, 5));  // F0 B0 F1 B1
+  EXPECT_EQ(t.makespan, 9);
+}
+
+TEST(ProgramTiming, NamesADeadlock) {
+  using W = PipeWork;
+  // Stage 1 wants microbatch 1 before microbatch 0, while stage 0 sends 0 first and then waits for
+  // 0's gradient before sending 1 (1F1B's order with p = 2 on stage 0, no warmup).
+  const std::vector<std::vector<PipeAction>> programs{
+      {{W::kForward, 0, 0}, {W::kBackward, 0, 0}, {W::kForward, 1, 0}, {W::kBackward, 1, 0}},
+      {{W::kForward, 1, 0}, {W::kBackward, 1, 0}, {W::kForward, 0, 0}, {W::kBackward, 0, 0}}};
+  EXPECT_THAT(internal_error_of(PipelineSchedule::kOneFOneB, {2, 1, 2}, programs),
+              HasSubstr("1f1b deadlocks: B(microbatch 0, chunk 0) on stage 0 waits for a pass that never runs"));
+}
+
+TEST(ProgramTiming, RefusesRepeatedAndOutOfShapeActions) {
+  using W = PipeWork;
+  EXPECT_THAT(internal_error_of(PipelineSchedule::kGpipe, {1, 1, 1},
+                                {{{W::kForward, 0, 0}, {W::kBackward, 0, 0}, {W::kBackward, 0, 0}}}),
+              HasSubstr("B(microbatch 0, chunk 0) on stage 0 runs twice"));
+  EXPECT_THAT(internal_error_of(PipelineSchedule::kGpipe, {1, 1, 1}, {{{W::kForward, 0, 1}}}),
+              HasSubstr("F(microbatch 0, chunk 1) on stage 0 is outside the shape"));
+  EXPECT_THAT(internal_error_of(PipelineSchedule::kGpipe, {2, 1, 1}, {{{W::kForward, 0, 0}}}),
+              HasSubstr("one program per stage"));
+}
+
+}  // namespace
+}  // namespace moesim
