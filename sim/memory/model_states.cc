@@ -20,17 +20,7 @@ void check_layout(const ModelSpec& m, const TrainingLayout& l) {
   if (l.zero_stage < 0 || l.zero_stage > 3)
     throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(l.zero_stage));
   require_divides(l.pp, m.num_layers, "the model's layers", "--pp");
-  const AttentionSpec& a = m.architecture.attention;
-  require_divides(l.tp, a.num_heads, "the attention heads", "--tp");
-  if (a.kind != AttentionKind::kMla) require_divides(l.tp, a.num_kv_heads, "the key/value groups", "--tp");
-  if (m.architecture.dense_d_ffn > 0) require_divides(l.tp, m.architecture.dense_d_ffn, "dense_d_ffn", "--tp");
-  if (m.has_moe_layers()) {
-    require_divides(l.ep, m.num_experts, "the experts", "--ep");
-    require_divides(l.tp, m.d_ffn, "the experts' d_ffn", "--tp");
-    if (m.shared_experts.count > 0) require_divides(l.tp, m.shared_experts.d_ffn, "the shared experts' d_ffn", "--tp");
-  } else if (l.ep > 1) {
-    throw InputError("--ep " + std::to_string(l.ep) + ": model " + m.name + " has no experts to split");
-  }
+  check_tensor_expert_parallel(m, l.tp, l.ep);
 }
 
 // Adds one layer's parameters as one GPU of its stage holds them.
@@ -62,6 +52,20 @@ void add_last_stage(StageModelStates& s, const ModelSpec& m, const ParameterCoun
 }
 
 }  // namespace
+
+void check_tensor_expert_parallel(const ModelSpec& m, int tp, int ep) {
+  const AttentionSpec& a = m.architecture.attention;
+  require_divides(tp, a.num_heads, "the attention heads", "--tp");
+  if (a.kind != AttentionKind::kMla) require_divides(tp, a.num_kv_heads, "the key/value groups", "--tp");
+  if (m.architecture.dense_d_ffn > 0) require_divides(tp, m.architecture.dense_d_ffn, "dense_d_ffn", "--tp");
+  if (m.has_moe_layers()) {
+    require_divides(ep, m.num_experts, "the experts", "--ep");
+    require_divides(tp, m.d_ffn, "the experts' d_ffn", "--tp");
+    if (m.shared_experts.count > 0) require_divides(tp, m.shared_experts.d_ffn, "the shared experts' d_ffn", "--tp");
+  } else if (ep > 1) {
+    throw InputError("--ep " + std::to_string(ep) + ": model " + m.name + " has no experts to split");
+  }
+}
 
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const TrainingLayout& l) {
   check_layout(m, l);

@@ -50,4 +50,9 @@ struct StageModelStates {
 // architecture section.
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout);
 
+// The tensor- and expert-parallel part of those checks : tp dividing the
+// heads, key/value groups and MLP widths, ep the experts; ep > 1 refused for a model without
+// experts. The caller has checked that both are at least 1.
+void check_tensor_expert_parallel(const ModelSpec& model, int tp, int ep);
+
 }  // namespace moesim

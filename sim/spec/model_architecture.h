@@ -59,6 +59,11 @@ struct ArchitectureSpec {
   NormKind norm = NormKind::kRmsNorm;
   bool linear_bias = false;        // biases on the attention, MLP, expert and router projections
   int mtp_depth = 0;               // multi-token prediction modules (DeepSeek-V3: 1)
+  // Dropout probability of the attention probabilities and of the hidden states after attention,
+  // MLP and embedding (Megatron-LM's --attention-dropout and --hidden-dropout, 0.1 by default and
+  // in its GPT runs); 0 for models trained without (Llama 3, DeepSeek-V3, Mixtral, Qwen3). With
+  // dropout the activations keep its 1-byte masks (sim/memory/activations.h).
+  double dropout = 0;
   AttentionSpec attention;
 };
 

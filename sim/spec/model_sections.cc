@@ -16,7 +16,7 @@ constexpr int kMaxMtpDepth = 16;
 
 const std::vector<std::string> kArchitectureKeys = {
     "dense_layers", "moe_interval", "dense_d_ffn", "vocab_size", "tied_embeddings", "seq_len",
-    "positions",    "norm",         "linear_bias", "mtp_depth",  "attention"};
+    "positions",    "norm",         "linear_bias", "mtp_depth",  "dropout",  "attention"};
 const std::vector<std::string> kAttentionKeys = {"type",          "num_heads",        "num_kv_heads",
                                                  "head_dim",      "qk_norm",          "sinks",
                                                  "q_lora_rank",   "kv_lora_rank",     "qk_nope_head_dim",
@@ -108,6 +108,10 @@ ArchitectureSpec read_architecture(const YamlValue& v, const ModelSpec& model) {
   if (auto n = m.get("norm")) a.norm = n->as_enum(parse_norm_kind, norm_kind_names());
   a.linear_bias = flag(m, "linear_bias");
   if (auto t = m.get("mtp_depth")) a.mtp_depth = static_cast<int>(t->as_int(0, kMaxMtpDepth));
+  if (auto d = m.get("dropout")) {
+    a.dropout = d->as_double(0, 1);
+    if (a.dropout >= 1) d->fail("dropout must be below 1 (a probability of dropping an element; 0 for none)");
+  }
   a.attention = read_attention(m.require("attention"), model.d_model);
   if (a.linear_bias && a.attention.kind == AttentionKind::kMla)
     m.require("linear_bias").fail("linear_bias with MLA attention: which MLA projections carry biases is not defined");

@@ -79,6 +79,14 @@ TEST(ModelArchitectureLoader, BadSectionsNameTheLineAndTheRule) {
               HasSubstr("missing required key 'd_ffn'"));
 }
 
+TEST(ModelArchitectureLoader, DropoutIsAProbabilityBelowOne) {
+  const std::string arch = kHead + kMoe + "architecture:\n  vocab_size: 10\n  seq_len: 8\n" + kGqa;
+  EXPECT_EQ(parse(arch).architecture.dropout, 0);
+  EXPECT_DOUBLE_EQ(parse(arch + "  dropout: 0.1\n").architecture.dropout, 0.1);
+  EXPECT_THAT(error_of(arch + "  dropout: 1\n"), AllOf(HasSubstr("m.yaml:19:"), HasSubstr("dropout must be below 1")));
+  EXPECT_THAT(error_of(arch + "  dropout: -0.1\n"), HasSubstr("m.yaml:19:"));
+}
+
 TEST(ModelArchitectureLoader, PublishedParameters) {
   const std::string arch = kHead + kMoe + "architecture:\n  vocab_size: 10\n  seq_len: 8\n" + kGqa;
   const ModelSpec m = parse(arch + "published_parameters:\n  total: 1.5e9\n  active: 2e8\n"

@@ -1,0 +1,293 @@
+#include "sim/memory/activations.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "sim/core/checked_math.h"
+#include "sim/core/error.h"
+#include "sim/memory/model_states.h"
+#include "sim/spec/model_parameters.h"
+
+namespace moesim {
+namespace {
+
+constexpr std::int64_t kMaskBytes = 1;   // a dropout mask element (PyTorch keeps it as bool/uint8)
+constexpr std::int64_t kFp32Bytes = 4;   // softmax statistics, router scores, logits
+constexpr std::int64_t kTokenIdBytes = 8;  // int64 token ids
+
+// The layout resolved against the model: the sizes every term below is a product of.
+struct Dims {
+  std::int64_t b = 1;
+  std::int64_t s = 0;  // the whole sequence
+  std::int64_t n = 0;  // tokens of a rank's sequence chunk: b s / cp
+  std::int64_t e = 2;  // the model dtype's bytes
+  std::int64_t t = 1;
+  bool sp = false;
+  bool dropout = false;
+  AttentionKernel kernel = AttentionKernel::kFlash;
+};
+
+void require(bool ok, const std::string& rule) {
+  if (!ok) throw InputError(rule);
+}
+
+Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
+  require_architecture(m);
+  Dims d;
+  d.s = l.seq > 0 ? l.seq : m.architecture.seq_len;
+  require(l.micro_batch >= 1, "--micro-batch must be at least 1, got " + std::to_string(l.micro_batch));
+  require(l.seq >= 0, "--seq must be positive (0: the model's seq_len), got " + std::to_string(l.seq));
+  require(l.tp >= 1 && l.cp >= 1, "tp and cp must be at least 1, got tp " + std::to_string(l.tp) + ", cp " +
+                                      std::to_string(l.cp));
+  require(d.s % l.cp == 0, "cp " + std::to_string(l.cp) + " must divide the sequence (" + std::to_string(d.s) + ")");
+  require(!l.sequence_parallel || (d.s / l.cp) % l.tp == 0,
+          "with sequence parallelism tp " + std::to_string(l.tp) + " must divide the sequence per context rank (" +
+              std::to_string(d.s / l.cp) + ")");
+  // Megatron-LM's context parallelism runs on fused attention kernels only (ring attention passes
+  // softmax statistics between ranks, which the unfused path does not have).
+  require(l.cp == 1 || l.attention == AttentionKernel::kFlash, "context parallelism needs flash attention");
+  d.b = l.micro_batch;
+  d.n = checked_mul(d.b, d.s / l.cp);
+  d.e = m.element_bytes();
+  d.t = l.tp;
+  d.sp = l.sequence_parallel;
+  d.dropout = m.architecture.dropout > 0;
+  d.kernel = l.attention;
+  return d;
+}
+
+// A tensor over the rank's tokens at d_model-like width: replicated over the tensor-parallel
+// ranks, split over them with sequence parallelism.
+std::int64_t token_bytes(const Dims& d, std::int64_t width, std::int64_t bytes) {
+  return checked_mul({d.n, width, bytes}) / (d.sp ? d.t : 1);
+}
+// A tensor over heads or MLP columns, split over the tensor-parallel ranks (width divides by t).
+std::int64_t split_bytes(const Dims& d, std::int64_t width, std::int64_t bytes) {
+  return checked_mul({d.n, width / d.t, bytes});
+}
+std::int64_t mask_bytes(const Dims& d, std::int64_t width) { return d.dropout ? token_bytes(d, width, kMaskBytes) : 0; }
+
+// The attention block's tensors: `kept` always, `core` what selective recomputation drops, and
+// `core_recompute` what re-running the core re-creates in backward.
+struct AttentionPart {
+  std::int64_t kept = 0;
+  std::int64_t core = 0;
+  std::int64_t core_recompute = 0;
+};
+
+// The attention core over `heads` query heads whose output is `out_width` wide. Unfused: per
+// (query, key) pair and head the softmax output, with dropout its mask and its output (the
+// input of the GEMM with V): Korthikanti's 5as^2b in fp16. Flash: the fp32 log-sum-exp per query
+// and head; re-running it re-creates its output too (the output projection keeps its own).
+void add_core(AttentionPart& p, const Dims& d, std::int64_t heads, std::int64_t out_width) {
+  if (d.kernel == AttentionKernel::kUnfused) {
+    const std::int64_t per_pair = d.e + (d.dropout ? kMaskBytes + d.e : 0);
+    p.core = checked_mul({d.b, heads / d.t, d.s, d.s, per_pair});  // cp is 1 (resolve)
+    p.core_recompute = p.core;
+  } else {
+    p.core = checked_mul({d.n, heads / d.t, kFp32Bytes});
+    p.core_recompute = p.core + split_bytes(d, out_width, d.e);
+  }
+}
+
+// MHA and GQA: the norm's input, the QKV projection's input, q, k, v (unfused: k and v repeated
+// to every query head, as Megatron-LM's unfused path expands them for its batched GEMMs), with qk
+// norms their inputs, the core's output (the output projection's input), the output dropout's mask.
+AttentionPart grouped_attention(const ModelSpec& m, const Dims& d) {
+  const AttentionSpec& a = m.architecture.attention;
+  const std::int64_t q = a.num_heads * a.head_dim;
+  const std::int64_t kv = (d.kernel == AttentionKernel::kUnfused ? a.num_heads : a.num_kv_heads) * a.head_dim;
+  AttentionPart p;
+  p.kept = 2 * token_bytes(d, m.d_model, d.e) + split_bytes(d, q, d.e) + 2 * split_bytes(d, kv, d.e) +
+           split_bytes(d, q, d.e) + mask_bytes(d, m.d_model);
+  if (a.qk_norm) p.kept += split_bytes(d, q + a.num_kv_heads * a.head_dim, d.e);
+  add_core(p, d, a.num_heads, q);
+  return p;
+}
+
+// MLA (DeepSeek-V2/V3): the norm's input, the down projections' shared input, each latent's norm
+// input and up projection's input (latents are d_model-like: replicated over t, split with SP),
+// the up-projected q and k (heads x (nope + rope), the rotary key broadcast to every head), v and
+// the core's output (heads x v_head_dim), the output dropout's mask.
+AttentionPart latent_attention(const ModelSpec& m, const Dims& d) {
+  const AttentionSpec& a = m.architecture.attention;
+  const std::int64_t qk = a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim);
+  const std::int64_t v = a.num_heads * a.v_head_dim;
+  AttentionPart p;
+  p.kept = 2 * token_bytes(d, m.d_model, d.e) + 2 * token_bytes(d, a.q_lora_rank + a.kv_lora_rank, d.e) +
+           2 * split_bytes(d, qk, d.e) + 2 * split_bytes(d, v, d.e) + mask_bytes(d, m.d_model);
+  add_core(p, d, a.num_heads, v);
+  return p;
+}
+
+AttentionPart attention_part(const ModelSpec& m, const Dims& d) {
+  return m.architecture.attention.kind == AttentionKind::kMla ? latent_attention(m, d) : grouped_attention(m, d);
+}
+
+// An MLP's column-split tensors at hidden width ff: fc1's output as the activation's backward
+// needs it (swiglu: both halves; gelu: its input; relu: none, its backward reads its own output)
+// and the activation's output, fc2's input.
+std::int64_t mlp_columns(const ModelSpec& m, std::int64_t ff) {
+  const std::int64_t fc1 = m.activation == Activation::kSwiglu ? 2 * ff : m.activation == Activation::kGelu ? ff : 0;
+  return fc1 + ff;
+}
+
+// The dense MLP block: its norm's input, fc1's input, the columns, the output dropout's mask.
+std::int64_t dense_mlp(const ModelSpec& m, const Dims& d, std::int64_t ff) {
+  return 2 * token_bytes(d, m.d_model, d.e) + split_bytes(d, mlp_columns(m, ff), d.e) + mask_bytes(d, m.d_model);
+}
+
+// The MoE MLP block. Over the rank's tokens: the norm's input, the router's (and shared experts')
+// input, the fp32 router scores over all experts and top-k weights, the shared experts' columns,
+// the output dropout's mask. Over the rows dispatched to the rank's experts (the tensor-parallel
+// group's tokens, gathered before the experts as Megatron-Core does): fc1's input (whole d_model
+// rows), the experts' columns (split over t) and their output, kept for the gradient of the
+// combine's top-k weights (rows follow the tokens' layout: split over t with SP).
+std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
+  std::int64_t bytes = 2 * token_bytes(d, m.d_model, d.e) + token_bytes(d, m.num_experts + m.top_k, kFp32Bytes) +
+                       mask_bytes(d, m.d_model);
+  if (m.shared_experts.count > 0)
+    bytes += split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e);
+  // Capacity per expert C = floor(k f N / E) as the MoE layer's buffers have it (the relative slack
+  // absorbs f's binary representation error, as sim/build/layer_dims.cc does); uniform routing fills
+  // every expert to C whatever ep is.
+  const double raw = static_cast<double>(checked_mul(m.top_k, d.n)) * m.capacity_factor / m.num_experts;
+  const std::int64_t rows = checked_mul(m.num_experts, static_cast<std::int64_t>(raw * (1.0 + 1e-12)));
+  bytes += checked_mul({rows, m.d_model, d.e}) + checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e}) +
+           checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);
+  return bytes;
+}
+
+// Applies the recomputation to a layer whose attention is `att` and MLP block keeps `mlp` bytes.
+LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, const ModelSpec& m, const Dims& d,
+                                Recompute r) {
+  const std::int64_t all = att.kept + att.core + mlp;
+  switch (r) {
+    case Recompute::kNone:
+      return {all, 0};
+    case Recompute::kSelective:
+      return {att.kept + mlp, att.core_recompute};
+    case Recompute::kFull: {
+      // Only the layer's input stays (Korthikanti's 2sbh); re-running the forward re-creates the rest.
+      const std::int64_t input = token_bytes(d, m.d_model, d.e);
+      return {input, all - input};
+    }
+  }
+  throw InternalError("unknown Recompute");
+}
+
+void check_ep(const ModelSpec& m, int ep, int tp) {
+  require(ep >= 1, "ep must be at least 1, got " + std::to_string(ep));
+  check_tensor_expert_parallel(m, tp, ep);
+}
+
+void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
+  require(p.stages >= 1 && p.virtual_stages >= 1 && p.microbatches >= 1,
+          "pipeline stages, virtual stages and microbatches must be at least 1");
+  require(stage >= 0 && stage < p.stages, "stage " + std::to_string(stage) + " is outside 0.." +
+                                              std::to_string(p.stages - 1));
+  const bool interleaved = p.schedule == PipelineSchedule::kInterleaved;
+  require(interleaved || p.virtual_stages == 1, "virtual stages need the interleaved schedule");
+  // Megatron-LM's interleaved schedule runs microbatches in groups of p.
+  require(!interleaved || p.microbatches % p.stages == 0,
+          "the interleaved schedule needs microbatches divisible by the stages");
+  const int parts = p.stages * p.virtual_stages;
+  require(m.num_layers % parts == 0, "the " + std::to_string(parts) + " model parts (stages x virtual stages) must divide the " +
+                                         std::to_string(m.num_layers) + " layers");
+}
+
+// The passes in flight at the stage's peak, in the order they started; each entry is the chunk it
+// runs through.
+std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
+  const std::int64_t m = p.microbatches;
+  std::int64_t passes = 0;
+  switch (p.schedule) {
+    case PipelineSchedule::kGpipe:
+      passes = m;
+      break;
+    case PipelineSchedule::kOneFOneB:
+    case PipelineSchedule::kZeroBubbleH1:
+      passes = std::min<std::int64_t>(p.stages - stage, m);
+      break;
+    case PipelineSchedule::kInterleaved:
+      passes = std::min<std::int64_t>(2 * (p.stages - stage - 1) + (p.virtual_stages - 1) * p.stages + 1,
+                                      m * p.virtual_stages);
+      break;
+  }
+  std::vector<int> chunks(static_cast<std::size_t>(passes));
+  for (std::int64_t k = 0; k < passes; ++k)  // forwards take the chunks in groups of p microbatches
+    chunks[static_cast<std::size_t>(k)] = static_cast<int>((k / p.stages) % p.virtual_stages);
+  return chunks;
+}
+
+}  // namespace
+
+LayerActivations dense_layer_activations(const ModelSpec& m, const ActivationLayout& l) {
+  const Dims d = resolve(m, l);
+  check_ep(m, 1, l.tp);
+  require(m.architecture.dense_d_ffn > 0, "model " + m.name + " has no dense layers (no architecture.dense_d_ffn)");
+  return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), m, d, l.recompute);
+}
+
+LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep) {
+  const Dims d = resolve(m, l);
+  check_ep(m, ep, l.tp);
+  require(m.has_moe_layers(), "model " + m.name + " has no MoE layers");
+  return with_recompute(attention_part(m, d), moe_mlp(m, d), m, d, l.recompute);
+}
+
+LayerActivations layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep, int layer) {
+  return is_moe_layer(m, layer) ? moe_layer_activations(m, l, ep) : dense_layer_activations(m, l);
+}
+
+std::int64_t embedding_activations(const ModelSpec& m, const ActivationLayout& l) {
+  const Dims d = resolve(m, l);
+  return checked_mul(d.n, kTokenIdBytes) + mask_bytes(d, m.d_model);
+}
+
+std::int64_t output_activations(const ModelSpec& m, const ActivationLayout& l) {
+  const Dims d = resolve(m, l);
+  // The vocabulary is split over t, padded to a multiple of it as Megatron-LM pads it.
+  const std::int64_t vocab_per_rank = (m.architecture.vocab_size + d.t - 1) / d.t;
+  return 2 * token_bytes(d, m.d_model, d.e) + checked_mul({d.n, vocab_per_rank, kFp32Bytes});
+}
+
+std::int64_t mtp_activations(const ModelSpec& m, const ActivationLayout& l) {
+  const Dims d = resolve(m, l);
+  return 2 * token_bytes(d, m.d_model, d.e) + token_bytes(d, 2 * m.d_model, d.e) + output_activations(m, l);
+}
+
+StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l, int ep, const PipelineLayout& p,
+                                   int stage) {
+  check_pipeline(m, p, stage);
+  const int parts = p.stages * p.virtual_stages;
+  const int per_part = m.num_layers / parts;
+  StageActivations out;
+  std::vector<std::int64_t> chunk_bytes(static_cast<std::size_t>(p.virtual_stages));
+  for (int c = 0; c < p.virtual_stages; ++c) {
+    // Interleaved: chunk c of stage s holds model part c p + s (sim/schedule/pipeline_schedule.h).
+    const int part = c * p.stages + stage;
+    std::int64_t& bytes = chunk_bytes[static_cast<std::size_t>(c)];
+    for (int layer = part * per_part; layer < (part + 1) * per_part; ++layer) {
+      const LayerActivations a = layer_activations(m, l, ep, layer);
+      bytes += a.kept_bytes;
+      out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
+    }
+    if (part == 0) bytes += embedding_activations(m, l);
+    if (part == parts - 1) {
+      bytes += output_activations(m, l);
+      for (int i = 0; i < m.architecture.mtp_depth; ++i) {
+        const LayerActivations a = layer_activations(m, l, ep, m.num_layers - 1);
+        bytes += a.kept_bytes + mtp_activations(m, l);
+        out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
+      }
+    }
+  }
+  const std::vector<int> chunks = in_flight_chunks(p, stage);
+  for (int c : chunks) out.kept_bytes += chunk_bytes[static_cast<std::size_t>(c)];
+  out.in_flight = static_cast<std::int64_t>(chunks.size());
+  return out;
+}
+
+}  // namespace moesim
