@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/net/topology.h"
+#include "sim/spec/hardware_spec.h"
 #include "sim/spec/loader.h"
 #include "spec_test_util.h"
 
@@ -122,6 +124,47 @@ TEST(PresetTest, AdiraCluster) {
   EXPECT_EQ(c.node.gpu.kernel_launch_ns, 4000);
   EXPECT_DOUBLE_EQ(c.node.interference.factors[0][1], 0.72);
   EXPECT_THAT(c.node.gpu.origin.file, HasSubstr("a100-sxm4-40gb.yaml"));
+}
+
+// The Selene-like and DGX H100 clusters grow or shrink with --gpus to the GPU counts of
+// Korthikanti et al. 2022 (8, 64, 280, 512, 2,240) and Narayanan et al. 2021 (32 ... 3,072), the
+// last rail leaf holding what is left of the nodes (35 nodes on 20-node leaves: 20 + 15).
+TEST(PresetTest, PaperClustersScaleToThePapersGpuCounts) {
+  struct Case {
+    const char* file;
+    const char* gpu;
+    int nodes, per_leaf;
+    double per_gpu;  // inter-node bytes/s per GPU before efficiency
+  };
+  for (const Case& k : {Case{"dgx-a100-80gb-hdr.yaml", "a100-sxm4-80gb.yaml", 384, 20, 25e9},
+                        Case{"dgx-h100-ndr.yaml", "h100-sxm5.yaml", 128, 32, 50e9}}) {
+    SCOPED_TRACE(k.file);
+    const ClusterSpec preset = load_hardware_spec(kSourceDir + "/hardware/clusters/" + k.file);
+    EXPECT_EQ(preset.num_nodes, k.nodes);
+    EXPECT_EQ(preset.node.gpus_per_node, 8);
+    EXPECT_EQ(preset.node.gpu.hbm_capacity_bytes, 80 * kGiB);
+    EXPECT_THAT(preset.node.gpu.origin.file, HasSubstr(k.gpu));
+    EXPECT_DOUBLE_EQ(preset.inter_node.bandwidth, k.per_gpu);
+    EXPECT_EQ(preset.fabric.kind, FabricKind::kRailOptimized);
+    EXPECT_EQ(preset.fabric.nodes_per_leaf, k.per_leaf);
+    EXPECT_EQ(preset.node.topology.num_nics, 8);
+    for (int gpus : {8, 32, 64, 280, 512, 1024, 1536, 1920, 2240, 2520, 3072}) {
+      SCOPED_TRACE(gpus);
+      EXPECT_EQ(gpu_count_problem(preset, gpus), "");
+      const ClusterSpec c = with_gpus(preset, gpus, SourceLocation{}, "--gpus");
+      EXPECT_EQ(c.num_gpus(), gpus);
+      EXPECT_EQ(c.num_nodes, gpus / 8);
+      EXPECT_EQ(c.fabric.nodes_per_leaf, k.per_leaf);
+    }
+    EXPECT_THAT(gpu_count_problem(preset, 300), HasSubstr("not a multiple of the 8 GPUs per node"));
+  }
+  // 35 nodes: rail k of the 15 nodes past the first 20 is a leaf of its own.
+  const ClusterSpec selene = load_hardware_spec(kSourceDir + "/hardware/clusters/dgx-a100-80gb-hdr.yaml");
+  const ClusterTopology topo(with_gpus(selene, 280, SourceLocation{}, "--gpus"));
+  EXPECT_EQ(topo.num_nodes(), 35);
+  EXPECT_EQ(topo.leaf_of(19, 3), 3);
+  EXPECT_EQ(topo.leaf_of(20, 3), 8 + 3);
+  EXPECT_EQ(topo.leaf_of(34, 7), 8 + 7);
 }
 
 TEST(PresetTest, ValorSharesOneNicPerNode) {
