@@ -34,6 +34,7 @@ inline InterferenceClass interference_class(StreamClass s) {
     case StreamClass::kCommDispatch:
     case StreamClass::kCommCombine:
     case StreamClass::kCommGrad:
+    case StreamClass::kCommPipeline:
       return InterferenceClass::kCommunication;
     case StreamClass::kCopyD2H:
     case StreamClass::kCopyH2D:

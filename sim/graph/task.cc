@@ -35,7 +35,8 @@ constexpr NameTable<StreamClass, kNumStreamClasses> kStreams{{{StreamClass::kCom
                                                               {StreamClass::kCommCombine, "comm.combine"},
                                                               {StreamClass::kCopyD2H, "copy.d2h"},
                                                               {StreamClass::kCopyH2D, "copy.h2d"},
-                                                              {StreamClass::kCommGrad, "comm.grad"}}};
+                                                              {StreamClass::kCommGrad, "comm.grad"},
+                                                              {StreamClass::kCommPipeline, "comm.pipeline"}}};
 constexpr NameTable<Pass, 2> kPasses{{{Pass::kForward, "fwd"}, {Pass::kBackward, "bwd"}}};
 constexpr NameTable<CollectiveOp, 4> kOps{{{CollectiveOp::kAllToAll, "all-to-all"},
                                            {CollectiveOp::kAllReduce, "all-reduce"},

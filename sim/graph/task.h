@@ -28,13 +28,27 @@ std::string_view to_string(TaskKind k);
 
 // In-order streams of one rank, as on a GPU. comm.grad carries the data-parallel gradient
 // all-reduces (RunSpec::grad_sync), on a communicator of their own as in DDP / ZeRO.
-enum class StreamClass { kCompute = 0, kCommDispatch = 1, kCommCombine = 2, kCopyD2H = 3, kCopyH2D = 4, kCommGrad = 5 };
-inline constexpr int kNumStreamClasses = 6;
+// comm.pipeline carries the point-to-point transfers between pipeline stages; unlike the others
+// it is not in order: each transfer is ordered by its dependencies alone, as NCCL runs the
+// send/recv pairs of different peers on communicators (and streams) of their own.
+enum class StreamClass {
+  kCompute = 0,
+  kCommDispatch = 1,
+  kCommCombine = 2,
+  kCopyD2H = 3,
+  kCopyH2D = 4,
+  kCommGrad = 5,
+  kCommPipeline = 6
+};
+inline constexpr int kNumStreamClasses = 7;
 std::string_view to_string(StreamClass s);
 std::optional<StreamClass> parse_stream_class(std::string_view s);
 inline bool is_comm_stream(StreamClass s) {
-  return s == StreamClass::kCommDispatch || s == StreamClass::kCommCombine || s == StreamClass::kCommGrad;
+  return s == StreamClass::kCommDispatch || s == StreamClass::kCommCombine || s == StreamClass::kCommGrad ||
+         s == StreamClass::kCommPipeline;
 }
+// Whether tasks on the stream run in the order they were added (every class but comm.pipeline).
+inline bool is_ordered_stream(StreamClass s) { return s != StreamClass::kCommPipeline; }
 inline bool is_copy_stream(StreamClass s) { return s == StreamClass::kCopyD2H || s == StreamClass::kCopyH2D; }
 
 enum class Pass { kForward, kBackward };

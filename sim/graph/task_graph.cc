@@ -145,7 +145,7 @@ TaskIndex TaskGraph::add_task(Task task) {
   }
   for (int r : ranks) {
     auto& seq = streams_[{r, static_cast<int>(task.stream)}];
-    if (!seq.empty()) add_dependency(seq.back(), index, DepKind::kStream);
+    if (!seq.empty() && is_ordered_stream(task.stream)) add_dependency(seq.back(), index, DepKind::kStream);
     seq.push_back(index);
   }
   return index;

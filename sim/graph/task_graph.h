@@ -4,7 +4,8 @@
 // tasks run in the order they were added. add_task makes that explicit with a `stream` edge from
 // the previous task on the same stream, so "all predecessors done" implies "stream free", and a
 // collective, which is on every simulated member's stream, also waits for all of them
-// (rendezvous). Other edges are `data` (a consumer needs a producer's output) and `reuse` (chunk g
+// (rendezvous); comm.pipeline, the pipeline's point-to-point transfers, is the exception: it gets
+// no stream edges (task.h). Other edges are `data` (a consumer needs a producer's output) and `reuse` (chunk g
 // waits for chunk g - slots to release a buffer slot).
 //
 // The graph may describe every rank of the world or only a subset (one representative rank when

@@ -148,7 +148,8 @@ double AlphaBetaNetwork::factor(TaskIndex task, const Concurrency& concurrency) 
   } else {
     for (int r : ranks_.at(task)) {
       const int comm = concurrency.busy(r, StreamClass::kCommDispatch) +
-                       concurrency.busy(r, StreamClass::kCommCombine) + concurrency.busy(r, StreamClass::kCommGrad);
+                       concurrency.busy(r, StreamClass::kCommCombine) + concurrency.busy(r, StreamClass::kCommGrad) +
+                       concurrency.busy(r, StreamClass::kCommPipeline);
       sharing = std::max(sharing, comm);
     }
   }
