@@ -26,6 +26,7 @@
 #include "sim/cli/run_command.h"
 #include "sim/cli/runtime_commands.h"
 #include "sim/cli/simulate_command.h"
+#include "sim/cli/training_step_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/validate_command.h"
 #include "sim/core/error.h"
@@ -99,7 +100,9 @@ int check_stdout_written(int code) {
   return code == 0 ? 2 : code;
 }
 
-void add_layout_flags(CLI::App* app, LayoutFlags& f) {
+// max_zero: 3 for simulate, whose whole step (--global-batch) has ZeRO 0-3; its MoE-layer
+// simulation then refuses 2 and 3 (check_layout_flags).
+void add_layout_flags(CLI::App* app, LayoutFlags& f, std::uint64_t max_zero = 1) {
   app->add_flag("--no-dtd", f.no_dtd,
                 "with --tp > 1: send every token through the all-to-alls on every tensor-parallel rank instead of "
                 "TED's duplicate token dropping (1/tp each, then an all-gather)");
@@ -108,7 +111,10 @@ void add_layout_flags(CLI::App* app, LayoutFlags& f) {
                 "gate and shared experts over the non-expert group) on stream comm.grad");
   app->add_option("--zero", f.zero_stage,
                   "ZeRO stage of the optimizer states: 0 (whole on every rank; the default) or 1 (sharded over "
-                  "the data-parallel group)")->transform(whole(0, 1));
+                  "the data-parallel group)" +
+                      std::string(max_zero > 1 ? "; with --global-batch 0-3 (1 is Megatron's distributed optimizer)"
+                                               : ""))
+      ->transform(whole(0, max_zero));
   app->add_option("--checkpoint", f.checkpoint,
                   "activation checkpointing of each MoE layer: none (the default) | full (re-run its forward before "
                   "its backward) | cac (TED's communication-aware checkpointing: the re-run reuses the all-to-alls' "
@@ -125,7 +131,7 @@ CLI::Option* add_cluster_size_flags(CLI::App* app, long long& gpus, long long& n
   return g;
 }
 
-void add_step_options(CLI::App* app, StepArgs& a) {
+void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
   a.given = [app](const char* flag) { return app->count(flag) > 0; };
   app->add_option("--run", a.run_path,
                   "run file (kind: run) with the model, hardware and run options; flags override it");
@@ -148,7 +154,7 @@ void add_step_options(CLI::App* app, StepArgs& a) {
                   "tensor-parallel degree of the experts and non-expert blocks (DeepSpeed-TED); the GPUs are "
                   "tp x ep x data-parallel replicas")->transform(whole(1, kMaxGroupSize))
       ->capture_default_str();
-  add_layout_flags(app, a.layout);
+  add_layout_flags(app, a.layout, max_zero);
   app->add_option("--layers", a.layers, "MoE layers simulated back to back")
       ->transform(whole(1, kMaxMoeLayers))->capture_default_str();
   app->add_flag("--all-ranks", a.all_ranks,
@@ -177,9 +183,34 @@ void add_step_options(CLI::App* app, StepArgs& a) {
       ->capture_default_str();
 }
 
-CLI::App* add_simulate(CLI::App& app, StepArgs& a, SimulateOutputs& outputs) {
-  CLI::App* simulate = app.add_subcommand("simulate", "simulate one training step of MoE layers");
-  add_step_options(simulate, a);
+void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
+  app->add_option("--global-batch", s.global_batch,
+                  "sequences per step: simulate the whole training step of a model with an architecture section "
+                  "(pipeline stages, every layer, gradient reductions, optimizer; docs/training-step.md)")
+      ->transform(whole(1, kMaxTokensPerGpu));
+  app->add_option("--micro-batch", s.micro_batch, "sequences per microbatch (whole step)")
+      ->transform(whole(1, kMaxTokensPerGpu));
+  app->add_option("--seq", s.seq, "tokens per sequence (whole step; default: the model's seq_len)")
+      ->transform(whole(1, kMaxTokensPerGpu));
+  app->add_option("--pp", s.pp, "pipeline-parallel stages (whole step)")->transform(whole(1, kMaxGroupSize));
+  app->add_option("--vpp", s.vpp, "virtual pipeline stages per stage (whole step; interleaved 1F1B)")
+      ->transform(whole(1, kMaxGroupSize));
+  app->add_option("--cp", s.cp, "context-parallel degree (whole step)")->transform(whole(1, kMaxGroupSize));
+  app->add_option("--schedule", s.schedule, "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1");
+  app->add_option("--recompute", s.recompute, "activation recomputation (whole step): none|selective|full");
+  app->add_flag("--sequence-parallel", s.sequence_parallel, "Megatron's sequence parallelism (whole step, --tp > 1)");
+  app->add_option("--precision", s.precision, "GEMM precision (whole step): bf16 (the model's own math) | fp8");
+  app->add_option("--attention", s.attention,
+                  "attention kernel (whole step): flash | unfused (Megatron-LM 2021-22: s x s scores, softmax, dropout)");
+  app->add_flag("--no-overlap-grad-reduce", s.no_overlap_grad_reduce,
+                "reduce the gradients once after the backward instead of per layer during it (whole step)");
+}
+
+CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, SimulateOutputs& outputs) {
+  CLI::App* simulate = app.add_subcommand(
+      "simulate", "simulate one training step: of MoE layers, or with --global-batch of the whole model");
+  add_step_options(simulate, a, 3);
+  add_training_step_flags(simulate, step);
   simulate->add_option("--json", outputs.json_path, "write the full report as JSON ('-' for stdout)");
   simulate->add_option("--trace", outputs.trace_path, "write a Chrome/Perfetto trace JSON ('-' for stdout)");
   simulate->add_option("--timeline", outputs.timeline_path,
@@ -487,7 +518,8 @@ int main_impl(int argc, char** argv) {
   app.add_flag("--version", show_version, "print the version and exit");
   StepArgs sim_args;
   SimulateOutputs sim_outputs;
-  CLI::App* simulate = add_simulate(app, sim_args, sim_outputs);
+  TrainingStepArgs step_args;
+  CLI::App* simulate = add_simulate(app, sim_args, step_args, sim_outputs);
   GraphArgs graph;
   add_graph(app, graph);
   PlanArgs plan_args;
@@ -526,7 +558,13 @@ int main_impl(int argc, char** argv) {
   }
   refuse_empty_values(app);
 
-  if (simulate->parsed()) return run_simulate(sim_args, sim_outputs, kVersion);
+  if (simulate->parsed()) {
+    if (simulate->count("--global-batch") > 0) return run_training_step(sim_args, step_args, sim_outputs, kVersion);
+    for (const std::string& flag : training_step_only_flags())
+      if (simulate->count(flag) > 0)
+        throw InputError(flag + " belongs to the whole training step: give --global-batch (docs/training-step.md)");
+    return run_simulate(sim_args, sim_outputs, kVersion);
+  }
   if (graph.export_cmd->parsed()) return run_graph_export(graph.export_args, graph.export_path);
   if (graph.check_cmd->parsed()) return run_graph_check(graph.check_path);
   if (plan->parsed()) return run_plan(plan_args, kVersion);

@@ -9,6 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/schedule/pipeline_schedule.h"
+#include "sim/spec/types.h"
+
 namespace moesim {
 
 // Activation recomputation (Korthikanti et al., MLSys 2023): none keeps every activation of a
@@ -28,5 +31,41 @@ enum class AttentionKernel { kFlash, kUnfused };
 std::string_view to_string(AttentionKernel a);
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view s);
 std::vector<std::string> attention_kernel_names();
+
+// The parallel layout of a step over G GPUs, Megatron-Core's rank order tp-cp-ep-dp-pp (tensor
+// fastest): G = tp x cp x dp x pp, where dp is the data-parallel size of the dense blocks; the
+// expert-parallel group (ep ranks) lies inside cp x dp, so ep must divide cp x dp and the expert
+// blocks are replicated over cp x dp / ep ranks (their data-parallel group).
+struct StepLayout {
+  int gpus = 0;
+  int tp = 1;
+  int pp = 1;
+  int vpp = 1;  // virtual pipeline stages (model chunks per pipeline stage)
+  int ep = 1;
+  int cp = 1;
+  int dp() const { return gpus / (tp * cp * pp); }
+  int stage_size() const { return tp * cp * dp(); }  // GPUs of one pipeline stage
+};
+
+struct StepSpec {
+  StepLayout layout;
+  std::int64_t global_batch = 0;  // sequences per step, over every data-parallel replica
+  std::int64_t micro_batch = 1;   // sequences per microbatch
+  std::int64_t seq = 0;           // tokens per sequence; 0: the model's architecture.seq_len
+  std::optional<PipelineSchedule> schedule;  // unset: 1f1b, or interleaved with vpp > 1
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;
+  AttentionKernel attention = AttentionKernel::kFlash;
+  DType gemm_precision = DType::kBf16;  // bf16 or fp8 (the GEMMs' math; tensors stay in the model's dtype)
+  int zero_stage = 0;                   // 1: Megatron's distributed optimizer
+  // Reduce each layer's gradients over the data-parallel group as soon as the last microbatch's
+  // backward has produced them, overlapped with the rest of the backward (Megatron-Core's
+  // overlap_grad_reduce, one bucket per layer); false: one reduction per stage after the backward.
+  bool overlap_grad_reduce = true;
+
+  PipelineSchedule effective_schedule() const {
+    return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);
+  }
+};
 
 }  // namespace moesim

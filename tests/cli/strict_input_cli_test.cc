@@ -51,7 +51,7 @@ TEST_F(Cli, EveryIntegerFlagOfEveryCommandIsRead) {
       {kQuickSimulate + " --layers 1e3",
        "error: --layers: '1e3' is not an integer in [1, 100000] (decimal digits, no sign)"},
       {kQuickSimulate + " --slots 3", "error: --slots: 3 is outside [1, 2]"},
-      {kQuickSimulate + " --zero -1", "error: --zero: -1 is negative; it must be in [0, 1]"},
+      {kQuickSimulate + " --zero -1", "error: --zero: -1 is negative; it must be in [0, 3]"},
       {"graph export " + kQuickSimulate.substr(9) + " --tokens 0x10",
        "error: --tokens: '0x10' is not an integer in [1, 1099511627776] (decimal digits, no sign)"},
       {kQuickPlan + " --jobs -1", "error: --jobs: -1 is negative; it must be in [0, 4096]"},

@@ -119,7 +119,7 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
       {kTed + " --tp 3", "tp_size 3 must divide the cluster's GPU count 64"},
       {kTed + " --tp 0", "error: --tp: 0 is outside [1, 16777216]"},
       {kTed + " --tp 4 --ep 32", "tp_size x ep_size = 4 x 32 must divide"},
-      {kTed + " --zero 2", "error: --zero: 2 is outside [0, 1]"},
+      {kTed + " --zero 2", "error: --zero must be 0 or 1 (ZeRO stage of the optimizer states), got 2"},
       {kTed + " --no-dtd", "--no-dtd turns off duplicate token dropping, which only exists with --tp > 1"},
       {kTed + " --tp 2 --routing zipf:1.2", "imbalanced routing is simulated for expert parallelism only"},
       {kTed + " --tp 2 --loopback --ep 8", "runs expert parallelism only"},

@@ -1,0 +1,111 @@
+#include "sim/cli/training_step_command.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "sim/cli/cluster_flags.h"
+#include "sim/cli/network_flag.h"
+#include "sim/cli/output_file.h"
+#include "sim/core/error.h"
+#include "sim/report/report.h"
+#include "sim/report/timeline.h"
+#include "sim/spec/loader.h"
+#include "sim/spec/presets.h"
+#include "sim/step/step_simulation.h"
+
+namespace moesim::cli {
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+template <typename E>
+E parse_flag(const std::string& flag, const std::string& value, std::optional<E> parsed,
+             const std::vector<std::string>& names) {
+  if (!parsed) throw InputError(flag + " '" + value + "' is not one of: " + join(names));
+  return *parsed;
+}
+
+StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
+  StepSpec spec;
+  spec.layout.gpus = gpus;
+  spec.layout.tp = a.tp_size;
+  spec.layout.pp = s.pp;
+  spec.layout.vpp = s.vpp;
+  spec.layout.ep = a.given("--ep") ? a.ep_size : 1;
+  spec.layout.cp = s.cp;
+  if (spec.layout.ep < 1) throw InputError("--ep must be at least 1 with --global-batch, got " + std::to_string(spec.layout.ep));
+  spec.global_batch = s.global_batch;
+  spec.micro_batch = s.micro_batch;
+  spec.seq = s.seq;
+  if (!s.schedule.empty())
+    spec.schedule = parse_flag("--schedule", s.schedule, parse_pipeline_schedule(s.schedule), pipeline_schedule_names());
+  spec.recompute = parse_flag("--recompute", s.recompute, parse_recompute(s.recompute), recompute_names());
+  spec.sequence_parallel = s.sequence_parallel;
+  spec.attention = parse_flag("--attention", s.attention, parse_attention_kernel(s.attention), attention_kernel_names());
+  if (s.precision != "bf16" && s.precision != "fp8")
+    throw InputError("--precision '" + s.precision + "' is not one of: bf16, fp8");
+  spec.gemm_precision = s.precision == "fp8" ? DType::kFp8 : DType::kBf16;
+  spec.zero_stage = a.layout.zero_stage;
+  spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
+  return spec;
+}
+
+void refuse_layer_flags(const StepArgs& a) {
+  for (const std::string& flag : layer_only_flags())
+    if (a.given(flag.c_str()))
+      throw InputError(flag + " belongs to the MoE-layer simulation; the whole training step (--global-batch) does "
+                              "not read it");
+}
+
+}  // namespace
+
+const std::vector<std::string>& training_step_only_flags() {
+  static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
+                                              "--cp",          "--schedule",  "--recompute", "--sequence-parallel",
+                                              "--precision",   "--attention", "--no-overlap-grad-reduce"};
+  return flags;
+}
+
+const std::vector<std::string>& layer_only_flags() {
+  static const std::vector<std::string> flags{
+      "--run",      "--tokens",   "--chunks",    "--chunk-align", "--order",      "--no-dtd",
+      "--grad-sync", "--checkpoint", "--layers", "--all-ranks",   "--loopback",   "--seed",
+      "--strategy", "--slots",    "--optimizer", "--a2a",         "--no-routing-data", "--routing",
+      "--calibration"};
+  return flags;
+}
+
+int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutputs& outputs,
+                      const std::string& version) {
+  check_outputs({{"--json", outputs.json_path}, {"--trace", outputs.trace_path}, {"--timeline", outputs.timeline_path}});
+  refuse_layer_flags(a);
+  if (a.model_path.empty()) throw InputError("--model is required");
+  if (a.hardware_path.empty()) throw InputError("--hardware is required");
+  const ModelSpec model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
+  const ClusterSpec cluster =
+      scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), ""), a.gpus, a.nodes);
+  const StepSpec spec = to_step_spec(a, s, cluster.num_gpus());
+  const SimulatedStep sim =
+      simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise});
+  const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-";
+  (stdout_taken ? std::cerr : std::cout) << step_summary(sim.report, model, cluster, spec);
+  if (!outputs.json_path.empty())
+    write_output("--json", outputs.json_path, step_report_json(sim.report, model, cluster, spec, version));
+  if (!outputs.trace_path.empty())
+    write_output("--trace", outputs.trace_path, perfetto_trace_json(sim.graph.graph, sim.run.trace, sim.run.memory));
+  if (!outputs.timeline_path.empty()) {
+    std::ostringstream timeline;
+    write_timeline(timeline, sim.graph.graph, sim.run.trace, sim.run.memory);
+    write_output("--timeline", outputs.timeline_path, timeline.str());
+  }
+  if (outputs.timing)
+    std::cerr << "timing: " << sim.report.tasks << " tasks on " << sim.graph.graph.simulated_ranks().size()
+              << " simulated rank(s)\n";
+  return 0;
+}
+
+}  // namespace moesim::cli

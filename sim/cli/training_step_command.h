@@ -1,0 +1,37 @@
+// `moesim simulate --global-batch N ...`: the whole training step of a whole-network model
+// (sim/step), with the layout flags of issue 23 item 8. The flags of the MoE-layer simulation that
+// do not apply to it (--tokens, --chunks, --strategy, ...) are refused with it, and its own flags
+// without --global-batch.
+#pragma once
+
+#include <string>
+
+#include "sim/cli/simulate_command.h"
+
+namespace moesim::cli {
+
+struct TrainingStepArgs {
+  bool selected = false;  // --global-batch was given
+  long long global_batch = 0;
+  long long micro_batch = 1;
+  long long seq = 0;
+  int pp = 1;
+  int vpp = 1;
+  int cp = 1;
+  std::string schedule;  // "" = 1f1b, or interleaved with --vpp > 1
+  std::string recompute = "none";
+  bool sequence_parallel = false;
+  std::string precision = "bf16";
+  std::string attention = "flash";
+  bool no_overlap_grad_reduce = false;
+};
+
+// The flags only the whole step reads (TrainingStepArgs), and those only the MoE-layer
+// simulation reads: each list is refused in the other mode.
+const std::vector<std::string>& training_step_only_flags();
+const std::vector<std::string>& layer_only_flags();
+
+int run_training_step(StepArgs& args, const TrainingStepArgs& step, const SimulateOutputs& outputs,
+                      const std::string& version);
+
+}  // namespace moesim::cli

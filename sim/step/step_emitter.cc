@@ -1,0 +1,84 @@
+#include "sim/step/step_emitter.h"
+
+namespace moesim {
+
+std::string StepEmitter::id_of(const Chain& chain, const TaskName& name) const {
+  std::string id = chain.microbatch >= 0 ? "mb" + std::to_string(chain.microbatch) + "." : std::string();
+  id += name.where;
+  id += '.';
+  id += to_string(name.pass);
+  id += '.';
+  id += name.name;
+  return id;
+}
+
+TaskIndex StepEmitter::append(Chain& chain, Task task, bool side) {
+  const TaskIndex index = g_.add_task(std::move(task));
+  if (chain.last) g_.add_dependency(*chain.last, index);
+  if (!side) chain.last = index;
+  return index;
+}
+
+TaskIndex StepEmitter::kernel(Chain& chain, const TaskName& name, const Work& work, bool side) {
+  Task t;
+  t.id = id_of(chain, name);
+  t.rank = shape_.stage_rank(chain.stage);
+  t.stream = StreamClass::kCompute;
+  t.work = work;
+  t.layer = name.layer;
+  t.pass = name.pass;
+  t.stage = name.stage;
+  t.chunk = chain.microbatch;
+  t.allocates = name.allocates;
+  t.frees = name.frees;
+  return append(chain, std::move(t), side);
+}
+
+std::optional<TaskIndex> StepEmitter::collective(Chain& chain, const TaskName& name, StreamClass stream,
+                                                 CollectiveOp op, const std::vector<int>& group,
+                                                 std::int64_t bytes_per_peer, bool side) {
+  if (group.size() <= 1) return chain.last;
+  Task t;
+  t.id = id_of(chain, name);
+  t.rank = -1;
+  t.stream = stream;
+  t.work = CollectiveWork(op, g_.add_group(group), bytes_per_peer);
+  t.layer = name.layer;
+  t.pass = name.pass;
+  t.stage = name.stage;
+  t.chunk = chain.microbatch;
+  return append(chain, std::move(t), side);
+}
+
+BufferId StepEmitter::buffer(int stage, const std::string& name, std::int64_t bytes, MemoryCategory category,
+                             bool resident) {
+  Buffer b;
+  b.name = name;
+  b.rank = shape_.stage_rank(stage);
+  b.bytes = bytes;
+  b.category = category;
+  b.resident = resident;
+  return g_.add_buffer(std::move(b));
+}
+
+GemmWork StepEmitter::gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const {
+  GemmWork w;
+  w.batch = batch;
+  w.m = m;
+  w.n = n;
+  w.k = k;
+  w.dtype = shape_.gemm_dtype;
+  w.element_bytes = shape_.element_bytes;
+  return w;
+}
+
+ElementwiseWork StepEmitter::elementwise(std::int64_t read_elems, std::int64_t written_elems,
+                                         std::int64_t mask_elems) const {
+  ElementwiseWork w;
+  w.bytes_read = read_elems * shape_.element_bytes;
+  w.bytes_written = written_elems * shape_.element_bytes + mask_elems;
+  w.flops = read_elems;
+  return w;
+}
+
+}  // namespace moesim

@@ -1,0 +1,68 @@
+// StepEmitter: how the whole-step builder appends tasks to the graph. Every task of a step runs
+// on one pipeline stage's representative rank (step_shape.h), or is a collective over one of its
+// groups; ids are `mb<m>.<where>.<pass>.<name>` (mb3.L12.fwd.qkv, mb0.head.bwd.logits.dgrad,
+// stage-wide tasks without the microbatch: L12.grad.reduce, optimizer), unique per rank.
+//
+// A chain is the data dependency a microbatch's pass threads through its kernels: each task
+// emitted on a chain depends on the chain's last task and becomes it. Side tasks (weight
+// gradients, an overlapped all-gather) depend on the chain without moving it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/graph/task_graph.h"
+#include "sim/step/step_shape.h"
+
+namespace moesim {
+
+struct Chain {
+  int stage = 0;
+  int microbatch = -1;         // -1: a stage-wide task
+  std::optional<TaskIndex> last;
+};
+
+struct TaskName {
+  std::string where;  // "L12", "embed", "head", "stage"
+  int layer = 0;      // the model layer (the nearest one for the embedding and the head)
+  Pass pass = Pass::kForward;
+  std::string name;   // "qkv", "tp.allreduce", "recompute.fc1"
+  std::string stage;  // the report's stage column ("qkv", "tp", "recompute", "p2p", "grad")
+  std::vector<BufferId> allocates = {};  // at the task's start
+  std::vector<BufferId> frees = {};      // at its end
+};
+
+class StepEmitter {
+ public:
+  StepEmitter(TaskGraph& graph, const StepShape& shape) : g_(graph), shape_(shape) {}
+
+  const StepShape& shape() const { return shape_; }
+  TaskGraph& graph() { return g_; }
+
+  // A kernel on the compute stream after the chain; it moves the chain unless `side`.
+  TaskIndex kernel(Chain& chain, const TaskName& name, const Work& work, bool side = false);
+  // A collective over `group` (members sorted) on `stream`, after the chain. Returns the chain's
+  // last task unchanged, emitting nothing, when the group has one member.
+  std::optional<TaskIndex> collective(Chain& chain, const TaskName& name, StreamClass stream, CollectiveOp op,
+                                      const std::vector<int>& group, std::int64_t bytes_per_peer,
+                                      bool side = false);
+  // A buffer on a stage's rank, allocated and freed by the tasks whose TaskName lists it.
+  BufferId buffer(int stage, const std::string& name, std::int64_t bytes, MemoryCategory category,
+                  bool resident = false);
+
+  GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const;
+  // A memory-bound kernel over elements of the model's dtype (`mask_elems`: one-byte dropout
+  // masks written or read on top).
+  ElementwiseWork elementwise(std::int64_t read_elems, std::int64_t written_elems, std::int64_t mask_elems = 0) const;
+
+ private:
+  std::string id_of(const Chain& chain, const TaskName& name) const;
+  TaskIndex append(Chain& chain, Task task, bool side);
+
+  TaskGraph& g_;
+  const StepShape& shape_;
+};
+
+}  // namespace moesim

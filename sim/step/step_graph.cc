@@ -1,0 +1,416 @@
+#include "sim/step/step_graph.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/memory/activations.h"
+#include "sim/memory/model_states.h"
+#include "sim/spec/model_parameters.h"
+#include "sim/step/model_ends.h"
+#include "sim/step/step_emitter.h"
+#include "sim/step/transformer_layer.h"
+
+namespace moesim {
+namespace {
+
+struct Produced {
+  int stage = 0;
+  TaskIndex task = 0;
+};
+
+std::vector<int> stage_ranks(const StepShape& shape) {
+  std::vector<int> out;
+  for (int s = 0; s < shape.stages(); ++s) out.push_back(shape.stage_rank(s));
+  return out;
+}
+
+// A transfer of `bytes` from group member `from` to the other of two.
+CollectiveWork point_to_point(GroupId group, bool from_first, std::int64_t bytes) {
+  auto rows = std::make_shared<std::vector<std::int64_t>>(4, 0);
+  (*rows)[from_first ? 1 : 2] = 1;
+  auto traffic = std::make_shared<TrafficMatrix>();
+  traffic->size = 2;
+  traffic->row_bytes = bytes;
+  traffic->rows = std::move(rows);
+  CollectiveWork w(CollectiveOp::kAllToAll, group, 0);
+  w.traffic = std::move(traffic);
+  return w;
+}
+
+ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec);
+
+class StepBuilder {
+ public:
+  StepBuilder(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec, StepGraph& out)
+      : model_(model),
+        spec_(spec),
+        out_(out),
+        emitter_(out.graph, out.shape),
+        dims_(transformer_dims(model, out.shape, spec)),
+        layer_(emitter_, dims_),
+        ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
+        programs_(stage_programs(out.shape.schedule, out.shape.pipeline)) {
+    (void)cluster;
+    const ActivationLayout layout = activation_layout(out.shape, spec);
+    layer_act_ = dense_layer_activations(model, layout);
+    embedding_act_ = embedding_activations(model, layout);
+    head_act_ = output_activations(model, layout);
+  }
+
+  void build();
+
+ private:
+  const StepShape& shape() const { return out_.shape; }
+  std::size_t slot(int microbatch, int part) const {
+    return static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(shape().num_parts()) +
+           static_cast<std::size_t>(part);
+  }
+  int part_of(int stage, const PipeAction& a) const { return model_part(shape().schedule, shape().pipeline, stage, a.chunk); }
+  // The output a stage's action needs from another action, or nothing; `ready` false when that
+  // action is not emitted yet.
+  std::optional<Produced> input_of(int stage, const PipeAction& a, bool& ready) const;
+  void emit(int stage, std::size_t index);
+  // The transfer into `part`'s pass (the consumer) from the stage that produced its input.
+  void transfer(Chain& chain, int part, const Produced& from, bool gradient);
+  void forward(Chain& chain, int part);
+  void backward(Chain& chain, int part, BackwardPart bpart, bool last_of_chunk);
+  void setup_stage_buffers();
+  void layer_buffers(int stage, int microbatch, int layer);
+  void emit_programs();
+  void finish();
+  void finish_stage(int stage, std::optional<TaskIndex> tied);
+  std::int64_t layer_grad_bytes(int layer) const;
+
+  const ModelSpec& model_;
+  const StepSpec& spec_;
+  StepGraph& out_;
+  StepEmitter emitter_;
+  TransformerDims dims_;
+  TransformerLayer layer_;
+  ModelEnds ends_;
+  std::vector<std::vector<PipeAction>> programs_;
+  std::vector<std::optional<TaskIndex>> last_action_task_;  // per stage
+  std::vector<std::optional<Produced>> forward_out_, backward_out_;
+  std::vector<std::size_t> last_gradient_action_;  // per stage and chunk: the program index of the last B or W
+  std::vector<std::vector<TaskIndex>> grad_reductions_;  // per stage
+  std::vector<std::int64_t> reduced_grad_bytes_;         // per stage, by the per-layer reductions
+  // Activation buffers of the current action: kept (alloc in forward, free in backward) and recomputed.
+  std::vector<BufferId> kept_, recomputed_;  // by microbatch x layer; kNoBuffer where none
+  std::vector<BufferId> ends_kept_;          // by microbatch x 2: the embedding's, the head's
+  std::vector<double> stage_params_;  // per GPU, per stage
+  LayerActivations layer_act_{};
+  std::int64_t embedding_act_ = 0, head_act_ = 0;
+};
+
+constexpr BufferId kNoBuffer = static_cast<BufferId>(-1);
+
+std::vector<BufferId> some(BufferId b) { return b == kNoBuffer ? std::vector<BufferId>{} : std::vector<BufferId>{b}; }
+
+ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec) {
+  ActivationLayout a;
+  a.micro_batch = shape.micro_batch;
+  a.seq = shape.seq;
+  a.tp = shape.layout.tp;
+  a.cp = shape.layout.cp;
+  a.sequence_parallel = spec.sequence_parallel;
+  a.recompute = spec.recompute;
+  a.attention = spec.attention;
+  return a;
+}
+
+std::optional<Produced> StepBuilder::input_of(int stage, const PipeAction& a, bool& ready) const {
+  ready = true;
+  const int part = part_of(stage, a);
+  const auto& sched = shape().schedule;
+  const auto& pipe = shape().pipeline;
+  const std::vector<std::optional<Produced>>* table = nullptr;
+  int from_part = 0;
+  if (a.work == PipeWork::kForward) {
+    if (part == 0) return std::nullopt;
+    table = &forward_out_;
+    from_part = part - 1;
+  } else if (a.work == PipeWork::kBackwardWeight) {
+    table = &backward_out_;  // its own input gradient pass, on this stage
+    from_part = part;
+  } else if (part + 1 < shape().num_parts()) {
+    table = &backward_out_;
+    from_part = part + 1;
+  } else {
+    table = &forward_out_;  // the loss starts from this stage's own forward
+    from_part = part;
+  }
+  (void)sched;
+  (void)pipe;
+  const auto& produced = (*table)[slot(a.microbatch, from_part)];
+  if (!produced) ready = false;
+  return produced;
+}
+
+void StepBuilder::transfer(Chain& chain, int part, const Produced& from, bool gradient) {
+  const int to_rank = shape().stage_rank(chain.stage);
+  const int from_rank = shape().stage_rank(from.stage);
+  TaskGraph& g = out_.graph;
+  const GroupId group = g.add_group({std::min(from_rank, to_rank), std::max(from_rank, to_rank)});
+  // Each tensor-parallel rank sends its 1/tp of the microbatch's hidden states.
+  const std::int64_t bytes = dims_.tokens * dims_.hidden * shape().element_bytes / shape().layout.tp;
+  Task t;
+  t.id = "mb" + std::to_string(chain.microbatch) + ".p2p." + (gradient ? "bwd" : "fwd") + ".part" +
+         std::to_string(part) + ".s" + std::to_string(from.stage) + "-s" + std::to_string(chain.stage);
+  t.rank = -1;
+  t.stream = StreamClass::kCommPipeline;
+  t.work = point_to_point(group, from_rank < to_rank, bytes);
+  t.pass = gradient ? Pass::kBackward : Pass::kForward;
+  t.stage = "p2p";
+  t.chunk = chain.microbatch;
+  const TaskIndex index = g.add_task(std::move(t));
+  g.add_dependency(from.task, index);
+  // The receive is posted once the stage has finished its previous action.
+  if (last_action_task_[static_cast<std::size_t>(chain.stage)])
+    g.add_dependency(*last_action_task_[static_cast<std::size_t>(chain.stage)], index);
+  chain.last = index;
+}
+
+std::int64_t StepBuilder::layer_grad_bytes(int layer) const {
+  // fp32 gradients (Megatron's main_grads); the norms are replicated on the tensor-parallel ranks.
+  const LayerParameters p = layer_parameters(model_, layer);
+  const std::int64_t params = (p.attention + p.dense_mlp + p.shared_experts) / shape().layout.tp + p.norms;
+  return 4 * params;
+}
+
+void StepBuilder::layer_buffers(int stage, int microbatch, int layer) {
+  const std::size_t i = static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(model_.num_layers) +
+                        static_cast<std::size_t>(layer);
+  const std::string prefix = "mb" + std::to_string(microbatch) + ".L" + std::to_string(layer);
+  if (layer_act_.kept_bytes > 0)
+    kept_[i] = emitter_.buffer(stage, prefix + ".act", layer_act_.kept_bytes, MemoryCategory::kActivations);
+  const bool recomputes = spec_.recompute == Recompute::kFull ||
+                          (spec_.recompute == Recompute::kSelective && spec_.attention == AttentionKernel::kUnfused);
+  if (recomputes && layer_act_.recompute_bytes > 0)
+    recomputed_[i] = emitter_.buffer(stage, prefix + ".recompute", layer_act_.recompute_bytes,
+                                     MemoryCategory::kActivations);
+}
+
+void StepBuilder::forward(Chain& chain, int part) {
+  const StepShape::Part& p = shape().parts[static_cast<std::size_t>(part)];
+  const std::size_t mb = static_cast<std::size_t>(chain.microbatch);
+  if (part == 0) {
+    if (embedding_act_ > 0)
+      ends_kept_[2 * mb] = emitter_.buffer(chain.stage, "mb" + std::to_string(mb) + ".embed.act", embedding_act_,
+                                           MemoryCategory::kActivations);
+    ends_.embedding_forward(chain, some(ends_kept_[2 * mb]));
+  }
+  for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) {
+    layer_buffers(chain.stage, chain.microbatch, l);
+    layer_.forward(chain, l, some(kept_[mb * static_cast<std::size_t>(model_.num_layers) + static_cast<std::size_t>(l)]));
+  }
+  if (part + 1 == shape().num_parts()) {
+    if (head_act_ > 0)
+      ends_kept_[2 * mb + 1] = emitter_.buffer(chain.stage, "mb" + std::to_string(mb) + ".head.act", head_act_,
+                                               MemoryCategory::kActivations);
+    ends_.head_forward(chain, some(ends_kept_[2 * mb + 1]));
+  }
+}
+
+void StepBuilder::backward(Chain& chain, int part, BackwardPart bpart, bool last_of_chunk) {
+  const StepShape::Part& p = shape().parts[static_cast<std::size_t>(part)];
+  const std::size_t mb = static_cast<std::size_t>(chain.microbatch);
+  if (part + 1 == shape().num_parts())
+    ends_.head_backward(chain, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : some(ends_kept_[2 * mb + 1]));
+  for (int l = p.first_layer + p.layers - 1; l >= p.first_layer; --l) {
+    const std::size_t i = mb * static_cast<std::size_t>(model_.num_layers) + static_cast<std::size_t>(l);
+    std::vector<BufferId> frees = some(kept_[i]);
+    if (bpart != BackwardPart::kWeight) {
+      if (spec_.recompute == Recompute::kFull) layer_.forward(chain, l, some(recomputed_[i]), "recompute.");
+      if (spec_.recompute == Recompute::kSelective) layer_.recompute_core(chain, l, some(recomputed_[i]));
+      if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
+    }
+    layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees);
+    if (last_of_chunk && spec_.overlap_grad_reduce && bpart != BackwardPart::kInput) {
+      Chain side = chain;
+      const auto group = shape().data_group(chain.stage);
+      const std::int64_t bytes = layer_grad_bytes(l);
+      const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+      const auto task = emitter_.collective(side, {"L" + std::to_string(l), l, Pass::kBackward, "grad.reduce", "grad"},
+                                            StreamClass::kCommGrad, op, group,
+                                            bytes / static_cast<std::int64_t>(group.size()), true);
+      if (group.size() > 1 && task) {
+        grad_reductions_[static_cast<std::size_t>(chain.stage)].push_back(*task);
+        reduced_grad_bytes_[static_cast<std::size_t>(chain.stage)] += bytes;
+      }
+    }
+  }
+  if (part == 0 && bpart != BackwardPart::kWeight) ends_.embedding_backward(chain, some(ends_kept_[2 * mb]));
+}
+
+void StepBuilder::emit(int stage, std::size_t index) {
+  const PipeAction& a = programs_[static_cast<std::size_t>(stage)][index];
+  const int part = part_of(stage, a);
+  Chain chain{stage, a.microbatch, std::nullopt};
+  bool ready = true;
+  if (const auto in = input_of(stage, a, ready)) {
+    if (in->stage != stage) transfer(chain, part, *in, a.work != PipeWork::kForward);
+    else chain.last = in->task;
+  }
+  const bool last_of_chunk =
+      last_gradient_action_[static_cast<std::size_t>(stage * shape().pipeline.virtual_stages + a.chunk)] == index;
+  switch (a.work) {
+    case PipeWork::kForward:
+      forward(chain, part);
+      forward_out_[slot(a.microbatch, part)] = Produced{stage, *chain.last};
+      break;
+    case PipeWork::kBackward:
+    case PipeWork::kBackwardInput:
+      backward(chain, part, a.work == PipeWork::kBackward ? BackwardPart::kAll : BackwardPart::kInput, last_of_chunk);
+      backward_out_[slot(a.microbatch, part)] = Produced{stage, *chain.last};
+      break;
+    case PipeWork::kBackwardWeight:
+      backward(chain, part, BackwardPart::kWeight, last_of_chunk);
+      break;
+  }
+  last_action_task_[static_cast<std::size_t>(stage)] = chain.last;
+}
+
+void StepBuilder::setup_stage_buffers() {
+  TrainingLayout states_layout;
+  states_layout.tp = shape().layout.tp;
+  states_layout.pp = shape().layout.pp;
+  states_layout.ep = shape().layout.ep;
+  states_layout.dp = shape().layout.cp * shape().dp / shape().layout.ep;
+  states_layout.zero_stage = spec_.zero_stage;
+  const auto states = model_states_per_gpu(model_, states_layout);
+  for (int s = 0; s < shape().stages(); ++s) {
+    const StageModelStates& st = states[static_cast<std::size_t>(s)];
+    emitter_.buffer(s, "weights", static_cast<std::int64_t>(st.weight_bytes), MemoryCategory::kModelStates, true);
+    emitter_.buffer(s, "grads", static_cast<std::int64_t>(st.grad_bytes), MemoryCategory::kModelStates, true);
+    emitter_.buffer(s, "optimizer", static_cast<std::int64_t>(st.optimizer_bytes), MemoryCategory::kModelStates, true);
+    out_.model_state_bytes.push_back(static_cast<std::int64_t>(st.bytes()));
+    stage_params_.push_back(st.dense_params + st.expert_params);
+  }
+}
+
+void StepBuilder::finish() {
+  const int stages = shape().stages();
+  std::optional<TaskIndex> tied;
+  if (model_.architecture.tied_embeddings && stages > 1) {
+    // The embedding's and the output layer's copies of the shared matrix sum their gradients.
+    Chain chain{0, -1, last_action_task_[0]};
+    const std::int64_t bytes = 4 * model_.architecture.vocab_size / shape().layout.tp * model_.d_model;
+    const GroupId group = out_.graph.add_group({shape().stage_rank(0), shape().stage_rank(stages - 1)});
+    Task t;
+    t.id = "embedding.grad.allreduce";
+    t.rank = -1;
+    t.stream = StreamClass::kCommGrad;
+    t.work = CollectiveWork(CollectiveOp::kAllReduce, group, bytes / 2);
+    t.pass = Pass::kBackward;
+    t.stage = "grad";
+    tied = out_.graph.add_task(std::move(t));
+    for (int s : {0, stages - 1})
+      if (last_action_task_[static_cast<std::size_t>(s)])
+        out_.graph.add_dependency(*last_action_task_[static_cast<std::size_t>(s)], *tied);
+    (void)chain;
+  }
+  for (int s = 0; s < stages; ++s) finish_stage(s, (s == 0 || s == stages - 1) ? tied : std::nullopt);
+}
+
+void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
+  const auto st = static_cast<std::size_t>(stage);
+  Chain chain{stage, -1, last_action_task_[st]};
+  const auto group = shape().data_group(stage);
+  const auto n = static_cast<std::int64_t>(group.size());
+  const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  // What the per-layer reductions left: the embedding, the head, the final norm (or everything).
+  const std::int64_t rest = 4 * static_cast<std::int64_t>(stage_params_[st]) - reduced_grad_bytes_[st];
+  Chain grad = chain;
+  if (rest > 0 && n > 1) {
+    const auto task = emitter_.collective(grad, {"stage" + std::to_string(stage), 0, Pass::kBackward, "grad.reduce", "grad"},
+                                          StreamClass::kCommGrad, op, group, rest / n, true);
+    if (task) grad_reductions_[st].push_back(*task);
+  }
+  // The optimizer: a fused Adam over the rank's shard of fp32 master weights, moments and
+  // gradients (read 16 bytes a parameter), writing them back and the model's weights (14).
+  const double shard = stage_params_[st] / static_cast<double>(spec_.zero_stage >= 1 ? n : 1);
+  ElementwiseWork adam;
+  adam.bytes_read = static_cast<std::int64_t>(16 * shard);
+  adam.bytes_written = static_cast<std::int64_t>((12 + shape().element_bytes) * shard);
+  adam.flops = static_cast<std::int64_t>(10 * shard);
+  const TaskIndex opt = emitter_.kernel(chain, {"stage" + std::to_string(stage), 0, Pass::kBackward, "optimizer", "optimizer"}, adam);
+  for (TaskIndex r : grad_reductions_[st]) out_.graph.add_dependency(r, opt);
+  if (tied) out_.graph.add_dependency(*tied, opt);
+  if (spec_.zero_stage >= 1 && n > 1) {
+    const auto bytes = static_cast<std::int64_t>(shard * shape().element_bytes);
+    emitter_.collective(chain, {"stage" + std::to_string(stage), 0, Pass::kBackward, "weights.allgather", "grad"}, StreamClass::kCommGrad,
+                        CollectiveOp::kAllGather, group, bytes);
+  }
+}
+
+void StepBuilder::build() {
+  const int stages = shape().stages();
+  const std::size_t slots = slot(shape().pipeline.microbatches, 0);
+  forward_out_.assign(slots, std::nullopt);
+  backward_out_.assign(slots, std::nullopt);
+  const std::size_t layer_slots = static_cast<std::size_t>(shape().pipeline.microbatches) *
+                                  static_cast<std::size_t>(model_.num_layers);
+  kept_.assign(layer_slots, kNoBuffer);
+  recomputed_.assign(layer_slots, kNoBuffer);
+  ends_kept_.assign(2 * static_cast<std::size_t>(shape().pipeline.microbatches), kNoBuffer);
+  last_action_task_.assign(static_cast<std::size_t>(stages), std::nullopt);
+  grad_reductions_.assign(static_cast<std::size_t>(stages), {});
+  reduced_grad_bytes_.assign(static_cast<std::size_t>(stages), 0);
+  const int v = shape().pipeline.virtual_stages;
+  last_gradient_action_.assign(static_cast<std::size_t>(stages * v), 0);
+  for (int s = 0; s < stages; ++s) {
+    const auto& program = programs_[static_cast<std::size_t>(s)];
+    for (std::size_t i = 0; i < program.size(); ++i)
+      if (program[i].work == PipeWork::kBackward || program[i].work == PipeWork::kBackwardWeight)
+        last_gradient_action_[static_cast<std::size_t>(s * v + program[i].chunk)] = i;
+  }
+  setup_stage_buffers();
+  emit_programs();
+  finish();
+}
+
+void StepBuilder::emit_programs() {
+  // Stages take turns, each emitting the actions whose inputs are already emitted, so a producer
+  // is always emitted before the transfer and the pass that consume it.
+  const int stages = shape().stages();
+  std::vector<std::size_t> pc(static_cast<std::size_t>(stages), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      const auto& program = programs_[static_cast<std::size_t>(s)];
+      auto& i = pc[static_cast<std::size_t>(s)];
+      for (bool ready = true; i < program.size(); ++i) {
+        input_of(s, program[i], ready);
+        if (!ready) break;
+        emit(s, i);
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < stages; ++s)
+    if (pc[static_cast<std::size_t>(s)] != programs_[static_cast<std::size_t>(s)].size())
+      throw InternalError("pipeline schedule " + std::string(to_string(shape().schedule)) + " deadlocks: stage " +
+                          std::to_string(s) + " waits at action " + std::to_string(pc[static_cast<std::size_t>(s)]));
+}
+
+}  // namespace
+
+StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec) {
+  StepShape shape = derive_step_shape(model, cluster, spec);
+  if (model.has_moe_layers())
+    throw InputError(model.origin, model.name + " has MoE layers: the whole-step simulation covers dense "
+                                                "transformer layers so far (MoE layers in a pipeline stage are not "
+                                                "built yet; simulate them without --global-batch)");
+  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 && spec.recompute != Recompute::kNone)
+    throw InputError("--schedule zb-h1 with --recompute " + std::string(to_string(spec.recompute)) +
+                     ": the weight-gradient pass needs the activations recomputation re-creates for the input "
+                     "gradient pass; use --recompute none");
+  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}};
+  StepBuilder builder(model, cluster, spec, out);
+  builder.build();
+  return out;
+}
+
+}  // namespace moesim

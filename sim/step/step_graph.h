@@ -1,0 +1,38 @@
+// build_step_graph: the task graph of one whole training step (issue 23): every pipeline stage's
+// program (sim/schedule) as tasks on the stage's representative rank, the transfers between
+// stages, the data-parallel gradient reductions, the optimizer step and, with the distributed
+// optimizer, the all-gather of the updated weights.
+//
+// Transfers between stages are point-to-point tasks on comm.pipeline (an all-to-allv of two
+// members with one non-zero pair, as NCCL runs both with send/recv): a microbatch's activations
+// (forward) or their gradient (backward), b x s x h / (cp x tp) elements per rank (each
+// tensor-parallel rank sends its 1/tp: sequence parallelism, or Megatron-LM's scatter-gather).
+// A transfer starts when the producing pass has ended and the receiving stage has finished the
+// action before the one that consumes it (its receive is posted then); the consumer waits for it.
+// The sender does not: its next action may run while the transfer is in flight.
+//
+// Memory: each stage's rank holds its model states (sim/memory/model_states.h) for the whole
+// step; each (microbatch, layer) keeps its activations (sim/memory/activations.h) from its forward
+// to its backward, and recomputation re-creates what it dropped for the backward's duration.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/graph/task_graph.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/step_spec.h"
+#include "sim/step/step_shape.h"
+
+namespace moesim {
+
+struct StepGraph {
+  StepShape shape;
+  TaskGraph graph;
+  std::vector<std::int64_t> model_state_bytes;  // per stage, per GPU
+};
+
+StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);
+
+}  // namespace moesim

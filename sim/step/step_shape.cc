@@ -1,0 +1,151 @@
+#include "sim/step/step_shape.h"
+
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/spec/model_parameters.h"
+#include "sim/spec/run_spec.h"
+
+namespace moesim {
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+void require(bool ok, const std::string& rule) {
+  if (!ok) throw InputError(rule);
+}
+
+void check_degrees(const StepLayout& l, const ClusterSpec& cluster) {
+  for (auto [flag, v] : {std::pair{"--tp", l.tp}, {"--pp", l.pp}, {"--vpp", l.vpp}, {"--ep", l.ep}, {"--cp", l.cp}})
+    require(v >= 1 && v <= kMaxGroupSize, std::string(flag) + " " + str(v) + " must be in [1, " + str(kMaxGroupSize) + "]");
+  require(l.gpus == cluster.num_gpus(), "the layout's GPU count " + str(l.gpus) + " differs from the cluster's " +
+                                            str(cluster.num_gpus()));
+  const std::int64_t model_parallel = std::int64_t{l.tp} * l.cp * l.pp;
+  require(l.gpus % model_parallel == 0, "--gpus " + str(l.gpus) + " is not a multiple of --tp x --cp x --pp = " +
+                                            str(model_parallel));
+  require(l.vpp == 1 || l.pp > 1, "--vpp " + str(l.vpp) + " needs --pp > 1 (virtual stages split a pipeline stage)");
+}
+
+void check_model_split(const ModelSpec& model, const StepLayout& l, bool sequence_parallel) {
+  const AttentionSpec& a = model.architecture.attention;
+  require(a.num_heads % l.tp == 0, "--tp " + str(l.tp) + " does not divide the " + str(a.num_heads) +
+                                       " attention heads of " + model.name);
+  if (a.kind != AttentionKind::kMla)
+    require(a.num_kv_heads % l.tp == 0, "--tp " + str(l.tp) + " does not divide the " + str(a.num_kv_heads) +
+                                            " key/value groups of " + model.name);
+  require(!sequence_parallel || l.tp > 1, "--sequence-parallel needs --tp > 1 (it splits the tensor-parallel "
+                                          "region's norms and dropouts over the tensor-parallel ranks)");
+  if (!model.has_moe_layers()) {
+    require(l.ep == 1, "--ep " + str(l.ep) + " needs a model with MoE layers; " + model.name + " has none");
+  } else {
+    require(model.num_experts % l.ep == 0, "--ep " + str(l.ep) + " does not divide the " + str(model.num_experts) +
+                                               " experts of " + model.name);
+    const std::int64_t cp_dp = std::int64_t{l.cp} * l.dp();
+    require(cp_dp % l.ep == 0, "--ep " + str(l.ep) + " does not divide --cp x data-parallel size = " + str(cp_dp) +
+                                   " (the expert-parallel group lies inside them)");
+  }
+}
+
+std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts) {
+  require(model.num_layers % parts == 0, "--pp x --vpp = " + str(parts) + " does not divide the " +
+                                             str(model.num_layers) + " layers of " + model.name);
+  std::vector<StepShape::Part> out(static_cast<std::size_t>(parts));
+  const int per_part = model.num_layers / parts;
+  for (int p = 0; p < parts; ++p) out[static_cast<std::size_t>(p)] = {p * per_part, per_part};
+  return out;
+}
+
+void check_batch(const StepSpec& spec, const StepShape& shape) {
+  require(spec.micro_batch >= 1 && spec.micro_batch <= kMaxTokensPerGpu,
+          "--micro-batch " + str(spec.micro_batch) + " must be in [1, " + str(kMaxTokensPerGpu) + "]");
+  require(spec.global_batch >= 1 && spec.global_batch <= kMaxTokensPerGpu,
+          "--global-batch " + str(spec.global_batch) + " must be in [1, " + str(kMaxTokensPerGpu) + "]");
+  const std::int64_t per_step = spec.micro_batch * shape.dp;
+  require(spec.global_batch % per_step == 0, "--global-batch " + str(spec.global_batch) +
+                                                 " is not divisible by --micro-batch x data-parallel size = " +
+                                                 str(spec.micro_batch) + " x " + str(shape.dp));
+  require(shape.seq >= 1 && shape.seq <= kMaxTokensPerGpu,
+          "--seq " + str(shape.seq) + " must be in [1, " + str(kMaxTokensPerGpu) + "]");
+  const int cp = shape.layout.cp;
+  require(cp == 1 || shape.seq % (2 * cp) == 0,
+          "--seq " + str(shape.seq) + " is not divisible by 2 x --cp = " + str(2 * cp) +
+              " (context parallelism cuts each sequence into 2 x cp chunks to balance the causal mask)");
+  require(spec.micro_batch * shape.seq / cp <= kMaxTokensPerGpu, "--micro-batch x --seq / --cp exceeds " +
+                                                                     str(kMaxTokensPerGpu) + " tokens");
+}
+
+DType step_gemm_dtype(const ModelSpec& model, const ClusterSpec& cluster, DType precision) {
+  if (precision == DType::kFp8) {
+    require(cluster.node.gpu.peak_flops.count(DType::kFp8) != 0,
+            "--precision fp8: the " + cluster.node.gpu.name + " has no fp8 peak (no FP8 tensor cores)");
+    require(model.dtype == DType::kBf16 || model.dtype == DType::kFp16,
+            "--precision fp8 needs a model stored in bf16 or fp16; " + model.name + " is " +
+                std::string(to_string(model.dtype)));
+    return DType::kFp8;
+  }
+  require(precision == DType::kBf16, "--precision must be bf16 or fp8");
+  // bf16 asks for the model's own GEMM math (fp16 models multiply in fp16).
+  return model.gemm_dtype;
+}
+
+}  // namespace
+
+StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec) {
+  require_architecture(model);
+  StepShape shape;
+  shape.layout = spec.layout;
+  check_degrees(spec.layout, cluster);
+  shape.dp = spec.layout.dp();
+  check_model_split(model, spec.layout, spec.sequence_parallel);
+  require(spec.zero_stage >= 0 && spec.zero_stage <= 3, "--zero " + str(spec.zero_stage) + " must be 0, 1, 2 or 3");
+  shape.seq = spec.seq > 0 ? spec.seq : model.architecture.seq_len;
+  require(spec.seq >= 0, "--seq " + str(spec.seq) + " must be positive");
+  check_batch(spec, shape);
+  shape.micro_batch = spec.micro_batch;
+  shape.global_batch = spec.global_batch;
+  shape.schedule = spec.effective_schedule();
+  const std::int64_t microbatches = spec.global_batch / (spec.micro_batch * shape.dp);
+  require(microbatches <= kMaxChunks, "--global-batch / (--micro-batch x data-parallel size) = " + str(microbatches) +
+                                          " microbatches exceeds " + str(kMaxChunks));
+  shape.pipeline = PipelineShape{spec.layout.pp, spec.layout.vpp, static_cast<int>(microbatches)};
+  const std::string problem = schedule_problem(shape.schedule, shape.pipeline);
+  require(problem.empty(), "--schedule " + std::string(to_string(shape.schedule)) + ": " + problem);
+  shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline));
+  shape.gemm_dtype = step_gemm_dtype(model, cluster, spec.gemm_precision);
+  shape.element_bytes = model.element_bytes();
+  return shape;
+}
+
+std::vector<int> StepShape::tensor_group(int stage) const {
+  std::vector<int> out;
+  for (int t = 0; t < layout.tp; ++t) out.push_back(stage_rank(stage) + t);
+  return out;
+}
+
+std::vector<int> StepShape::context_group(int stage) const {
+  std::vector<int> out;
+  for (int c = 0; c < layout.cp; ++c) out.push_back(stage_rank(stage) + c * layout.tp);
+  return out;
+}
+
+std::vector<int> StepShape::data_group(int stage) const {
+  // Megatron's data-parallel group of the dense blocks with context parallelism spans cp x dp.
+  std::vector<int> out;
+  for (int d = 0; d < layout.cp * dp; ++d) out.push_back(stage_rank(stage) + d * layout.tp);
+  return out;
+}
+
+std::vector<int> StepShape::expert_group(int stage) const {
+  std::vector<int> out;
+  for (int e = 0; e < layout.ep; ++e) out.push_back(stage_rank(stage) + e * layout.tp);
+  return out;
+}
+
+std::vector<int> StepShape::expert_data_group(int stage) const {
+  std::vector<int> out;
+  const int replicas = layout.cp * dp / layout.ep;
+  for (int r = 0; r < replicas; ++r) out.push_back(stage_rank(stage) + r * layout.ep * layout.tp);
+  return out;
+}
+
+}  // namespace moesim

@@ -1,0 +1,59 @@
+// StepShape: a whole training step's sizes, derived from the model, the cluster and the StepSpec
+// once, and checked once (issue 23 "Bad input"): every rule a layout breaks is an InputError
+// naming the flag and the rule.
+//
+// Ranks, Megatron-Core's order tp-cp-ep-dp-pp (tensor fastest): rank = ((pp_index x dp + dp_index)
+// x cp + cp_index) x tp + tp_index. The simulation keeps one representative rank per pipeline
+// stage, its rank with every other index 0 (stage_rank): within a stage the tensor, context and
+// data-parallel ranks do the same work at the same time, so one of them stands for all; the
+// collectives still run over the whole groups (tensor_group, data_group, ...), whose sizes and
+// placement (NVLink within a node, the fabric across) the network models price.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/schedule/pipeline_schedule.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/step_spec.h"
+
+namespace moesim {
+
+struct StepShape {
+  StepLayout layout;
+  int dp = 1;                    // data-parallel size of the dense blocks
+  std::int64_t seq = 0;          // tokens per sequence
+  std::int64_t micro_batch = 1;  // sequences per microbatch
+  std::int64_t global_batch = 0;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  PipelineShape pipeline;        // stages, virtual stages, microbatches per pipeline
+  // Layers of each model part, [first, first + count) in forward order.
+  struct Part {
+    int first_layer = 0;
+    int layers = 0;
+  };
+  std::vector<Part> parts;
+  DType gemm_dtype = DType::kBf16;
+  int element_bytes = 2;
+
+  // Tokens of one microbatch on one rank: micro_batch x seq / cp (each context-parallel rank
+  // holds 1/cp of the sequence).
+  std::int64_t tokens() const { return micro_batch * seq / layout.cp; }
+  int stages() const { return layout.pp; }
+  int num_parts() const { return static_cast<int>(parts.size()); }
+
+  int stage_rank(int stage) const { return stage * layout.stage_size(); }
+  // Sorted members of the groups of a stage's representative rank.
+  std::vector<int> tensor_group(int stage) const;
+  std::vector<int> context_group(int stage) const;
+  std::vector<int> data_group(int stage) const;         // the dense blocks' data-parallel ranks (dp x cp)
+  std::vector<int> expert_group(int stage) const;       // ep ranks inside cp x dp
+  std::vector<int> expert_data_group(int stage) const;  // cp x dp / ep replicas of the experts
+};
+
+// Checks `spec` against the model and the cluster (whose GPU count the layout must fill) and
+// derives the shape. Throws InputError naming the flag and the rule.
+StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);
+
+}  // namespace moesim

@@ -1,0 +1,92 @@
+#include "sim/step/step_simulation.h"
+
+#include <algorithm>
+
+#include "sim/report/metrics.h"
+#include "sim/spec/model_flops.h"
+
+namespace moesim {
+namespace {
+
+// Per stage: the intervals its rank runs anything but pipeline transfers, and its compute.
+struct StageIntervals {
+  std::vector<std::pair<TimeNs, TimeNs>> busy, compute;
+};
+
+std::vector<StageIntervals> stage_intervals(const StepGraph& sg, const EngineRun& run) {
+  std::vector<StageIntervals> out(static_cast<std::size_t>(sg.shape.stages()));
+  const TaskGraph& g = sg.graph;
+  const int stage_size = sg.shape.layout.stage_size();
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    const Task& t = g.task(i);
+    if (t.stream == StreamClass::kCommPipeline) continue;
+    const TaskRecord& rec = run.trace.records[i];
+    for (int rank : g.ranks_of(i)) {
+      StageIntervals& st = out[static_cast<std::size_t>(rank / stage_size)];
+      st.busy.emplace_back(rec.start_ns, rec.end_ns);
+      if (t.stream == StreamClass::kCompute) st.compute.emplace_back(rec.start_ns, rec.end_ns);
+    }
+  }
+  return out;
+}
+
+StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, StageIntervals intervals,
+                         TimeNs step_ns) {
+  StageReport r;
+  r.stage = stage;
+  r.rank = sg.shape.stage_rank(stage);
+  r.model_state_bytes = sg.model_state_bytes[static_cast<std::size_t>(stage)];
+  for (int p = stage; p < sg.shape.num_parts(); p += sg.shape.stages())
+    r.layers += sg.shape.parts[static_cast<std::size_t>(p)].layers;
+  r.compute_busy_ns = union_length(std::move(intervals.compute));
+  r.bubble_ns = step_ns - union_length(std::move(intervals.busy));
+  const StepMetrics m = compute_rank_metrics(sg.graph, run.trace, r.rank);
+  auto exposed = [&](const char* stage_name) {
+    TimeNs sum = 0;
+    for (const char* pass : {"fwd.", "bwd."}) {
+      const auto it = m.stages.find(std::string(pass) + stage_name);
+      if (it != m.stages.end()) sum += it->second.exposed_ns;
+    }
+    return sum;
+  };
+  r.exposed_tp_ns = exposed("tp");
+  r.exposed_p2p_ns = exposed("p2p");
+  r.exposed_grad_ns = exposed("grad");
+  for (const RankMemory& mem : run.memory)
+    if (mem.rank == r.rank) r.peak_memory_bytes = mem.peak_device_bytes;
+  return r;
+}
+
+}  // namespace
+
+SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
+                                     NetworkChoice network) {
+  StepGraph graph = build_step_graph(model, cluster, spec);
+  EngineRun run = simulate_graph(graph.graph, cluster, network);
+  StepReport rep;
+  rep.shape = graph.shape;
+  rep.step_ns = run.trace.makespan_ns();
+  rep.tasks = graph.graph.num_tasks();
+  const double step_s = static_cast<double>(rep.step_ns) * 1e-9;
+  const double gpus = rep.shape.layout.gpus;
+  const double tokens = static_cast<double>(rep.shape.global_batch) * static_cast<double>(rep.shape.seq);
+  rep.tokens_per_s_per_gpu = tokens / step_s / gpus;
+  ModelSpec at_seq = model;
+  at_seq.architecture.seq_len = rep.shape.seq;  // the formula's attention term is per sequence length
+  rep.model_tflops_per_gpu = megatron_training_flops_per_token(at_seq).total() * tokens / step_s / gpus * 1e-12;
+  const auto peak = cluster.node.gpu.peak_flops.find(rep.shape.gemm_dtype);
+  rep.mfu = peak == cluster.node.gpu.peak_flops.end() ? 0 : rep.model_tflops_per_gpu * 1e12 / peak->second;
+  rep.memory_capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
+  double bubbles = 0;
+  std::vector<StageIntervals> intervals = stage_intervals(graph, run);
+  for (int s = 0; s < rep.shape.stages(); ++s) {
+    rep.stages.push_back(stage_report(graph, run, s, std::move(intervals[static_cast<std::size_t>(s)]), rep.step_ns));
+    bubbles += static_cast<double>(rep.stages.back().bubble_ns) / static_cast<double>(rep.step_ns);
+    rep.peak_memory_bytes = std::max(rep.peak_memory_bytes, rep.stages.back().peak_memory_bytes);
+  }
+  rep.bubble_fraction = bubbles / rep.shape.stages();
+  rep.fits = rep.peak_memory_bytes <= rep.memory_capacity_bytes - kStepMemoryReserve;
+  return SimulatedStep{std::move(graph), std::move(run), std::move(rep)};
+}
+
+}  // namespace moesim

@@ -1,0 +1,251 @@
+#include "sim/step/transformer_layer.h"
+
+#include "sim/core/error.h"
+
+namespace moesim {
+namespace {
+
+std::int64_t per_rank(std::int64_t width, int tp) { return width / tp; }
+
+std::vector<LinearShape> attention_inputs(const ModelSpec& model, int tp) {
+  const AttentionSpec& a = model.architecture.attention;
+  const std::int64_t h = model.d_model;
+  if (a.kind != AttentionKind::kMla) {
+    const std::int64_t q = std::int64_t{a.num_heads} * a.head_dim;
+    const std::int64_t kv = std::int64_t{a.num_kv_heads} * a.head_dim;
+    return {{"qkv", h, per_rank(q + 2 * kv, tp)}};
+  }
+  // MLA: the down projections to the latents are replicated on the tensor-parallel ranks (as
+  // Megatron-Core's MLA), the up projections split by heads.
+  std::vector<LinearShape> out;
+  const std::int64_t qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  if (a.q_lora_rank > 0) {
+    out.push_back({"q_down", h, a.q_lora_rank});
+    out.push_back({"q_up", a.q_lora_rank, per_rank(std::int64_t{a.num_heads} * qk_head, tp)});
+  } else {
+    out.push_back({"q", h, per_rank(std::int64_t{a.num_heads} * qk_head, tp)});
+  }
+  out.push_back({"kv_down", h, a.kv_lora_rank + a.qk_rope_head_dim});
+  out.push_back({"kv_up", a.kv_lora_rank,
+                 per_rank(std::int64_t{a.num_heads} * (a.qk_nope_head_dim + a.v_head_dim), tp)});
+  return out;
+}
+
+}  // namespace
+
+TransformerDims transformer_dims(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
+  const ArchitectureSpec& arch = model.architecture;
+  const AttentionSpec& a = arch.attention;
+  const int tp = shape.layout.tp;
+  TransformerDims d;
+  d.tokens = shape.tokens();
+  d.region_tokens = spec.sequence_parallel ? d.tokens / tp : d.tokens;
+  d.hidden = model.d_model;
+  d.attention_in = attention_inputs(model, tp);
+  d.heads = a.num_heads / tp;
+  d.qk_dim = a.kind == AttentionKind::kMla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+  d.v_dim = a.kind == AttentionKind::kMla ? a.v_head_dim : a.head_dim;
+  d.attention_out = {"proj", d.heads * d.v_dim, model.d_model};
+  d.keys = shape.seq;
+  d.batch = shape.micro_batch;
+  const bool gated = model.activation == Activation::kSwiglu;
+  d.ffn = per_rank(arch.dense_d_ffn, tp);
+  d.fc1 = {"fc1", model.d_model, gated ? 2 * d.ffn : d.ffn};
+  d.fc2 = {"fc2", d.ffn, model.d_model};
+  d.dropout = arch.dropout > 0;
+  d.sequence_parallel = spec.sequence_parallel;
+  d.kernel = spec.attention;
+  return d;
+}
+
+TaskName TransformerLayer::name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
+  return TaskName{"L" + std::to_string(layer), layer, pass, what, stage};
+}
+
+void TransformerLayer::tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                                     std::int64_t tokens, const std::string& prefix) {
+  // bytes_per_peer is the whole tensor over the group size for all three ops (task.h).
+  const std::int64_t whole = tokens * d_.hidden * e_.shape().element_bytes;
+  const auto group = e_.shape().tensor_group(chain.stage);
+  e_.collective(chain, name(layer, pass, prefix + "tp." + what, prefix.empty() ? "tp" : "recompute"),
+                StreamClass::kCommDispatch, op, group, whole / static_cast<std::int64_t>(group.size()));
+}
+
+void TransformerLayer::linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix) {
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name, prefix.empty() ? l.name : "recompute"),
+            e_.gemm(1, d_.tokens, l.out, l.in));
+}
+
+void TransformerLayer::linear_backward(Chain& chain, int layer, const LinearShape& l, BackwardPart part,
+                                       bool gathered_input, const std::vector<BufferId>& wgrad_frees) {
+  if (part != BackwardPart::kWeight) {
+    // dX = dY W^T
+    e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".dgrad", l.name), e_.gemm(1, d_.tokens, l.in, l.out));
+  }
+  if (part != BackwardPart::kInput) {
+    TaskName wgrad = name(layer, Pass::kBackward, l.name + ".wgrad", l.name);
+    wgrad.frees = wgrad_frees;
+    if (gathered_input && d_.sequence_parallel) {
+      // The block's input gathered again for dW, beside the input gradient (Megatron-LM).
+      const std::int64_t whole = d_.tokens * d_.hidden * e_.shape().element_bytes;
+      const auto group = e_.shape().tensor_group(chain.stage);
+      Chain side = chain;
+      e_.collective(side, name(layer, Pass::kBackward, l.name + ".tp.allgather", "tp"), StreamClass::kCommCombine,
+                    CollectiveOp::kAllGather, group, whole / static_cast<std::int64_t>(group.size()));
+      e_.kernel(side, wgrad, e_.gemm(1, l.in, l.out, d_.tokens), true);
+      if (part == BackwardPart::kWeight) chain.last = side.last;
+      return;
+    }
+    // dW = X^T dY, off the chain in a whole backward: nothing of the layer's backward waits for it.
+    e_.kernel(chain, wgrad, e_.gemm(1, l.in, l.out, d_.tokens), part == BackwardPart::kAll);
+  }
+}
+
+void TransformerLayer::core_forward(Chain& chain, int layer, const std::string& prefix,
+                                    const std::vector<BufferId>& allocates) {
+  const std::string stage = prefix.empty() ? "attention" : "recompute";
+  const std::int64_t bh = d_.batch * d_.heads;
+  const std::int64_t queries = d_.tokens / d_.batch;
+  if (d_.kernel == AttentionKernel::kFlash) {
+    // Q K^T and P V in one kernel; the causal mask leaves each query half the keys on average.
+    TaskName n = name(layer, Pass::kForward, prefix + "core", stage);
+    n.allocates = allocates;
+    e_.kernel(chain, n, e_.gemm(bh, queries, (d_.keys + 1) / 2, d_.qk_dim + d_.v_dim));
+    return;
+  }
+  const std::int64_t scores = bh * queries * d_.keys;
+  TaskName first = name(layer, Pass::kForward, prefix + "scores", stage);
+  first.allocates = allocates;
+  e_.kernel(chain, first, e_.gemm(bh, queries, d_.keys, d_.qk_dim));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "softmax", stage), e_.elementwise(scores, scores));
+  if (d_.dropout)
+    e_.kernel(chain, name(layer, Pass::kForward, prefix + "attn_dropout", stage),
+              e_.elementwise(scores, scores, scores));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "context", stage), e_.gemm(bh, queries, d_.v_dim, d_.keys));
+}
+
+void TransformerLayer::core_backward(Chain& chain, int layer) {
+  const std::int64_t bh = d_.batch * d_.heads;
+  const std::int64_t queries = d_.tokens / d_.batch;
+  if (d_.kernel == AttentionKernel::kFlash) {
+    e_.kernel(chain, name(layer, Pass::kBackward, "core", "attention"),
+              e_.gemm(bh, queries, (d_.keys + 1) / 2, 3 * d_.qk_dim + 2 * d_.v_dim));
+    return;
+  }
+  const std::int64_t scores = bh * queries * d_.keys;
+  // dP = dO V^T and dV = P^T dO; then dropout's and softmax's backward; dQ = dS K, dK = dS^T Q.
+  e_.kernel(chain, name(layer, Pass::kBackward, "context.dgrad", "attention"), e_.gemm(bh, queries, d_.keys, d_.v_dim));
+  e_.kernel(chain, name(layer, Pass::kBackward, "context.vgrad", "attention"), e_.gemm(bh, d_.keys, d_.v_dim, queries));
+  if (d_.dropout)
+    e_.kernel(chain, name(layer, Pass::kBackward, "attn_dropout", "attention"),
+              e_.elementwise(scores, scores, scores));
+  e_.kernel(chain, name(layer, Pass::kBackward, "softmax", "attention"), e_.elementwise(2 * scores, scores));
+  e_.kernel(chain, name(layer, Pass::kBackward, "scores.qgrad", "attention"),
+            e_.gemm(bh, queries, d_.qk_dim, d_.keys));
+  e_.kernel(chain, name(layer, Pass::kBackward, "scores.kgrad", "attention"),
+            e_.gemm(bh, d_.keys, d_.qk_dim, queries));
+}
+
+void TransformerLayer::attention_forward(Chain& chain, int layer, const std::string& prefix) {
+  const std::string norm_stage = prefix.empty() ? "norm" : "recompute";
+  const CollectiveOp gather = CollectiveOp::kAllGather;
+  if (d_.sequence_parallel) tp_collective(chain, layer, Pass::kForward, "attn.allgather", gather, d_.tokens, prefix);
+  for (const LinearShape& l : d_.attention_in) linear_forward(chain, layer, l, prefix);
+  core_forward(chain, layer, prefix);
+  linear_forward(chain, layer, d_.attention_out, prefix);
+  tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "attn.reducescatter" : "attn.allreduce",
+                d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
+  // Dropout on the block's output and the residual add.
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "attn.residual", norm_stage),
+            e_.elementwise(2 * region, region, d_.dropout ? region : 0));
+}
+
+void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& prefix) {
+  const std::string norm_stage = prefix.empty() ? "norm" : "recompute";
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "ln2", norm_stage), e_.elementwise(region, region));
+  if (d_.sequence_parallel)
+    tp_collective(chain, layer, Pass::kForward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, prefix);
+  linear_forward(chain, layer, d_.fc1, prefix);
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "act", prefix.empty() ? "act" : "recompute"),
+            e_.elementwise(d_.tokens * d_.fc1.out, d_.tokens * d_.ffn));
+  linear_forward(chain, layer, d_.fc2, prefix);
+  tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
+                d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "mlp.residual", norm_stage),
+            e_.elementwise(2 * region, region, d_.dropout ? region : 0));
+}
+
+void TransformerLayer::forward(Chain& chain, int layer, const std::vector<BufferId>& allocates,
+                               const std::string& prefix) {
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  TaskName ln1 = name(layer, Pass::kForward, prefix + "ln1", prefix.empty() ? "norm" : "recompute");
+  ln1.allocates = allocates;
+  e_.kernel(chain, ln1, e_.elementwise(region, region));
+  attention_forward(chain, layer, prefix);
+  mlp_forward(chain, layer, prefix);
+}
+
+void TransformerLayer::recompute_core(Chain& chain, int layer, const std::vector<BufferId>& allocates) {
+  // FlashAttention keeps no s x s tensor: its backward recomputes the scores itself (counted there).
+  if (d_.kernel == AttentionKernel::kFlash) return;
+  core_forward(chain, layer, "recompute.", allocates);
+}
+
+void TransformerLayer::mlp_backward(Chain& chain, int layer, BackwardPart part) {
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  const bool input = part != BackwardPart::kWeight;
+  if (input) {
+    e_.kernel(chain, name(layer, Pass::kBackward, "mlp.residual", "norm"),
+              e_.elementwise(region, region, d_.dropout ? region : 0));
+    if (d_.sequence_parallel)
+      tp_collective(chain, layer, Pass::kBackward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, "");
+  }
+  linear_backward(chain, layer, d_.fc2, part, false);
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "act", "act"),
+              e_.elementwise(d_.tokens * (d_.fc1.out + d_.ffn), d_.tokens * d_.fc1.out));
+  linear_backward(chain, layer, d_.fc1, part, true);
+  if (input) {
+    tp_collective(chain, layer, Pass::kBackward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
+                  d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, "");
+    // The norm's backward, and the residual's gradient added to it.
+    e_.kernel(chain, name(layer, Pass::kBackward, "ln2", "norm"), e_.elementwise(3 * region, region));
+  }
+}
+
+void TransformerLayer::attention_backward(Chain& chain, int layer, BackwardPart part,
+                                          const std::vector<BufferId>& last_wgrad_frees) {
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  const bool input = part != BackwardPart::kWeight;
+  if (input) {
+    e_.kernel(chain, name(layer, Pass::kBackward, "attn.residual", "norm"),
+              e_.elementwise(region, region, d_.dropout ? region : 0));
+    if (d_.sequence_parallel)
+      tp_collective(chain, layer, Pass::kBackward, "attn.allgather", CollectiveOp::kAllGather, d_.tokens, "");
+  }
+  linear_backward(chain, layer, d_.attention_out, part, false);
+  if (input) core_backward(chain, layer);
+  for (auto it = d_.attention_in.rbegin(); it != d_.attention_in.rend(); ++it)
+    linear_backward(chain, layer, *it, part, it + 1 == d_.attention_in.rend(),
+                    it + 1 == d_.attention_in.rend() ? last_wgrad_frees : std::vector<BufferId>{});
+  if (input)
+    tp_collective(chain, layer, Pass::kBackward, d_.sequence_parallel ? "attn.reducescatter" : "attn.allreduce",
+                  d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, "");
+}
+
+void TransformerLayer::backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees) {
+  // The last task frees the layer's activations: ln1's backward, or, for the weight gradients
+  // alone, the last weight gradient (their inputs are the kept activations; the compute stream
+  // runs it after the others).
+  mlp_backward(chain, layer, part);
+  attention_backward(chain, layer, part, part == BackwardPart::kWeight ? frees : std::vector<BufferId>{});
+  if (part == BackwardPart::kWeight) return;
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  TaskName ln1 = name(layer, Pass::kBackward, "ln1", "norm");
+  if (part == BackwardPart::kAll) ln1.frees = frees;
+  e_.kernel(chain, ln1, e_.elementwise(3 * region, region));
+}
+
+}  // namespace moesim

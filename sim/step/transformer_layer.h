@@ -1,0 +1,89 @@
+// The tasks of one transformer layer's passes for one microbatch on one pipeline stage (issue 23
+// item 2): the attention block (norm, the input projections, the attention core, the output
+// projection) and the dense MLP (norm, fc1, activation, fc2), with Megatron's tensor parallelism:
+// column-parallel input projections and fc1, row-parallel output projection and fc2; without
+// sequence parallelism an all-reduce after each row-parallel GEMM in forward and after each
+// column-parallel GEMM's input gradient in backward; with it an all-gather before each block and
+// a reduce-scatter after it, their transposes in backward, and the all-gather of the block's
+// input again for the weight gradient, overlapped with the input-gradient GEMM (Korthikanti et
+// al., MLSys 2023, section 4.2.2). Norms, dropouts and residual adds work on 1/tp of the tokens
+// with sequence parallelism.
+//
+// The attention core: flash (one kernel; causal, so about half of the s x s products; backward
+// recomputes the scores: 3 products of the query/key width and 2 of the value width against the
+// forward's one each) or unfused (Megatron-LM 2021-22: a batched GEMM for the full s x s scores,
+// a fused scale-mask-softmax kernel, dropout, a batched GEMM with V).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/spec/model_spec.h"
+#include "sim/spec/step_spec.h"
+#include "sim/step/step_emitter.h"
+
+namespace moesim {
+
+// A GEMM of a linear layer on one rank: [tokens x in] x [in x out].
+struct LinearShape {
+  std::string name;
+  std::int64_t in = 0;
+  std::int64_t out = 0;
+};
+
+struct TransformerDims {
+  std::int64_t tokens = 0;         // a microbatch's tokens on one rank (b x s / cp)
+  std::int64_t region_tokens = 0;  // tokens of the norms and dropouts: tokens / tp with sequence parallelism
+  std::int64_t hidden = 0;
+  std::vector<LinearShape> attention_in;  // q/k/v (or MLA's down and up projections), per rank
+  LinearShape attention_out;
+  std::int64_t heads = 0;          // attention heads per rank
+  std::int64_t qk_dim = 0;         // per head
+  std::int64_t v_dim = 0;
+  std::int64_t keys = 0;           // keys each query attends over before the causal mask (the sequence)
+  std::int64_t batch = 1;          // sequences of the microbatch
+  LinearShape fc1, fc2;            // per rank; fc1's output is 2x wide when gated
+  std::int64_t ffn = 0;            // the activation's output width per rank
+  bool dropout = false;
+  bool sequence_parallel = false;
+  AttentionKernel kernel = AttentionKernel::kFlash;
+};
+
+TransformerDims transformer_dims(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
+
+// What a backward emits: both gradients, or (zero-bubble schedules) the input gradients alone or
+// the weight gradients alone.
+enum class BackwardPart { kAll, kInput, kWeight };
+
+class TransformerLayer {
+ public:
+  TransformerLayer(StepEmitter& emitter, const TransformerDims& dims) : e_(emitter), d_(dims) {}
+
+  // The layer's forward; the first task allocates `allocates`. `prefix` "recompute." re-runs it
+  // (stage "recompute") before the backward of full recomputation.
+  void forward(Chain& chain, int layer, const std::vector<BufferId>& allocates, const std::string& prefix = "");
+  // Re-runs what selective recomputation dropped: the unfused attention core (nothing with flash).
+  void recompute_core(Chain& chain, int layer, const std::vector<BufferId>& allocates);
+  // The layer's backward (or a part of it); the last task frees `frees`.
+  void backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees);
+
+ private:
+  TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const;
+  void tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                     std::int64_t tokens, const std::string& prefix);
+  void linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix);
+  void linear_backward(Chain& chain, int layer, const LinearShape& l, BackwardPart part, bool gathered_input,
+                       const std::vector<BufferId>& wgrad_frees = {});
+  void core_forward(Chain& chain, int layer, const std::string& prefix, const std::vector<BufferId>& allocates = {});
+  void core_backward(Chain& chain, int layer);
+  void attention_forward(Chain& chain, int layer, const std::string& prefix);
+  void mlp_forward(Chain& chain, int layer, const std::string& prefix);
+  void attention_backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& last_wgrad_frees);
+  void mlp_backward(Chain& chain, int layer, BackwardPart part);
+
+  StepEmitter& e_;
+  const TransformerDims& d_;
+};
+
+}  // namespace moesim

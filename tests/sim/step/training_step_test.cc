@@ -1,0 +1,222 @@
+// The whole training step (sim/step): its layout rules, its invariants (dependencies, the step
+// between the busiest stage's compute and the sum of all task times), its memory against the
+// closed-form stage activations, and what the schedules change.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/memory/activations.h"
+#include "sim/spec/loader.h"
+#include "sim/step/step_simulation.h"
+
+namespace moesim {
+namespace {
+
+ModelSpec preset(const std::string& name) {
+  return load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/models/" + name + ".yaml");
+}
+
+ClusterSpec cluster(int gpus) {
+  const ClusterSpec c = load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/dgx-a100-80gb-hdr.yaml");
+  return with_gpus(c, gpus, SourceLocation{}, "--gpus");
+}
+
+// GPT-1.7B (24 layers, 24 heads) on 16 GPUs: tp 2, pp 4, dp 2, 8 microbatches per pipeline.
+StepSpec small_step() {
+  StepSpec s;
+  s.layout.gpus = 16;
+  s.layout.tp = 2;
+  s.layout.pp = 4;
+  s.global_batch = 16;
+  s.micro_batch = 1;
+  s.seq = 1024;
+  return s;
+}
+
+std::string error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
+  try {
+    build_step_graph(preset(model), cluster(spec.layout.gpus), spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainingStepLayout, RefusesEachRuleNamingTheFlag) {
+  StepSpec s = small_step();
+  s.layout.tp = 5;
+  s.layout.gpus = 40;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--tp 5 does not divide the 24 attention heads"));
+  s = small_step();
+  s.layout.pp = 8;
+  s.layout.vpp = 2;
+  s.layout.gpus = 32;
+  s.global_batch = 16;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--pp x --vpp = 16 does not divide the 24 layers"));
+  s = small_step();
+  s.global_batch = 15;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--global-batch 15 is not divisible by --micro-batch x data-parallel size = 1 x 2"));
+  s = small_step();
+  s.layout.pp = 1;
+  s.layout.vpp = 2;
+  s.layout.tp = 8;
+  s.layout.gpus = 8;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--vpp 2 needs --pp > 1"));
+  s = small_step();
+  s.layout.cp = 2;
+  s.layout.gpus = 32;
+  s.seq = 1026;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--seq 1026 is not divisible by 2 x --cp = 4"));
+  s = small_step();
+  s.layout.tp = 1;
+  s.layout.gpus = 8;
+  s.sequence_parallel = true;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--sequence-parallel needs --tp > 1"));
+  s = small_step();
+  s.layout.ep = 2;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--ep 2 needs a model with MoE layers"));
+  s = small_step();
+  s.schedule = PipelineSchedule::kZeroBubbleH1;
+  s.recompute = Recompute::kFull;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--schedule zb-h1 with --recompute full"));
+  s = small_step();
+  s.schedule = PipelineSchedule::kInterleaved;
+  EXPECT_THAT(error_of(s), testing::HasSubstr("--schedule interleaved: "));
+  s = small_step();
+  s.layout.gpus = 24;
+  EXPECT_THROW(
+      {
+        try {
+          build_step_graph(preset("gpt-1.7b"), cluster(16), s);
+        } catch (const InputError& e) {
+          EXPECT_THAT(e.what(), testing::HasSubstr("differs from the cluster's 16"));
+          throw;
+        }
+      },
+      InputError);
+}
+
+TEST(TrainingStepLayout, DerivesDataParallelSizeAndMicrobatches) {
+  const StepShape shape = derive_step_shape(preset("gpt-1.7b"), cluster(16), small_step());
+  EXPECT_EQ(shape.dp, 2);
+  EXPECT_EQ(shape.pipeline.microbatches, 8);
+  EXPECT_EQ(shape.num_parts(), 4);
+  EXPECT_EQ(shape.parts[3].first_layer, 18);
+  EXPECT_EQ(shape.stage_rank(3), 12);
+  EXPECT_EQ(shape.tensor_group(1), (std::vector<int>{4, 5}));
+  EXPECT_EQ(shape.data_group(1), (std::vector<int>{4, 6}));
+}
+
+TEST(TrainingStep, RespectsDependenciesAndBoundsTheStepByItsTasks) {
+  for (const PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB,
+                                          PipelineSchedule::kZeroBubbleH1}) {
+    StepSpec s = small_step();
+    s.schedule = schedule;
+    const SimulatedStep sim = simulate_training_step(preset("gpt-1.7b"), cluster(16), s);
+    const TaskGraph& g = sim.graph.graph;
+    TimeNs sum = 0;
+    for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+      const TaskRecord& r = sim.run.trace.records[i];
+      ASSERT_GE(r.end_ns, r.start_ns);
+      sum += r.end_ns - r.start_ns;
+      for (TaskIndex p : g.predecessors(i)) ASSERT_LE(sim.run.trace.records[p].end_ns, r.start_ns) << g.task(i).id;
+    }
+    TimeNs busiest = 0;
+    for (const StageReport& st : sim.report.stages) busiest = std::max(busiest, st.compute_busy_ns);
+    EXPECT_GE(sim.report.step_ns, busiest) << to_string(schedule);
+    EXPECT_LE(sim.report.step_ns, sum) << to_string(schedule);
+    EXPECT_GT(sim.report.bubble_fraction, 0) << to_string(schedule);
+  }
+}
+
+TEST(TrainingStep, OneTransferEachWayPerMicrobatchAndStageBoundary) {
+  StepSpec s = small_step();
+  s.layout.vpp = 2;  // interleaved: 8 parts, 7 boundaries
+  const SimulatedStep sim = simulate_training_step(preset("gpt-1.7b"), cluster(16), s);
+  int transfers = 0;
+  for (TaskIndex i = 0; i < sim.graph.graph.num_tasks(); ++i)
+    transfers += sim.graph.graph.task(i).stream == StreamClass::kCommPipeline;
+  EXPECT_EQ(transfers, 2 * 8 * 7);
+}
+
+TEST(TrainingStep, InterleavingShrinksTheBubble) {
+  StepSpec plain = small_step();
+  StepSpec interleaved = small_step();
+  interleaved.layout.vpp = 2;
+  const auto a = simulate_training_step(preset("gpt-1.7b"), cluster(16), plain).report;
+  const auto b = simulate_training_step(preset("gpt-1.7b"), cluster(16), interleaved).report;
+  EXPECT_LT(b.bubble_fraction, a.bubble_fraction);
+  EXPECT_LT(b.step_ns, a.step_ns);
+}
+
+// The simulated peak of each stage is its model states plus the closed-form activations of its
+// in-flight microbatches (sim/memory/activations.h), to the byte without recomputation. With full
+// recomputation the closed form is an upper bound: it adds the largest layer's recomputed tensors
+// to every in-flight microbatch's kept ones, while on the last stage the microbatch being
+// recomputed has already freed its output layer's tensors.
+TEST(TrainingStep, PeakMemoryIsModelStatesPlusTheInFlightActivations) {
+  const ModelSpec model = preset("gpt-1.7b");
+  for (const PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB}) {
+    for (const Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+      StepSpec s = small_step();
+      s.schedule = schedule;
+      s.recompute = recompute;
+      const SimulatedStep sim = simulate_training_step(model, cluster(16), s);
+      ActivationLayout layout;
+      layout.micro_batch = 1;
+      layout.seq = s.seq;
+      layout.tp = 2;
+      layout.recompute = recompute;
+      for (int stage = 0; stage < 4; ++stage) {
+        const StageActivations act =
+            stage_activations(model, layout, 1, PipelineLayout{schedule, 4, 1, 8}, stage);
+        const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
+        const std::string where =
+            std::string(to_string(schedule)) + " recompute " + std::string(to_string(recompute)) + " stage " +
+            std::to_string(stage);
+        if (recompute == Recompute::kNone) {
+          EXPECT_EQ(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << where;
+        } else {
+          EXPECT_LE(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << where;
+          EXPECT_GE(st.peak_memory_bytes, st.model_state_bytes + act.kept_bytes) << where;
+          if (stage < 3) {
+            EXPECT_EQ(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TrainingStep, SelectiveRecomputeAndSequenceParallelismBeatFullRecompute) {
+  StepSpec full = small_step();
+  full.recompute = Recompute::kFull;
+  full.attention = AttentionKernel::kUnfused;
+  StepSpec selective = full;
+  selective.recompute = Recompute::kSelective;
+  selective.sequence_parallel = true;
+  const auto a = simulate_training_step(preset("gpt-1.7b"), cluster(16), full).report;
+  const auto b = simulate_training_step(preset("gpt-1.7b"), cluster(16), selective).report;
+  EXPECT_LT(b.step_ns, a.step_ns);
+  EXPECT_GT(b.model_tflops_per_gpu, a.model_tflops_per_gpu);
+}
+
+TEST(TrainingStep, IsDeterministic) {
+  const auto a = simulate_training_step(preset("gpt-1.7b"), cluster(16), small_step()).report;
+  const auto b = simulate_training_step(preset("gpt-1.7b"), cluster(16), small_step()).report;
+  EXPECT_EQ(a.step_ns, b.step_ns);
+  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+}
+
+TEST(TrainingStep, RefusesMoeModelsUntilTheirBlockExists) {
+  StepSpec s;
+  s.layout.gpus = 8;
+  s.global_batch = 8;
+  s.seq = 1024;
+  EXPECT_THAT(error_of(s, "mixtral-8x7b"), testing::HasSubstr("has MoE layers"));
+}
+
+}  // namespace
+}  // namespace moesim
