@@ -197,6 +197,9 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
       ->transform(whole(1, kMaxGroupSize));
   app->add_option("--cp", s.cp, "context-parallel degree (whole step)")->transform(whole(1, kMaxGroupSize));
   app->add_option("--schedule", s.schedule, "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1");
+  app->add_option("--part-layers", s.part_layers,
+                  "layers of each model part (whole step; --pp x --vpp comma-separated counts in forward order) for an "
+                  "uneven split, e.g. 7,8,8,8,8,8,8,6");
   app->add_option("--recompute", s.recompute, "activation recomputation (whole step): none|selective|full");
   app->add_flag("--sequence-parallel", s.sequence_parallel, "Megatron's sequence parallelism (whole step, --tp > 1)");
   app->add_option("--precision", s.precision, "GEMM precision (whole step): bf16 (the model's own math) | fp8");

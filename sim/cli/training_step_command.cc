@@ -1,5 +1,7 @@
 #include "sim/cli/training_step_command.h"
 
+#include <algorithm>
+#include <charconv>
 #include <iostream>
 #include <sstream>
 
@@ -11,6 +13,7 @@
 #include "sim/report/timeline.h"
 #include "sim/spec/loader.h"
 #include "sim/spec/presets.h"
+#include "sim/spec/run_spec.h"
 #include "sim/step/step_simulation.h"
 
 namespace moesim::cli {
@@ -29,6 +32,25 @@ E parse_flag(const std::string& flag, const std::string& value, std::optional<E>
   return *parsed;
 }
 
+// "4,8,8": the layers of each model part; InputError naming --part-layers for anything else.
+std::vector<int> parse_part_layers(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 0 || value > kMaxMoeLayers)
+      throw InputError("--part-layers '" + text + "': '" + item + "' is not a layer count in [0, " +
+                       std::to_string(kMaxMoeLayers) + "]; give a comma-separated list such as 4,8,8,...");
+    out.push_back(value);
+    start = comma + 1;
+  }
+  return out;
+}
+
 StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   StepSpec spec;
   spec.layout.gpus = gpus;
@@ -43,6 +65,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.seq = s.seq;
   if (!s.schedule.empty())
     spec.schedule = parse_flag("--schedule", s.schedule, parse_pipeline_schedule(s.schedule), pipeline_schedule_names());
+  spec.part_layers = parse_part_layers(s.part_layers);
   spec.recompute = parse_flag("--recompute", s.recompute, parse_recompute(s.recompute), recompute_names());
   spec.sequence_parallel = s.sequence_parallel;
   spec.attention = parse_flag("--attention", s.attention, parse_attention_kernel(s.attention), attention_kernel_names());
@@ -66,7 +89,8 @@ void refuse_layer_flags(const StepArgs& a) {
 const std::vector<std::string>& training_step_only_flags() {
   static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
                                               "--cp",          "--schedule",  "--recompute", "--sequence-parallel",
-                                              "--precision",   "--attention", "--no-overlap-grad-reduce"};
+                                              "--precision",   "--attention", "--no-overlap-grad-reduce",
+                                              "--part-layers"};
   return flags;
 }
 

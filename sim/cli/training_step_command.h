@@ -19,6 +19,7 @@ struct TrainingStepArgs {
   int vpp = 1;
   int cp = 1;
   std::string schedule;  // "" = 1f1b, or interleaved with --vpp > 1
+  std::string part_layers;  // --part-layers "4,8,8,..."
   std::string recompute = "none";
   bool sequence_parallel = false;
   std::string precision = "bf16";

@@ -1,5 +1,6 @@
 #include "sim/memory/model_states.h"
 
+#include <algorithm>
 #include <string>
 
 #include "sim/core/error.h"
@@ -69,15 +70,30 @@ void check_tensor_expert_parallel(const ModelSpec& m, int tp, int ep) {
 
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const TrainingLayout& l) {
   check_layout(m, l);
-  const ParameterCount c = count_parameters(m);
   const int per_stage = m.num_layers / l.pp;
+  std::vector<std::vector<int>> stage_layers(static_cast<std::size_t>(l.pp));
+  for (int st = 0; st < l.pp; ++st)
+    for (int layer = st * per_stage; layer < (st + 1) * per_stage; ++layer)
+      stage_layers[static_cast<std::size_t>(st)].push_back(layer);
+  return model_states_per_gpu(m, l, stage_layers);
+}
+
+std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const TrainingLayout& l,
+                                                   const std::vector<std::vector<int>>& stage_layers) {
+  TrainingLayout whole = l;
+  whole.pp = 1;  // the layer split is given: only the other rules apply
+  check_layout(m, whole);
+  if (static_cast<int>(stage_layers.size()) != l.pp)
+    throw InternalError("model_states_per_gpu: " + std::to_string(stage_layers.size()) + " stage layer lists for pp " +
+                        std::to_string(l.pp));
+  const ParameterCount c = count_parameters(m);
   std::vector<StageModelStates> stages(static_cast<std::size_t>(l.pp));
   for (int st = 0; st < l.pp; ++st) {
     StageModelStates& s = stages[static_cast<std::size_t>(st)];
-    s.first_layer = st * per_stage;
-    s.layers = per_stage;
-    for (int layer = s.first_layer; layer < s.first_layer + per_stage; ++layer)
-      add_layer(s, layer_parameters(m, layer), l);
+    const std::vector<int>& layers = stage_layers[static_cast<std::size_t>(st)];
+    s.first_layer = layers.empty() ? 0 : *std::min_element(layers.begin(), layers.end());
+    s.layers = static_cast<int>(layers.size());
+    for (int layer : layers) add_layer(s, layer_parameters(m, layer), l);
     if (st == 0) s.dense_params += static_cast<double>(c.embedding + c.positions) / l.tp;
     if (st == l.pp - 1) add_last_stage(s, m, c, l);
     add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp, m, l.zero_stage);

@@ -50,6 +50,13 @@ struct StageModelStates {
 // architecture section.
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout);
 
+// As above with the layers of each stage given: stage_layers[s] lists stage s's layers (an uneven
+// split, or the interleaved schedule's parts; layout.pp must be stage_layers.size()). The first
+// stage holds the embedding, the last the head and the MTP modules. first_layer and layers are
+// the stage's lowest layer and its count.
+std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout,
+                                                   const std::vector<std::vector<int>>& stage_layers);
+
 // The tensor- and expert-parallel part of those checks : tp dividing the
 // heads, key/value groups and MLP widths, ep the experts; ep > 1 refused for a model without
 // experts. The caller has checked that both are at least 1.

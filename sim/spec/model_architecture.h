@@ -1,7 +1,8 @@
 // The whole network around the MoE layers (a model file's `architecture:` section): which layers
 // are dense and which MoE, the attention (MHA, GQA, MLA), the dense MLP, embeddings, norms and
 // multi-token prediction. Today it describes the model and counts its parameters (`moesim model`);
-// the step simulation still runs the MoE layers of the file's top-level keys alone.
+// the whole training step (sim/step) simulates every layer of it; the MoE-layer simulation
+// (sim/build) runs the MoE layers of the file's top-level keys alone.
 //
 // Layer pattern: layers 0 .. dense_layers-1 are dense; after them every moe_interval-th layer is an
 // MoE layer, starting with the first (layer dense_layers + j is MoE when j mod moe_interval = 0);

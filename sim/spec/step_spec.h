@@ -53,6 +53,9 @@ struct StepSpec {
   std::int64_t micro_batch = 1;   // sequences per microbatch
   std::int64_t seq = 0;           // tokens per sequence; 0: the model's architecture.seq_len
   std::optional<PipelineSchedule> schedule;  // unset: 1f1b, or interleaved with vpp > 1
+  // Layers of each model part (pp x vpp of them, in forward order), for a split the parts do not
+  // divide evenly (DeepSeek-V3's 61 layers); empty: an even split.
+  std::vector<int> part_layers;
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
   AttentionKernel attention = AttentionKernel::kFlash;

@@ -20,12 +20,21 @@ class ModelEnds {
 
   void embedding_forward(Chain& chain, const std::vector<BufferId>& allocates);
   void embedding_backward(Chain& chain, const std::vector<BufferId>& frees);
-  void head_forward(Chain& chain, const std::vector<BufferId>& allocates);
-  void head_backward(Chain& chain, BackwardPart part, const std::vector<BufferId>& frees);
+  // `where`: "head" for the model's output, "mtp<d>.head" for a multi-token prediction module's.
+  void head_forward(Chain& chain, const std::vector<BufferId>& allocates, const std::string& where = "head");
+  void head_backward(Chain& chain, BackwardPart part, const std::vector<BufferId>& frees,
+                     const std::string& where = "head");
+  // A multi-token prediction module's own tasks around its transformer layer (DeepSeek-V3,
+  // section 2.2): the shifted tokens' embedding, the two norms, and the projection of their
+  // concatenation (2h -> h); and their backward.
+  void mtp_input_forward(Chain& chain, int depth, const std::vector<BufferId>& allocates);
+  void mtp_input_backward(Chain& chain, int depth, BackwardPart part, const std::vector<BufferId>& frees);
 
  private:
   TaskName embed(Pass pass, const std::string& what) const { return {"embed", 0, pass, what, "embedding"}; }
-  TaskName head(Pass pass, const std::string& what) const { return {"head", last_layer_, pass, what, "head"}; }
+  TaskName head(const std::string& where, Pass pass, const std::string& what) const {
+    return {where, last_layer_, pass, what, "head"};
+  }
   void tp_reduce(Chain& chain, const TaskName& name, bool forward);
 
   StepEmitter& e_;

@@ -9,6 +9,7 @@
 #include "sim/memory/model_states.h"
 #include "sim/spec/model_parameters.h"
 #include "sim/step/model_ends.h"
+#include "sim/step/moe_mlp.h"
 #include "sim/step/step_emitter.h"
 #include "sim/step/transformer_layer.h"
 
@@ -49,14 +50,22 @@ class StepBuilder {
         out_(out),
         emitter_(out.graph, out.shape),
         dims_(transformer_dims(model, out.shape, spec)),
-        layer_(emitter_, dims_),
+        moe_dims_(model.has_moe_layers() ? moe_dims(model, out.shape) : MoeDims{}),
+        moe_(emitter_, moe_dims_),
+        layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
         programs_(stage_programs(out.shape.schedule, out.shape.pipeline)) {
     (void)cluster;
     const ActivationLayout layout = activation_layout(out.shape, spec);
-    layer_act_ = dense_layer_activations(model, layout);
+    for (int l = 0; l < model.num_layers; ++l) {
+      // Dense and MoE layers keep different tensors; the layers of one kind keep the same.
+      const bool moe = is_moe_layer(model, l);
+      if (moe && !moe_act_) moe_act_ = layer_activations(model, layout, out.shape.layout.ep, l);
+      if (!moe && !dense_act_) dense_act_ = layer_activations(model, layout, out.shape.layout.ep, l);
+    }
     embedding_act_ = embedding_activations(model, layout);
     head_act_ = output_activations(model, layout);
+    if (model.architecture.mtp_depth > 0) mtp_act_ = mtp_activations(model, layout);
   }
 
   void build();
@@ -67,6 +76,13 @@ class StepBuilder {
     return static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(shape().num_parts()) +
            static_cast<std::size_t>(part);
   }
+  // The layer whose kind (dense or MoE) and parameters a layer has: itself, or for a multi-token
+  // prediction module's layer (numbered from num_layers on) the model's last.
+  int kind_layer(int layer) const { return std::min(layer, model_.num_layers - 1); }
+  int layer_slots() const { return model_.num_layers + model_.architecture.mtp_depth; }
+  void mtp_forward(Chain& chain);
+  void mtp_backward(Chain& chain, BackwardPart bpart, bool last_of_chunk);
+  void backward_layer(Chain& chain, int layer, BackwardPart bpart, bool last_of_chunk);
   int part_of(int stage, const PipeAction& a) const { return model_part(shape().schedule, shape().pipeline, stage, a.chunk); }
   // The output a stage's action needs from another action, or nothing; `ready` false when that
   // action is not emitted yet.
@@ -81,13 +97,18 @@ class StepBuilder {
   void emit_programs();
   void finish();
   void finish_stage(int stage, std::optional<TaskIndex> tied);
-  std::int64_t layer_grad_bytes(int layer) const;
+  // fp32 gradient bytes of a layer on one GPU: its dense part (reduced over the data-parallel
+  // group) and its routed experts' (over the experts' data-parallel group).
+  std::pair<std::int64_t, std::int64_t> layer_grad_bytes(int layer) const;
+  void reduce_layer_grads(const Chain& chain, int layer);
 
   const ModelSpec& model_;
   const StepSpec& spec_;
   StepGraph& out_;
   StepEmitter emitter_;
   TransformerDims dims_;
+  MoeDims moe_dims_;
+  MoeMlp moe_;
   TransformerLayer layer_;
   ModelEnds ends_;
   std::vector<std::vector<PipeAction>> programs_;
@@ -95,13 +116,15 @@ class StepBuilder {
   std::vector<std::optional<Produced>> forward_out_, backward_out_;
   std::vector<std::size_t> last_gradient_action_;  // per stage and chunk: the program index of the last B or W
   std::vector<std::vector<TaskIndex>> grad_reductions_;  // per stage
-  std::vector<std::int64_t> reduced_grad_bytes_;         // per stage, by the per-layer reductions
+  // Per stage, what the per-layer reductions reduced: dense and expert gradient bytes.
+  std::vector<std::int64_t> reduced_dense_bytes_, reduced_expert_bytes_;
   // Activation buffers of the current action: kept (alloc in forward, free in backward) and recomputed.
   std::vector<BufferId> kept_, recomputed_;  // by microbatch x layer; kNoBuffer where none
   std::vector<BufferId> ends_kept_;          // by microbatch x 2: the embedding's, the head's
-  std::vector<double> stage_params_;  // per GPU, per stage
-  LayerActivations layer_act_{};
-  std::int64_t embedding_act_ = 0, head_act_ = 0;
+  std::vector<BufferId> mtp_kept_;           // by microbatch x MTP depth: each module's own tensors
+  std::vector<double> stage_dense_params_, stage_expert_params_;  // per GPU, per stage
+  std::optional<LayerActivations> dense_act_, moe_act_;
+  std::int64_t embedding_act_ = 0, head_act_ = 0, mtp_act_ = 0;
 };
 
 constexpr BufferId kNoBuffer = static_cast<BufferId>(-1);
@@ -172,23 +195,44 @@ void StepBuilder::transfer(Chain& chain, int part, const Produced& from, bool gr
   chain.last = index;
 }
 
-std::int64_t StepBuilder::layer_grad_bytes(int layer) const {
-  // fp32 gradients (Megatron's main_grads); the norms are replicated on the tensor-parallel ranks.
-  const LayerParameters p = layer_parameters(model_, layer);
-  const std::int64_t params = (p.attention + p.dense_mlp + p.shared_experts) / shape().layout.tp + p.norms;
-  return 4 * params;
+std::pair<std::int64_t, std::int64_t> StepBuilder::layer_grad_bytes(int layer) const {
+  // fp32 gradients (Megatron's main_grads); norms and the router are replicated on the
+  // tensor-parallel ranks, routed experts split over the expert- and tensor-parallel ranks.
+  const LayerParameters p = layer_parameters(model_, kind_layer(layer));
+  const int tp = shape().layout.tp;
+  const std::int64_t dense = (p.attention + p.dense_mlp + p.shared_experts) / tp + p.norms + p.router;
+  const std::int64_t expert = p.routed_experts / (static_cast<std::int64_t>(shape().layout.ep) * tp);
+  return {4 * dense, 4 * expert};
+}
+
+void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
+  const auto [dense, expert] = layer_grad_bytes(l);
+  const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  const auto st = static_cast<std::size_t>(chain.stage);
+  auto reduce = [&](const std::vector<int>& group, std::int64_t bytes, const char* what, std::int64_t& reduced) {
+    if (group.size() <= 1 || bytes == 0) return;
+    Chain side = chain;
+    const auto task = emitter_.collective(side, {"L" + std::to_string(l), l, Pass::kBackward, what, "grad"},
+                                          StreamClass::kCommGrad, op, group,
+                                          bytes / static_cast<std::int64_t>(group.size()), true);
+    grad_reductions_[st].push_back(*task);
+    reduced += bytes;
+  };
+  reduce(shape().data_group(chain.stage), dense, "grad.reduce", reduced_dense_bytes_[st]);
+  reduce(shape().expert_data_group(chain.stage), expert, "expert.grad.reduce", reduced_expert_bytes_[st]);
 }
 
 void StepBuilder::layer_buffers(int stage, int microbatch, int layer) {
-  const std::size_t i = static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(model_.num_layers) +
+  const std::size_t i = static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(layer_slots()) +
                         static_cast<std::size_t>(layer);
   const std::string prefix = "mb" + std::to_string(microbatch) + ".L" + std::to_string(layer);
-  if (layer_act_.kept_bytes > 0)
-    kept_[i] = emitter_.buffer(stage, prefix + ".act", layer_act_.kept_bytes, MemoryCategory::kActivations);
+  const LayerActivations& act = is_moe_layer(model_, kind_layer(layer)) ? *moe_act_ : *dense_act_;
+  if (act.kept_bytes > 0)
+    kept_[i] = emitter_.buffer(stage, prefix + ".act", act.kept_bytes, MemoryCategory::kActivations);
   const bool recomputes = spec_.recompute == Recompute::kFull ||
                           (spec_.recompute == Recompute::kSelective && spec_.attention == AttentionKernel::kUnfused);
-  if (recomputes && layer_act_.recompute_bytes > 0)
-    recomputed_[i] = emitter_.buffer(stage, prefix + ".recompute", layer_act_.recompute_bytes,
+  if (recomputes && act.recompute_bytes > 0)
+    recomputed_[i] = emitter_.buffer(stage, prefix + ".recompute", act.recompute_bytes,
                                      MemoryCategory::kActivations);
 }
 
@@ -203,45 +247,68 @@ void StepBuilder::forward(Chain& chain, int part) {
   }
   for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) {
     layer_buffers(chain.stage, chain.microbatch, l);
-    layer_.forward(chain, l, some(kept_[mb * static_cast<std::size_t>(model_.num_layers) + static_cast<std::size_t>(l)]));
+    layer_.forward(chain, l, some(kept_[mb * static_cast<std::size_t>(layer_slots()) + static_cast<std::size_t>(l)]));
   }
   if (part + 1 == shape().num_parts()) {
     if (head_act_ > 0)
       ends_kept_[2 * mb + 1] = emitter_.buffer(chain.stage, "mb" + std::to_string(mb) + ".head.act", head_act_,
                                                MemoryCategory::kActivations);
     ends_.head_forward(chain, some(ends_kept_[2 * mb + 1]));
+    mtp_forward(chain);
+  }
+}
+
+void StepBuilder::mtp_forward(Chain& chain) {
+  const auto mb = static_cast<std::size_t>(chain.microbatch);
+  const auto depth = static_cast<std::size_t>(model_.architecture.mtp_depth);
+  for (std::size_t d = 0; d < depth; ++d) {
+    const int layer = model_.num_layers + static_cast<int>(d);
+    if (mtp_act_ > 0)
+      mtp_kept_[mb * depth + d] = emitter_.buffer(chain.stage, "mb" + std::to_string(mb) + ".mtp" + std::to_string(d) + ".act",
+                                                 mtp_act_, MemoryCategory::kActivations);
+    ends_.mtp_input_forward(chain, static_cast<int>(d), some(mtp_kept_[mb * depth + d]));
+    layer_buffers(chain.stage, chain.microbatch, layer);
+    layer_.forward(chain, layer, some(kept_[mb * static_cast<std::size_t>(layer_slots()) + static_cast<std::size_t>(layer)]));
+    ends_.head_forward(chain, {}, "mtp" + std::to_string(d) + ".head");
+  }
+}
+
+void StepBuilder::mtp_backward(Chain& chain, BackwardPart bpart, bool last_of_chunk) {
+  const auto mb = static_cast<std::size_t>(chain.microbatch);
+  const int depth = model_.architecture.mtp_depth;
+  for (int d = depth - 1; d >= 0; --d) {
+    const int layer = model_.num_layers + d;
+    ends_.head_backward(chain, bpart, {}, "mtp" + std::to_string(d) + ".head");
+    backward_layer(chain, layer, bpart, last_of_chunk);
+    const std::vector<BufferId> frees = bpart == BackwardPart::kInput
+                                            ? std::vector<BufferId>{}
+                                            : some(mtp_kept_[mb * static_cast<std::size_t>(depth) + static_cast<std::size_t>(d)]);
+    ends_.mtp_input_backward(chain, d, bpart, frees);
   }
 }
 
 void StepBuilder::backward(Chain& chain, int part, BackwardPart bpart, bool last_of_chunk) {
   const StepShape::Part& p = shape().parts[static_cast<std::size_t>(part)];
   const std::size_t mb = static_cast<std::size_t>(chain.microbatch);
-  if (part + 1 == shape().num_parts())
+  if (part + 1 == shape().num_parts()) {
+    mtp_backward(chain, bpart, last_of_chunk);
     ends_.head_backward(chain, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : some(ends_kept_[2 * mb + 1]));
-  for (int l = p.first_layer + p.layers - 1; l >= p.first_layer; --l) {
-    const std::size_t i = mb * static_cast<std::size_t>(model_.num_layers) + static_cast<std::size_t>(l);
-    std::vector<BufferId> frees = some(kept_[i]);
-    if (bpart != BackwardPart::kWeight) {
-      if (spec_.recompute == Recompute::kFull) layer_.forward(chain, l, some(recomputed_[i]), "recompute.");
-      if (spec_.recompute == Recompute::kSelective) layer_.recompute_core(chain, l, some(recomputed_[i]));
-      if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
-    }
-    layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees);
-    if (last_of_chunk && spec_.overlap_grad_reduce && bpart != BackwardPart::kInput) {
-      Chain side = chain;
-      const auto group = shape().data_group(chain.stage);
-      const std::int64_t bytes = layer_grad_bytes(l);
-      const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-      const auto task = emitter_.collective(side, {"L" + std::to_string(l), l, Pass::kBackward, "grad.reduce", "grad"},
-                                            StreamClass::kCommGrad, op, group,
-                                            bytes / static_cast<std::int64_t>(group.size()), true);
-      if (group.size() > 1 && task) {
-        grad_reductions_[static_cast<std::size_t>(chain.stage)].push_back(*task);
-        reduced_grad_bytes_[static_cast<std::size_t>(chain.stage)] += bytes;
-      }
-    }
   }
+  for (int l = p.first_layer + p.layers - 1; l >= p.first_layer; --l) backward_layer(chain, l, bpart, last_of_chunk);
   if (part == 0 && bpart != BackwardPart::kWeight) ends_.embedding_backward(chain, some(ends_kept_[2 * mb]));
+}
+
+void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool last_of_chunk) {
+  const std::size_t i = static_cast<std::size_t>(chain.microbatch) * static_cast<std::size_t>(layer_slots()) +
+                        static_cast<std::size_t>(l);
+  std::vector<BufferId> frees = some(kept_[i]);
+  if (bpart != BackwardPart::kWeight) {
+    if (spec_.recompute == Recompute::kFull) layer_.forward(chain, l, some(recomputed_[i]), "recompute.");
+    if (spec_.recompute == Recompute::kSelective) layer_.recompute_core(chain, l, some(recomputed_[i]));
+    if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
+  }
+  layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees);
+  if (last_of_chunk && spec_.overlap_grad_reduce && bpart != BackwardPart::kInput) reduce_layer_grads(chain, l);
 }
 
 void StepBuilder::emit(int stage, std::size_t index) {
@@ -279,14 +346,22 @@ void StepBuilder::setup_stage_buffers() {
   states_layout.ep = shape().layout.ep;
   states_layout.dp = shape().layout.cp * shape().dp / shape().layout.ep;
   states_layout.zero_stage = spec_.zero_stage;
-  const auto states = model_states_per_gpu(model_, states_layout);
+  std::vector<std::vector<int>> stage_layers(static_cast<std::size_t>(shape().stages()));
+  for (int s = 0; s < shape().stages(); ++s)
+    for (int c = 0; c < shape().pipeline.virtual_stages; ++c) {
+      const StepShape::Part& p =
+          shape().parts[static_cast<std::size_t>(model_part(shape().schedule, shape().pipeline, s, c))];
+      for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) stage_layers[static_cast<std::size_t>(s)].push_back(l);
+    }
+  const auto states = model_states_per_gpu(model_, states_layout, stage_layers);
   for (int s = 0; s < shape().stages(); ++s) {
     const StageModelStates& st = states[static_cast<std::size_t>(s)];
     emitter_.buffer(s, "weights", static_cast<std::int64_t>(st.weight_bytes), MemoryCategory::kModelStates, true);
     emitter_.buffer(s, "grads", static_cast<std::int64_t>(st.grad_bytes), MemoryCategory::kModelStates, true);
     emitter_.buffer(s, "optimizer", static_cast<std::int64_t>(st.optimizer_bytes), MemoryCategory::kModelStates, true);
     out_.model_state_bytes.push_back(static_cast<std::int64_t>(st.bytes()));
-    stage_params_.push_back(st.dense_params + st.expert_params);
+    stage_dense_params_.push_back(st.dense_params);
+    stage_expert_params_.push_back(st.expert_params);
   }
 }
 
@@ -317,20 +392,28 @@ void StepBuilder::finish() {
 void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
   const auto st = static_cast<std::size_t>(stage);
   Chain chain{stage, -1, last_action_task_[st]};
-  const auto group = shape().data_group(stage);
-  const auto n = static_cast<std::int64_t>(group.size());
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   // What the per-layer reductions left: the embedding, the head, the final norm (or everything).
-  const std::int64_t rest = 4 * static_cast<std::int64_t>(stage_params_[st]) - reduced_grad_bytes_[st];
-  Chain grad = chain;
-  if (rest > 0 && n > 1) {
-    const auto task = emitter_.collective(grad, {"stage" + std::to_string(stage), 0, Pass::kBackward, "grad.reduce", "grad"},
-                                          StreamClass::kCommGrad, op, group, rest / n, true);
-    if (task) grad_reductions_[st].push_back(*task);
-  }
+  const auto dense_group = shape().data_group(stage);
+  const auto expert_group = shape().expert_data_group(stage);
+  auto reduce_rest = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
+    if (rest <= 0 || group.size() <= 1) return;
+    Chain grad = chain;
+    const auto task = emitter_.collective(grad, {"stage" + std::to_string(stage), 0, Pass::kBackward, what, "grad"},
+                                          StreamClass::kCommGrad, op, group,
+                                          rest / static_cast<std::int64_t>(group.size()), true);
+    grad_reductions_[st].push_back(*task);
+  };
+  reduce_rest(dense_group, 4 * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st],
+              "grad.reduce");
+  reduce_rest(expert_group, 4 * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st],
+              "expert.grad.reduce");
   // The optimizer: a fused Adam over the rank's shard of fp32 master weights, moments and
   // gradients (read 16 bytes a parameter), writing them back and the model's weights (14).
-  const double shard = stage_params_[st] / static_cast<double>(spec_.zero_stage >= 1 ? n : 1);
+  const bool sharded = spec_.zero_stage >= 1;
+  const double dense_shard = stage_dense_params_[st] / static_cast<double>(sharded ? dense_group.size() : 1);
+  const double expert_shard = stage_expert_params_[st] / static_cast<double>(sharded ? expert_group.size() : 1);
+  const double shard = dense_shard + expert_shard;
   ElementwiseWork adam;
   adam.bytes_read = static_cast<std::int64_t>(16 * shard);
   adam.bytes_written = static_cast<std::int64_t>((12 + shape().element_bytes) * shard);
@@ -338,10 +421,15 @@ void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
   const TaskIndex opt = emitter_.kernel(chain, {"stage" + std::to_string(stage), 0, Pass::kBackward, "optimizer", "optimizer"}, adam);
   for (TaskIndex r : grad_reductions_[st]) out_.graph.add_dependency(r, opt);
   if (tied) out_.graph.add_dependency(*tied, opt);
-  if (spec_.zero_stage >= 1 && n > 1) {
-    const auto bytes = static_cast<std::int64_t>(shard * shape().element_bytes);
-    emitter_.collective(chain, {"stage" + std::to_string(stage), 0, Pass::kBackward, "weights.allgather", "grad"}, StreamClass::kCommGrad,
-                        CollectiveOp::kAllGather, group, bytes);
+  if (sharded) {
+    Chain dense = chain, experts = chain;
+    emitter_.collective(dense, {"stage" + std::to_string(stage), 0, Pass::kBackward, "weights.allgather", "grad"},
+                        StreamClass::kCommGrad, CollectiveOp::kAllGather, dense_group,
+                        static_cast<std::int64_t>(dense_shard * shape().element_bytes));
+    if (expert_shard > 0)
+      emitter_.collective(experts, {"stage" + std::to_string(stage), 0, Pass::kBackward, "expert.weights.allgather", "grad"},
+                          StreamClass::kCommGrad, CollectiveOp::kAllGather, expert_group,
+                          static_cast<std::int64_t>(expert_shard * shape().element_bytes));
   }
 }
 
@@ -350,14 +438,18 @@ void StepBuilder::build() {
   const std::size_t slots = slot(shape().pipeline.microbatches, 0);
   forward_out_.assign(slots, std::nullopt);
   backward_out_.assign(slots, std::nullopt);
-  const std::size_t layer_slots = static_cast<std::size_t>(shape().pipeline.microbatches) *
-                                  static_cast<std::size_t>(model_.num_layers);
-  kept_.assign(layer_slots, kNoBuffer);
-  recomputed_.assign(layer_slots, kNoBuffer);
+  const std::size_t layers = static_cast<std::size_t>(shape().pipeline.microbatches) *
+                             static_cast<std::size_t>(layer_slots());
+  kept_.assign(layers, kNoBuffer);
+  recomputed_.assign(layers, kNoBuffer);
   ends_kept_.assign(2 * static_cast<std::size_t>(shape().pipeline.microbatches), kNoBuffer);
+  mtp_kept_.assign(static_cast<std::size_t>(shape().pipeline.microbatches) *
+                       static_cast<std::size_t>(model_.architecture.mtp_depth),
+                   kNoBuffer);
   last_action_task_.assign(static_cast<std::size_t>(stages), std::nullopt);
   grad_reductions_.assign(static_cast<std::size_t>(stages), {});
-  reduced_grad_bytes_.assign(static_cast<std::size_t>(stages), 0);
+  reduced_dense_bytes_.assign(static_cast<std::size_t>(stages), 0);
+  reduced_expert_bytes_.assign(static_cast<std::size_t>(stages), 0);
   const int v = shape().pipeline.virtual_stages;
   last_gradient_action_.assign(static_cast<std::size_t>(stages * v), 0);
   for (int s = 0; s < stages; ++s) {
@@ -399,10 +491,6 @@ void StepBuilder::emit_programs() {
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec) {
   StepShape shape = derive_step_shape(model, cluster, spec);
-  if (model.has_moe_layers())
-    throw InputError(model.origin, model.name + " has MoE layers: the whole-step simulation covers dense "
-                                                "transformer layers so far (MoE layers in a pipeline stage are not "
-                                                "built yet; simulate them without --global-batch)");
   if (shape.schedule == PipelineSchedule::kZeroBubbleH1 && spec.recompute != Recompute::kNone)
     throw InputError("--schedule zb-h1 with --recompute " + std::string(to_string(spec.recompute)) +
                      ": the weight-gradient pass needs the activations recomputation re-creates for the input "

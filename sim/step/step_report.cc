@@ -68,6 +68,7 @@ std::string step_report_json(const StepReport& r, const ModelSpec& model, const 
     st["exposed_tp_s"] = seconds(s.exposed_tp_ns);
     st["exposed_p2p_s"] = seconds(s.exposed_p2p_ns);
     st["exposed_grad_s"] = seconds(s.exposed_grad_ns);
+    st["exposed_a2a_s"] = seconds(s.exposed_a2a_ns);
     st["peak_memory_bytes"] = s.peak_memory_bytes;
     st["model_state_bytes"] = s.model_state_bytes;
     stages.push_back(std::move(st));
@@ -98,12 +99,13 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
                 gib(r.peak_memory_bytes), gib(r.memory_capacity_bytes), gib(kStepMemoryReserve),
                 r.fits ? "fits" : "does NOT fit");
   out << buf;
-  out << "stage  layers  compute (s)  bubble (s)  exposed tp (s)  exposed p2p (s)  exposed grad (s)  peak memory (GiB)\n";
+  out << "stage  layers  compute (s)  bubble (s)  exposed tp (s)  exposed p2p (s)  exposed grad (s)  exposed a2a (s)  "
+         "peak memory (GiB)\n";
   for (const StageReport& s : r.stages) {
-    std::snprintf(buf, sizeof buf, "%5d  %6lld  %11.3f  %10.3f  %14.3f  %15.3f  %16.3f  %17.2f\n", s.stage,
+    std::snprintf(buf, sizeof buf, "%5d  %6lld  %11.3f  %10.3f  %14.3f  %15.3f  %16.3f  %15.3f  %17.2f\n", s.stage,
                   static_cast<long long>(s.layers), seconds(s.compute_busy_ns), seconds(s.bubble_ns),
                   seconds(s.exposed_tp_ns), seconds(s.exposed_p2p_ns), seconds(s.exposed_grad_ns),
-                  gib(s.peak_memory_bytes));
+                  seconds(s.exposed_a2a_ns), gib(s.peak_memory_bytes));
     out << buf;
   }
   return out.str();

@@ -46,12 +46,28 @@ void check_model_split(const ModelSpec& model, const StepLayout& l, bool sequenc
   }
 }
 
-std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts) {
-  require(model.num_layers % parts == 0, "--pp x --vpp = " + str(parts) + " does not divide the " +
-                                             str(model.num_layers) + " layers of " + model.name);
+std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts, const std::vector<int>& given) {
   std::vector<StepShape::Part> out(static_cast<std::size_t>(parts));
-  const int per_part = model.num_layers / parts;
-  for (int p = 0; p < parts; ++p) out[static_cast<std::size_t>(p)] = {p * per_part, per_part};
+  if (given.empty()) {
+    require(model.num_layers % parts == 0, "--pp x --vpp = " + str(parts) + " does not divide the " +
+                                               str(model.num_layers) + " layers of " + model.name +
+                                               " (give the layers of each part with --part-layers)");
+    const int per_part = model.num_layers / parts;
+    for (int p = 0; p < parts; ++p) out[static_cast<std::size_t>(p)] = {p * per_part, per_part};
+    return out;
+  }
+  require(static_cast<int>(given.size()) == parts, "--part-layers lists " + str(static_cast<std::int64_t>(given.size())) +
+                                                       " parts; --pp x --vpp = " + str(parts));
+  std::int64_t first = 0;
+  for (int p = 0; p < parts; ++p) {
+    const int n = given[static_cast<std::size_t>(p)];
+    require(n >= 0 && n <= model.num_layers, "--part-layers: part " + str(p) + " has " + str(n) +
+                                                 " layers, outside [0, " + str(model.num_layers) + "]");
+    out[static_cast<std::size_t>(p)] = {static_cast<int>(first), n};
+    first += n;
+  }
+  require(first == model.num_layers, "--part-layers sums to " + str(first) + " layers; " + model.name + " has " +
+                                         str(model.num_layers));
   return out;
 }
 
@@ -110,7 +126,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.pipeline = PipelineShape{spec.layout.pp, spec.layout.vpp, static_cast<int>(microbatches)};
   const std::string problem = schedule_problem(shape.schedule, shape.pipeline);
   require(problem.empty(), "--schedule " + std::string(to_string(shape.schedule)) + ": " + problem);
-  shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline));
+  shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline), spec.part_layers);
   shape.gemm_dtype = step_gemm_dtype(model, cluster, spec.gemm_precision);
   shape.element_bytes = model.element_bytes();
   return shape;

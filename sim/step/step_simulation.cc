@@ -52,6 +52,7 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
   r.exposed_tp_ns = exposed("tp");
   r.exposed_p2p_ns = exposed("p2p");
   r.exposed_grad_ns = exposed("grad");
+  r.exposed_a2a_ns = exposed("a2a");
   for (const RankMemory& mem : run.memory)
     if (mem.rank == r.rank) r.peak_memory_bytes = mem.peak_device_bytes;
   return r;

@@ -10,7 +10,7 @@
 //   bubble (per stage)    the part of the step during which the stage's rank runs nothing but
 //                         pipeline transfers: waiting for another stage, or done before the others;
 //                         bubble_fraction is its mean over the stages;
-//   exposed (per kind)    the time a kind of task (tp, p2p, grad) runs while no other kind does on
+//   exposed (per kind)    the time a kind of task (tp, p2p, grad, a2a) runs while no other kind does on
 //                         the stage's rank (sim/report/metrics.h);
 //   fits                  every stage's simulated peak (model states, kept and recomputed
 //                         activations) is at most the GPU's memory less kStepMemoryReserve.
@@ -42,6 +42,7 @@ struct StageReport {
   TimeNs exposed_tp_ns = 0;
   TimeNs exposed_p2p_ns = 0;
   TimeNs exposed_grad_ns = 0;
+  TimeNs exposed_a2a_ns = 0;    // the MoE layers' all-to-alls
   std::int64_t peak_memory_bytes = 0;
   std::int64_t model_state_bytes = 0;
 };

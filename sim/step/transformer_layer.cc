@@ -1,6 +1,10 @@
 #include "sim/step/transformer_layer.h"
 
+#include <algorithm>
+
 #include "sim/core/error.h"
+#include "sim/spec/model_parameters.h"
+#include "sim/step/moe_mlp.h"
 
 namespace moesim {
 namespace {
@@ -56,6 +60,11 @@ TransformerDims transformer_dims(const ModelSpec& model, const StepShape& shape,
   d.sequence_parallel = spec.sequence_parallel;
   d.kernel = spec.attention;
   return d;
+}
+
+// Multi-token prediction modules' layers (numbered from num_layers on) are of the last layer's kind.
+bool TransformerLayer::moe_layer(int layer) const {
+  return moe_ != nullptr && is_moe_layer(model_, std::min(layer, model_.num_layers - 1));
 }
 
 TaskName TransformerLayer::name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
@@ -167,10 +176,14 @@ void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& p
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "ln2", norm_stage), e_.elementwise(region, region));
   if (d_.sequence_parallel)
     tp_collective(chain, layer, Pass::kForward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, prefix);
-  linear_forward(chain, layer, d_.fc1, prefix);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "act", prefix.empty() ? "act" : "recompute"),
-            e_.elementwise(d_.tokens * d_.fc1.out, d_.tokens * d_.ffn));
-  linear_forward(chain, layer, d_.fc2, prefix);
+  if (moe_layer(layer)) {
+    moe_->forward(chain, layer, prefix);
+  } else {
+    linear_forward(chain, layer, d_.fc1, prefix);
+    e_.kernel(chain, name(layer, Pass::kForward, prefix + "act", prefix.empty() ? "act" : "recompute"),
+              e_.elementwise(d_.tokens * d_.fc1.out, d_.tokens * d_.ffn));
+    linear_forward(chain, layer, d_.fc2, prefix);
+  }
   tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
                 d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "mlp.residual", norm_stage),
@@ -202,11 +215,15 @@ void TransformerLayer::mlp_backward(Chain& chain, int layer, BackwardPart part) 
     if (d_.sequence_parallel)
       tp_collective(chain, layer, Pass::kBackward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, "");
   }
-  linear_backward(chain, layer, d_.fc2, part, false);
-  if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "act", "act"),
-              e_.elementwise(d_.tokens * (d_.fc1.out + d_.ffn), d_.tokens * d_.fc1.out));
-  linear_backward(chain, layer, d_.fc1, part, true);
+  if (moe_layer(layer)) {
+    moe_->backward(chain, layer, part);
+  } else {
+    linear_backward(chain, layer, d_.fc2, part, false);
+    if (input)
+      e_.kernel(chain, name(layer, Pass::kBackward, "act", "act"),
+                e_.elementwise(d_.tokens * (d_.fc1.out + d_.ffn), d_.tokens * d_.fc1.out));
+    linear_backward(chain, layer, d_.fc1, part, true);
+  }
   if (input) {
     tp_collective(chain, layer, Pass::kBackward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
                   d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, "");

@@ -24,6 +24,10 @@
 #include "sim/step/step_emitter.h"
 
 namespace moesim {
+class MoeMlp;
+}
+
+namespace moesim {
 
 // A GEMM of a linear layer on one rank: [tokens x in] x [in x out].
 struct LinearShape {
@@ -58,7 +62,10 @@ enum class BackwardPart { kAll, kInput, kWeight };
 
 class TransformerLayer {
  public:
-  TransformerLayer(StepEmitter& emitter, const TransformerDims& dims) : e_(emitter), d_(dims) {}
+  // `moe`: the MoE MLP of the model's MoE layers (null for a dense model); `model` tells which
+  // layers are MoE.
+  TransformerLayer(StepEmitter& emitter, const TransformerDims& dims, const ModelSpec& model, MoeMlp* moe)
+      : e_(emitter), d_(dims), model_(model), moe_(moe) {}
 
   // The layer's forward; the first task allocates `allocates`. `prefix` "recompute." re-runs it
   // (stage "recompute") before the backward of full recomputation.
@@ -82,8 +89,12 @@ class TransformerLayer {
   void attention_backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& last_wgrad_frees);
   void mlp_backward(Chain& chain, int layer, BackwardPart part);
 
+  bool moe_layer(int layer) const;
+
   StepEmitter& e_;
   const TransformerDims& d_;
+  const ModelSpec& model_;
+  MoeMlp* moe_;
 };
 
 }  // namespace moesim

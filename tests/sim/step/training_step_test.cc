@@ -210,12 +210,109 @@ TEST(TrainingStep, IsDeterministic) {
   EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
 }
 
-TEST(TrainingStep, RefusesMoeModelsUntilTheirBlockExists) {
+// Qwen3-30B-A3B (48 MoE layers, 128 experts, top 8) on 16 GPUs: tp 2, pp 2, ep 4 inside dp 4.
+StepSpec moe_step() {
   StepSpec s;
-  s.layout.gpus = 8;
+  s.layout.gpus = 16;
+  s.layout.tp = 2;
+  s.layout.pp = 2;
+  s.layout.ep = 4;
   s.global_batch = 8;
-  s.seq = 1024;
-  EXPECT_THAT(error_of(s, "mixtral-8x7b"), testing::HasSubstr("has MoE layers"));
+  s.seq = 512;
+  s.sequence_parallel = true;
+  return s;
+}
+
+int count_tasks(const TaskGraph& g, const std::string& id_part) {
+  int n = 0;
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) n += g.task(i).id.find(id_part) != std::string::npos;
+  return n;
+}
+
+TEST(TrainingStepMoe, FourAllToAllsPerLayerAndMicrobatchOverTheExpertGroup) {
+  const SimulatedStep sim = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), moe_step());
+  const TaskGraph& g = sim.graph.graph;
+  int a2a = 0;
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    const Task& t = g.task(i);
+    if (t.stage != "a2a") continue;
+    ++a2a;
+    const auto& w = std::get<CollectiveWork>(t.work);
+    EXPECT_EQ(w.op, CollectiveOp::kAllToAll);
+    EXPECT_EQ(g.group(w.group).size(), 4u) << t.id;
+  }
+  EXPECT_EQ(a2a, 48 * 2 * 4);  // layers x microbatches per pipeline x (dispatch, combine, their gradients)
+  // Expert gradients reduce over the experts' data-parallel replicas: dp / ep = 1 here, so none.
+  EXPECT_EQ(count_tasks(g, "expert.grad.reduce"), 0);
+  EXPECT_GT(count_tasks(g, "L0.bwd.grad.reduce"), 0);
+}
+
+TEST(TrainingStepMoe, PeakMemoryIsModelStatesPlusTheInFlightActivations) {
+  const ModelSpec model = preset("qwen3-30b-a3b");
+  const StepSpec s = moe_step();
+  const SimulatedStep sim = simulate_training_step(model, cluster(16), s);
+  ActivationLayout layout;
+  layout.seq = s.seq;
+  layout.tp = 2;
+  layout.sequence_parallel = true;
+  for (int stage = 0; stage < 2; ++stage) {
+    const StageActivations act = stage_activations(model, layout, 4, PipelineLayout{PipelineSchedule::kOneFOneB, 2, 1, 2}, stage);
+    const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
+    EXPECT_EQ(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << "stage " << stage;
+  }
+}
+
+TEST(TrainingStepMoe, ExpertGradientsReduceOverTheExpertDataGroup) {
+  StepSpec s = moe_step();
+  s.layout.ep = 2;  // dp 4 / ep 2: two replicas of each expert
+  const SimulatedStep sim = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), s);
+  const TaskGraph& g = sim.graph.graph;
+  // After the last microbatch's backward.
+  const auto reduce = g.find("mb1.L0.bwd.expert.grad.reduce", -1);;
+  ASSERT_TRUE(reduce.has_value());
+  const auto& w = std::get<CollectiveWork>(g.task(*reduce).work);
+  EXPECT_EQ(g.group(w.group), (std::vector<int>{0, 4}));  // stage 0's rank and its replica (stride ep x tp)
+}
+
+TEST(TrainingStepSplit, PartLayersGiveAnUnevenSplitWithTheSameModelStates) {
+  const ModelSpec model = preset("gpt-1.7b");
+  StepSpec even = small_step();
+  StepSpec uneven = small_step();
+  uneven.part_layers = {5, 7, 7, 5};
+  const auto a = simulate_training_step(model, cluster(16), even).report;
+  const auto b = simulate_training_step(model, cluster(16), uneven).report;
+  std::int64_t states_a = 0, states_b = 0;
+  for (int s = 0; s < 4; ++s) {
+    states_a += a.stages[static_cast<std::size_t>(s)].model_state_bytes;
+    states_b += b.stages[static_cast<std::size_t>(s)].model_state_bytes;
+  }
+  EXPECT_EQ(states_a, states_b);
+  EXPECT_EQ(b.stages[0].layers, 5);
+  EXPECT_EQ(b.stages[1].layers, 7);
+  uneven.part_layers = {5, 7, 7, 6};
+  EXPECT_THAT(error_of(uneven), testing::HasSubstr("--part-layers sums to 25 layers; GPT-1.7B has 24"));
+  uneven.part_layers = {12, 12};
+  EXPECT_THAT(error_of(uneven), testing::HasSubstr("--part-layers lists 2 parts; --pp x --vpp = 4"));
+}
+
+// DeepSeek-V3: 61 layers (3 dense), MLA, 256 experts, one multi-token prediction module on the
+// last stage, split 31 + 30 over two stages.
+TEST(TrainingStepMoe, DeepSeekV3RunsItsMtpModuleOnTheLastStage) {
+  StepSpec s;
+  s.layout.gpus = 64;
+  s.layout.pp = 2;
+  s.layout.ep = 8;
+  s.global_batch = 32;
+  s.seq = 512;
+  s.part_layers = {31, 30};
+  const SimulatedStep sim = simulate_training_step(preset("deepseek-v3"), cluster(64), s);
+  const TaskGraph& g = sim.graph.graph;
+  const auto proj = g.find("mb0.mtp0.fwd.proj", s.layout.gpus / 2);
+  ASSERT_TRUE(proj.has_value());
+  EXPECT_TRUE(g.find("mb0.L61.fwd.experts.fc1", s.layout.gpus / 2).has_value());  // the module's MoE layer
+  EXPECT_TRUE(g.find("mb0.L0.fwd.fc1", 0).has_value());                          // a dense layer
+  EXPECT_FALSE(g.find("mb0.L0.fwd.experts.fc1", 0).has_value());
+  EXPECT_GT(sim.report.step_ns, 0);
 }
 
 }  // namespace

@@ -1,0 +1,154 @@
+#include "sim/step/moe_mlp.h"
+
+namespace moesim {
+
+MoeDims moe_dims(const ModelSpec& model, const StepShape& shape) {
+  MoeDims d;
+  const int tp = shape.layout.tp;
+  d.tokens = shape.tokens();
+  d.hidden = model.d_model;
+  d.experts = model.num_experts;
+  d.local_experts = model.num_experts / shape.layout.ep;
+  d.top_k = model.top_k;
+  // floor(k f N / E), with the relative slack sim/build/layer_dims.cc and sim/memory/activations.cc
+  // give f's binary representation.
+  const double raw = static_cast<double>(model.top_k) * static_cast<double>(d.tokens) * model.capacity_factor /
+                     model.num_experts;
+  d.capacity = static_cast<std::int64_t>(raw * (1.0 + 1e-12));
+  const bool gated = model.activation == Activation::kSwiglu;
+  d.expert_ffn = model.d_ffn / tp;
+  d.expert_fc1_out = gated ? 2 * d.expert_ffn : d.expert_ffn;
+  if (model.shared_experts.count > 0) {
+    d.shared_ffn = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn / tp;
+    d.shared_fc1_out = gated ? 2 * d.shared_ffn : d.shared_ffn;
+  }
+  return d;
+}
+
+void MoeMlp::all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
+                        const std::string& prefix) {
+  const auto group = e_.shape().expert_group(chain.stage);
+  const std::int64_t per_peer = d_.rows_sent() * d_.hidden * e_.shape().element_bytes /
+                                static_cast<std::int64_t>(group.size());
+  e_.collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "a2a" : "recompute"),
+                to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine, CollectiveOp::kAllToAll,
+                group, per_peer);
+}
+
+void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {
+  if (d_.shared_ffn == 0) return;
+  const std::string stage = prefix.empty() ? "shared" : "recompute";
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc1", stage),
+            e_.gemm(1, d_.tokens, d_.shared_fc1_out, d_.hidden));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.act", stage),
+            e_.elementwise(d_.tokens * d_.shared_fc1_out, d_.tokens * d_.shared_ffn));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc2", stage),
+            e_.gemm(1, d_.tokens, d_.hidden, d_.shared_ffn));
+}
+
+void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
+  const std::string stage = prefix.empty() ? "router" : "recompute";
+  const std::int64_t rows = d_.rows_sent();
+  const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "router", stage),
+            e_.gemm(1, d_.tokens, d_.experts, d_.hidden));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage),
+            e_.elementwise(d_.tokens * d_.experts, d_.tokens * 2 * d_.top_k));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage),
+            e_.elementwise(d_.tokens * d_.hidden, rows * d_.hidden));
+  Chain shared = chain;  // the shared experts need the block input only
+  all_to_all(chain, layer, Pass::kForward, "dispatch", true, prefix);
+  shared_forward(shared, layer, prefix);
+  const std::string experts = prefix.empty() ? "experts" : "recompute";
+  const std::int64_t per_expert = d_.rows_per_local_expert(ep);
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1", experts),
+            e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act", experts),
+            e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2", experts),
+            e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
+  all_to_all(chain, layer, Pass::kForward, "combine", false, prefix);
+  // The weighted sum of each token's k rows, plus the shared experts' output.
+  TaskName unpermute = name(layer, Pass::kForward, prefix + "unpermute", stage);
+  e_.kernel(chain, unpermute, e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0),
+                                             d_.tokens * d_.hidden));
+  if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
+}
+
+void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
+  if (d_.shared_ffn == 0) return;
+  const bool input = part != BackwardPart::kWeight;
+  const bool weight = part != BackwardPart::kInput;
+  const bool side = part == BackwardPart::kAll;
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc2.dgrad", "shared"),
+              e_.gemm(1, d_.tokens, d_.shared_ffn, d_.hidden));
+  if (weight)
+    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc2.wgrad", "shared"),
+              e_.gemm(1, d_.shared_ffn, d_.hidden, d_.tokens), side);
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "shared.act", "shared"),
+              e_.elementwise(d_.tokens * (d_.shared_fc1_out + d_.shared_ffn), d_.tokens * d_.shared_fc1_out));
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc1.dgrad", "shared"),
+              e_.gemm(1, d_.tokens, d_.hidden, d_.shared_fc1_out));
+  if (weight)
+    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc1.wgrad", "shared"),
+              e_.gemm(1, d_.hidden, d_.shared_fc1_out, d_.tokens), side);
+}
+
+void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part) {
+  const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
+  const std::int64_t per_expert = d_.rows_per_local_expert(ep);
+  const std::int64_t rows = d_.rows_sent();
+  const bool input = part != BackwardPart::kWeight;
+  const bool weight = part != BackwardPart::kInput;
+  const bool side = part == BackwardPart::kAll;
+  const int E = d_.local_experts;
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc2.dgrad", "experts"),
+              e_.gemm(E, per_expert, d_.expert_ffn, d_.hidden));
+  if (weight)
+    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc2.wgrad", "experts"),
+              e_.gemm(E, d_.expert_ffn, d_.hidden, per_expert), side);
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "experts.act", "experts"),
+              e_.elementwise(rows * (d_.expert_fc1_out + d_.expert_ffn), rows * d_.expert_fc1_out));
+  if (input)
+    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc1.dgrad", "experts"),
+              e_.gemm(E, per_expert, d_.hidden, d_.expert_fc1_out));
+  if (weight)
+    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc1.wgrad", "experts"),
+              e_.gemm(E, d_.hidden, d_.expert_fc1_out, per_expert), side);
+}
+
+void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
+  const std::int64_t rows = d_.rows_sent();
+  const bool input = part != BackwardPart::kWeight;
+  if (!input) {
+    // The weight gradients alone: the experts', the shared experts' and the router's.
+    experts_backward(chain, layer, part);
+    shared_backward(chain, layer, part);
+    e_.kernel(chain, name(layer, Pass::kBackward, "router.wgrad", "router"),
+              e_.gemm(1, d_.hidden, d_.experts, d_.tokens));
+    return;
+  }
+  e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router"),
+            e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
+  Chain shared = chain;
+  all_to_all(chain, layer, Pass::kBackward, "combine", true, "");
+  shared_backward(shared, layer, part);
+  experts_backward(chain, layer, part);
+  all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "");
+  e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router"),
+            e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0), d_.tokens * d_.hidden));
+  if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
+  e_.kernel(chain, name(layer, Pass::kBackward, "topk", "router"),
+            e_.elementwise(d_.tokens * (d_.experts + 2 * d_.top_k), d_.tokens * d_.experts));
+  e_.kernel(chain, name(layer, Pass::kBackward, "router.dgrad", "router"), e_.gemm(1, d_.tokens, d_.hidden, d_.experts));
+  if (part == BackwardPart::kAll)
+    e_.kernel(chain, name(layer, Pass::kBackward, "router.wgrad", "router"),
+              e_.gemm(1, d_.hidden, d_.experts, d_.tokens), true);
+}
+
+}  // namespace moesim
