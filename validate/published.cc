@@ -1,12 +1,11 @@
 #include "validate/published.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <sstream>
 
 #include "sim/core/error.h"
 #include "sim/spec/yaml_reader.h"
+#include "validate/csv_cells.h"
 
 namespace moesim::validate {
 
@@ -27,33 +26,6 @@ std::vector<std::string> allowed_keys(DatasetKind kind) {
   if (kind == DatasetKind::kNcclTests) keys.push_back("collective");
   if (kind == DatasetKind::kXlaMatmul) keys.push_back("dtypes");
   return keys;
-}
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) out.push_back(cell);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
-
-std::int64_t whole_cell(const std::string& cell, const SourceLocation& at, const char* what, std::int64_t min) {
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-  if (ec != std::errc() || end != cell.data() + cell.size() || cell.empty())
-    throw InputError(at, std::string(what) + " '" + cell + "' is not a whole number");
-  if (v < min) throw InputError(at, std::string(what) + " " + cell + " must be at least " + std::to_string(min));
-  return v;
-}
-
-double positive_cell(const std::string& cell, const SourceLocation& at, const char* what) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-  if (ec != std::errc() || end != cell.data() + cell.size() || cell.empty() || !std::isfinite(v))
-    throw InputError(at, std::string(what) + " '" + cell + "' is not a number");
-  if (v <= 0) throw InputError(at, std::string(what) + " " + cell + " must be positive");
-  return v;
 }
 
 // Calls row(cells, location) for every data line of a CSV table whose first line is `header`
@@ -138,15 +110,15 @@ DatasetSource read_dataset_source(const std::filesystem::path& dir) {
   return s;
 }
 
-std::vector<std::filesystem::path> dataset_dirs(const std::filesystem::path& root) {
+std::vector<std::filesystem::path> dataset_dirs(const std::filesystem::path& root, const char* marker) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root, ec))
     throw InputError("--data " + root.string() + ": no such folder");
   std::vector<std::filesystem::path> dirs;
   for (const auto& entry : std::filesystem::directory_iterator(root, ec))
-    if (entry.is_directory() && std::filesystem::exists(entry.path() / kSourceFile)) dirs.push_back(entry.path());
+    if (entry.is_directory() && std::filesystem::exists(entry.path() / marker)) dirs.push_back(entry.path());
   if (ec) throw InputError("--data " + root.string() + ": cannot list the folder: " + ec.message());
-  if (dirs.empty()) throw InputError("--data " + root.string() + ": no dataset (a folder with a source.yaml) under it");
+  if (dirs.empty()) throw InputError("--data " + root.string() + ": no dataset (a folder with a " + marker + ") under it");
   std::sort(dirs.begin(), dirs.end());
   return dirs;
 }

@@ -44,8 +44,9 @@ inline constexpr const char* kSourceFile = "source.yaml";
 // Reads <dir>/source.yaml.
 DatasetSource read_dataset_source(const std::filesystem::path& dir);
 
-// The folders under `root` that hold a source.yaml, sorted by name; InputError when there are none.
-std::vector<std::filesystem::path> dataset_dirs(const std::filesystem::path& root);
+// The folders under `root` that hold a `marker` file (source.yaml, or steps.yaml for the whole-step
+// datasets of validate/step_data.h), sorted by name; InputError when there are none.
+std::vector<std::filesystem::path> dataset_dirs(const std::filesystem::path& root, const char* marker = kSourceFile);
 
 // One entry of XLA's collective table: the collective of `ranks` GPUs on nccl-tests' size (the
 // larger buffer) and its time, size / throughput.

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
-#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -15,10 +14,10 @@
 #include "sim/cli/collective_command.h"
 #include "sim/cli/compare_command.h"
 #include "sim/cli/cluster_flags.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/cli/layout_flags.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/model_command.h"
-#include "sim/cli/mpi_world.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
 #include "sim/cli/plan_command.h"
@@ -88,16 +87,6 @@ void refuse_empty_values(const CLI::App& app) {
       if (value.empty()) throw InputError(opt->get_name() + ": the value is empty");
   }
   for (const CLI::App* sub : app.get_subcommands()) refuse_empty_values(*sub);  // the parsed ones
-}
-
-// Results go to stdout: a write that failed there (a full disk, /dev/full) must not end in exit 0
-// with the output cut short. 2, as for an output file that cannot be written.
-int check_stdout_written(int code) {
-  std::cout.flush();
-  const bool written = std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good();
-  if (written) return code;
-  std::cerr << "error: the output could not be written to stdout\n";
-  return code == 0 ? 2 : code;
 }
 
 // max_zero: 3 for simulate, whose whole step (--global-batch) has ZeRO 0-3; its MoE-layer
@@ -460,16 +449,28 @@ void add_graph(CLI::App& app, GraphArgs& g) {
   g.check_cmd->add_option("file", g.check_path, "graph JSON written by `moesim graph export`")->required();
 }
 
-// `moesim validate published`; returns the subcommand that runs.
-CLI::App* add_validate_published(CLI::App& app, ValidatePublishedArgs& a) {
+// `moesim validate published` and `moesim validate steps`.
+struct ValidateCommands {
+  ValidatePublishedArgs published_args;
+  ValidateStepsArgs steps_args;
+  CLI::App* published = nullptr;
+  CLI::App* steps = nullptr;
+};
+
+void add_validate(CLI::App& app, ValidateCommands& v) {
   CLI::App* validate_cmd = app.add_subcommand("validate", "hold moesim against measurements");
   validate_cmd->require_subcommand(1);
-  CLI::App* published = validate_cmd->add_subcommand(
+  v.published = validate_cmd->add_subcommand(
       "published", "replay the published measurements of validate/data/ and print each error (docs/validation.md)");
-  published->add_option("--data", a.data_dir, "folder of datasets (default validate/data)");
-  published->add_option("--csv", a.csv_path, "write one row per point ('-' for stdout)");
-  published->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
-  return published;
+  v.published->add_option("--data", v.published_args.data_dir, "folder of datasets (default validate/data)");
+  v.published->add_option("--csv", v.published_args.csv_path, "write one row per point ('-' for stdout)");
+  v.published->add_option("--network", v.published_args.network, kNetworkFlagHelp)->capture_default_str();
+  v.steps = validate_cmd->add_subcommand(
+      "steps", "simulate the published whole training steps of validate/data/ and print each error (docs/validation.md)");
+  v.steps->add_option("--data", v.steps_args.data_dir, "folder of datasets (default validate/data)");
+  v.steps->add_option("--csv", v.steps_args.csv_path, "write one row per dataset row ('-' for stdout)");
+  v.steps->add_option("--network", v.steps_args.network, kNetworkFlagHelp)->capture_default_str();
+  v.steps->add_option("--only", v.steps_args.only, "DATASET, DATASET:LINE or DATASET:MODEL, comma-separated (default: every row)");
 }
 
 CLI::App* add_presets(CLI::App& app, PresetsArgs& a) {
@@ -537,8 +538,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* calibrate = add_calibrate(app, cal_args);
   CompareArgs compare_args;
   CLI::App* compare = add_compare(app, compare_args);
-  ValidatePublishedArgs validate_args;
-  CLI::App* published = add_validate_published(app, validate_args);
+  ValidateCommands validate;
+  add_validate(app, validate);
   PresetsArgs presets_args;
   CLI::App* presets = add_presets(app, presets_args);
   ModelArgs model_args;
@@ -583,7 +584,8 @@ int main_impl(int argc, char** argv) {
   }
   if (run_cmd->parsed()) return run_runtime_command(argc, argv, &run_args, nullptr, kVersion);
   if (compare->parsed()) return run_compare(compare_args);
-  if (published->parsed()) return run_validate_published(validate_args);
+  if (validate.published->parsed()) return run_validate_published(validate.published_args);
+  if (validate.steps->parsed()) return run_validate_steps(validate.steps_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (calibrate->parsed()) {
@@ -597,19 +599,4 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace moesim::cli
 
-int main(int argc, char** argv) {
-  try {
-    return moesim::cli::check_stdout_written(moesim::cli::main_impl(argc, argv));
-  } catch (const moesim::InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const moesim::cli::QuietExit&) {
-    return 0;  // under mpirun another process reported the failure (mpi_world.h)
-  } catch (const moesim::InternalError& e) {
-    std::cerr << "moesim: " << e.what() << "\n(this is a bug in moesim; please report it)\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "moesim: internal error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return moesim::cli::run_with_exit_codes(moesim::cli::main_impl, argc, argv); }

@@ -1,3 +1,5 @@
+// `moesim validate published` and `moesim validate steps`.
+//
 // `moesim validate published`: every published measurement under validate/data/ (validate/published.h)
 // replayed on moesim's models, per point and per dataset, with the accuracy goals and whether each
 // dataset meets them (docs/validation.md). Goals not met are results, not errors: the exit code is 0.
@@ -14,5 +16,19 @@ struct ValidatePublishedArgs {
 };
 
 int run_validate_published(const ValidatePublishedArgs& args);
+
+// `moesim validate steps`: the published whole training steps (validate/step_data.h) simulated row
+// by row, each measured next to simulated, and issue 23's goals per dataset (docs/validation.md).
+// Progress, one line per row with its wall-clock time, goes to stderr: the 1T rows take ~30 s each.
+struct ValidateStepsArgs {
+  std::string data_dir;  // "" = validate/data here, else the one beside the presets
+  std::string csv_path;  // one row per dataset row ("-" for stdout)
+  // alpha-beta by default: on these steps the flow model moved the step time by under 1% (GPT-175B
+  // on 64 GPUs, GPT-39B on 512: docs/validation.md) for 1.6 times the simulation time.
+  std::string network = "alpha-beta";
+  std::string only;      // DATASET[:LINE|:MODEL],...
+};
+
+int run_validate_steps(const ValidateStepsArgs& args);
 
 }  // namespace moesim::cli

@@ -10,8 +10,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$moesim" validate published --data "$src/validate/data" --csv "$scratch/points.csv" > "$scratch/out" 2> "$scratch/err" ||
   fail "exit $? ($(cat "$scratch/err"))"
-# The datasets are the folders with a source.yaml; the others (whole-step tables, issue 23) are
-# not replayed.
+# The datasets are the folders with a source.yaml; the whole-step tables (issue 23) have a
+# steps.yaml instead, for `moesim validate steps` (steps_cli_test.sh).
 datasets=$(for f in "$src"/validate/data/*/source.yaml; do dirname "$f"; done)
 for dir in $datasets; do
   name=$(basename "$dir")
