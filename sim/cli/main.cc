@@ -25,6 +25,7 @@
 #include "sim/cli/run_command.h"
 #include "sim/cli/runtime_commands.h"
 #include "sim/cli/simulate_command.h"
+#include "sim/cli/step_plan_command.h"
 #include "sim/cli/training_step_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/validate_command.h"
@@ -212,14 +213,22 @@ CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, Simul
   return simulate;
 }
 
-CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
+CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   CLI::App* plan = app.add_subcommand(
-      "plan", "rank pipeline degrees and memory strategies for a model on a cluster (docs/planning.md)");
+      "plan", "rank pipeline degrees and memory strategies for a model on a cluster, or with --global-batch the "
+              "layouts of a whole training step (docs/planning.md)");
+  plan->add_option("--global-batch", s.global_batch, "sequences per step: plan the whole step's layout")
+      ->transform(whole(1, kMaxTokensPerGpu));
+  plan->add_option("--seq", s.seq, "tokens per sequence (default: the model's)")->transform(whole(1, kMaxTokensPerGpu));
+  plan->add_option("--top", s.top, "layouts shown; the best 2K by the estimate are simulated")->transform(whole(1, 1000));
+  plan->add_option("--target-tokens-per-day", s.target_tokens_per_day, "the fewest nodes reaching this token rate")
+      ->transform(real(0, 1e30, true));
+  plan->add_option("--attention", s.attention, "attention kernel of the whole step: flash | unfused");
   plan->add_option("--model", a.model_path, "model YAML or bundled preset name (`moesim presets models`)")->required();
   plan->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML or bundled preset name")->required();
   plan->add_option("--calibration", a.calibration_path, "calibration YAML measured by `moesim calibrate`");
   add_cluster_size_flags(plan, a.gpus, a.nodes);
-  plan->add_option("--tokens", a.tokens, "tokens per GPU: one count or a list (2048,4096)")->required();
+  plan->add_option("--tokens", a.tokens, "tokens per GPU: one count or a list (2048,4096)");
   plan->add_option("--chunks,-n", a.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity)");
   plan->add_option("--strategies", a.strategies,
                    "memory strategies: all (with --checkpoint: none) or a list of none,s1,s2,s3,s4")
@@ -253,7 +262,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   plan->add_option("--jobs,-j", a.jobs, "simulations in parallel (0 = every core)")
       ->transform(whole(0, kMaxJobs))->capture_default_str();
   plan->add_flag("--fit", a.fit, "find the smallest node count of the hardware preset that fits");
-  plan->add_option("--max-nodes", a.max_nodes, "--fit: largest node count tried")
+  plan->add_option("--max-nodes", a.max_nodes, "--fit, --target-tokens-per-day: largest node count tried")
       ->transform(whole(1, kMaxFitNodes))->capture_default_str();
   plan->add_option("--max-step-ms", a.max_step_ms, "--fit: the step must take at most this long (ms)")
       ->transform(real(0, kMaxStepMs));
@@ -527,7 +536,8 @@ int main_impl(int argc, char** argv) {
   GraphArgs graph;
   add_graph(app, graph);
   PlanArgs plan_args;
-  CLI::App* plan = add_plan(app, plan_args);
+  StepPlanArgs step_plan_args;
+  CLI::App* plan = add_plan(app, plan_args, step_plan_args);
   SweepArgs sweep_args;
   CLI::App* sweep = add_sweep(app, sweep_args);
   CollectiveArgs coll;
@@ -571,7 +581,13 @@ int main_impl(int argc, char** argv) {
   }
   if (graph.export_cmd->parsed()) return run_graph_export(graph.export_args, graph.export_path);
   if (graph.check_cmd->parsed()) return run_graph_check(graph.check_path);
-  if (plan->parsed()) return run_plan(plan_args, kVersion);
+  if (plan->parsed()) {
+    auto given = [plan](const std::string& flag) { return plan->count(flag) > 0; };
+    if (given("--global-batch")) return run_step_plan(plan_args, step_plan_args, given, kVersion);
+    for (const std::string& flag : step_plan_only_flags())
+      if (given(flag)) throw InputError(flag + " belongs to the whole step's layout plan: give --global-batch");
+    return run_plan(plan_args, kVersion);
+  }
   if (sweep->parsed()) {
     sweep_args.layout.zero_given = sweep->count("--zero") > 0;
     sweep_args.layout.checkpoint_given = sweep->count("--checkpoint") > 0;

@@ -69,7 +69,9 @@ PlanRow row_from_fields(const std::int64_t* f) {
 search::PlanRequest plan_request(const PlanArgs& a) {
   if (a.model_path.empty()) throw InputError("--model is required");
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
-  if (a.tokens.empty()) throw InputError("--tokens is required (one count or a list: 2048,4096)");
+  if (a.tokens.empty())
+    throw InputError("--tokens is required (one count or a list: 2048,4096), or --global-batch to plan the layout of a "
+                     "whole training step");
   check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd, a.layout.zero_stage);
 
   search::PlanRequest req;

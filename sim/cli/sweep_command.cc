@@ -1,7 +1,5 @@
 #include "sim/cli/sweep_command.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
+#include "sim/cli/progress.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
 #include "sim/report/sweep_report.h"
@@ -38,44 +37,6 @@ namespace moesim::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Progress on stderr: a redrawn bar with an ETA on a terminal, a plain line every 10% otherwise
-// (logs and CI), never on stdout (which may carry the CSV).
-class Progress {
- public:
-  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
-
-  void update(std::size_t done) {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double eta = done == 0 ? 0.0 : elapsed / static_cast<double>(done) * static_cast<double>(total_ - done);
-    if (tty_) {
-      const auto now = Clock::now();
-      if (done != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-      last_draw_ = now;
-      constexpr int kWidth = 30;
-      const int filled = total_ == 0 ? kWidth : static_cast<int>(kWidth * done / total_);
-      std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu  elapsed %.1f s  ETA %.1f s ", std::string(filled, '#').c_str(),
-                   std::string(kWidth - filled, ' ').c_str(), static_cast<int>(100 * done / std::max<std::size_t>(total_, 1)),
-                   done, total_, elapsed, eta);
-      if (done == total_) std::fputc('\n', stderr);
-      std::fflush(stderr);
-      return;
-    }
-    const std::size_t decile = total_ == 0 ? 10 : 10 * done / total_;
-    if (decile > last_decile_ || done == total_) {
-      last_decile_ = decile;
-      std::fprintf(stderr, "sweep: %zu/%zu configurations (%d%%), elapsed %.1f s, eta %.1f s\n", done, total_,
-                   static_cast<int>(100 * done / std::max<std::size_t>(total_, 1)), elapsed, eta);
-    }
-  }
-
- private:
-  std::size_t total_;
-  bool tty_;
-  Clock::time_point start_;
-  Clock::time_point last_draw_{};
-  std::size_t last_decile_ = 0;
-};
 
 // A sweep outcome as the integers that travel between MPI ranks (the doubles as their bit patterns).
 constexpr std::size_t kOutcomeFields = 8;
@@ -207,7 +168,7 @@ int run_sweep_command(const SweepArgs& a, const std::string& version) {
   const auto start = Clock::now();
   std::vector<search::SweepOutcome> outcomes;
   try {
-    Progress progress(mine.size());
+    Progress progress(mine.size(), "sweep", "configurations");
     const bool show = world.rank() == 0;
     outcomes = search::run_sweep(*plan, mine, jobs, [&](std::size_t done) {
       if (show) progress.update(done);

@@ -82,7 +82,15 @@ double duration(const PassTimes& t, PipeWork w) {
 
 ProgramTiming time_programs(PipelineSchedule schedule, const PipelineShape& shape,
                             const std::vector<std::vector<PipeAction>>& programs, const PassTimes& times) {
+  const auto parts = static_cast<std::size_t>(num_model_parts(schedule, shape));
+  return time_programs_by_part(schedule, shape, programs, std::vector<PassTimes>(parts, times));
+}
+
+ProgramTiming time_programs_by_part(PipelineSchedule schedule, const PipelineShape& shape,
+                                    const std::vector<std::vector<PipeAction>>& programs,
+                                    const std::vector<PassTimes>& part_times) {
   const int parts = num_model_parts(schedule, shape);
+  MOESIM_CHECK(part_times.size() == static_cast<std::size_t>(parts), "one PassTimes per model part");
   MOESIM_CHECK(programs.size() == static_cast<std::size_t>(shape.stages), "one program per stage");
   PassEnds ends(shape.microbatches, parts);
   ProgramTiming timing;
@@ -105,7 +113,7 @@ ProgramTiming time_programs(PipelineSchedule schedule, const PipelineShape& shap
         const std::optional<double> ready = ends.ready(a.work, a.microbatch, part);
         if (!ready) break;
         MOESIM_CHECK(!ends.has_run(a.work, a.microbatch, part), describe(a, stage) + " runs twice");
-        const double took = duration(times, a.work);
+        const double took = duration(part_times[static_cast<std::size_t>(part)], a.work);
         timing.start[s][i] = std::max(*ready, free_at[s]);
         free_at[s] = timing.start[s][i] + took;
         ends.at(a.work, a.microbatch, part) = free_at[s];

@@ -5,7 +5,9 @@
 //   F(mb, q)       needs F(mb, q - 1), wherever part q - 1 lives;
 //   B/Bi(mb, q)    needs F(mb, q) and the B or Bi of (mb, q + 1);
 //   W(mb, q)       needs Bi(mb, q).
-// Durations are per pass of one model part, the same for every part and stage.
+// Durations are per pass of one model part: the same for every part and stage, or one PassTimes
+// per model part (the layout planner's estimate: the first and last parts carry the embedding and
+// the output head, and a pass's time may include the transfer that brings in its input).
 #pragma once
 
 #include <vector>
@@ -31,5 +33,9 @@ struct ProgramTiming {
 // for one behind it on its own stage), name an action outside the shape, or repeat one.
 ProgramTiming time_programs(PipelineSchedule schedule, const PipelineShape& shape,
                             const std::vector<std::vector<PipeAction>>& programs, const PassTimes& times);
+// The same with part_times[q] the pass times of model part q (one per num_model_parts).
+ProgramTiming time_programs_by_part(PipelineSchedule schedule, const PipelineShape& shape,
+                                    const std::vector<std::vector<PipeAction>>& programs,
+                                    const std::vector<PassTimes>& part_times);
 
 }  // namespace moesim

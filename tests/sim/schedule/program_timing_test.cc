@@ -104,6 +104,42 @@ TEST(ProgramTiming, StartsFollowDependenciesAndStageOrder) {
   EXPECT_EQ(t.makespan, 9);
 }
 
+// Per-part pass times (the layout planner's estimate): a uniform list is the single PassTimes; one
+// microbatch takes the sum of every part's passes; and 1F1B on p = 2, m = 2 with part 0 at F = 1,
+// B = 2 and part 1 at F = 2, B = 4, by hand: stage 1 runs F0 [1, 3], B0 [3, 7], F1 [7, 9],
+// B1 [9, 13]; stage 0 runs F0 [0, 1], F1 [1, 2], B0 [7, 9], B1 [13, 15].
+TEST(ProgramTiming, TakesPassTimesPerModelPart) {
+  for (PipelineSchedule schedule : kAllSchedules) {
+    for (const PipelineShape& shape : legal_shapes(schedule)) {
+      SCOPED_TRACE(name(schedule, shape));
+      const auto programs = stage_programs(schedule, shape);
+      const PassTimes times{1.5, 2.5, 1.25, 1.25};
+      const auto parts = static_cast<std::size_t>(num_model_parts(schedule, shape));
+      const ProgramTiming uniform = time_programs_by_part(schedule, shape, programs, std::vector<PassTimes>(parts, times));
+      EXPECT_EQ(uniform.makespan, time_programs(schedule, shape, programs, times).makespan);
+      EXPECT_EQ(uniform.start, time_programs(schedule, shape, programs, times).start);
+    }
+  }
+  for (int p = 1; p <= 8; ++p) {
+    std::vector<PassTimes> parts;
+    double sum = 0;
+    for (int q = 0; q < p; ++q) {
+      parts.push_back(PassTimes{1.0 + q, 2.0 + 3 * q, 1, 1});
+      sum += parts.back().forward + parts.back().backward;
+    }
+    const PipelineShape shape{p, 1, 1};
+    for (PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB})
+      EXPECT_EQ(time_programs_by_part(schedule, shape, stage_programs(schedule, shape), parts).makespan, sum);
+  }
+  const PipelineShape two{2, 1, 2};
+  const ProgramTiming t = time_programs_by_part(PipelineSchedule::kOneFOneB, two,
+                                                stage_programs(PipelineSchedule::kOneFOneB, two),
+                                                std::vector<PassTimes>{{1, 2, 1, 1}, {2, 4, 2, 2}});
+  EXPECT_THAT(t.start[0], ::testing::ElementsAre(0, 1, 7, 13));
+  EXPECT_THAT(t.start[1], ::testing::ElementsAre(1, 3, 7, 9));
+  EXPECT_EQ(t.makespan, 15);
+}
+
 TEST(ProgramTiming, NamesADeadlock) {
   using W = PipeWork;
   // Stage 1 wants microbatch 1 before microbatch 0, while stage 0 sends 0 first and then waits for

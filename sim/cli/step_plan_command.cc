@@ -1,0 +1,249 @@
+#include "sim/cli/step_plan_command.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/cli/cluster_flags.h"
+#include "sim/cli/network_flag.h"
+#include "sim/cli/output_file.h"
+#include "sim/cli/progress.h"
+#include "sim/core/error.h"
+#include "sim/search/layout_planner.h"
+#include "sim/search/thread_pool.h"
+#include "sim/spec/loader.h"
+#include "sim/spec/presets.h"
+#include "sim/spec/yaml_reader.h"
+
+namespace moesim::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using search::LayoutPlan;
+using search::PlannedLayout;
+
+double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
+
+search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
+  search::LayoutRequest r;
+  r.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
+  r.cluster = scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), a.calibration_path),
+                             a.gpus, a.nodes);
+  r.global_batch = s.global_batch;
+  r.seq = s.seq;
+  const auto attention = parse_attention_kernel(s.attention);
+  if (!attention)
+    throw InputError("--attention '" + s.attention + "' is not valid; valid: " + YamlValue::join_names(attention_kernel_names()));
+  r.attention = *attention;
+  r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise};
+  r.top = s.top;
+  r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
+  return r;
+}
+
+std::string layout_words(const PlannedLayout& p) {
+  const StepSpec& s = p.candidate.spec;
+  std::ostringstream out;
+  out << "tp " << s.layout.tp << ", cp " << s.layout.cp << ", pp " << s.layout.pp << ", vpp " << s.layout.vpp
+      << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch << ", recompute " << to_string(s.recompute)
+      << ", ZeRO " << s.zero_stage;
+  return out.str();
+}
+
+void print_header(std::ostream& out, const search::LayoutRequest& r, const LayoutPlan& plan) {
+  const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
+  out << "moesim: layouts of " << r.model.name << " on " << r.cluster.num_gpus() << " x " << r.cluster.node.gpu.name
+      << " (" << r.cluster.name << "), global batch " << r.global_batch << " x " << seq << " tokens, "
+      << to_string(r.attention) << " attention\n";
+  const auto& e = plan.enumeration;
+  out << "candidates: " << e.considered << " considered, " << e.fitting.size() << " legal and fit (closed-form memory), "
+      << plan.estimates.size() << " estimated, the best " << plan.simulated.size() << " simulated in full\n";
+  if (!e.rejections.empty()) out << "rejected:\n";
+  char buf[64];
+  for (const auto& rej : e.rejections) {
+    std::snprintf(buf, sizeof buf, "%8lld  ", static_cast<long long>(rej.count));
+    out << buf << rej.reason << "\n";
+  }
+}
+
+void print_table(std::ostream& out, const LayoutPlan& plan, int top) {
+  if (plan.simulated.empty()) {
+    out << "\nno layout is legal and fits\n";
+    return;
+  }
+  out << "\nrank  tp  cp  pp  vpp   dp   mb  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  "
+         "bubble  peak GiB  fits\n";
+  char buf[256];
+  for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k) {
+    const PlannedLayout& p = plan.simulated[k];
+    const StepSpec& s = p.candidate.spec;
+    const StepReport& r = *p.simulated;
+    std::snprintf(buf, sizeof buf,
+                  "%4zu  %2d  %2d  %2d  %3d  %3d  %3lld  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
+                  k + 1, s.layout.tp, s.layout.cp, s.layout.pp, s.layout.vpp, s.layout.dp(),
+                  static_cast<long long>(s.micro_batch), std::string(to_string(s.recompute)).c_str(), s.zero_stage,
+                  static_cast<double>(r.step_ns) * 1e-9, r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu,
+                  r.model_tflops_per_gpu, 100 * r.mfu, r.bubble_fraction, gib(r.peak_memory_bytes), r.fits ? "yes" : "no");
+    out << buf;
+  }
+  out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample; sequence "
+         "parallel with tp > 1; schedule 1f1b, interleaved with vpp > 1)\n";
+}
+
+Json layout_json(const PlannedLayout& p) {
+  const StepSpec& s = p.candidate.spec;
+  const StepReport& r = *p.simulated;
+  Json j;
+  j["tp"] = s.layout.tp;
+  j["cp"] = s.layout.cp;
+  j["pp"] = s.layout.pp;
+  j["vpp"] = s.layout.vpp;
+  j["ep"] = s.layout.ep;
+  j["dp"] = s.layout.dp();
+  j["micro_batch"] = s.micro_batch;
+  j["schedule"] = std::string(to_string(s.effective_schedule()));
+  j["recompute"] = std::string(to_string(s.recompute));
+  j["sequence_parallel"] = s.sequence_parallel;
+  j["zero"] = s.zero_stage;
+  j["estimate"] = {{"step_time_s", static_cast<double>(p.estimate.step_ns) * 1e-9},
+                   {"tokens_per_s_per_gpu", p.estimate.tokens_per_s_per_gpu},
+                   {"sampled_microbatches", p.estimate.sampled_microbatches},
+                   {"memory_bytes", p.candidate.memory_estimate_bytes}};
+  j["step_time_s"] = static_cast<double>(r.step_ns) * 1e-9;
+  j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+  j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["peak_memory_bytes"] = r.peak_memory_bytes;
+  j["fits"] = r.fits;
+  return j;
+}
+
+Json plan_json(const search::LayoutRequest& r, const LayoutPlan& plan) {
+  Json j;
+  j["gpus"] = r.cluster.num_gpus();
+  j["considered"] = plan.enumeration.considered;
+  j["fitting"] = plan.enumeration.fitting.size();
+  j["estimated"] = plan.estimates.size();
+  Json rejections = Json::array();
+  for (const auto& rej : plan.enumeration.rejections) rejections.push_back({{"reason", rej.reason}, {"count", rej.count}});
+  j["rejections"] = std::move(rejections);
+  Json layouts = Json::array();
+  for (const PlannedLayout& p : plan.simulated) layouts.push_back(layout_json(p));
+  j["layouts"] = std::move(layouts);  // every layout simulated in full, ranked
+  return j;
+}
+
+Json request_json(const search::LayoutRequest& r, const std::string& version) {
+  Json j;
+  j["moesim_version"] = version;
+  j["model"] = r.model.name;
+  j["hardware"] = r.cluster.name;
+  j["global_batch"] = r.global_batch;
+  j["seq"] = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
+  j["attention"] = std::string(to_string(r.attention));
+  j["network"] = std::string(to_string(resolve_network_model(r.cluster, r.network.model)));
+  j["top"] = r.top;
+  return j;
+}
+
+search::PlanProgress progress_bar() {
+  auto bars = std::make_shared<std::map<std::string, Progress>>();
+  return [bars](const char* phase, std::size_t done, std::size_t total) {
+    auto it = bars->find(phase);
+    if (it == bars->end() || done == 0) it = bars->insert_or_assign(phase, Progress(total, phase, "layouts", false)).first;
+    it->second.update(done);
+  };
+}
+
+int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes, const PlanArgs& a,
+                   const std::string& version, std::ostream& out) {
+  const search::TokenRateSearch s = search::plan_for_token_rate(r, target, max_nodes, progress_bar());
+  const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
+  out << "moesim: GPUs for " << r.model.name << " on " << r.cluster.node.gpu.name << " (" << r.cluster.name
+      << "), global batch " << r.global_batch << " x " << seq << " tokens, " << to_string(r.attention) << " attention\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "target: %.4g tokens a day; node counts 1 to %d of %d GPUs each (--max-nodes)\n",
+                target, max_nodes, r.cluster.node.gpus_per_node);
+  out << buf;
+  Json steps = Json::array();
+  for (const search::TokenRateStep& st : s.steps) {
+    std::snprintf(buf, sizeof buf, "%5d node(s) %6d GPUs: ", st.nodes, st.gpus);
+    out << buf;
+    Json js{{"nodes", st.nodes}, {"gpus", st.gpus}};
+    if (st.best) {
+      std::snprintf(buf, sizeof buf, "%.4g tokens a day (%s) with ", st.tokens_per_day,
+                    st.tokens_per_day >= target ? "reaches" : "below");
+      out << buf << layout_words(*st.best) << "\n";
+      js["tokens_per_day"] = st.tokens_per_day;
+      js["best"] = layout_json(*st.best);
+    } else {
+      out << st.note << "\n";
+      js["note"] = st.note;
+    }
+    steps.push_back(std::move(js));
+  }
+  Json j = request_json(r, version);
+  j["target_tokens_per_day"] = target;
+  j["max_nodes"] = max_nodes;
+  j["searched"] = std::move(steps);
+  if (s.answer) {
+    const search::TokenRateStep& st = s.steps[*s.answer];
+    out << "answer: " << st.nodes << " node(s), " << st.gpus << " GPUs\n";
+    j["answer"] = {{"nodes", st.nodes}, {"gpus", st.gpus}};
+  } else {
+    out << "answer: none up to " << max_nodes << " node(s); raise --max-nodes or the global batch\n";
+    j["answer"] = nullptr;
+  }
+  if (!a.json_path.empty()) write_output("--json", a.json_path, j.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+const std::vector<std::string>& step_plan_only_flags() {
+  static const std::vector<std::string> flags{"--seq", "--top", "--target-tokens-per-day", "--attention"};
+  return flags;
+}
+
+const std::vector<std::string>& layer_plan_only_flags() {
+  static const std::vector<std::string> flags{
+      "--tokens", "--chunks", "--strategies", "--objective", "--method", "--order", "--ep", "--tp",
+      "--no-dtd", "--grad-sync", "--zero", "--checkpoint", "--layers", "--slots", "--chunk-align",
+      "--optimizer", "--no-routing-data", "--routing", "--memory-limit", "--fit", "--max-step-ms"};
+  return flags;
+}
+
+int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<bool(const std::string&)>& given,
+                  const std::string& version) {
+  for (const std::string& flag : layer_plan_only_flags())
+    if (given(flag))
+      throw InputError(flag + " belongs to the MoE-layer plan; the layout plan of the whole step (--global-batch) "
+                              "does not read it");
+  const bool target = given("--target-tokens-per-day");
+  if (given("--max-nodes") && !target)
+    throw InputError("--max-nodes with --global-batch bounds the search of --target-tokens-per-day; give that too");
+  if (target && (given("--gpus") || given("--nodes")))
+    throw InputError("--target-tokens-per-day searches the node count itself; drop --gpus and --nodes");
+  if (target && !(s.target_tokens_per_day > 0))
+    throw InputError("--target-tokens-per-day must be positive, got " + std::to_string(s.target_tokens_per_day));
+  check_outputs({{"--json", a.json_path}});
+  const search::LayoutRequest r = layout_request(a, s);
+  std::ostream& out = a.json_path == "-" ? std::cerr : std::cout;
+  if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
+  const LayoutPlan plan = search::plan_layouts(r, progress_bar());
+  print_header(out, r, plan);
+  print_table(out, plan, r.top);
+  if (!a.json_path.empty()) {
+    Json j = request_json(r, version);
+    j["plan"] = plan_json(r, plan);
+    write_output("--json", a.json_path, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace moesim::cli

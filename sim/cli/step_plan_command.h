@@ -1,0 +1,32 @@
+// `moesim plan --global-batch N ...`: the layout planner of the whole training step
+// (sim/search/layout_planner.h): the fastest layouts of a dense model on the cluster, or with
+// --target-tokens-per-day the fewest whole nodes that reach a token rate. The MoE-layer plan's
+// flags (--tokens, --chunks, --tp, ...) are refused with --global-batch, and these flags without it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/cli/plan_command.h"
+
+namespace moesim::cli {
+
+struct StepPlanArgs {
+  long long global_batch = 0;
+  long long seq = 0;                 // 0: the model's seq_len
+  int top = 5;                       // --top K
+  double target_tokens_per_day = 0;  // 0: not given
+  std::string attention = "flash";
+};
+
+// The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.
+const std::vector<std::string>& step_plan_only_flags();
+const std::vector<std::string>& layer_plan_only_flags();
+
+// `given(flag)`: whether the flag was on the command line. The shared flags (--model, --hardware,
+// --gpus, --nodes, --calibration, --network, --json, --jobs, --max-nodes) come in `plan`.
+int run_step_plan(const PlanArgs& plan, const StepPlanArgs& step, const std::function<bool(const std::string&)>& given,
+                  const std::string& version);
+
+}  // namespace moesim::cli

@@ -1,0 +1,225 @@
+#include "sim/search/layout_planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <numeric>
+
+#include "sim/core/error.h"
+#include "sim/memory/activations.h"
+#include "sim/memory/model_states.h"
+#include "sim/search/thread_pool.h"
+#include "sim/spec/model_parameters.h"
+
+namespace moesim::search {
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// 1, and with pp > 1 every split of a stage's layers into more chunks (the interleaved schedule).
+std::vector<int> virtual_stages(int layers, int pp) {
+  std::vector<int> out{1};
+  if (pp == 1 || layers % pp != 0) return out;
+  for (int v : divisors(layers / pp))
+    if (v > 1) out.push_back(v);
+  return out;
+}
+
+std::vector<Recompute> recomputations(AttentionKernel attention) {
+  if (attention == AttentionKernel::kUnfused) return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  return {Recompute::kNone, Recompute::kFull};
+}
+
+void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, std::vector<StepSpec>& out) {
+  // A global batch the data-parallel size does not divide still gets one candidate, which the
+  // batch rule then rejects under its own name.
+  const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
+  for (std::int64_t mb = 1; mb <= replica_batch; mb *= 2) {
+    for (Recompute recompute : recomputations(r.attention)) {
+      for (int zero : {0, 1}) {
+        if (zero == 1 && layout.cp * layout.dp() == 1) continue;  // nothing to shard over
+        StepSpec s;
+        s.layout = layout;
+        s.global_batch = r.global_batch;
+        s.micro_batch = mb;
+        s.seq = r.seq;
+        s.recompute = recompute;
+        s.sequence_parallel = layout.tp > 1;
+        s.attention = r.attention;
+        s.zero_stage = zero;
+        out.push_back(s);
+      }
+    }
+  }
+}
+
+std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
+  const int gpus = r.cluster.num_gpus();
+  const int layers = r.model.num_layers;
+  std::vector<StepSpec> out;
+  for (int tp : divisors(r.cluster.node.gpus_per_node)) {
+    if (gpus % tp != 0) continue;
+    for (int cp = 1; gpus % (tp * cp) == 0; cp *= 2) {
+      for (int pp : divisors(gpus / (tp * cp))) {
+        if (pp > layers) break;
+        for (int vpp : virtual_stages(layers, pp)) add_batch_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
+      }
+      if (tp * cp == gpus) break;
+    }
+  }
+  return out;
+}
+
+// A rule with its numbers written N, so that the candidates one rule rejects count together; the
+// model's name (GPT-1.7B) keeps its digits.
+std::string rule_of(const std::string& message, const std::string& model_name) {
+  std::string out;
+  for (std::size_t i = 0; i < message.size();) {
+    if (!model_name.empty() && message.compare(i, model_name.size(), model_name) == 0) {
+      out += model_name;
+      i += model_name.size();
+    } else if (std::isdigit(static_cast<unsigned char>(message[i]))) {
+      out += 'N';
+      while (i < message.size() && std::isdigit(static_cast<unsigned char>(message[i]))) ++i;
+    } else {
+      out += message[i++];
+    }
+  }
+  return out;
+}
+
+constexpr const char* kDoesNotFit =
+    "does not fit: closed-form peak (model states + stage activations) above the GPU's memory less the 2 GiB reserve";
+
+}  // namespace
+
+std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape) {
+  const StepLayout& l = shape.layout;
+  ActivationLayout act;
+  act.micro_batch = shape.micro_batch;
+  act.seq = shape.seq;
+  act.tp = l.tp;
+  act.cp = l.cp;
+  act.sequence_parallel = spec.sequence_parallel;
+  act.recompute = spec.recompute;
+  act.attention = spec.attention;
+  // The same model-state layout the step builder gives its stages (sim/step/step_graph.cc).
+  const auto states = model_states_per_gpu(model, TrainingLayout{l.tp, l.pp, l.ep, l.cp * shape.dp / l.ep, spec.zero_stage});
+  const PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches};
+  std::int64_t peak = 0;
+  for (int s = 0; s < l.pp; ++s) {
+    const StageModelStates& st = states[static_cast<std::size_t>(s)];
+    const std::int64_t bytes = static_cast<std::int64_t>(st.weight_bytes) + static_cast<std::int64_t>(st.grad_bytes) +
+                               static_cast<std::int64_t>(st.optimizer_bytes) +
+                               stage_activations(model, act, l.ep, pipe, s).bytes();
+    peak = std::max(peak, bytes);
+  }
+  return peak;
+}
+
+LayoutEnumeration enumerate_layouts(const LayoutRequest& r) {
+  require_architecture(r.model);
+  if (r.model.has_moe_layers())
+    throw InputError("--model " + r.model.name + " has MoE layers: the layout planner of the whole step (--global-batch) "
+                     "covers dense models, as the whole-step simulation does");
+  LayoutEnumeration out;
+  std::map<std::string, std::int64_t> rejected;
+  const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;
+  for (const StepSpec& spec : candidate_specs(r)) {
+    ++out.considered;
+    try {
+      const StepShape shape = derive_step_shape(r.model, r.cluster, spec);
+      const std::int64_t bytes = closed_form_peak_bytes(r.model, spec, shape);
+      if (bytes > usable) {
+        ++rejected[kDoesNotFit];
+        continue;
+      }
+      out.fitting.push_back(LayoutCandidate{spec, bytes});
+    } catch (const InputError& e) {
+      ++rejected[rule_of(e.rule(), r.model.name)];
+    }
+  }
+  for (const auto& [reason, count] : rejected) out.rejections.push_back({reason, count});
+  std::stable_sort(out.rejections.begin(), out.rejections.end(),
+                   [](const RejectionCount& a, const RejectionCount& b) { return a.count > b.count; });
+  return out;
+}
+
+LayoutPlan plan_layouts(const LayoutRequest& r, const PlanProgress& progress) {
+  LayoutPlan plan;
+  plan.enumeration = enumerate_layouts(r);
+  const std::vector<LayoutCandidate>& fitting = plan.enumeration.fitting;
+  std::vector<StepEstimate>& estimates = plan.estimates;
+  estimates.resize(fitting.size());
+  parallel_for(
+      fitting.size(), r.jobs,
+      [&](std::size_t i) { estimates[i] = estimate_training_step(r.model, r.cluster, fitting[i].spec, r.network); },
+      [&](std::size_t done) {
+        if (progress) progress("estimate", done, fitting.size());
+      });
+  std::vector<std::size_t> order(fitting.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  // Faster first; of equal rates the smaller peak (more room), then enumeration order.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (estimates[a].step_ns != estimates[b].step_ns) return estimates[a].step_ns < estimates[b].step_ns;
+    return fitting[a].memory_estimate_bytes < fitting[b].memory_estimate_bytes;
+  });
+  const std::size_t simulated = std::min(order.size(), static_cast<std::size_t>(2 * std::max(r.top, 1)));
+  plan.simulated.resize(simulated);
+  parallel_for(
+      simulated, r.jobs,
+      [&](std::size_t k) {
+        const std::size_t i = order[k];
+        plan.simulated[k] = PlannedLayout{fitting[i], estimates[i],
+                                          simulate_training_step(r.model, r.cluster, fitting[i].spec, r.network).report};
+      },
+      [&](std::size_t done) {
+        if (progress) progress("simulate", done, simulated);
+      });
+  std::stable_sort(plan.simulated.begin(), plan.simulated.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
+    const StepReport& x = *a.simulated;
+    const StepReport& y = *b.simulated;
+    if (x.fits != y.fits) return x.fits;
+    if (x.step_ns != y.step_ns) return x.step_ns < y.step_ns;
+    return x.peak_memory_bytes < y.peak_memory_bytes;
+  });
+  return plan;
+}
+
+TokenRateSearch plan_for_token_rate(const LayoutRequest& request, double tokens_per_day, int max_nodes,
+                                    const PlanProgress& progress) {
+  TokenRateSearch search;
+  search.target_tokens_per_day = tokens_per_day;
+  search.max_nodes = max_nodes;
+  const int per_node = request.cluster.node.gpus_per_node;
+  for (int nodes = 1; nodes <= max_nodes; ++nodes) {
+    TokenRateStep step;
+    step.nodes = nodes;
+    step.gpus = nodes * per_node;
+    LayoutRequest r = request;
+    r.cluster = with_gpus(request.cluster, step.gpus, SourceLocation{}, "--max-nodes");
+    const LayoutPlan plan = plan_layouts(r, progress);
+    if (!plan.simulated.empty() && plan.simulated.front().simulated->fits) {
+      step.best = plan.simulated.front();
+      step.tokens_per_day = step.best->simulated->tokens_per_s_per_gpu * step.gpus * 86400.0;
+    } else {
+      const auto& rejections = plan.enumeration.rejections;
+      step.note = !plan.enumeration.fitting.empty() ? "none of the simulated layouts fits"
+                  : rejections.empty()              ? "no candidate layout"
+                                                    : "no layout fits; most often: " + rejections.front().reason;
+    }
+    search.steps.push_back(step);
+    if (step.best && step.tokens_per_day >= tokens_per_day) {
+      search.answer = search.steps.size() - 1;
+      break;
+    }
+  }
+  return search;
+}
+
+}  // namespace moesim::search

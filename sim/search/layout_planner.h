@@ -1,0 +1,112 @@
+// The layout planner of a whole training step (issue 23 item 9; `moesim plan --global-batch`):
+// which tp x cp x pp (x vpp) layout, micro-batch, recomputation and ZeRO stage trains a dense
+// model fastest on a cluster at a given global batch, and how many GPUs a token rate needs.
+//
+// 1. enumerate_layouts walks the candidates (below) and keeps those derive_step_shape accepts and
+//    whose closed-form peak (model states + the stage's activations at the schedule's in-flight
+//    peak, sim/memory) fits in the GPU less kStepMemoryReserve; every other candidate is counted
+//    under its reason: the rule derive_step_shape (or the activation accounting) names, with its
+//    numbers written N, or "does not fit".
+// 2. plan_layouts estimates each fitting layout's step (step_estimate.h: the same cost models on a
+//    one-microbatch sample, timed for the real microbatches), ranks them by estimated tokens/s
+//    per GPU, simulates the best 2K in full and ranks those by their simulated figures.
+// 3. plan_for_token_rate walks whole node counts until the best layout's simulated rate reaches
+//    a number of tokens a day.
+//
+// Candidates, for G GPUs with n per node (Megatron-LM's practice):
+//   tp   divisors of n (tensor parallelism stays inside a node's NVLink domain);
+//   cp   1, 2, 4, ... up to G / tp;
+//   pp   divisors of G / (tp x cp) up to the layers;
+//   vpp  1, and each divisor > 1 of layers / pp with the interleaved schedule (pp > 1);
+//   micro-batch  powers of two up to the per-replica batch global / dp;
+//   recompute    none and full; selective too with unfused attention (with FlashAttention it
+//                re-runs nothing, the kernel recomputes its scores itself, so it would be none);
+//   sequence parallelism on whenever tp > 1: Megatron-LM recommends it with tensor parallelism
+//                (the same communication volume, activations of the norms and dropouts / tp);
+//   ZeRO 0 and 1 (the distributed optimizer), 1 only where the data-parallel group has > 1 rank;
+//   ep 1 (dense models), schedule 1f1b, or interleaved with vpp > 1.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/search/step_estimate.h"
+#include "sim/step/step_simulation.h"
+
+namespace moesim::search {
+
+struct LayoutRequest {
+  ModelSpec model;
+  ClusterSpec cluster;
+  std::int64_t global_batch = 0;  // sequences per step
+  std::int64_t seq = 0;           // 0: the model's seq_len
+  AttentionKernel attention = AttentionKernel::kFlash;
+  NetworkChoice network;
+  int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
+  int jobs = 1;  // threads
+};
+
+struct LayoutCandidate {
+  StepSpec spec;
+  std::int64_t memory_estimate_bytes = 0;  // closed-form peak of the fullest stage
+};
+
+struct RejectionCount {
+  std::string reason;
+  std::int64_t count = 0;
+};
+
+struct LayoutEnumeration {
+  std::int64_t considered = 0;
+  std::vector<LayoutCandidate> fitting;      // in enumeration order
+  std::vector<RejectionCount> rejections;    // most frequent first
+};
+
+// The closed-form peak memory of the step's fullest stage, per GPU. Throws InputError for a
+// layout the activation accounting refuses.
+std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape);
+
+// Throws InputError (naming --model) for a model with MoE layers or without an architecture.
+LayoutEnumeration enumerate_layouts(const LayoutRequest& request);
+
+struct PlannedLayout {
+  LayoutCandidate candidate;
+  StepEstimate estimate;
+  std::optional<StepReport> simulated;  // for the best 2K by the estimate
+};
+
+struct LayoutPlan {
+  LayoutEnumeration enumeration;
+  std::vector<StepEstimate> estimates;   // of enumeration.fitting, index by index
+  std::vector<PlannedLayout> simulated;  // ranked: fitting first, then by simulated tokens/s per GPU
+};
+
+// Progress: phase ("estimate" or "simulate"), done, total.
+using PlanProgress = std::function<void(const char* phase, std::size_t done, std::size_t total)>;
+
+LayoutPlan plan_layouts(const LayoutRequest& request, const PlanProgress& progress = {});
+
+struct TokenRateStep {
+  int nodes = 0;
+  int gpus = 0;
+  std::optional<PlannedLayout> best;  // the fastest fitting simulated layout
+  double tokens_per_day = 0;          // of the whole cluster with it
+  std::string note;                   // why there is none (no legal layout, none fits)
+};
+
+struct TokenRateSearch {
+  double target_tokens_per_day = 0;
+  int max_nodes = 0;
+  std::vector<TokenRateStep> steps;  // 1 .. the answer's node count (or max_nodes)
+  std::optional<std::size_t> answer; // index into steps
+};
+
+// Node counts 1, 2, ..., max_nodes of request.cluster's preset (with_gpus) until one reaches the
+// target; the request's cluster is the preset.
+TokenRateSearch plan_for_token_rate(const LayoutRequest& request, double tokens_per_day, int max_nodes,
+                                    const PlanProgress& progress = {});
+
+}  // namespace moesim::search

@@ -1,0 +1,152 @@
+#include "sim/search/step_estimate.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/schedule/program_timing.h"
+#include "sim/step/step_simulation.h"
+
+namespace moesim::search {
+namespace {
+
+// The fewest microbatches per pipeline the schedule runs on this shape (at most the step's own).
+int sample_microbatches(const StepShape& shape) {
+  PipelineShape p = shape.pipeline;
+  for (p.microbatches = 1; p.microbatches < shape.pipeline.microbatches; ++p.microbatches)
+    if (schedule_problem(shape.schedule, p).empty()) return p.microbatches;
+  return shape.pipeline.microbatches;
+}
+
+struct Span {
+  TimeNs start = std::numeric_limits<TimeNs>::max();
+  TimeNs end = -1;
+  void add(TimeNs s, TimeNs e) {
+    start = std::min(start, s);
+    end = std::max(end, e);
+  }
+};
+
+// The sample's trace cut into passes: spans[(backward x microbatches + microbatch) x parts + part].
+class SampleSpans {
+ public:
+  explicit SampleSpans(const SimulatedStep& sim)
+      : shape_(sim.report.shape),
+        parts_(static_cast<std::size_t>(shape_.num_parts())),
+        spans_(2 * static_cast<std::size_t>(shape_.pipeline.microbatches) * parts_),
+        stage_end_(static_cast<std::size_t>(shape_.stages()), 0) {
+    for (std::size_t q = 0; q < parts_; ++q) {
+      const StepShape::Part& p = shape_.parts[q];
+      if (part_of_layer_.size() < static_cast<std::size_t>(p.first_layer + p.layers))
+        part_of_layer_.resize(static_cast<std::size_t>(p.first_layer + p.layers));
+      std::fill_n(part_of_layer_.begin() + p.first_layer, p.layers, static_cast<int>(q));
+    }
+    const TaskGraph& g = sim.graph.graph;
+    for (TaskIndex i = 0; i < g.num_tasks(); ++i) add(g, i, sim.run.trace.records[i]);
+  }
+
+  Span& at(bool backward, int microbatch, int part) {
+    return spans_[(static_cast<std::size_t>(backward ? shape_.pipeline.microbatches : 0) +
+                   static_cast<std::size_t>(microbatch)) * parts_ + static_cast<std::size_t>(part)];
+  }
+  // The end of the stage's last task that is not a transfer between stages.
+  TimeNs stage_end(int stage) const { return stage_end_[static_cast<std::size_t>(stage)]; }
+
+ private:
+  int part_of(int layer) const { return part_of_layer_.at(static_cast<std::size_t>(layer)); }
+
+  void add(const TaskGraph& g, TaskIndex i, const TaskRecord& rec) {
+    const Task& t = g.task(i);
+    const bool transfer = t.stream == StreamClass::kCommPipeline;
+    if (!transfer)
+      for (int rank : g.ranks_of(i)) {
+        TimeNs& end = stage_end_[static_cast<std::size_t>(rank / shape_.layout.stage_size())];
+        end = std::max(end, rec.end_ns);
+      }
+    // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass.
+    if (t.chunk < 0 || t.stage == "grad" || t.stage == "optimizer") return;
+    int layer = t.layer;
+    if (transfer) {
+      // A transfer belongs to the pass that consumes it: its successor on the receiving stage.
+      for (TaskIndex next : g.successors(i))
+        if (g.task(next).stream != StreamClass::kCommPipeline) layer = g.task(next).layer;
+    }
+    // Recomputation re-runs forward work inside the backward pass.
+    const bool backward = t.pass == Pass::kBackward || t.stage == "recompute";
+    at(backward, t.chunk, part_of(layer)).add(rec.start_ns, rec.end_ns);
+  }
+
+  const StepShape& shape_;
+  std::size_t parts_;
+  std::vector<int> part_of_layer_;
+  std::vector<Span> spans_;
+  std::vector<TimeNs> stage_end_;
+};
+
+struct Measured {
+  std::vector<PassTimes> part_times;  // ns
+  std::vector<TimeNs> tail;           // per stage
+};
+
+Measured measure(const SimulatedStep& sim) {
+  const StepShape& shape = sim.report.shape;
+  SampleSpans spans(sim);
+  const auto programs = stage_programs(shape.schedule, shape.pipeline);
+  Measured m;
+  m.part_times.assign(static_cast<std::size_t>(shape.num_parts()), PassTimes{0, 0, 0, 0});
+  for (int s = 0; s < shape.stages(); ++s) {
+    TimeNs previous_end = 0;
+    for (const PipeAction& a : programs[static_cast<std::size_t>(s)]) {
+      const int part = model_part(shape.schedule, shape.pipeline, s, a.chunk);
+      const bool backward = a.work != PipeWork::kForward;
+      const Span& span = spans.at(backward, a.microbatch, part);
+      // A pass runs from when it could start on its stage: the stage is free and its input is on the way.
+      const double took = static_cast<double>(span.end - std::max(span.start, previous_end));
+      PassTimes& t = m.part_times[static_cast<std::size_t>(part)];
+      (backward ? t.backward : t.forward) += took / shape.pipeline.microbatches;
+      previous_end = span.end;
+    }
+    m.tail.push_back(spans.stage_end(s) - previous_end);
+  }
+  return m;
+}
+
+}  // namespace
+
+StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
+                                    NetworkChoice network) {
+  const StepShape shape = derive_step_shape(model, cluster, spec);
+  if (shape.schedule == PipelineSchedule::kZeroBubbleH1)
+    throw InputError("--schedule zb-h1: the step estimate times whole backward passes only");
+  StepSpec sample = spec;
+  const int sampled = sample_microbatches(shape);
+  sample.global_batch = std::int64_t{sampled} * spec.micro_batch * shape.dp;
+  const SimulatedStep sim = simulate_training_step(model, cluster, sample, network);
+  StepEstimate est;
+  est.sampled_microbatches = sampled;
+  est.exact = sampled == shape.pipeline.microbatches;
+  if (est.exact) {
+    est.step_ns = sim.report.step_ns;
+  } else {
+    const Measured m = measure(sim);
+    const auto programs = stage_programs(shape.schedule, shape.pipeline);
+    const ProgramTiming timing = time_programs_by_part(shape.schedule, shape.pipeline, programs, m.part_times);
+    double step = 0;
+    for (int s = 0; s < shape.stages(); ++s) {
+      const auto& program = programs[static_cast<std::size_t>(s)];
+      const PipeAction& last = program.back();
+      const PassTimes& t = m.part_times[static_cast<std::size_t>(model_part(shape.schedule, shape.pipeline, s, last.chunk))];
+      const double end = timing.start[static_cast<std::size_t>(s)].back() +
+                         (last.work == PipeWork::kForward ? t.forward : t.backward);
+      step = std::max(step, end + static_cast<double>(m.tail[static_cast<std::size_t>(s)]));
+    }
+    est.step_ns = static_cast<TimeNs>(step);
+  }
+  const double tokens = static_cast<double>(shape.global_batch) * static_cast<double>(shape.seq);
+  est.tokens_per_s_per_gpu = tokens / (static_cast<double>(est.step_ns) * 1e-9) / shape.layout.gpus;
+  return est;
+}
+
+}  // namespace moesim::search

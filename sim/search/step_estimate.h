@@ -1,0 +1,43 @@
+// A fast estimate of a whole training step (sim/step) for ranking layouts: the layout planner
+// (layout_planner.h) compares hundreds of them, and a full simulation of a large model's step
+// takes seconds, most of it in the many microbatches of a long pipeline.
+//
+// The estimate uses the same cost models, on a smaller graph: the step is simulated with the
+// fewest microbatches per pipeline its schedule runs (1; one group of `pp` for the interleaved
+// schedule), and from that trace it takes
+//   - each model part's forward and backward pass time: from when the pass could start on its
+//     stage (the incoming transfer's start, or the stage's previous pass's end) to its last
+//     task's end, averaged over the sampled microbatches; the transfer that brings a pass its
+//     input is thus part of the pass, as the step builder makes the consumer wait for it;
+//   - each stage's tail: from its last pass's end to the end of its gradient reductions,
+//     optimizer and weight all-gather.
+// sim/schedule's time_programs then times the real number of microbatches with those pass times,
+// and the step is the latest stage's last pass plus its tail. When the sample is the whole step
+// (as many microbatches), the estimate is the simulated step itself.
+//
+// What it leaves out: contention between passes of different microbatches (transfers sharing
+// links with tensor-parallel collectives), and the gradient reductions' interference with the
+// last microbatch's backward is measured on the sample's own. tests/sim/search/step_estimate_test.cc
+// measures the error against full simulations.
+#pragma once
+
+#include "sim/driver/simulation.h"
+#include "sim/spec/hardware_spec.h"
+#include "sim/spec/model_spec.h"
+#include "sim/spec/step_spec.h"
+
+namespace moesim::search {
+
+struct StepEstimate {
+  TimeNs step_ns = 0;
+  double tokens_per_s_per_gpu = 0;
+  int sampled_microbatches = 0;  // per pipeline, in the simulation the pass times come from
+  bool exact = false;            // the sample was the whole step
+};
+
+// Throws InputError for a spec the step simulation refuses, and InputError for a schedule with
+// split backward passes (zb-h1), whose weight-gradient passes the sample does not tell apart.
+StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
+                                    NetworkChoice network = {});
+
+}  // namespace moesim::search

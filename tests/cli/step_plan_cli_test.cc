@@ -1,0 +1,67 @@
+// `moesim plan --global-batch`: the whole step's layout planner from the command line (its table,
+// JSON and token-rate search), and its bad input, each answered with exit code 2 naming the flag.
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace moesim::cli_test {
+namespace {
+
+const std::string kTinyPlan =
+    "plan --model tests/sim/search/data/tiny-gpt.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 --jobs 2";
+
+TEST_F(Cli, StepPlanPrintsTheSimulatedRankingAndWritesItAsJson) {
+  const Result r = run(kTinyPlan + " --gpus 8 --top 2 --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("moesim: layouts of Tiny-GPT on 8 x A100-SXM4-80GB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank  tp  cp  pp  vpp"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.err.empty()) << "no progress on stderr when it is not a terminal: " << r.err;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  EXPECT_EQ(j["model"], "Tiny-GPT");
+  EXPECT_EQ(j["global_batch"], 16);
+  const auto& plan = j["plan"];
+  const auto& layouts = plan["layouts"];
+  ASSERT_EQ(layouts.size(), 4u);  // the best 2K by the estimate, simulated
+  for (std::size_t k = 1; k < layouts.size(); ++k)
+    EXPECT_LE(layouts[k - 1]["step_time_s"].get<double>(), layouts[k]["step_time_s"].get<double>());
+  std::int64_t rejected = 0;
+  for (const auto& rej : plan["rejections"]) rejected += rej["count"].get<std::int64_t>();
+  EXPECT_EQ(plan["considered"].get<std::int64_t>(), plan["fitting"].get<std::int64_t>() + rejected);
+  EXPECT_EQ(plan["estimated"], plan["fitting"]);
+}
+
+TEST_F(Cli, StepPlanFindsTheNodesForATokenRate) {
+  // Any positive rate one node reaches: the search stops at 1 node.
+  const Result r = run(kTinyPlan + " --top 1 --target-tokens-per-day 1e6 --max-nodes 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("    1 node(s)      8 GPUs: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("answer: 1 node(s), 8 GPUs"), std::string::npos) << r.out;
+  const Result none = run(kTinyPlan + " --top 1 --target-tokens-per-day 1e30 --max-nodes 1");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("answer: none up to 1 node(s)"), std::string::npos) << none.out;
+}
+
+TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
+  const std::pair<std::string, std::string> cases[] = {
+      {kTinyPlan + " --tokens 4096", "--tokens belongs to the MoE-layer plan"},
+      {kTinyPlan + " --tp 2", "--tp belongs to the MoE-layer plan"},
+      {kTinyPlan + " --top 0", "--top"},
+      {kTinyPlan + " --attention fast", "--attention 'fast' is not valid; valid: flash, unfused"},
+      {kTinyPlan + " --target-tokens-per-day 0", "--target-tokens-per-day"},
+      {kTinyPlan + " --target-tokens-per-day 1e12 --gpus 16", "drop --gpus and --nodes"},
+      {kTinyPlan + " --max-nodes 4", "--max-nodes with --global-batch bounds the search of --target-tokens-per-day"},
+      {"plan --model mixtral-8x7b --hardware dgx-a100-80gb-hdr --global-batch 16", "--model Mixtral-8x7B has MoE layers"},
+      {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --seq 1024 --tokens 4096",
+       "--seq belongs to the whole step's layout plan: give --global-batch"},
+      {"plan --model moe-gpt-s-64e --hardware adira-8x-dgx-a100", "--tokens is required"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace moesim::cli_test

@@ -1,0 +1,167 @@
+// The layout planner of the whole step (sim/search/layout_planner.h): every layout it keeps is
+// legal and fits by the closed form, every other candidate is counted under one reason, the
+// ranking is the simulated one, and the token-rate search stops at the first node count that
+// reaches its target.
+#include "sim/search/layout_planner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "sim/memory/activations.h"
+#include "sim/spec/loader.h"
+#include "tests/sim/step_presets.h"
+
+namespace moesim::search {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelSpec preset(const std::string& name) { return moesim::testing::model_preset(name); }
+ClusterSpec cluster(int gpus) { return moesim::testing::a100_cluster(gpus); }
+
+LayoutRequest request(const std::string& model, int gpus, std::int64_t global_batch, std::int64_t seq) {
+  LayoutRequest r;
+  r.model = preset(model);
+  r.cluster = cluster(gpus);
+  r.global_batch = global_batch;
+  r.seq = seq;
+  r.top = 3;
+  r.jobs = 2;
+  return r;
+}
+
+// What the planner varies, as one string.
+std::string key(const StepSpec& s) {
+  const StepLayout& l = s.layout;
+  return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.pp) + "/" + std::to_string(l.vpp) +
+         "/" + std::to_string(s.micro_batch) + "/" + std::string(to_string(s.recompute)) + "/" +
+         std::to_string(s.zero_stage);
+}
+
+// tests/sim/search/data/tiny-gpt.yaml: 4 layers of width 512, quick to plan.
+LayoutRequest tiny(int gpus, std::int64_t global_batch) {
+  LayoutRequest r = request("gpt-1.7b", gpus, global_batch, 0);
+  r.model = load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/tests/sim/search/data/tiny-gpt.yaml");
+  return r;
+}
+
+std::int64_t count_of(const LayoutEnumeration& e, const std::string& reason) {
+  for (const RejectionCount& r : e.rejections)
+    if (r.reason == reason) return r.count;
+  return 0;
+}
+
+TEST(LayoutPlanner, KeepsOnlyLegalLayoutsThatFitAndCountsEveryOtherCandidate) {
+  const LayoutRequest r = request("gpt-1.7b", 16, 24, 1024);
+  const LayoutEnumeration e = enumerate_layouts(r);
+  ASSERT_FALSE(e.fitting.empty());
+  std::int64_t rejected = 0;
+  for (const RejectionCount& rej : e.rejections) rejected += rej.count;
+  EXPECT_EQ(e.considered, static_cast<std::int64_t>(e.fitting.size()) + rejected);
+  const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;
+  std::set<std::string> distinct;
+  for (const LayoutCandidate& c : e.fitting) {
+    StepShape shape;
+    ASSERT_NO_THROW(shape = derive_step_shape(r.model, r.cluster, c.spec));
+    EXPECT_EQ(c.memory_estimate_bytes, closed_form_peak_bytes(r.model, c.spec, shape));
+    EXPECT_LE(c.memory_estimate_bytes, usable);
+    EXPECT_EQ(c.spec.sequence_parallel, c.spec.layout.tp > 1);
+    EXPECT_EQ(c.spec.layout.ep, 1);
+    distinct.insert(key(c.spec));
+  }
+  EXPECT_EQ(distinct.size(), e.fitting.size()) << "a layout enumerated twice";
+  // 24 sequences over 16 GPUs: tp 1 x pp 1 gives 16 replicas, which do not divide the batch; pp 16
+  // does not divide the 24 layers; 6 microbatches of an interleaved pipeline of 4 stages is not
+  // a whole number of groups.
+  EXPECT_GT(count_of(e, "--global-batch N is not divisible by --micro-batch x data-parallel size = N x N"), 0);
+  EXPECT_GT(count_of(e, "--pp x --vpp = N does not divide the N layers of GPT-1.7B (give the layers of each part with "
+                        "--part-layers)"),
+            0);
+  bool interleaved_rule = false;
+  for (const RejectionCount& rej : e.rejections) interleaved_rule |= rej.reason.starts_with("--schedule interleaved");
+  EXPECT_TRUE(interleaved_rule);
+}
+
+TEST(LayoutPlanner, CountsLayoutsWhoseClosedFormPeakExceedsTheGpu) {
+  // GPT-22B's model states alone (22e9 x 16 bytes) need several GPUs of a node: tp 1 x pp 1 cannot fit.
+  const LayoutRequest r = request("gpt-22b", 8, 8, 2048);
+  const LayoutEnumeration e = enumerate_layouts(r);
+  EXPECT_GT(count_of(e, "does not fit: closed-form peak (model states + stage activations) above the GPU's memory "
+                        "less the 2 GiB reserve"),
+            0);
+  for (const LayoutCandidate& c : e.fitting) EXPECT_GT(c.spec.layout.tp * c.spec.layout.pp, 1);
+}
+
+TEST(LayoutPlanner, RefusesModelsWithMoeLayersNamingTheFlag) {
+  LayoutRequest r = request("gpt-1.7b", 8, 8, 1024);
+  r.model = preset("mixtral-8x7b");
+  try {
+    enumerate_layouts(r);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.rule(), HasSubstr("--model Mixtral"));
+    EXPECT_THAT(e.rule(), HasSubstr("has MoE layers"));
+  }
+}
+
+TEST(LayoutPlanner, RanksTheSimulatedLayoutsByTheirSimulatedStep) {
+  const LayoutRequest r = tiny(16, 32);
+  const LayoutPlan plan = plan_layouts(r);
+  ASSERT_EQ(plan.simulated.size(), std::min<std::size_t>(2 * 3, plan.enumeration.fitting.size()));
+  ASSERT_EQ(plan.estimates.size(), plan.enumeration.fitting.size());
+  for (std::size_t k = 0; k < plan.simulated.size(); ++k) {
+    const StepReport& rep = *plan.simulated[k].simulated;
+    // The reported figures are the full simulation's.
+    EXPECT_EQ(rep.step_ns, simulate_training_step(r.model, r.cluster, plan.simulated[k].candidate.spec).report.step_ns);
+    if (k == 0) continue;
+    const StepReport& prev = *plan.simulated[k - 1].simulated;
+    EXPECT_TRUE(prev.fits >= rep.fits);
+    if (prev.fits == rep.fits) {
+      EXPECT_LE(prev.step_ns, rep.step_ns);
+    }
+  }
+  // The layouts simulated are the estimate's best: none left out estimates faster than the slowest kept.
+  TimeNs slowest_kept = 0;
+  for (const PlannedLayout& p : plan.simulated) slowest_kept = std::max(slowest_kept, p.estimate.step_ns);
+  std::size_t faster_left_out = 0;
+  for (std::size_t i = 0; i < plan.estimates.size(); ++i) {
+    bool kept = false;
+    for (const PlannedLayout& p : plan.simulated) kept |= key(p.candidate.spec) == key(plan.enumeration.fitting[i].spec);
+    if (!kept && plan.estimates[i].step_ns < slowest_kept) ++faster_left_out;
+  }
+  EXPECT_EQ(faster_left_out, 0u);
+}
+
+TEST(LayoutPlanner, TokenRateSearchStopsAtTheFirstNodeCountThatReachesTheTarget) {
+  LayoutRequest r = tiny(8, 32);
+  r.top = 1;
+  auto rate_at = [&](int gpus) {
+    LayoutRequest q = r;
+    q.cluster = cluster(gpus);
+    const LayoutPlan plan = plan_layouts(q);
+    return plan.simulated.front().simulated->tokens_per_s_per_gpu * gpus * 86400.0;
+  };
+  const double one = rate_at(8);
+  const double two = rate_at(16);
+  ASSERT_GT(two, one) << "a batch of 32 sequences still scales from 8 to 16 GPUs";
+  // Two nodes' best rate: one node falls short, two reach it, and the search stops there.
+  const TokenRateSearch s = plan_for_token_rate(r, two, 4);
+  ASSERT_TRUE(s.answer.has_value());
+  EXPECT_EQ(*s.answer, 1u);
+  ASSERT_EQ(s.steps.size(), 2u);
+  EXPECT_EQ(s.steps[0].nodes, 1);
+  EXPECT_EQ(s.steps[0].tokens_per_day, one);
+  EXPECT_EQ(s.steps[1].gpus, 16);
+  EXPECT_EQ(s.steps[1].tokens_per_day, two);
+  // A target no count up to the limit reaches: every count is tried and there is no answer.
+  const TokenRateSearch none = plan_for_token_rate(r, 2 * two, 2);
+  EXPECT_FALSE(none.answer.has_value());
+  EXPECT_EQ(none.steps.size(), 2u);
+}
+
+}  // namespace
+}  // namespace moesim::search
