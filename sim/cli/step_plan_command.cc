@@ -49,7 +49,7 @@ std::string layout_words(const PlannedLayout& p) {
   const StepSpec& s = p.candidate.spec;
   std::ostringstream out;
   out << "tp " << s.layout.tp << ", cp " << s.layout.cp << ", pp " << s.layout.pp << ", vpp " << s.layout.vpp
-      << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch << ", recompute " << to_string(s.recompute)
+      << ", ep " << s.layout.ep << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch << ", recompute " << to_string(s.recompute)
       << ", ZeRO " << s.zero_stage;
   return out.str();
 }
@@ -75,7 +75,7 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top) {
     out << "\nno layout is legal and fits\n";
     return;
   }
-  out << "\nrank  tp  cp  pp  vpp   dp   mb  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  "
+  out << "\nrank  tp  cp  pp  vpp   ep   dp   mb  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  "
          "bubble  peak GiB  fits\n";
   char buf[256];
   for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k) {
@@ -83,8 +83,8 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top) {
     const StepSpec& s = p.candidate.spec;
     const StepReport& r = *p.simulated;
     std::snprintf(buf, sizeof buf,
-                  "%4zu  %2d  %2d  %2d  %3d  %3d  %3lld  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
-                  k + 1, s.layout.tp, s.layout.cp, s.layout.pp, s.layout.vpp, s.layout.dp(),
+                  "%4zu  %2d  %2d  %2d  %3d  %3d  %3d  %3lld  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
+                  k + 1, s.layout.tp, s.layout.cp, s.layout.pp, s.layout.vpp, s.layout.ep, s.layout.dp(),
                   static_cast<long long>(s.micro_batch), std::string(to_string(s.recompute)).c_str(), s.zero_stage,
                   static_cast<double>(r.step_ns) * 1e-9, r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu,
                   r.model_tflops_per_gpu, 100 * r.mfu, r.bubble_fraction, gib(r.peak_memory_bytes), r.fits ? "yes" : "no");

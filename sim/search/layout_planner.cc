@@ -30,6 +30,12 @@ std::vector<int> virtual_stages(int layers, int pp) {
   return out;
 }
 
+// 1 for a dense model; every divisor of the experts for an MoE model (derive_step_shape rejects,
+// under its rule, those the data-parallel ranks do not hold).
+std::vector<int> expert_degrees(const ModelSpec& model) {
+  return model.has_moe_layers() ? divisors(model.num_experts) : std::vector<int>{1};
+}
+
 std::vector<Recompute> recomputations(AttentionKernel attention) {
   if (attention == AttentionKernel::kUnfused) return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   return {Recompute::kNone, Recompute::kFull};
@@ -67,7 +73,8 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
     for (int cp = 1; gpus % (tp * cp) == 0; cp *= 2) {
       for (int pp : divisors(gpus / (tp * cp))) {
         if (pp > layers) break;
-        for (int vpp : virtual_stages(layers, pp)) add_batch_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
+        for (int vpp : virtual_stages(layers, pp))
+          for (int ep : expert_degrees(r.model)) add_batch_variants(r, StepLayout{gpus, tp, pp, vpp, ep, cp}, out);
       }
       if (tp * cp == gpus) break;
     }
@@ -100,16 +107,9 @@ constexpr const char* kDoesNotFit =
 
 std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape) {
   const StepLayout& l = shape.layout;
-  ActivationLayout act;
-  act.micro_batch = shape.micro_batch;
-  act.seq = shape.seq;
-  act.tp = l.tp;
-  act.cp = l.cp;
-  act.sequence_parallel = spec.sequence_parallel;
-  act.recompute = spec.recompute;
-  act.attention = spec.attention;
-  // The same model-state layout the step builder gives its stages (sim/step/step_graph.cc).
-  const auto states = model_states_per_gpu(model, TrainingLayout{l.tp, l.pp, l.ep, l.cp * shape.dp / l.ep, spec.zero_stage});
+  const ActivationLayout act = activation_layout(shape, spec);
+  // The same model-state layout the step builder gives its stages (sim/step/step_shape.h).
+  const auto states = model_states_per_gpu(model, states_layout(shape, spec.zero_stage), stage_layers(shape));
   const PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches};
   std::int64_t peak = 0;
   for (int s = 0; s < l.pp; ++s) {
@@ -124,9 +124,6 @@ std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec
 
 LayoutEnumeration enumerate_layouts(const LayoutRequest& r) {
   require_architecture(r.model);
-  if (r.model.has_moe_layers())
-    throw InputError("--model " + r.model.name + " has MoE layers: the layout planner of the whole step (--global-batch) "
-                     "covers dense models, as the whole-step simulation does");
   LayoutEnumeration out;
   std::map<std::string, std::int64_t> rejected;
   const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;

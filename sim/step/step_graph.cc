@@ -40,8 +40,6 @@ CollectiveWork point_to_point(GroupId group, bool from_first, std::int64_t bytes
   return w;
 }
 
-ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec);
-
 class StepBuilder {
  public:
   StepBuilder(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec, StepGraph& out)
@@ -131,17 +129,6 @@ constexpr BufferId kNoBuffer = static_cast<BufferId>(-1);
 
 std::vector<BufferId> some(BufferId b) { return b == kNoBuffer ? std::vector<BufferId>{} : std::vector<BufferId>{b}; }
 
-ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec) {
-  ActivationLayout a;
-  a.micro_batch = shape.micro_batch;
-  a.seq = shape.seq;
-  a.tp = shape.layout.tp;
-  a.cp = shape.layout.cp;
-  a.sequence_parallel = spec.sequence_parallel;
-  a.recompute = spec.recompute;
-  a.attention = spec.attention;
-  return a;
-}
 
 std::optional<Produced> StepBuilder::input_of(int stage, const PipeAction& a, bool& ready) const {
   ready = true;
@@ -340,20 +327,7 @@ void StepBuilder::emit(int stage, std::size_t index) {
 }
 
 void StepBuilder::setup_stage_buffers() {
-  TrainingLayout states_layout;
-  states_layout.tp = shape().layout.tp;
-  states_layout.pp = shape().layout.pp;
-  states_layout.ep = shape().layout.ep;
-  states_layout.dp = shape().layout.cp * shape().dp / shape().layout.ep;
-  states_layout.zero_stage = spec_.zero_stage;
-  std::vector<std::vector<int>> stage_layers(static_cast<std::size_t>(shape().stages()));
-  for (int s = 0; s < shape().stages(); ++s)
-    for (int c = 0; c < shape().pipeline.virtual_stages; ++c) {
-      const StepShape::Part& p =
-          shape().parts[static_cast<std::size_t>(model_part(shape().schedule, shape().pipeline, s, c))];
-      for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) stage_layers[static_cast<std::size_t>(s)].push_back(l);
-    }
-  const auto states = model_states_per_gpu(model_, states_layout, stage_layers);
+  const auto states = model_states_per_gpu(model_, states_layout(shape(), spec_.zero_stage), stage_layers(shape()));
   for (int s = 0; s < shape().stages(); ++s) {
     const StageModelStates& st = states[static_cast<std::size_t>(s)];
     emitter_.buffer(s, "weights", static_cast<std::int64_t>(st.weight_bytes), MemoryCategory::kModelStates, true);

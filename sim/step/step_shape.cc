@@ -132,6 +132,38 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   return shape;
 }
 
+ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec) {
+  ActivationLayout a;
+  a.micro_batch = shape.micro_batch;
+  a.seq = shape.seq;
+  a.tp = shape.layout.tp;
+  a.cp = shape.layout.cp;
+  a.sequence_parallel = spec.sequence_parallel;
+  a.recompute = spec.recompute;
+  a.attention = spec.attention;
+  return a;
+}
+
+TrainingLayout states_layout(const StepShape& shape, int zero_stage) {
+  TrainingLayout t;
+  t.tp = shape.layout.tp;
+  t.pp = shape.layout.pp;
+  t.ep = shape.layout.ep;
+  t.dp = shape.layout.cp * shape.dp / shape.layout.ep;
+  t.zero_stage = zero_stage;
+  return t;
+}
+
+std::vector<std::vector<int>> stage_layers(const StepShape& shape) {
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(shape.stages()));
+  for (int s = 0; s < shape.stages(); ++s)
+    for (int c = 0; c < shape.pipeline.virtual_stages; ++c) {
+      const StepShape::Part& p = shape.parts[static_cast<std::size_t>(model_part(shape.schedule, shape.pipeline, s, c))];
+      for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) out[static_cast<std::size_t>(s)].push_back(l);
+    }
+  return out;
+}
+
 std::vector<int> StepShape::tensor_group(int stage) const {
   std::vector<int> out;
   for (int t = 0; t < layout.tp; ++t) out.push_back(stage_rank(stage) + t);

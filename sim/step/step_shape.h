@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/memory/activations.h"
+#include "sim/memory/model_states.h"
 #include "sim/schedule/pipeline_schedule.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
@@ -51,6 +53,13 @@ struct StepShape {
   std::vector<int> expert_group(int stage) const;       // ep ranks inside cp x dp
   std::vector<int> expert_data_group(int stage) const;  // cp x dp / ep replicas of the experts
 };
+
+// What the memory accounting needs of a shape: the activations' layout, the model states'
+// layout (the dense data-parallel group is cp x dp; the experts' replicas cp x dp / ep), and the
+// layers each stage holds (its parts', in forward order).
+ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec);
+TrainingLayout states_layout(const StepShape& shape, int zero_stage);
+std::vector<std::vector<int>> stage_layers(const StepShape& shape);
 
 // Checks `spec` against the model and the cluster (whose GPU count the layout must fill) and
 // derives the shape. Throws InputError naming the flag and the rule.

@@ -1,6 +1,7 @@
 #include "sim/step/transformer_layer.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "sim/core/error.h"
 #include "sim/spec/model_parameters.h"
@@ -51,6 +52,13 @@ TransformerDims transformer_dims(const ModelSpec& model, const StepShape& shape,
   d.v_dim = a.kind == AttentionKind::kMla ? a.v_head_dim : a.head_dim;
   d.attention_out = {"proj", d.heads * d.v_dim, model.d_model};
   d.keys = shape.seq;
+  d.cp = shape.layout.cp;
+  if (a.kind == AttentionKind::kMla) {
+    // MLA's keys carry the no-rope and the shared rope parts; its values v_head_dim.
+    d.kv_width = d.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim);
+  } else {
+    d.kv_width = 2 * std::max<std::int64_t>(1, a.num_kv_heads / tp) * a.head_dim;
+  }
   d.batch = shape.micro_batch;
   const bool gated = model.activation == Activation::kSwiglu;
   d.ffn = per_rank(arch.dense_d_ffn, tp);
@@ -115,6 +123,10 @@ void TransformerLayer::core_forward(Chain& chain, int layer, const std::string& 
   const std::string stage = prefix.empty() ? "attention" : "recompute";
   const std::int64_t bh = d_.batch * d_.heads;
   const std::int64_t queries = d_.tokens / d_.batch;
+  if (d_.kernel == AttentionKernel::kFlash && d_.cp > 1) {
+    ring_core(chain, layer, Pass::kForward, prefix, allocates);
+    return;
+  }
   if (d_.kernel == AttentionKernel::kFlash) {
     // Q K^T and P V in one kernel; the causal mask leaves each query half the keys on average.
     TaskName n = name(layer, Pass::kForward, prefix + "core", stage);
@@ -133,9 +145,61 @@ void TransformerLayer::core_forward(Chain& chain, int layer, const std::string& 
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "context", stage), e_.gemm(bh, queries, d_.v_dim, d_.keys));
 }
 
+void TransformerLayer::ring_core(Chain& chain, int layer, Pass pass, const std::string& prefix,
+                                 const std::vector<BufferId>& allocates) {
+  const bool forward = pass == Pass::kForward;
+  const std::string stage = prefix.empty() ? "attention" : "recompute";
+  const std::int64_t bh = d_.batch * d_.heads;
+  const std::int64_t queries = d_.tokens / d_.batch;
+  // Each block pairs the rank's queries with one rank's keys; causal and load-balanced (each
+  // rank holds two of 2 cp sequence chunks), every block does on average 1/cp of half the keys.
+  const std::int64_t keys = std::max<std::int64_t>(1, (d_.keys + 2 * d_.cp - 1) / (2 * d_.cp));
+  const std::int64_t width = forward ? d_.qk_dim + d_.v_dim : 3 * d_.qk_dim + 2 * d_.v_dim;
+  // A ring step sends the rank's keys and values to the next rank (in backward also their
+  // gradients back): an all-to-allv over the context-parallel group with one pair per member.
+  const auto group = e_.shape().context_group(chain.stage);
+  const int cp = static_cast<int>(group.size());
+  const std::int64_t bytes = d_.tokens * d_.kv_width * e_.shape().element_bytes * (forward ? 1 : 2);
+  auto rows = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(cp * cp), 0);
+  for (int s = 0; s < cp; ++s) (*rows)[static_cast<std::size_t>(s * cp + (s + 1) % cp)] = 1;
+  auto traffic = std::make_shared<TrafficMatrix>();
+  traffic->size = cp;
+  traffic->row_bytes = bytes;
+  traffic->rows = std::move(rows);
+  const GroupId gid = e_.graph().add_group(group);
+  Chain ring = chain;  // the ring's steps follow one another on their own stream
+  for (int j = 0; j < cp; ++j) {
+    if (j > 0) {
+      Task t;
+      t.id = (chain.microbatch >= 0 ? "mb" + std::to_string(chain.microbatch) + "." : std::string()) + "L" +
+             std::to_string(layer) + "." + std::string(to_string(pass)) + "." + prefix + "cp.ring" + std::to_string(j);
+      t.rank = -1;
+      t.stream = StreamClass::kCommCombine;
+      CollectiveWork w(CollectiveOp::kAllToAll, gid, 0);
+      w.traffic = traffic;
+      t.work = w;
+      t.layer = layer;
+      t.pass = pass;
+      t.stage = prefix.empty() ? "cp" : "recompute";
+      t.chunk = chain.microbatch;
+      const TaskIndex step = e_.graph().add_task(std::move(t));
+      if (ring.last) e_.graph().add_dependency(*ring.last, step);
+      ring.last = step;
+    }
+    TaskName n = name(layer, pass, prefix + "core.block" + std::to_string(j), stage);
+    if (j == 0) n.allocates = allocates;
+    const TaskIndex block = e_.kernel(chain, n, e_.gemm(bh, queries, keys, width));
+    if (j > 0) e_.graph().add_dependency(*ring.last, block);
+  }
+}
+
 void TransformerLayer::core_backward(Chain& chain, int layer) {
   const std::int64_t bh = d_.batch * d_.heads;
   const std::int64_t queries = d_.tokens / d_.batch;
+  if (d_.kernel == AttentionKernel::kFlash && d_.cp > 1) {
+    ring_core(chain, layer, Pass::kBackward, "", {});
+    return;
+  }
   if (d_.kernel == AttentionKernel::kFlash) {
     e_.kernel(chain, name(layer, Pass::kBackward, "core", "attention"),
               e_.gemm(bh, queries, (d_.keys + 1) / 2, 3 * d_.qk_dim + 2 * d_.v_dim));

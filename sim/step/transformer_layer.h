@@ -46,6 +46,8 @@ struct TransformerDims {
   std::int64_t qk_dim = 0;         // per head
   std::int64_t v_dim = 0;
   std::int64_t keys = 0;           // keys each query attends over before the causal mask (the sequence)
+  std::int64_t kv_width = 0;       // per rank: the key and value columns a rank holds (both), per token
+  int cp = 1;                      // context-parallel ranks: the core runs in cp blocks around a ring
   std::int64_t batch = 1;          // sequences of the microbatch
   LinearShape fc1, fc2;            // per rank; fc1's output is 2x wide when gated
   std::int64_t ffn = 0;            // the activation's output width per rank
@@ -83,6 +85,9 @@ class TransformerLayer {
   void linear_backward(Chain& chain, int layer, const LinearShape& l, BackwardPart part, bool gathered_input,
                        const std::vector<BufferId>& wgrad_frees = {});
   void core_forward(Chain& chain, int layer, const std::string& prefix, const std::vector<BufferId>& allocates = {});
+  // Flash attention with context parallelism (Megatron-Core's ring attention): the core in cp
+  // blocks, block j > 0 on the keys and values that the j-th step of the ring brought.
+  void ring_core(Chain& chain, int layer, Pass pass, const std::string& prefix, const std::vector<BufferId>& allocates);
   void core_backward(Chain& chain, int layer);
   void attention_forward(Chain& chain, int layer, const std::string& prefix);
   void mlp_forward(Chain& chain, int layer, const std::string& prefix);

@@ -50,7 +50,6 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --target-tokens-per-day 0", "--target-tokens-per-day"},
       {kTinyPlan + " --target-tokens-per-day 1e12 --gpus 16", "drop --gpus and --nodes"},
       {kTinyPlan + " --max-nodes 4", "--max-nodes with --global-batch bounds the search of --target-tokens-per-day"},
-      {"plan --model mixtral-8x7b --hardware dgx-a100-80gb-hdr --global-batch 16", "--model Mixtral-8x7B has MoE layers"},
       {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --seq 1024 --tokens 4096",
        "--seq belongs to the whole step's layout plan: give --global-batch"},
       {"plan --model moe-gpt-s-64e --hardware adira-8x-dgx-a100", "--tokens is required"},

@@ -96,16 +96,19 @@ TEST(LayoutPlanner, CountsLayoutsWhoseClosedFormPeakExceedsTheGpu) {
   for (const LayoutCandidate& c : e.fitting) EXPECT_GT(c.spec.layout.tp * c.spec.layout.pp, 1);
 }
 
-TEST(LayoutPlanner, RefusesModelsWithMoeLayersNamingTheFlag) {
-  LayoutRequest r = request("gpt-1.7b", 8, 8, 1024);
-  r.model = preset("mixtral-8x7b");
-  try {
-    enumerate_layouts(r);
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_THAT(e.rule(), HasSubstr("--model Mixtral"));
-    EXPECT_THAT(e.rule(), HasSubstr("has MoE layers"));
+TEST(LayoutPlanner, EnumeratesExpertParallelDegreesOfMoeModels) {
+  LayoutRequest r = request("gpt-1.7b", 16, 64, 1024);
+  r.model = preset("qwen3-30b-a3b");
+  const LayoutEnumeration e = enumerate_layouts(r);
+  bool expert_parallel = false;
+  for (const LayoutCandidate& c : e.fitting) {
+    expert_parallel |= c.spec.layout.ep > 1;
+    EXPECT_NO_THROW(derive_step_shape(r.model, r.cluster, c.spec));
   }
+  EXPECT_TRUE(expert_parallel);
+  EXPECT_GT(count_of(e, "--ep N does not divide --cp x data-parallel size = N (the expert-parallel group lies inside "
+                        "them)"),
+            0);
 }
 
 TEST(LayoutPlanner, RanksTheSimulatedLayoutsByTheirSimulatedStep) {

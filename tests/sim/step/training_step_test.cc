@@ -35,6 +35,12 @@ StepSpec small_step() {
   return s;
 }
 
+int count_tasks(const TaskGraph& g, const std::string& id_part) {
+  int n = 0;
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) n += g.task(i).id.find(id_part) != std::string::npos;
+  return n;
+}
+
 std::string error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
   try {
     build_step_graph(preset(model), cluster(spec.layout.gpus), spec);
@@ -223,12 +229,6 @@ StepSpec moe_step() {
   return s;
 }
 
-int count_tasks(const TaskGraph& g, const std::string& id_part) {
-  int n = 0;
-  for (TaskIndex i = 0; i < g.num_tasks(); ++i) n += g.task(i).id.find(id_part) != std::string::npos;
-  return n;
-}
-
 TEST(TrainingStepMoe, FourAllToAllsPerLayerAndMicrobatchOverTheExpertGroup) {
   const SimulatedStep sim = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), moe_step());
   const TaskGraph& g = sim.graph.graph;
@@ -272,6 +272,26 @@ TEST(TrainingStepMoe, ExpertGradientsReduceOverTheExpertDataGroup) {
   ASSERT_TRUE(reduce.has_value());
   const auto& w = std::get<CollectiveWork>(g.task(*reduce).work);
   EXPECT_EQ(g.group(w.group), (std::vector<int>{0, 4}));  // stage 0's rank and its replica (stride ep x tp)
+}
+
+TEST(TrainingStep, ContextParallelismRunsTheCoreAroundARing) {
+  StepSpec s = small_step();
+  s.layout.cp = 2;
+  s.layout.gpus = 32;  // tp 2 x cp 2 x pp 4 x dp 2
+  const SimulatedStep sim = simulate_training_step(preset("gpt-1.7b"), cluster(32), s);
+  const TaskGraph& g = sim.graph.graph;
+  // One ring step (cp - 1) per layer, microbatch and pass; each block of the core after the first
+  // waits for its step.
+  EXPECT_EQ(count_tasks(g, "cp.ring"), 24 * 8 * 2);
+  const auto step = g.find("mb0.L0.fwd.cp.ring1", -1);
+  const auto block = g.find("mb0.L0.fwd.core.block1", 0);
+  ASSERT_TRUE(step && block);
+  const auto preds = g.predecessors(*block);
+  EXPECT_NE(std::find(preds.begin(), preds.end(), *step), preds.end());
+  const auto& w = std::get<CollectiveWork>(g.task(*step).work);
+  EXPECT_EQ(g.group(w.group), (std::vector<int>{0, 2}));
+  EXPECT_EQ(w.pair_bytes(0, 1), w.pair_bytes(1, 0));
+  EXPECT_EQ(w.pair_bytes(0, 0), 0);
 }
 
 TEST(TrainingStepSplit, PartLayersGiveAnUnevenSplitWithTheSameModelStates) {
