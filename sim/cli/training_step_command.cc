@@ -113,8 +113,11 @@ int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutp
   const ClusterSpec cluster =
       scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), ""), a.gpus, a.nodes);
   const StepSpec spec = to_step_spec(a, s, cluster.num_gpus());
-  const SimulatedStep sim =
-      simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise});
+  // Deliberately never freed: the process ends after the report, and freeing a whole step's
+  // hundreds of thousands of tasks one by one took a quarter of the run (as compilers skip freeing
+  // their ASTs at exit).
+  const SimulatedStep& sim = *new SimulatedStep(
+      simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise}));
   const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-";
   (stdout_taken ? std::cerr : std::cout) << step_summary(sim.report, model, cluster, spec);
   if (!outputs.json_path.empty())

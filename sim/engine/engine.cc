@@ -95,7 +95,7 @@ class EngineRun {
       }
       if (count != 1) throw InternalError(ownership_error(task, i, count));
       ranks_[i] = graph_.ranks_of(i);
-      pending_[i] = graph_.predecessors(i).size();
+      pending_[i] = graph_.num_predecessors(i);
     }
   }
 
@@ -178,13 +178,13 @@ class EngineRun {
         concurrency_.add(r, graph_.task(i).stream, -1);
       }
       for (EngineObserver* o : observers_) o->on_task_end(i, now);
-      for (TaskIndex s : graph_.successors(i)) {
+      graph_.for_each_successor(i, [&](TaskIndex s) {
         MOESIM_CHECK(pending_[s] > 0, "successor counted twice");
         if (--pending_[s] == 0) {
           ready_.push_back(s);
           for (EngineObserver* o : observers_) o->on_task_ready(s, now);
         }
-      }
+      });
     }
   }
 

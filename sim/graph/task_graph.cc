@@ -137,7 +137,7 @@ TaskIndex TaskGraph::add_task(Task task) {
   for (BufferId id : task.allocates) ++buffer_alloc_count_[id];
   for (BufferId id : task.frees) ++buffer_free_count_[id];
   const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(task, graph_));
-  by_id_.emplace(std::make_pair(key_rank, task.id), index);
+  by_id_.emplace(std::make_pair(key_rank, graph_[index].id), index);
 
   const std::vector<int> ranks = ranks_of(index);
   if (ranks.empty()) {

@@ -15,7 +15,9 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string>
@@ -66,6 +68,12 @@ class TaskGraph {
 
   std::vector<TaskIndex> predecessors(TaskIndex i) const;
   std::vector<TaskIndex> successors(TaskIndex i) const;
+  // Without the vectors, for the engine's inner loop.
+  std::size_t num_predecessors(TaskIndex i) const { return boost::in_degree(i, graph_); }
+  template <typename F>
+  void for_each_successor(TaskIndex i, F&& f) const {
+    for (auto [it, end] = boost::out_edges(i, graph_); it != end; ++it) f(static_cast<TaskIndex>(boost::target(*it, graph_)));
+  }
   // All edges in a deterministic order (by source, then target; duplicates are merged).
   std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> edges() const;
 
@@ -93,7 +101,12 @@ class TaskGraph {
   std::vector<int> buffer_alloc_count_;  // tasks allocating each buffer (at most one)
   std::vector<int> buffer_free_count_;   // tasks freeing each buffer (at most one)
   std::map<std::vector<int>, GroupId> group_ids_;
-  std::map<std::pair<int, std::string>, TaskIndex, std::less<>> by_id_;
+  struct IdHash {
+    std::size_t operator()(const std::pair<int, std::string>& k) const {
+      return std::hash<std::string>{}(k.second) * 31 + static_cast<std::size_t>(k.first);
+    }
+  };
+  std::unordered_map<std::pair<int, std::string>, TaskIndex, IdHash> by_id_;
   std::map<std::pair<int, int>, std::vector<TaskIndex>> streams_;  // (rank, stream) -> tasks
   Graph graph_;
 };

@@ -62,8 +62,12 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
 
 SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
                                      NetworkChoice network) {
-  StepGraph graph = build_step_graph(model, cluster, spec);
-  EngineRun run = simulate_graph(graph.graph, cluster, network);
+  // Built in place: a task graph is copied, not moved (Boost's adjacency_list has no move), and a
+  // whole step's graph holds hundreds of thousands of tasks.
+  SimulatedStep out{build_step_graph(model, cluster, spec), {}, {}};
+  out.run = simulate_graph(out.graph.graph, cluster, network);
+  const StepGraph& graph = out.graph;
+  const EngineRun& run = out.run;
   StepReport rep;
   rep.shape = graph.shape;
   rep.step_ns = run.trace.makespan_ns();
@@ -87,7 +91,8 @@ SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& 
   }
   rep.bubble_fraction = bubbles / rep.shape.stages();
   rep.fits = rep.peak_memory_bytes <= rep.memory_capacity_bytes - kStepMemoryReserve;
-  return SimulatedStep{std::move(graph), std::move(run), std::move(rep)};
+  out.report = std::move(rep);
+  return out;
 }
 
 }  // namespace moesim
