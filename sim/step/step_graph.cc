@@ -99,6 +99,10 @@ class StepBuilder {
   // group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_grad_bytes(int layer) const;
   void reduce_layer_grads(const Chain& chain, int layer);
+  // ZeRO-3: the layer's weights all-gathered over their data-parallel groups before its pass
+  // (whose first task is `first`), one layer ahead: the gather may start when the stage's previous
+  // layer pass started (FSDP's prefetch of the next layer).
+  void gather_weights(const Chain& chain, int layer, Pass pass, TaskIndex first);
 
   const ModelSpec& model_;
   const StepSpec& spec_;
@@ -121,6 +125,7 @@ class StepBuilder {
   std::vector<BufferId> ends_kept_;          // by microbatch x 2: the embedding's, the head's
   std::vector<BufferId> mtp_kept_;           // by microbatch x MTP depth: each module's own tensors
   std::vector<double> stage_dense_params_, stage_expert_params_;  // per GPU, per stage
+  std::vector<std::optional<TaskIndex>> previous_layer_start_;    // per stage, for ZeRO-3's prefetch
   std::optional<LayerActivations> dense_act_, moe_act_;
   std::int64_t embedding_act_ = 0, head_act_ = 0, mtp_act_ = 0;
 };
@@ -209,6 +214,27 @@ void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
   reduce(shape().expert_data_group(chain.stage), expert, "expert.grad.reduce", reduced_expert_bytes_[st]);
 }
 
+void StepBuilder::gather_weights(const Chain& chain, int l, Pass pass, TaskIndex first) {
+  const auto st = static_cast<std::size_t>(chain.stage);
+  std::optional<TaskIndex>& previous = previous_layer_start_[st];
+  if (spec_.zero_stage < 3) return;
+  const auto [dense, expert] = layer_grad_bytes(l);  // 4 bytes a parameter
+  const std::int64_t element = shape().element_bytes;
+  std::vector<TaskIndex> gathers;
+  auto gather = [&](const std::vector<int>& group, std::int64_t params, const char* what) {
+    if (group.size() <= 1 || params == 0) return;
+    Chain side{chain.stage, chain.microbatch, previous};
+    const auto task = emitter_.collective(side, {"L" + std::to_string(l), l, pass, what, "zero3"},
+                                          StreamClass::kCommGrad, CollectiveOp::kAllGather, group,
+                                          params * element / static_cast<std::int64_t>(group.size()), true);
+    gathers.push_back(*task);
+  };
+  gather(shape().data_group(chain.stage), dense / 4, "weights.allgather");
+  gather(shape().expert_data_group(chain.stage), expert / 4, "expert.weights.allgather");
+  for (TaskIndex g : gathers) out_.graph.add_dependency(g, first);
+  previous = first;
+}
+
 void StepBuilder::layer_buffers(int stage, int microbatch, int layer) {
   const std::size_t i = static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(layer_slots()) +
                         static_cast<std::size_t>(layer);
@@ -234,7 +260,9 @@ void StepBuilder::forward(Chain& chain, int part) {
   }
   for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) {
     layer_buffers(chain.stage, chain.microbatch, l);
+    const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
     layer_.forward(chain, l, some(kept_[mb * static_cast<std::size_t>(layer_slots()) + static_cast<std::size_t>(l)]));
+    gather_weights(chain, l, Pass::kForward, first);
   }
   if (part + 1 == shape().num_parts()) {
     if (head_act_ > 0)
@@ -294,7 +322,9 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
     if (spec_.recompute == Recompute::kSelective) layer_.recompute_core(chain, l, some(recomputed_[i]));
     if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
   }
+  const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees);
+  if (bpart != BackwardPart::kWeight) gather_weights(chain, l, Pass::kBackward, first);
   if (last_of_chunk && spec_.overlap_grad_reduce && bpart != BackwardPart::kInput) reduce_layer_grads(chain, l);
 }
 
@@ -395,7 +425,9 @@ void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
   const TaskIndex opt = emitter_.kernel(chain, {"stage" + std::to_string(stage), 0, Pass::kBackward, "optimizer", "optimizer"}, adam);
   for (TaskIndex r : grad_reductions_[st]) out_.graph.add_dependency(r, opt);
   if (tied) out_.graph.add_dependency(*tied, opt);
-  if (sharded) {
+  // ZeRO 1 and 2 keep whole weights: the updated shards are gathered back; ZeRO 3 keeps them
+  // sharded and gathers each layer's before its passes (gather_weights).
+  if (sharded && spec_.zero_stage < 3) {
     Chain dense = chain, experts = chain;
     emitter_.collective(dense, {"stage" + std::to_string(stage), 0, Pass::kBackward, "weights.allgather", "grad"},
                         StreamClass::kCommGrad, CollectiveOp::kAllGather, dense_group,
@@ -423,6 +455,7 @@ void StepBuilder::build() {
   last_action_task_.assign(static_cast<std::size_t>(stages), std::nullopt);
   grad_reductions_.assign(static_cast<std::size_t>(stages), {});
   reduced_dense_bytes_.assign(static_cast<std::size_t>(stages), 0);
+  previous_layer_start_.assign(static_cast<std::size_t>(stages), std::nullopt);
   reduced_expert_bytes_.assign(static_cast<std::size_t>(stages), 0);
   const int v = shape().pipeline.virtual_stages;
   last_gradient_action_.assign(static_cast<std::size_t>(stages * v), 0);

@@ -294,6 +294,26 @@ TEST(TrainingStep, ContextParallelismRunsTheCoreAroundARing) {
   EXPECT_EQ(w.pair_bytes(0, 0), 0);
 }
 
+TEST(TrainingStep, ZeroThreeGathersEachLayersWeightsBeforeItsPasses) {
+  StepSpec s = small_step();
+  s.zero_stage = 3;
+  const SimulatedStep sim = simulate_training_step(preset("gpt-1.7b"), cluster(16), s);
+  const TaskGraph& g = sim.graph.graph;
+  // Forward and backward of every layer of every microbatch (8 per pipeline), over dp = 2.
+  EXPECT_EQ(count_tasks(g, ".weights.allgather"), 24 * 8 * 2);
+  const auto gather = g.find("mb0.L0.fwd.weights.allgather", -1);
+  const auto ln1 = g.find("mb0.L0.fwd.ln1", 0);
+  ASSERT_TRUE(gather && ln1);
+  const auto preds = g.predecessors(*ln1);
+  EXPECT_NE(std::find(preds.begin(), preds.end(), *gather), preds.end());
+  EXPECT_EQ(g.group(std::get<CollectiveWork>(g.task(*gather).work).group), (std::vector<int>{0, 2}));
+  // No gather of whole weights after the optimizer: they stay sharded.
+  EXPECT_FALSE(g.find("stage0.bwd.weights.allgather", -1).has_value());
+  StepSpec one = small_step();
+  one.zero_stage = 1;
+  EXPECT_TRUE(simulate_training_step(preset("gpt-1.7b"), cluster(16), one).graph.graph.find("stage0.bwd.weights.allgather", -1));
+}
+
 TEST(TrainingStepSplit, PartLayersGiveAnUnevenSplitWithTheSameModelStates) {
   const ModelSpec model = preset("gpt-1.7b");
   StepSpec even = small_step();
