@@ -18,13 +18,14 @@ std::optional<DatasetKind> parse_kind(const std::string& s) {
   if (s == "nccl-tests") return DatasetKind::kNcclTests;
   if (s == "xla-collectives") return DatasetKind::kXlaCollectives;
   if (s == "xla-matmul") return DatasetKind::kXlaMatmul;
+  if (s == "gemm-table") return DatasetKind::kGemmTable;
   return std::nullopt;
 }
 
 std::vector<std::string> allowed_keys(DatasetKind kind) {
   std::vector<std::string> keys = kCommonKeys;
   if (kind == DatasetKind::kNcclTests) keys.push_back("collective");
-  if (kind == DatasetKind::kXlaMatmul) keys.push_back("dtypes");
+  if (is_gemm_table(kind)) keys.push_back("dtypes");
   return keys;
 }
 
@@ -63,6 +64,7 @@ std::string_view to_string(DatasetKind kind) {
     case DatasetKind::kNcclTests: return "nccl-tests";
     case DatasetKind::kXlaCollectives: return "xla-collectives";
     case DatasetKind::kXlaMatmul: return "xla-matmul";
+    case DatasetKind::kGemmTable: return "gemm-table";
   }
   return "?";
 }
@@ -77,7 +79,7 @@ DatasetSource read_dataset_source(const std::filesystem::path& dir) {
   if (!kind) {
     std::vector<std::string> any = allowed_keys(DatasetKind::kNcclTests);
     any.push_back("dtypes");
-    YamlMap(root, any).require("kind").fail("must be nccl-tests, xla-collectives or xla-matmul");
+    YamlMap(root, any).require("kind").fail("must be nccl-tests, xla-collectives, xla-matmul or gemm-table");
   }
   const YamlMap m(root, allowed_keys(*kind));
   if (m.require("schema_version").as_int(1, 1) != 1) m.fail("schema_version must be 1");
@@ -97,7 +99,7 @@ DatasetSource read_dataset_source(const std::filesystem::path& dir) {
   if (auto v = m.get("notes")) s.notes = v->as_string();
   if (auto v = s.kind == DatasetKind::kNcclTests ? m.get("collective") : std::nullopt)
     s.collective = v->as_enum(parse_collective_op, {"all-to-all", "all-reduce", "all-gather", "reduce-scatter"});
-  if (s.kind == DatasetKind::kXlaMatmul) {
+  if (is_gemm_table(s.kind)) {
     const YamlValue d = m.require("dtypes");
     if (!d.is_map()) d.fail("must map the table's dtype keys to fp32, tf32, bf16 or fp16");
     for (const auto& entry : d.node()) {

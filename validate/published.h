@@ -8,6 +8,7 @@
 //                          dimensions, num_replica_groups, num_devices_per_group,
 //                          network_throughput_bytes_per_sec
 //   kind: xla-matmul       XLA's matmul performance table as CSV: b, m, n, k, dtype, flops
+//   kind: gemm-table       GEMM throughputs of another source, in that same CSV form
 //
 // Every rejection is an InputError naming the file, line and rule.
 #pragma once
@@ -24,7 +25,9 @@
 
 namespace moesim::validate {
 
-enum class DatasetKind { kNcclTests, kXlaCollectives, kXlaMatmul };
+enum class DatasetKind { kNcclTests, kXlaCollectives, kXlaMatmul, kGemmTable };
+// xla-matmul and gemm-table: a GEMM table in the same CSV form, replayed alike.
+inline bool is_gemm_table(DatasetKind k) { return k == DatasetKind::kXlaMatmul || k == DatasetKind::kGemmTable; }
 std::string_view to_string(DatasetKind kind);
 
 struct DatasetSource {

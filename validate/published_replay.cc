@@ -150,7 +150,8 @@ DatasetReport replay_dataset(const DatasetSource& source, NetworkModel network) 
   switch (source.kind) {
     case DatasetKind::kNcclTests: replay_nccl_tests(r, choice); break;
     case DatasetKind::kXlaCollectives: replay_xla_collectives(r, choice); break;
-    case DatasetKind::kXlaMatmul: replay_xla_matmul(r); break;
+    case DatasetKind::kXlaMatmul:
+    case DatasetKind::kGemmTable: replay_xla_matmul(r); break;
   }
   return r;
 }

@@ -94,7 +94,7 @@ void print_gemms(const DatasetReport& r, const Verdicts& v, std::ostream& out) {
 void print_dataset_report(const DatasetReport& r, std::ostream& out) {
   print_header(r, out);
   const Verdicts v = verdicts(r);
-  if (r.source.kind == DatasetKind::kXlaMatmul) {
+  if (is_gemm_table(r.source.kind)) {
     print_gemms(r, v, out);
   } else {
     print_collectives(r, v, out);
@@ -112,7 +112,7 @@ void print_goal_summary(const std::vector<DatasetReport>& reports, std::ostream&
                     100 * st.median_abs, percent(st.worst).c_str(), st.count, met(ok, st));
       out << line;
     };
-    if (r.source.kind == DatasetKind::kXlaMatmul) {
+    if (is_gemm_table(r.source.kind)) {
       row("TFLOP/s (median <= 10%)", v.gemm, v.gemm_met());
     } else {
       row("busbw >= 1 MiB (<= 10%, <= 25%)", v.busbw_large, v.busbw_met());

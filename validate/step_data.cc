@@ -22,7 +22,8 @@ constexpr std::int64_t kMaxRowGpus = 1 << 16;
 
 const std::vector<std::string> kStepKeys = {"schema_version", "kind",      "title",     "source",
                                             "file",           "measure",   "not_simulated", "hardware",
-                                            "attention",      "overlap_grad_reduce", "models", "goals"};
+                                            "attention",      "overlap_grad_reduce", "models", "goals",
+                                            "layer_times"};
 
 StepMeasure parse_measure(const YamlValue& v) {
   const std::string s = v.as_string();
@@ -61,15 +62,14 @@ StepGoals read_goals(const YamlValue& v) {
 }
 
 // The columns of the header, by name; InputError for a repeated one or a required one missing.
-std::map<std::string, std::size_t> read_header(const std::string& line, const SourceLocation& at, StepMeasure measure) {
+std::map<std::string, std::size_t> read_header(const std::string& line, const SourceLocation& at, const std::string& measure) {
   std::map<std::string, std::size_t> columns;
   const auto names = split_csv(line);
   for (std::size_t i = 0; i < names.size(); ++i)
     if (!columns.emplace(names[i], i).second) throw InputError(at, "column '" + names[i] + "' appears twice");
   for (const char* need : {"model", "gpus", "tensor_parallel", "pipeline_parallel", "global_batch_size", "seq_len"})
     if (!columns.count(need)) throw InputError(at, std::string("no column '") + need + "'");
-  if (!columns.count(measure_column(measure)))
-    throw InputError(at, std::string("no column '") + measure_column(measure) + "' (steps.yaml's measure)");
+  if (!columns.count(measure)) throw InputError(at, "no column '" + measure + "' (the measured one)");
   if (columns.count("virtual_stages") && columns.count("layers_per_virtual_stage"))
     throw InputError(at, "give virtual_stages or layers_per_virtual_stage, not both");
   return columns;
@@ -140,7 +140,7 @@ void read_method(const RowCells& c, StepRow& r) {
   }
 }
 
-StepRow read_row(const RowCells& c, StepMeasure measure) {
+StepRow read_row(const RowCells& c, const std::string& measure) {
   StepRow r;
   r.line = c.at().line;
   r.model = c.get("model");
@@ -152,11 +152,11 @@ StepRow read_row(const RowCells& c, StepMeasure measure) {
   r.global_batch = c.whole("global_batch_size", 1);
   r.seq = c.whole("seq_len", 1);
   read_method(c, r);
-  if (c.has(measure_column(measure))) {
-    r.measured = c.positive(measure_column(measure));
-    r.measured_text = c.get(measure_column(measure));
+  if (c.has(measure.c_str())) {
+    r.measured = c.positive(measure.c_str());
+    r.measured_text = c.get(measure.c_str());
   }
-  if (!r.measured) r.missing.push_back(std::string("no ") + measure_column(measure) + " stated");
+  if (!r.measured) r.missing.push_back("no " + measure + " stated");
   if (c.has("throughput_increase_pct")) r.published_speedup_pct = c.positive("throughput_increase_pct");
   return r;
 }
@@ -201,11 +201,16 @@ StepDataset read_step_dataset(const std::filesystem::path& dir) {
   if (auto v = key("overlap_grad_reduce")) d.overlap_grad_reduce = v->as_bool();
   if (auto v = key("models")) d.models = read_models(*v, d.overlap_grad_reduce);
   if (auto v = m.get("goals")) d.goals = read_goals(*v);
+  if (auto v = m.get("layer_times")) d.layer_times = v->as_name();
   return d;
 }
 
 std::vector<StepRow> read_step_rows(const StepDataset& d) {
-  const std::string file = (d.dir / d.file).string();
+  return read_step_table(d, d.file, measure_column(d.measure));
+}
+
+std::vector<StepRow> read_step_table(const StepDataset& d, const std::string& name, const std::string& measure) {
+  const std::string file = (d.dir / name).string();
   std::istringstream in(read_input_file(file, kMaxStepTableBytes, "step table"));
   std::string line;
   std::map<std::string, std::size_t> columns;
@@ -215,13 +220,13 @@ std::vector<StepRow> read_step_rows(const StepDataset& d) {
     if (line.empty() || line[0] == '#') continue;
     const SourceLocation at{file, number, 1};
     if (columns.empty()) {
-      columns = read_header(line, at, d.measure);
+      columns = read_header(line, at, measure);
       continue;
     }
     auto cells = split_csv(line);
     if (cells.size() != columns.size())
       throw InputError(at, std::to_string(cells.size()) + " cells; the header has " + std::to_string(columns.size()));
-    rows.push_back(read_row(RowCells(columns, std::move(cells), at), d.measure));
+    rows.push_back(read_row(RowCells(columns, std::move(cells), at), measure));
   }
   if (rows.empty()) throw InputError(SourceLocation{file, 0, 0}, "no rows under a header");
   return rows;

@@ -15,6 +15,8 @@
 //   overlap_grad_reduce        true or false (StepSpec::overlap_grad_reduce)
 //   models                     the CSV's model names -> a preset or a .yaml file of the folder, or a
 //                              map {preset, overlap_grad_reduce} where one model ran otherwise
+//   layer_times                optional: a CSV of one layer's forward and backward times
+//                              (validate/layer_replay.h), relative to the folder
 //   goals                      optional: row_error_pct (every row's |error| at most this) and
 //                              speedup_points (full -> selective recomputation speed-up within
 //                              this many points of the measured one)
@@ -67,6 +69,7 @@ struct StepDataset {
   bool overlap_grad_reduce = false;
   std::vector<StepModelMapping> models;
   StepGoals goals;
+  std::string layer_times;  // "" = none
   const StepModelMapping* model(const std::string& name) const;
 };
 
@@ -95,6 +98,9 @@ StepDataset read_step_dataset(const std::filesystem::path& dir);
 
 // Reads and checks every row of the dataset's CSV (at least one).
 std::vector<StepRow> read_step_rows(const StepDataset& dataset);
+// The same for another CSV of the folder with the same columns, `measure` naming the column that
+// StepRow::measured reads (rows without it are listed as missing it).
+std::vector<StepRow> read_step_table(const StepDataset& dataset, const std::string& file, const std::string& measure);
 
 // The folders that hold a steps.yaml: dataset_dirs(root, kStepSourceFile) (validate/published.h).
 

@@ -346,12 +346,14 @@ void add_graph(CLI::App& app, GraphArgs& g) {
   g.check_cmd->add_option("file", g.check_path, "graph JSON written by `moesim graph export`")->required();
 }
 
-// `moesim validate published` and `moesim validate steps`.
+// `moesim validate published`, `steps` and `layers`.
 struct ValidateCommands {
   ValidatePublishedArgs published_args;
   ValidateStepsArgs steps_args;
+  ValidateLayersArgs layers_args;
   CLI::App* published = nullptr;
   CLI::App* steps = nullptr;
+  CLI::App* layers = nullptr;
 };
 
 void add_validate(CLI::App& app, ValidateCommands& v) {
@@ -368,6 +370,10 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
   v.steps->add_option("--csv", v.steps_args.csv_path, "write one row per dataset row ('-' for stdout)");
   v.steps->add_option("--network", v.steps_args.network, kNetworkFlagHelp)->capture_default_str();
   v.steps->add_option("--only", v.steps_args.only, "DATASET, DATASET:LINE or DATASET:MODEL, comma-separated (default: every row)");
+  v.layers = validate_cmd->add_subcommand(
+      "layers", "simulate the published per-layer times of validate/data/ and print each error (docs/validation.md)");
+  v.layers->add_option("--data", v.layers_args.data_dir, "folder of datasets (default validate/data)");
+  v.layers->add_option("--network", v.layers_args.network, kNetworkFlagHelp)->capture_default_str();
 }
 
 CLI::App* add_presets(CLI::App& app, PresetsArgs& a) {
@@ -490,6 +496,7 @@ int main_impl(int argc, char** argv) {
   if (compare->parsed()) return run_compare(compare_args);
   if (validate.published->parsed()) return run_validate_published(validate.published_args);
   if (validate.steps->parsed()) return run_validate_steps(validate.steps_args);
+  if (validate.layers->parsed()) return run_validate_layers(validate.layers_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (calibrate->parsed()) {

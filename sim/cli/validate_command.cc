@@ -10,6 +10,7 @@
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/spec/presets.h"
+#include "validate/layer_replay.h"
 #include "validate/published_replay.h"
 #include "validate/step_replay.h"
 
@@ -98,6 +99,20 @@ int run_validate_steps(const ValidateStepsArgs& a) {
   }
   return print_reports(reports, a.csv_path, validate::print_step_report, validate::print_step_summary,
                        validate::write_step_csv);
+}
+
+int run_validate_layers(const ValidateLayersArgs& a) {
+  const NetworkModel network = parse_network_flag(a.network);
+  std::vector<validate::StepDataset> datasets;
+  for (const auto& dir : validate::dataset_dirs(data_root(a.data_dir), validate::kStepSourceFile)) {
+    validate::StepDataset d = validate::read_step_dataset(dir);
+    if (!d.layer_times.empty()) datasets.push_back(std::move(d));
+  }
+  // Every dataset is simulated before anything is printed: bad data leaves no half report.
+  std::ostringstream text;
+  for (const auto& d : datasets) validate::print_layer_report(validate::replay_layer_times(d, network), text);
+  std::cout << text.str();
+  return 0;
 }
 
 int run_validate_published(const ValidatePublishedArgs& a) {

@@ -1,4 +1,4 @@
-// `moesim validate published` and `moesim validate steps`.
+// `moesim validate published`, `moesim validate steps` and `moesim validate layers`.
 //
 // `moesim validate published`: every published measurement under validate/data/ (validate/published.h)
 // replayed on moesim's models, per point and per dataset, with the accuracy goals and whether each
@@ -30,5 +30,14 @@ struct ValidateStepsArgs {
 };
 
 int run_validate_steps(const ValidateStepsArgs& args);
+
+// `moesim validate layers`: the published per-layer times (a step dataset's layer_times,
+// validate/layer_replay.h), each row's whole step simulated and one layer's passes measured in it.
+struct ValidateLayersArgs {
+  std::string data_dir;  // "" = validate/data here, else the one beside the presets
+  std::string network = "alpha-beta";
+};
+
+int run_validate_layers(const ValidateLayersArgs& args);
 
 }  // namespace moesim::cli

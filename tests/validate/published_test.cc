@@ -148,7 +148,7 @@ TEST_F(DatasetSourceTest, RejectsUnknownKeysKindsAndMissingDtypes) {
   write(std::string(kSource) + "dtypes: {a: bf16}\n");
   EXPECT_NE(input_error([&] { read_dataset_source(dir_); }).find("dtypes"), std::string::npos);
   write("kind: iperf\n");
-  EXPECT_NE(input_error([&] { read_dataset_source(dir_); }).find("must be nccl-tests, xla-collectives or xla-matmul"),
+  EXPECT_NE(input_error([&] { read_dataset_source(dir_); }).find("must be nccl-tests, xla-collectives, xla-matmul or gemm-table"),
             std::string::npos);
   std::string matmul = kSource;
   matmul.replace(matmul.find("nccl-tests"), 10, "xla-matmul");
