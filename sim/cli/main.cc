@@ -22,6 +22,7 @@
 #include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
 #include "sim/cli/plan_command.h"
+#include "sim/cli/cost_models_command.h"
 #include "sim/cli/presets_command.h"
 #include "sim/cli/run_command.h"
 #include "sim/cli/runtime_commands.h"
@@ -150,6 +151,7 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
   app->add_option("--optimizer", a.optimizer, "optimizer for model-state memory: adam|momentum|sgd")
       ->capture_default_str();
   app->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
+  app->add_option("--compute", a.compute, kComputeFlagHelp)->capture_default_str();
   app->add_option("--a2a", a.a2a, "all-to-all algorithm of dispatch/combine (flow model): pairwise|2dh")
       ->capture_default_str();
   app->add_flag("--no-routing-data", a.no_routing_data,
@@ -225,6 +227,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
       ->capture_default_str();
   plan->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
   plan->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
+  plan->add_option("--compute", a.compute, kComputeFlagHelp)->capture_default_str();
   plan->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU / --tp)")
       ->transform(whole(0, kMaxGroupSize))
       ->capture_default_str();
@@ -275,6 +278,7 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
   sweep->add_option("--routing", a.routing, "routing values, comma-separated: uniform, zipf:<s>, matrix:<csv file>");
   sweep->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel");
   sweep->add_option("--network", a.network, std::string(kNetworkFlagHelp) + "; default: the grid file's, else auto");
+  sweep->add_option("--compute", a.compute, std::string(kComputeFlagHelp) + "; default: the grid file's, else auto");
   sweep->add_option("--layers", a.layers, "MoE layers simulated back to back (default 1)")
       ->transform(whole(1, kMaxMoeLayers));
   sweep->add_option("--step-target-ms", a.step_target_ms, "capacity view: the step must take at most this (ms)")
@@ -383,6 +387,13 @@ CLI::App* add_presets(CLI::App& app, PresetsArgs& a) {
   return presets;
 }
 
+CLI::App* add_cost_models(CLI::App& app, CostModelsArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "cost-models", "list the network and compute models (name, kind, needs); --network and --compute take the names");
+  cmd->add_option("kind", a.kind, "network | compute (default: both)");
+  return cmd;
+}
+
 // CLI11 would only say "a subcommand is required"; name the unknown command instead.
 void refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
   if (argc <= 1 || argv[1][0] == '-') return;
@@ -448,6 +459,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* presets = add_presets(app, presets_args);
   ModelArgs model_args;
   CLI::App* model_cmd = add_model_command(app, model_args);
+  CostModelsArgs cost_models_args;
+  CLI::App* cost_models_cmd = add_cost_models(app, cost_models_args);
   check_every_number_has_a_range(app);
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
@@ -499,6 +512,7 @@ int main_impl(int argc, char** argv) {
   if (validate.layers->parsed()) return run_validate_layers(validate.layers_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (model_cmd->parsed()) return run_model(model_args, std::cout);
+  if (cost_models_cmd->parsed()) return run_cost_models(cost_models_args, std::cout);
   if (calibrate->parsed()) {
     cal_args.out_given = calibrate->count("--out") > 0;
     for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");

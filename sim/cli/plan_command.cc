@@ -95,6 +95,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   }
   req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
   req.run.network = parse_network_flag(a.network);
+  req.run.compute = parse_compute_flag(a.compute);
   req.run.optimizer = parse_named<Optimizer>("--optimizer", a.optimizer, parse_optimizer, optimizer_names());
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
   req.tokens = parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu);

@@ -25,6 +25,7 @@ struct PlanArgs {
   std::string method = "simulate";  // one method or "all"
   std::string order = "mpipemoe";
   std::string network = "auto";    // --network (network_flag.h)
+  std::string compute = "auto";    // --compute (network_flag.h)
   int ep_size = 0;
   int tp_size = 1;                 // --tp: one tensor-parallel degree
   LayoutFlags layout;              // --no-dtd, --grad-sync, --zero

@@ -83,6 +83,7 @@ void resolve_step_args(StepArgs& a) {
     if (!given(a, "--optimizer")) a.optimizer = std::string(to_string(file.run.optimizer));
     if (!given(a, "--no-routing-data")) a.no_routing_data = !file.run.count_routing_data;
     if (!given(a, "--network")) a.network = std::string(to_string(file.run.network));
+    if (!given(a, "--compute")) a.compute = std::string(to_string(file.run.compute));
     if (!given(a, "--a2a")) a.a2a = std::string(to_string(file.run.all_to_all));
     if (!given(a, "--routing")) a.routing = file.run.routing.to_string();  // paths already resolved
   }
@@ -125,6 +126,7 @@ RunSpec to_run_spec(const StepArgs& a) {
   run.optimizer = *optimizer;
   run.count_routing_data = !a.no_routing_data;
   run.network = parse_network_flag(a.network);
+  run.compute = parse_compute_flag(a.compute);
   const auto a2a = parse_all_to_all_algorithm(a.a2a);
   if (!a2a)
     throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +
@@ -172,13 +174,15 @@ int run_simulate(StepArgs& a, const SimulateOutputs& outputs, const std::string&
   timer.mark("routing");
   const TaskGraph graph = build_moe_graph(model, cluster, run, options, routing ? &*routing : nullptr);
   timer.mark("build");
-  const EngineRun result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
+  const EngineRun result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all, run.compute});
   const Trace& trace = result.trace;
   timer.mark("simulate");
   const StepMetrics metrics = compute_step_metrics(graph, trace);
+  // (Auto picks PipeMoE's costs from the hardware file, --compute or the run file by name.)
   const std::string network =
-      cluster.pure_alpha_beta()
-          ? std::string("pure alpha-beta costs (hardware alpha_beta.simulate)")
+      resolve_compute_model(cluster, run.compute) == ComputeModel::kPipeMoeAlphaBeta
+          ? std::string(run.compute == ComputeModel::kAuto ? "pure alpha-beta costs (hardware alpha_beta.simulate)"
+                                                           : "pure alpha-beta costs (compute pipemoe-alpha-beta)")
           : std::string(to_string(resolve_network_model(cluster, run.network))) + " model, " +
                 std::string(to_string(run.all_to_all)) + " all-to-all";
   const ReportInputs in{model, cluster, run, dims, graph, trace, metrics, result.memory, version, network,

@@ -37,6 +37,7 @@ struct StepArgs {
   std::string optimizer = "adam";
   bool no_routing_data = false;
   std::string network = "auto";
+  std::string compute = "auto";
   std::string a2a = "pairwise";
   std::string routing = "uniform";
 };

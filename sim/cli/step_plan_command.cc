@@ -39,7 +39,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   if (!attention)
     throw InputError("--attention '" + s.attention + "' is not valid; valid: " + YamlValue::join_names(attention_kernel_names()));
   r.attention = *attention;
-  r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise};
+  r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;

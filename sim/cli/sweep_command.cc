@@ -127,6 +127,7 @@ SweepSpec spec_from(const SweepArgs& a) {
   }
   if (a.layers > 0) spec.num_moe_layers = a.layers;
   if (!a.network.empty()) spec.network = parse_network_flag(a.network);
+  if (!a.compute.empty()) spec.compute = parse_compute_flag(a.compute);
   const auto [min_tp, max_tp] = std::minmax_element(spec.tp.values.begin(), spec.tp.values.end());
   if (min_tp != spec.tp.values.end()) {
     check_layout_flags(*min_tp, *max_tp, a.layout.no_dtd, a.layout.zero_given ? a.layout.zero_stage : 0);

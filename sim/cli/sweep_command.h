@@ -26,6 +26,7 @@ struct SweepArgs {
   std::string routing;      // "uniform"
   std::string order;
   std::string network;      // "" = the grid file's (default auto); network_flag.h
+  std::string compute;      // "" = the grid file's (default auto); network_flag.h
   int layers = 0;           // 0 = the grid file's (default 1)
   double step_target_ms = -1;  // < 0: the grid file's (default none)
   std::string csv_path;     // "-" = stdout

@@ -117,7 +117,7 @@ int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutp
   // hundreds of thousands of tasks one by one took a quarter of the run (as compilers skip freeing
   // their ASTs at exit).
   const SimulatedStep& sim = *new SimulatedStep(
-      simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise}));
+      simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)}));
   const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-";
   (stdout_taken ? std::cerr : std::cout) << step_summary(sim.report, model, cluster, spec);
   if (!outputs.json_path.empty())

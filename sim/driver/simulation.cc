@@ -2,19 +2,14 @@
 
 #include <memory>
 
-#include "sim/cost/compute_cost.h"
-#include "sim/cost/host_copy_model.h"
-#include "sim/cost/local_task_model.h"
-#include "sim/cost/memory_kernels.h"
-#include "sim/cost/pure_alpha_beta_model.h"
+#include "sim/driver/model_registry.h"
 #include "sim/engine/engine.h"
-#include "sim/net/alpha_beta.h"
-#include "sim/net/flow_network.h"
 
 namespace moesim {
 
 BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options) {
-  if (cluster.pure_alpha_beta()) options.single_comm_stream = true;
+  if (resolve_cost_model(compute_entry(ComputeModel::kAuto), cluster).single_comm_stream)
+    options.single_comm_stream = true;
   // Virtual ranks slow each other down, so one representative rank would not show the step; all
   // of them share the GPU, those of other data-parallel replicas too.
   if (cluster.node.loopback) {
@@ -24,59 +19,55 @@ BuildOptions build_options_for(const ClusterSpec& cluster, BuildOptions options)
   return options;
 }
 
+namespace {
+
+// The compute model `requested` stands for on `cluster`, its needs checked.
+const CostModelEntry& compute_model_for(const ClusterSpec& cluster, ComputeModel requested) {
+  const CostModelEntry& entry = resolve_cost_model(compute_entry(requested), cluster);
+  check_cost_model_needs(entry, cluster);
+  return entry;
+}
+
+}  // namespace
+
 BuildOptions build_options_for(const ClusterSpec& cluster, const RunSpec& run, BuildOptions options) {
   options = build_options_for(cluster, options);
-  if ((run.tp_size > 1 || run.grad_sync) && !cluster.pure_alpha_beta() &&
+  const CostModelEntry& compute = compute_model_for(cluster, run.compute);
+  options.single_comm_stream = compute.single_comm_stream;
+  if ((run.tp_size > 1 || run.grad_sync) && !compute.prices_collectives &&
       resolve_network_model(cluster, run.network) == NetworkModel::kFlow)
     options.representative_rank = false;
   return options;
 }
 
 NetworkModel resolve_network_model(const ClusterSpec& cluster, NetworkModel requested) {
-  const bool has_topology =
-      cluster.node.topology.present && (cluster.num_nodes == 1 || cluster.fabric.present);
-  if (requested == NetworkModel::kAuto)
-    return has_topology ? NetworkModel::kFlow : NetworkModel::kAlphaBeta;
-  return requested;
+  const CostModelEntry& entry = resolve_cost_model(network_entry(requested), cluster);
+  return *parse_network_model(entry.name);
+}
+
+ComputeModel resolve_compute_model(const ClusterSpec& cluster, ComputeModel requested) {
+  const CostModelEntry& entry = resolve_cost_model(compute_entry(requested), cluster);
+  return *parse_compute_model(entry.name);
 }
 
 std::unique_ptr<CollectiveModel> make_collective_model(const TaskGraph& graph, const ClusterSpec& cluster,
                                                        NetworkChoice choice) {
-  if (cluster.node.loopback && choice.model == NetworkModel::kFlow)
-    throw InputError(cluster.origin, "--network flow needs links between GPUs; the ranks of loopback node " +
-                                         cluster.node.name + " share one GPU and exchange through its memory "
-                                         "(use --network auto or alpha-beta)");
-  if (resolve_network_model(cluster, choice.model) == NetworkModel::kAlphaBeta) {
-    if (choice.all_to_all != AllToAllAlgorithm::kPairwise)
-      throw InputError("the " + std::string(to_string(choice.all_to_all)) +
-                       " all-to-all needs the flow network model (--network flow and a hardware file "
-                       "with a topology); the alpha-beta model has one all-to-all formula");
-    return std::make_unique<AlphaBetaNetwork>(graph, cluster);
-  }
-  FlowNetworkOptions options;
-  options.plan.all_to_all = choice.all_to_all;
-  return std::make_unique<FlowNetwork>(graph, cluster, options);
+  const CostModelEntry& entry = resolve_cost_model(network_entry(choice.model), cluster);
+  check_cost_model_needs(entry, cluster);
+  return entry.make_network(graph, cluster, choice.all_to_all);
 }
 
 std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster,
                                        NetworkChoice choice) {
-  if (cluster.pure_alpha_beta()) {
-    const PureAlphaBetaModel pure(graph, cluster);
-    std::vector<TimeNs> out(graph.num_tasks());
-    for (TaskIndex i = 0; i < graph.num_tasks(); ++i) out[i] = pure.isolated_duration(graph.task(i));
-    return out;
-  }
-  const ComputeCostModel compute(cluster, stored_element_bytes(graph));
-  const std::unique_ptr<CollectiveModel> model = make_collective_model(graph, cluster, choice);
-  const CollectiveModel& network = *model;
+  const CostModelEntry& compute = compute_model_for(cluster, choice.compute);
+  const CostModelEntry::IsolatedCost cost = compute.isolated(graph, cluster);
+  std::unique_ptr<CollectiveModel> network;
+  if (!compute.prices_collectives) network = make_collective_model(graph, cluster, choice);
   std::vector<TimeNs> out(graph.num_tasks());
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Task& t = graph.task(i);
-    if (const auto* c = std::get_if<CollectiveWork>(&t.work)) {
-      out[i] = network.isolated_duration(*c, graph.group(c->group));
-    } else {
-      out[i] = compute.isolated_duration(t);
-    }
+    const auto* c = std::get_if<CollectiveWork>(&t.work);
+    out[i] = c && network ? network->isolated_duration(*c, graph.group(c->group)) : cost(t);
   }
   return out;
 }
@@ -93,13 +84,9 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
     for (int r = 0; r < graph.world_size(); ++r) device[static_cast<std::size_t>(r)] = cluster.device_of(r);
     engine.share_devices(std::move(device));
   }
-  if (cluster.pure_alpha_beta()) {
-    engine.add_model(std::make_unique<PureAlphaBetaModel>(graph, cluster));
-  } else {
-    engine.add_model(std::make_unique<LocalTaskModel>(graph, cluster));
-    engine.add_model(std::make_unique<HostCopyModel>(graph, cluster));
-    engine.add_model(make_collective_model(graph, cluster, choice));
-  }
+  const CostModelEntry& compute = compute_model_for(cluster, choice.compute);
+  for (std::unique_ptr<ActivityModel>& model : compute.make_compute(graph, cluster)) engine.add_model(std::move(model));
+  if (!compute.prices_collectives) engine.add_model(make_collective_model(graph, cluster, choice));
   TraceRecorder recorder(graph.num_tasks());
   MemoryTracker memory(graph);
   engine.add_observer(&recorder);
@@ -115,7 +102,7 @@ SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluste
   RoutingStats routing_stats = routing ? routing->stats() : uniform_routing_stats(routing_shape(dims));
   TaskGraph graph = build_moe_graph(model, cluster, run, build_options_for(cluster, run, options),
                                     routing ? &*routing : nullptr);
-  EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all});
+  EngineRun run_result = simulate_graph(graph, cluster, NetworkChoice{run.network, run.all_to_all, run.compute});
   StepMetrics metrics = compute_step_metrics(graph, run_result.trace);
   return SimulationResult{std::move(dims), std::move(graph), std::move(run_result.trace), std::move(metrics),
                           std::move(run_result.memory), std::move(routing_stats)};

@@ -18,19 +18,24 @@ double lane_capacity(const LinkSpec& type, int count) {
 
 }  // namespace
 
+std::optional<InputError> missing_topology(const ClusterSpec& cluster) {
+  if (!cluster.node.topology.present) {
+    return InputError(cluster.node.origin, "node " + cluster.node.name +
+                                               " has no topology section; the flow network model "
+                                               "needs one (or use --network alpha-beta)");
+  }
+  if (cluster.num_nodes > 1 && !cluster.fabric.present) {
+    return InputError(cluster.origin, "cluster " + cluster.name +
+                                          " has no fabric section; the flow network model needs one "
+                                          "for more than one node (or use --network alpha-beta)");
+  }
+  return std::nullopt;
+}
+
 ClusterTopology::ClusterTopology(const ClusterSpec& cluster)
     : gpus_per_node_(cluster.node.gpus_per_node), num_nodes_(cluster.num_nodes) {
+  if (auto missing = missing_topology(cluster)) throw *missing;
   const NodeTopology& topo = cluster.node.topology;
-  if (!topo.present) {
-    throw InputError(cluster.node.origin, "node " + cluster.node.name +
-                                              " has no topology section; the flow network model "
-                                              "needs one (or use --network alpha-beta)");
-  }
-  if (num_nodes_ > 1 && !cluster.fabric.present) {
-    throw InputError(cluster.origin, "cluster " + cluster.name +
-                                         " has no fabric section; the flow network model needs one "
-                                         "for more than one node (or use --network alpha-beta)");
-  }
   nics_ = topo.num_nics;
   nodes_per_leaf_ = cluster.fabric.nodes_per_leaf;
   fabric_ = cluster.fabric.kind;

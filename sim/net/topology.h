@@ -24,10 +24,12 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/spec/hardware_spec.h"
 
@@ -39,6 +41,11 @@ struct NetLink {
   double capacity = 0;  // bytes per ns
   TimeNs latency_ns = 0;
 };
+
+// What the flow model misses in `cluster` to build its topology (a node topology section, and a
+// fabric for several nodes), with the file and line to fix; nullopt when it has both. The
+// constructor below throws it; the model registry asks before building anything.
+std::optional<InputError> missing_topology(const ClusterSpec& cluster);
 
 class ClusterTopology {
  public:

@@ -109,6 +109,7 @@ RunSpec sweep_run_options(const SweepSpec& spec) {
   run.checkpoint = spec.checkpoint;
   run.order = spec.order;
   run.network = spec.network;
+  run.compute = spec.compute;
   run.num_moe_layers = spec.num_moe_layers;
   run.slots = spec.slots;
   run.chunk_alignment = spec.chunk_alignment;

@@ -485,7 +485,7 @@ RunFile read_run_file(const YamlValue& root) {
                                  "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
                                  "grad_sync", "zero_stage", "checkpoint", "num_chunks", "order",
                                  "num_moe_layers", "seed", "strategy", "slots", "optimizer", "chunk_alignment",
-                                 "routing_data", "network", "all_to_all", "routing"});
+                                 "routing_data", "network", "compute", "all_to_all", "routing"});
   check_header(m, "run", true, true);
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
@@ -515,6 +515,7 @@ RunFile read_run_file(const YamlValue& root) {
   if (auto v = m.get("optimizer")) out.run.optimizer = v->as_enum(parse_optimizer, optimizer_names());
   if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
   if (auto v = m.get("network")) out.run.network = v->as_enum(parse_network_model, network_model_names());
+  if (auto v = m.get("compute")) out.run.compute = v->as_enum(parse_compute_model, compute_model_names());
   if (auto v = m.get("all_to_all"))
     out.run.all_to_all = v->as_enum(parse_all_to_all_algorithm, all_to_all_algorithm_names());
   if (auto v = m.get("routing")) out.run.routing = parse_routing_spec(v->as_string(), v->location(), base.string());

@@ -52,6 +52,7 @@ struct RunSpec {
   Optimizer optimizer = Optimizer::kAdam;
   bool count_routing_data = true;   // gate scores and indices kept for backward (off = the papers' accounting)
   NetworkModel network = NetworkModel::kAuto;              // collective model (docs/network.md)
+  ComputeModel compute = ComputeModel::kAuto;              // model of the other tasks (docs/concepts.md)
   AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;  // dispatch/combine algorithm (flow model)
   RoutingSpec routing;              // uniform (balanced), zipf:<s> or matrix:<file> (sim/routing)
 };

@@ -26,7 +26,7 @@ SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
 SweepSpec read_sweep_file(const YamlValue& root) {
   check_file_kind(root, {"sweep"}, "--grid");
   const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
-                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order", "network",
+                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order", "network", "compute",
                                  "num_moe_layers", "slots", "chunk_alignment", "optimizer", "routing_data", "step_target",
                                  "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
   check_header(m, "sweep", true, true);
@@ -79,6 +79,7 @@ SweepSpec read_sweep_file(const YamlValue& root) {
   }
   if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
   if (auto v = m.get("network")) spec.network = v->as_enum(parse_network_model, network_model_names());
+  if (auto v = m.get("compute")) spec.compute = v->as_enum(parse_compute_model, compute_model_names());
   if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
   if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
   if (auto v = m.get("chunk_alignment")) spec.chunk_alignment = static_cast<int>(v->as_int(1, kMaxChunkAlignment));

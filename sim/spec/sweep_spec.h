@@ -62,6 +62,7 @@ struct SweepSpec {
   std::vector<RoutingSpec> routing_specs() const;
   OrderPolicy order = OrderPolicy::kMPipeMoE;
   NetworkModel network = NetworkModel::kAuto;  // the collective model of every configuration
+  ComputeModel compute = ComputeModel::kAuto;  // ... and the compute model
   int num_moe_layers = 1;
   int slots = 2;
   int chunk_alignment = 1;

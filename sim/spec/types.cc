@@ -86,6 +86,10 @@ std::vector<std::string> order_policy_names() { return names_of(kPolicies); }
 namespace {
 constexpr std::array<std::pair<NetworkModel, std::string_view>, 3> kNetworkModels{{
     {NetworkModel::kAuto, "auto"}, {NetworkModel::kAlphaBeta, "alpha-beta"}, {NetworkModel::kFlow, "flow"}}};
+constexpr std::array<std::pair<ComputeModel, std::string_view>, 3> kComputeModels{{
+    {ComputeModel::kAuto, "auto"},
+    {ComputeModel::kRoofline, "roofline"},
+    {ComputeModel::kPipeMoeAlphaBeta, "pipemoe-alpha-beta"}}};
 constexpr std::array<std::pair<AllToAllAlgorithm, std::string_view>, 2> kAllToAll{{
     {AllToAllAlgorithm::kPairwise, "pairwise"}, {AllToAllAlgorithm::kHierarchical, "2dh"}}};
 }  // namespace
@@ -93,6 +97,10 @@ constexpr std::array<std::pair<AllToAllAlgorithm, std::string_view>, 2> kAllToAl
 std::string_view to_string(NetworkModel m) { return name_of(kNetworkModels, m); }
 std::optional<NetworkModel> parse_network_model(std::string_view s) { return parse_from(kNetworkModels, s); }
 std::vector<std::string> network_model_names() { return names_of(kNetworkModels); }
+
+std::string_view to_string(ComputeModel m) { return name_of(kComputeModels, m); }
+std::optional<ComputeModel> parse_compute_model(std::string_view s) { return parse_from(kComputeModels, s); }
+std::vector<std::string> compute_model_names() { return names_of(kComputeModels); }
 
 std::string_view to_string(AllToAllAlgorithm a) { return name_of(kAllToAll, a); }
 std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s) { return parse_from(kAllToAll, s); }

@@ -56,6 +56,17 @@ std::string_view to_string(NetworkModel m);
 std::optional<NetworkModel> parse_network_model(std::string_view s);
 std::vector<std::string> network_model_names();
 
+// Which compute model prices the tasks that are not collectives (docs/concepts.md, "Cost models"):
+// roofline (GEMMs by tiles and waves, memory-bound kernels, a calibration's tables where present,
+// host copies over PCIe), pipemoe-alpha-beta (PipeMoE's linear costs for every task, collectives
+// included, from the hardware's alpha_beta section), or auto: pipemoe-alpha-beta when the hardware
+// says alpha_beta.simulate, else roofline. The models themselves are registered by these names in
+// sim/driver/model_registry.h, as the network models are.
+enum class ComputeModel { kAuto, kRoofline, kPipeMoeAlphaBeta };
+std::string_view to_string(ComputeModel m);
+std::optional<ComputeModel> parse_compute_model(std::string_view s);
+std::vector<std::string> compute_model_names();
+
 // The all-to-all algorithm of the MoE layer's dispatch and combine under the flow model:
 // pairwise (NCCL's grouped send/recv) or 2dh (Tutel's hierarchical all-to-all).
 enum class AllToAllAlgorithm { kPairwise, kHierarchical };
