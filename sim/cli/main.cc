@@ -429,6 +429,25 @@ CLI::App* add_model_command(CLI::App& app, ModelArgs& a) {
   return cmd;
 }
 
+// simulate and plan run one layer's question, or with --global-batch the whole step's; the flags
+// of the other mode are refused.
+int dispatch_simulate(const CLI::App& simulate, StepArgs& sim_args, const TrainingStepArgs& step_args,
+                      const SimulateOutputs& sim_outputs) {
+  if (simulate.count("--global-batch") > 0) return run_training_step(sim_args, step_args, sim_outputs, kVersion);
+  for (const std::string& flag : training_step_only_flags())
+    if (simulate.count(flag) > 0)
+      throw InputError(flag + " belongs to the whole training step: give --global-batch (docs/training-step.md)");
+  return run_simulate(sim_args, sim_outputs, kVersion);
+}
+
+int dispatch_plan(const CLI::App& plan, PlanArgs& plan_args, const StepPlanArgs& step_plan_args) {
+  auto given = [&plan](const std::string& flag) { return plan.count(flag) > 0; };
+  if (given("--global-batch")) return run_step_plan(plan_args, step_plan_args, given, kVersion);
+  for (const std::string& flag : step_plan_only_flags())
+    if (given(flag)) throw InputError(flag + " belongs to the whole step's layout plan: give --global-batch");
+  return run_plan(plan_args, kVersion);
+}
+
 int main_impl(int argc, char** argv) {
   CLI::App app{"moesim: predict and measure the time and memory of Mixture-of-Experts training steps"};
   app.require_subcommand(1);
@@ -479,22 +498,10 @@ int main_impl(int argc, char** argv) {
   }
   refuse_empty_values(app);
 
-  if (simulate->parsed()) {
-    if (simulate->count("--global-batch") > 0) return run_training_step(sim_args, step_args, sim_outputs, kVersion);
-    for (const std::string& flag : training_step_only_flags())
-      if (simulate->count(flag) > 0)
-        throw InputError(flag + " belongs to the whole training step: give --global-batch (docs/training-step.md)");
-    return run_simulate(sim_args, sim_outputs, kVersion);
-  }
+  if (simulate->parsed()) return dispatch_simulate(*simulate, sim_args, step_args, sim_outputs);
   if (graph.export_cmd->parsed()) return run_graph_export(graph.export_args, graph.export_path);
   if (graph.check_cmd->parsed()) return run_graph_check(graph.check_path);
-  if (plan->parsed()) {
-    auto given = [plan](const std::string& flag) { return plan->count(flag) > 0; };
-    if (given("--global-batch")) return run_step_plan(plan_args, step_plan_args, given, kVersion);
-    for (const std::string& flag : step_plan_only_flags())
-      if (given(flag)) throw InputError(flag + " belongs to the whole step's layout plan: give --global-batch");
-    return run_plan(plan_args, kVersion);
-  }
+  if (plan->parsed()) return dispatch_plan(*plan, plan_args, step_plan_args);
   if (sweep->parsed()) {
     sweep_args.layout.zero_given = sweep->count("--zero") > 0;
     sweep_args.layout.checkpoint_given = sweep->count("--checkpoint") > 0;
