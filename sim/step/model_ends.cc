@@ -10,7 +10,7 @@ void ModelEnds::tp_reduce(Chain& chain, const TaskName& name, bool forward) {
   const CollectiveOp op = !d_.sequence_parallel ? CollectiveOp::kAllReduce
                           : forward              ? CollectiveOp::kReduceScatter
                                                  : CollectiveOp::kAllGather;
-  e_.collective(chain, name, StreamClass::kCommDispatch, op, group, whole / static_cast<std::int64_t>(group.size()));
+  e_.group_collective(chain, name, StreamClass::kCommDispatch, op, group, whole);
 }
 
 void ModelEnds::embedding_forward(Chain& chain, const std::vector<BufferId>& allocates) {
@@ -49,7 +49,7 @@ void ModelEnds::head_forward(Chain& chain, const std::vector<BufferId>& allocate
   if (d_.sequence_parallel) {
     TaskName gather = head(where, Pass::kForward, "tp.allgather");
     gather.stage = "tp";
-    e_.collective(chain, gather, StreamClass::kCommDispatch, CollectiveOp::kAllGather, group, whole / n);
+    e_.group_collective(chain, gather, StreamClass::kCommDispatch, CollectiveOp::kAllGather, group, whole);
   }
   e_.kernel(chain, head(where, Pass::kForward, "logits"), e_.gemm(1, d_.tokens, vocab_per_rank_, d_.hidden));
   // Cross-entropy over the rank's vocabulary slice: max, exponentials and their sum, the loss.
@@ -80,9 +80,8 @@ void ModelEnds::head_backward(Chain& chain, BackwardPart part, const std::vector
   reduce.stage = "tp";
   const auto group = e_.shape().tensor_group(chain.stage);
   const std::int64_t whole = d_.tokens * d_.hidden * e_.shape().element_bytes;
-  e_.collective(chain, reduce, StreamClass::kCommDispatch,
-                d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, group,
-                whole / static_cast<std::int64_t>(group.size()));
+  e_.group_collective(chain, reduce, StreamClass::kCommDispatch,
+                      d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, group, whole);
   TaskName norm = head(where, Pass::kBackward, "norm");
   if (part == BackwardPart::kAll) norm.frees = frees;
   e_.kernel(chain, norm, e_.elementwise(3 * region, region));
@@ -99,9 +98,8 @@ void ModelEnds::mtp_input_forward(Chain& chain, int depth, const std::vector<Buf
   e_.kernel(chain, {where, last_layer_, Pass::kForward, "norms", "mtp"}, e_.elementwise(2 * region, 2 * region));
   if (d_.sequence_parallel) {
     const auto group = e_.shape().tensor_group(chain.stage);
-    e_.collective(chain, {where, last_layer_, Pass::kForward, "tp.allgather", "tp"}, StreamClass::kCommDispatch,
-                  CollectiveOp::kAllGather, group,
-                  2 * d_.tokens * d_.hidden * e_.shape().element_bytes / static_cast<std::int64_t>(group.size()));
+    e_.group_collective(chain, {where, last_layer_, Pass::kForward, "tp.allgather", "tp"}, StreamClass::kCommDispatch,
+                        CollectiveOp::kAllGather, group, 2 * d_.tokens * d_.hidden * e_.shape().element_bytes);
   }
   // The projection is replicated on the tensor-parallel ranks in this accounting (its 2h x h
   // weights are column-parallel in Megatron-Core: h / tp columns, then gathered).

@@ -27,12 +27,9 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape) {
 
 void MoeMlp::all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
                         const std::string& prefix) {
-  const auto group = e_.shape().expert_group(chain.stage);
-  const std::int64_t per_peer = d_.rows_sent() * d_.hidden * e_.shape().element_bytes /
-                                static_cast<std::int64_t>(group.size());
-  e_.collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "a2a" : "recompute"),
-                to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine, CollectiveOp::kAllToAll,
-                group, per_peer);
+  e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "a2a" : "recompute"),
+                      to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine, CollectiveOp::kAllToAll,
+                      e_.shape().expert_group(chain.stage), d_.rows_sent() * d_.hidden * e_.shape().element_bytes);
 }
 
 void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {

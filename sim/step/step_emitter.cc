@@ -1,5 +1,8 @@
 #include "sim/step/step_emitter.h"
 
+#include <memory>
+#include <utility>
+
 namespace moesim {
 
 std::string StepEmitter::id_of(const Chain& chain, const TaskName& name) const {
@@ -48,6 +51,36 @@ std::optional<TaskIndex> StepEmitter::collective(Chain& chain, const TaskName& n
   t.stage = name.stage;
   t.chunk = chain.microbatch;
   return append(chain, std::move(t), side);
+}
+
+std::optional<TaskIndex> StepEmitter::group_collective(Chain& chain, const TaskName& name, StreamClass stream,
+                                                       CollectiveOp op, const std::vector<int>& group,
+                                                       std::int64_t whole_bytes, bool side) {
+  if (group.size() <= 1) return chain.last;
+  return collective(chain, name, stream, op, group, whole_bytes / static_cast<std::int64_t>(group.size()), side);
+}
+
+TaskIndex StepEmitter::sends(Chain& chain, const TaskName& name, StreamClass stream, const std::vector<int>& group,
+                             const std::vector<std::pair<int, int>>& pairs, std::int64_t bytes) {
+  const auto size = static_cast<int>(group.size());
+  auto rows = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(size * size), 0);
+  for (const auto& [from, to] : pairs) (*rows)[static_cast<std::size_t>(from * size + to)] = 1;
+  auto traffic = std::make_shared<TrafficMatrix>();
+  traffic->size = size;
+  traffic->row_bytes = bytes;
+  traffic->rows = std::move(rows);
+  Task t;
+  t.id = id_of(chain, name);
+  t.rank = -1;
+  t.stream = stream;
+  CollectiveWork w(CollectiveOp::kAllToAll, g_.add_group(group), 0);
+  w.traffic = std::move(traffic);
+  t.work = std::move(w);
+  t.layer = name.layer;
+  t.pass = name.pass;
+  t.stage = name.stage;
+  t.chunk = chain.microbatch;
+  return append(chain, std::move(t), false);
 }
 
 BufferId StepEmitter::buffer(int stage, const std::string& name, std::int64_t bytes, MemoryCategory category,

@@ -48,6 +48,15 @@ class StepEmitter {
   std::optional<TaskIndex> collective(Chain& chain, const TaskName& name, StreamClass stream, CollectiveOp op,
                                       const std::vector<int>& group, std::int64_t bytes_per_peer,
                                       bool side = false);
+  // The same for a tensor of `whole_bytes` on each member: each contributes whole / members, as
+  // CollectiveWork counts all-reduce, all-gather, reduce-scatter and uniform all-to-all bytes.
+  std::optional<TaskIndex> group_collective(Chain& chain, const TaskName& name, StreamClass stream, CollectiveOp op,
+                                            const std::vector<int>& group, std::int64_t whole_bytes,
+                                            bool side = false);
+  // Point-to-point sends inside `group` as one all-to-allv (NCCL's send/recv): member pairs[i].first
+  // sends `bytes` to member pairs[i].second (positions in the sorted group).
+  TaskIndex sends(Chain& chain, const TaskName& name, StreamClass stream, const std::vector<int>& group,
+                  const std::vector<std::pair<int, int>>& pairs, std::int64_t bytes);
   // A buffer on a stage's rank, allocated and freed by the tasks whose TaskName lists it.
   BufferId buffer(int stage, const std::string& name, std::int64_t bytes, MemoryCategory category,
                   bool resident = false);

@@ -27,22 +27,9 @@ std::vector<int> stage_ranks(const StepShape& shape) {
   return out;
 }
 
-// A transfer of `bytes` from group member `from` to the other of two.
-CollectiveWork point_to_point(GroupId group, bool from_first, std::int64_t bytes) {
-  auto rows = std::make_shared<std::vector<std::int64_t>>(4, 0);
-  (*rows)[from_first ? 1 : 2] = 1;
-  auto traffic = std::make_shared<TrafficMatrix>();
-  traffic->size = 2;
-  traffic->row_bytes = bytes;
-  traffic->rows = std::move(rows);
-  CollectiveWork w(CollectiveOp::kAllToAll, group, 0);
-  w.traffic = std::move(traffic);
-  return w;
-}
-
 class StepBuilder {
  public:
-  StepBuilder(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec, StepGraph& out)
+  StepBuilder(const ModelSpec& model, const StepSpec& spec, StepGraph& out)
       : model_(model),
         spec_(spec),
         out_(out),
@@ -53,7 +40,6 @@ class StepBuilder {
         layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
         programs_(stage_programs(out.shape.schedule, out.shape.pipeline)) {
-    (void)cluster;
     const ActivationLayout layout = activation_layout(out.shape, spec);
     for (int l = 0; l < model.num_layers; ++l) {
       // Dense and MoE layers keep different tensors; the layers of one kind keep the same.
@@ -95,9 +81,9 @@ class StepBuilder {
   void emit_programs();
   void finish();
   void finish_stage(int stage, std::optional<TaskIndex> tied);
-  // fp32 gradient bytes of a layer on one GPU: its dense part (reduced over the data-parallel
-  // group) and its routed experts' (over the experts' data-parallel group).
-  std::pair<std::int64_t, std::int64_t> layer_grad_bytes(int layer) const;
+  // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
+  // data-parallel group) and its routed experts' (over the experts' data-parallel group).
+  std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;
   void reduce_layer_grads(const Chain& chain, int layer);
   // ZeRO-3: the layer's weights all-gathered over their data-parallel groups before its pass
   // (whose first task is `first`), one layer ahead: the gather may start when the stage's previous
@@ -130,6 +116,9 @@ class StepBuilder {
   std::int64_t embedding_act_ = 0, head_act_ = 0, mtp_act_ = 0;
 };
 
+// Gradients are fp32 (Megatron's main_grads) and reduced as such.
+constexpr std::int64_t kGradBytes = 4;
+
 constexpr BufferId kNoBuffer = static_cast<BufferId>(-1);
 
 std::vector<BufferId> some(BufferId b) { return b == kNoBuffer ? std::vector<BufferId>{} : std::vector<BufferId>{b}; }
@@ -138,8 +127,6 @@ std::vector<BufferId> some(BufferId b) { return b == kNoBuffer ? std::vector<Buf
 std::optional<Produced> StepBuilder::input_of(int stage, const PipeAction& a, bool& ready) const {
   ready = true;
   const int part = part_of(stage, a);
-  const auto& sched = shape().schedule;
-  const auto& pipe = shape().pipeline;
   const std::vector<std::optional<Produced>>* table = nullptr;
   int from_part = 0;
   if (a.work == PipeWork::kForward) {
@@ -156,8 +143,6 @@ std::optional<Produced> StepBuilder::input_of(int stage, const PipeAction& a, bo
     table = &forward_out_;  // the loss starts from this stage's own forward
     from_part = part;
   }
-  (void)sched;
-  (void)pipe;
   const auto& produced = (*table)[slot(a.microbatch, from_part)];
   if (!produced) ready = false;
   return produced;
@@ -166,47 +151,42 @@ std::optional<Produced> StepBuilder::input_of(int stage, const PipeAction& a, bo
 void StepBuilder::transfer(Chain& chain, int part, const Produced& from, bool gradient) {
   const int to_rank = shape().stage_rank(chain.stage);
   const int from_rank = shape().stage_rank(from.stage);
-  TaskGraph& g = out_.graph;
-  const GroupId group = g.add_group({std::min(from_rank, to_rank), std::max(from_rank, to_rank)});
   // Each tensor-parallel rank sends its 1/tp of the microbatch's hidden states.
   const std::int64_t bytes = dims_.tokens * dims_.hidden * shape().element_bytes / shape().layout.tp;
-  Task t;
-  t.id = "mb" + std::to_string(chain.microbatch) + ".p2p." + (gradient ? "bwd" : "fwd") + ".part" +
-         std::to_string(part) + ".s" + std::to_string(from.stage) + "-s" + std::to_string(chain.stage);
-  t.rank = -1;
-  t.stream = StreamClass::kCommPipeline;
-  t.work = point_to_point(group, from_rank < to_rank, bytes);
-  t.pass = gradient ? Pass::kBackward : Pass::kForward;
-  t.stage = "p2p";
-  t.chunk = chain.microbatch;
-  const TaskIndex index = g.add_task(std::move(t));
-  g.add_dependency(from.task, index);
+  const int from_member = from_rank < to_rank ? 0 : 1;
+  const TaskName name{"p2p", 0, gradient ? Pass::kBackward : Pass::kForward,
+                      "part" + std::to_string(part) + ".s" + std::to_string(from.stage) + "-s" +
+                          std::to_string(chain.stage),
+                      "p2p"};
+  const TaskIndex index =
+      emitter_.sends(chain, name, StreamClass::kCommPipeline, {std::min(from_rank, to_rank), std::max(from_rank, to_rank)},
+                     {{from_member, 1 - from_member}}, bytes);
+  out_.graph.add_dependency(from.task, index);
   // The receive is posted once the stage has finished its previous action.
   if (last_action_task_[static_cast<std::size_t>(chain.stage)])
-    g.add_dependency(*last_action_task_[static_cast<std::size_t>(chain.stage)], index);
-  chain.last = index;
+    out_.graph.add_dependency(*last_action_task_[static_cast<std::size_t>(chain.stage)], index);
 }
 
-std::pair<std::int64_t, std::int64_t> StepBuilder::layer_grad_bytes(int layer) const {
-  // fp32 gradients (Megatron's main_grads); norms and the router are replicated on the
-  // tensor-parallel ranks, routed experts split over the expert- and tensor-parallel ranks.
+std::pair<std::int64_t, std::int64_t> StepBuilder::layer_params(int layer) const {
+  // Norms and the router are replicated on the tensor-parallel ranks, routed experts split over
+  // the expert- and tensor-parallel ranks.
   const LayerParameters p = layer_parameters(model_, kind_layer(layer));
   const int tp = shape().layout.tp;
   const std::int64_t dense = (p.attention + p.dense_mlp + p.shared_experts) / tp + p.norms + p.router;
   const std::int64_t expert = p.routed_experts / (static_cast<std::int64_t>(shape().layout.ep) * tp);
-  return {4 * dense, 4 * expert};
+  return {dense, expert};
 }
 
 void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
-  const auto [dense, expert] = layer_grad_bytes(l);
+  const auto [dense_params, expert_params] = layer_params(l);
+  const std::int64_t dense = kGradBytes * dense_params, expert = kGradBytes * expert_params;
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   const auto st = static_cast<std::size_t>(chain.stage);
   auto reduce = [&](const std::vector<int>& group, std::int64_t bytes, const char* what, std::int64_t& reduced) {
     if (group.size() <= 1 || bytes == 0) return;
     Chain side = chain;
-    const auto task = emitter_.collective(side, {"L" + std::to_string(l), l, Pass::kBackward, what, "grad"},
-                                          StreamClass::kCommGrad, op, group,
-                                          bytes / static_cast<std::int64_t>(group.size()), true);
+    const auto task = emitter_.group_collective(side, {"L" + std::to_string(l), l, Pass::kBackward, what, "grad"},
+                                                StreamClass::kCommGrad, op, group, bytes, true);
     grad_reductions_[st].push_back(*task);
     reduced += bytes;
   };
@@ -218,19 +198,19 @@ void StepBuilder::gather_weights(const Chain& chain, int l, Pass pass, TaskIndex
   const auto st = static_cast<std::size_t>(chain.stage);
   std::optional<TaskIndex>& previous = previous_layer_start_[st];
   if (spec_.zero_stage < 3) return;
-  const auto [dense, expert] = layer_grad_bytes(l);  // 4 bytes a parameter
+  const auto [dense, expert] = layer_params(l);
   const std::int64_t element = shape().element_bytes;
   std::vector<TaskIndex> gathers;
   auto gather = [&](const std::vector<int>& group, std::int64_t params, const char* what) {
     if (group.size() <= 1 || params == 0) return;
     Chain side{chain.stage, chain.microbatch, previous};
-    const auto task = emitter_.collective(side, {"L" + std::to_string(l), l, pass, what, "zero3"},
-                                          StreamClass::kCommGrad, CollectiveOp::kAllGather, group,
-                                          params * element / static_cast<std::int64_t>(group.size()), true);
+    const auto task = emitter_.group_collective(side, {"L" + std::to_string(l), l, pass, what, "zero3"},
+                                                StreamClass::kCommGrad, CollectiveOp::kAllGather, group,
+                                                params * element, true);
     gathers.push_back(*task);
   };
-  gather(shape().data_group(chain.stage), dense / 4, "weights.allgather");
-  gather(shape().expert_data_group(chain.stage), expert / 4, "expert.weights.allgather");
+  gather(shape().data_group(chain.stage), dense, "weights.allgather");
+  gather(shape().expert_data_group(chain.stage), expert, "expert.weights.allgather");
   for (TaskIndex g : gathers) out_.graph.add_dependency(g, first);
   previous = first;
 }
@@ -374,8 +354,7 @@ void StepBuilder::finish() {
   std::optional<TaskIndex> tied;
   if (model_.architecture.tied_embeddings && stages > 1) {
     // The embedding's and the output layer's copies of the shared matrix sum their gradients.
-    Chain chain{0, -1, last_action_task_[0]};
-    const std::int64_t bytes = 4 * model_.architecture.vocab_size / shape().layout.tp * model_.d_model;
+    const std::int64_t bytes = kGradBytes * model_.architecture.vocab_size / shape().layout.tp * model_.d_model;
     const GroupId group = out_.graph.add_group({shape().stage_rank(0), shape().stage_rank(stages - 1)});
     Task t;
     t.id = "embedding.grad.allreduce";
@@ -388,7 +367,6 @@ void StepBuilder::finish() {
     for (int s : {0, stages - 1})
       if (last_action_task_[static_cast<std::size_t>(s)])
         out_.graph.add_dependency(*last_action_task_[static_cast<std::size_t>(s)], *tied);
-    (void)chain;
   }
   for (int s = 0; s < stages; ++s) finish_stage(s, (s == 0 || s == stages - 1) ? tied : std::nullopt);
 }
@@ -403,14 +381,13 @@ void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
   auto reduce_rest = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
     if (rest <= 0 || group.size() <= 1) return;
     Chain grad = chain;
-    const auto task = emitter_.collective(grad, {"stage" + std::to_string(stage), 0, Pass::kBackward, what, "grad"},
-                                          StreamClass::kCommGrad, op, group,
-                                          rest / static_cast<std::int64_t>(group.size()), true);
+    const auto task = emitter_.group_collective(grad, {"stage" + std::to_string(stage), 0, Pass::kBackward, what, "grad"},
+                                                StreamClass::kCommGrad, op, group, rest, true);
     grad_reductions_[st].push_back(*task);
   };
-  reduce_rest(dense_group, 4 * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st],
+  reduce_rest(dense_group, kGradBytes * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st],
               "grad.reduce");
-  reduce_rest(expert_group, 4 * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st],
+  reduce_rest(expert_group, kGradBytes * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st],
               "expert.grad.reduce");
   // The optimizer: a fused Adam over the rank's shard of fp32 master weights, moments and
   // gradients (read 16 bytes a parameter), writing them back and the model's weights (14).
@@ -503,7 +480,7 @@ StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, c
                      ": the weight-gradient pass needs the activations recomputation re-creates for the input "
                      "gradient pass; use --recompute none");
   StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}};
-  StepBuilder builder(model, cluster, spec, out);
+  StepBuilder builder(model, spec, out);
   builder.build();
   return out;
 }

@@ -81,11 +81,9 @@ TaskName TransformerLayer::name(int layer, Pass pass, const std::string& what, c
 
 void TransformerLayer::tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
                                      std::int64_t tokens, const std::string& prefix) {
-  // bytes_per_peer is the whole tensor over the group size for all three ops (task.h).
-  const std::int64_t whole = tokens * d_.hidden * e_.shape().element_bytes;
-  const auto group = e_.shape().tensor_group(chain.stage);
-  e_.collective(chain, name(layer, pass, prefix + "tp." + what, prefix.empty() ? "tp" : "recompute"),
-                StreamClass::kCommDispatch, op, group, whole / static_cast<std::int64_t>(group.size()));
+  e_.group_collective(chain, name(layer, pass, prefix + "tp." + what, prefix.empty() ? "tp" : "recompute"),
+                      StreamClass::kCommDispatch, op, e_.shape().tensor_group(chain.stage),
+                      tokens * d_.hidden * e_.shape().element_bytes);
 }
 
 void TransformerLayer::linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix) {
@@ -104,11 +102,10 @@ void TransformerLayer::linear_backward(Chain& chain, int layer, const LinearShap
     wgrad.frees = wgrad_frees;
     if (gathered_input && d_.sequence_parallel) {
       // The block's input gathered again for dW, beside the input gradient (Megatron-LM).
-      const std::int64_t whole = d_.tokens * d_.hidden * e_.shape().element_bytes;
-      const auto group = e_.shape().tensor_group(chain.stage);
       Chain side = chain;
-      e_.collective(side, name(layer, Pass::kBackward, l.name + ".tp.allgather", "tp"), StreamClass::kCommCombine,
-                    CollectiveOp::kAllGather, group, whole / static_cast<std::int64_t>(group.size()));
+      e_.group_collective(side, name(layer, Pass::kBackward, l.name + ".tp.allgather", "tp"),
+                          StreamClass::kCommCombine, CollectiveOp::kAllGather, e_.shape().tensor_group(chain.stage),
+                          d_.tokens * d_.hidden * e_.shape().element_bytes);
       e_.kernel(side, wgrad, e_.gemm(1, l.in, l.out, d_.tokens), true);
       if (part == BackwardPart::kWeight) chain.last = side.last;
       return;
@@ -160,32 +157,13 @@ void TransformerLayer::ring_core(Chain& chain, int layer, Pass pass, const std::
   const auto group = e_.shape().context_group(chain.stage);
   const int cp = static_cast<int>(group.size());
   const std::int64_t bytes = d_.tokens * d_.kv_width * e_.shape().element_bytes * (forward ? 1 : 2);
-  auto rows = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(cp * cp), 0);
-  for (int s = 0; s < cp; ++s) (*rows)[static_cast<std::size_t>(s * cp + (s + 1) % cp)] = 1;
-  auto traffic = std::make_shared<TrafficMatrix>();
-  traffic->size = cp;
-  traffic->row_bytes = bytes;
-  traffic->rows = std::move(rows);
-  const GroupId gid = e_.graph().add_group(group);
+  std::vector<std::pair<int, int>> ring_pairs;
+  for (int s = 0; s < cp; ++s) ring_pairs.emplace_back(s, (s + 1) % cp);
   Chain ring = chain;  // the ring's steps follow one another on their own stream
   for (int j = 0; j < cp; ++j) {
-    if (j > 0) {
-      Task t;
-      t.id = (chain.microbatch >= 0 ? "mb" + std::to_string(chain.microbatch) + "." : std::string()) + "L" +
-             std::to_string(layer) + "." + std::string(to_string(pass)) + "." + prefix + "cp.ring" + std::to_string(j);
-      t.rank = -1;
-      t.stream = StreamClass::kCommCombine;
-      CollectiveWork w(CollectiveOp::kAllToAll, gid, 0);
-      w.traffic = traffic;
-      t.work = w;
-      t.layer = layer;
-      t.pass = pass;
-      t.stage = prefix.empty() ? "cp" : "recompute";
-      t.chunk = chain.microbatch;
-      const TaskIndex step = e_.graph().add_task(std::move(t));
-      if (ring.last) e_.graph().add_dependency(*ring.last, step);
-      ring.last = step;
-    }
+    if (j > 0)
+      e_.sends(ring, name(layer, pass, prefix + "cp.ring" + std::to_string(j), prefix.empty() ? "cp" : "recompute"),
+               StreamClass::kCommCombine, group, ring_pairs, bytes);
     TaskName n = name(layer, pass, prefix + "core.block" + std::to_string(j), stage);
     if (j == 0) n.allocates = allocates;
     const TaskIndex block = e_.kernel(chain, n, e_.gemm(bh, queries, keys, width));
