@@ -183,6 +183,10 @@ phase_measure() {
   measure_one loopback8-s1-n4 8 --chunks 4 --strategy s1 --loopback --check
   measure_one layers2-s4-n4 1 --chunks 4 --strategy s4 --layers 2 --check
   for n in 1 2 8; do measure_one "none-n$n" 1 --chunks $n --strategy none; done
+  # The batch size: MoE-GPT-S with a quarter and four times the tokens, n = 1 and 4.
+  for t in 1024 16384; do
+    for n in 1 4; do MEASURE_TOKENS=$t measure_one "t$t-none-n$n" 1 --chunks $n --strategy none; done
+  done
   # A layer whose GEMMs dominate: MoE-GPT-XL-16E, 16,384 tokens on one GPU, in its own TF32 and in
   # bf16 (the bench's dtype; a copy of the model file with both dtype keys set to bf16).
   local xl=models/moe-gpt-xl-16e.yaml xl_bf16="$work/moe-gpt-xl-16e-bf16.yaml"
@@ -212,11 +216,16 @@ phase_sanitize() {
   # The layer's route kernel reads the gate GEMM's output, written by cuBLAS. On an H200 initcheck
   # reported those reads as uninitialised (the numerics matched the reference), and printing
   # thousands of such reports with backtraces ran past 150 s: a few, without backtraces, plus a
-  # probe of whether initcheck sees cuBLAS's stores at all (validate/initcheck_cublas_probe.py).
+  # probe of whether initcheck sees cuBLAS's stores at all: the runtime's cuBLAS call on the
+  # layer test's shapes in each dtype (validate/initcheck_cublas_probe.py).
   step initcheck-layer 90 env MOESIM_REQUIRE_GPU=1 "$sanitizer" --tool initcheck --print-limit 8 \
     --show-backtrace no --error-exitcode 99 "$tests" "--gtest_filter=LayerGpu.SharedExperts*"
-  step initcheck-cublas-probe 90 "$sanitizer" --tool initcheck --print-limit 8 --show-backtrace no \
-    --error-exitcode 99 python3 validate/initcheck_cublas_probe.py
+  # One process per case, so that each case's ERROR SUMMARY is its own.
+  local c
+  for c in $(python3 validate/initcheck_cublas_probe.py list); do
+    step "initcheck-cublas-$c" 40 "$sanitizer" --tool initcheck --print-limit 2 --show-backtrace no \
+      --error-exitcode 99 python3 validate/initcheck_cublas_probe.py "$c"
+  done
 }
 
 # moesim-run is what links cuBLAS and NCCL (moesim hands `run` and `calibrate` to it).

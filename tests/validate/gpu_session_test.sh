@@ -50,11 +50,11 @@ summary=$out/summary.txt
 [ -s "$summary" ] || fail "no summary.txt"
 [ -s "$out/gpu-results.tar.gz" ] || fail "no gpu-results.tar.gz"
 sims=$(grep -cE '^sim(cal)?-' "$summary")
-[ "$sims" = 28 ] || fail "expected 28 simulate steps (14 configurations, datasheet and calibrated), got $sims"
+[ "$sims" = 36 ] || fail "expected 36 simulate steps (18 configurations, datasheet and calibrated), got $sims"
 bad=$(grep -E '^sim(cal)?-' "$summary" | grep -v 'exit   0')
 [ -z "$bad" ] || fail "simulate steps failed: $bad"
 runs=$(grep -cE '^run-.*exit   2 ' "$summary")
-[ "$runs" = 14 ] || fail "expected 14 moesim run steps with exit 2 (no GPU), got $runs: $(grep '^run-' "$summary")"
+[ "$runs" = 18 ] || fail "expected 18 moesim run steps with exit 2 (no GPU), got $runs: $(grep '^run-' "$summary")"
 mkdir -p "$out/unpacked"
 tar -xzf "$out/gpu-results.tar.gz" -C "$out/unpacked" || fail "the archive does not unpack"
 [ -s "$out/unpacked/gpu-results/simcal-loopback8-s1-n4.json" ] || fail "the archive lacks the calibrated loopback simulation"
