@@ -8,6 +8,8 @@
 #include <type_traits>
 
 #include "runtime/kernels/dispatch_layout.h"
+#include "runtime/kernels/element_ops.cuh"
+#include "runtime/kernels/packed_kernels.cuh"
 #include "runtime/kernels/routing.h"
 #include "sim/core/error.h"
 
@@ -15,15 +17,7 @@ namespace moesim::runtime::cuda {
 
 namespace {
 
-template <typename T> __device__ __forceinline__ float load(const T* p, long long i);
-template <> __device__ __forceinline__ float load(const float* p, long long i) { return p[i]; }
-template <> __device__ __forceinline__ float load(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
-template <> __device__ __forceinline__ float load(const __half* p, long long i) { return __half2float(p[i]); }
-
-template <typename T> __device__ __forceinline__ void store(T* p, long long i, float v);
-template <> __device__ __forceinline__ void store(float* p, long long i, float v) { p[i] = v; }
-template <> __device__ __forceinline__ void store(__nv_bfloat16* p, long long i, float v) { p[i] = __float2bfloat16(v); }
-template <> __device__ __forceinline__ void store(__half* p, long long i, float v) { p[i] = __float2half(v); }
+using namespace detail;  // element_ops.cuh, packed_kernels.cuh
 
 void check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
@@ -46,21 +40,6 @@ unsigned blocks_for(long long n, int threads) {
   return static_cast<unsigned>(b < 65535LL * 32 ? (b > 0 ? b : 1) : 65535LL * 32);
 }
 
-constexpr double kInvSqrt2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-
-__device__ __forceinline__ float act_value(ActivationKind k, float x) {
-  if (k == ActivationKind::kRelu) return x > 0.f ? x : 0.f;
-  return 0.5f * x * (1.f + erff(x * static_cast<float>(kInvSqrt2)));
-}
-
-__device__ __forceinline__ float act_derivative(ActivationKind k, float x) {
-  if (k == ActivationKind::kRelu) return x > 0.f ? 1.f : 0.f;
-  return 0.5f * (1.f + erff(x * static_cast<float>(kInvSqrt2))) +
-         x * static_cast<float>(kInvSqrt2Pi) * expf(-0.5f * x * x);
-}
-
-__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 template <typename T>
 __global__ void add_kernel(T* dst, const T* src, long long count) {
@@ -265,6 +244,16 @@ __global__ void route_backward_kernel(RouteBackwardArgs a) {
   }
 }
 
+// decode's and encode's backward gather: packed where the rows allow.
+template <typename T>
+void gather(const T* rows, const int* topk_row, const float* score, long long tokens, int k, long long width, T* out,
+            cudaStream_t s) {
+  if (fits_packs<T>(width, {rows, out}))
+    gather_packed_kernel<T><<<blocks_for(tokens * 32, 32), 128, 0, s>>>(rows, topk_row, score, tokens, k, width, out);
+  else
+    gather_kernel<T><<<blocks_for(tokens * 32, 32), 128, 0, s>>>(rows, topk_row, score, tokens, k, width, out);
+}
+
 void check_call(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw InternalError(std::string(what) + " failed: " + cudaGetErrorString(err));
 }
@@ -368,8 +357,13 @@ void assign(const AssignArgs& a, cudaStream_t s) {
 void encode(const EncodeArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    encode_kernel<T><<<blocks_for((a.row_end - a.row_begin) * 32, 32), 128, 0, s>>>(
-        static_cast<const T*>(a.x), a.row_token, a.d_model, a.row_begin, a.row_end, static_cast<T*>(a.out));
+    const unsigned blocks = blocks_for((a.row_end - a.row_begin) * 32, 32);
+    if (fits_packs<T>(a.d_model, {a.x, a.out}))
+      encode_packed_kernel<T><<<blocks, 128, 0, s>>>(static_cast<const T*>(a.x), a.row_token, a.d_model, a.row_begin,
+                                                      a.row_end, static_cast<T*>(a.out));
+    else
+      encode_kernel<T><<<blocks, 128, 0, s>>>(static_cast<const T*>(a.x), a.row_token, a.d_model, a.row_begin,
+                                               a.row_end, static_cast<T*>(a.out));
   });
   check_launch("encode");
 }
@@ -377,8 +371,12 @@ void encode(const EncodeArgs& a, cudaStream_t s) {
 void activation(const ActivationArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    activation_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
-        a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<T*>(a.a));
+    if (fits_packs<T>(a.width, {a.h, a.a}))
+      activation_packed_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
+          a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<T*>(a.a));
+    else
+      activation_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
+          a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<T*>(a.a));
   });
   check_launch("activation");
 }
@@ -386,9 +384,14 @@ void activation(const ActivationArgs& a, cudaStream_t s) {
 void activation_backward(const ActivationBackwardArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    activation_backward_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
-        a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<const T*>(a.da), static_cast<T*>(a.dh),
-        static_cast<T*>(a.a));
+    if (fits_packs<T>(a.width, {a.h, a.da, a.dh, a.a}))
+      activation_backward_packed_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
+          a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<const T*>(a.da), static_cast<T*>(a.dh),
+          static_cast<T*>(a.a));
+    else
+      activation_backward_kernel<T><<<blocks_for(a.rows, 1), 256, 0, s>>>(
+          a.act, a.rows, a.width, static_cast<const T*>(a.h), static_cast<const T*>(a.da), static_cast<T*>(a.dh),
+          static_cast<T*>(a.a));
   });
   check_launch("activation backward");
 }
@@ -396,9 +399,8 @@ void activation_backward(const ActivationBackwardArgs& a, cudaStream_t s) {
 void decode(const DecodeArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    gather_kernel<T><<<blocks_for(a.tokens * 32, 32), 128, 0, s>>>(static_cast<const T*>(a.expert_out), a.topk_row,
-                                                                    a.topk_score, a.tokens, a.top_k, a.d_model,
-                                                                    static_cast<T*>(a.y));
+    gather<T>(static_cast<const T*>(a.expert_out), a.topk_row, a.topk_score, a.tokens, a.top_k, a.d_model,
+              static_cast<T*>(a.y), s);
   });
   check_launch("decode");
 }
@@ -406,8 +408,15 @@ void decode(const DecodeArgs& a, cudaStream_t s) {
 void decode_backward(const DecodeBackwardArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    scatter_grad_kernel<T><<<blocks_for(a.rows * 32, 32), 128, 0, s>>>(a);
-    dscores_kernel<T><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
+    const bool packed = fits_packs<T>(a.d_model, {a.dy, a.expert_out, a.d_expert_out});
+    if (packed)
+      scatter_grad_packed_kernel<T><<<blocks_for(a.rows * 32, 32), 128, 0, s>>>(a);
+    else
+      scatter_grad_kernel<T><<<blocks_for(a.rows * 32, 32), 128, 0, s>>>(a);
+    if (packed)
+      dscores_packed_kernel<T><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
+    else
+      dscores_kernel<T><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
   });
   check_launch("decode backward");
 }
@@ -415,9 +424,8 @@ void decode_backward(const DecodeBackwardArgs& a, cudaStream_t s) {
 void encode_backward(const EncodeBackwardArgs& a, cudaStream_t s) {
   by_type(a.type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    gather_kernel<T><<<blocks_for(a.tokens * 32, 32), 128, 0, s>>>(static_cast<const T*>(a.d_dispatch), a.topk_row,
-                                                                    nullptr, a.tokens, a.top_k, a.d_model,
-                                                                    static_cast<T*>(a.dx));
+    gather<T>(static_cast<const T*>(a.d_dispatch), a.topk_row, nullptr, a.tokens, a.top_k, a.d_model,
+              static_cast<T*>(a.dx), s);
   });
   check_launch("encode backward");
 }
