@@ -208,20 +208,30 @@ __global__ void scatter_grad_kernel(DecodeBackwardArgs a) {
 
 // One warp per (token, choice), grid-stride over the pairs (blocks_for caps the grid): a
 // fixed-order shuffle reduction, so the result is deterministic. The loop bound is the same for
-// every lane of a warp, so the full-mask shuffle stays warp-uniform.
-template <typename T>
+// every lane of a warp, so the full-mask shuffle stays warp-uniform. kPacked: each lane reads whole
+// 16-byte packs (element_ops.cuh), a different but fixed order of additions.
+template <typename T, bool kPacked>
 __global__ void dscores_kernel(DecodeBackwardArgs a) {
   const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
   const int lane = threadIdx.x & 31;
+  const T* dy = static_cast<const T*>(a.dy);
+  const T* y = static_cast<const T*>(a.expert_out);
   for (long long w = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; w < a.tokens * a.top_k;
        w += warps) {
     const long long t = w / a.top_k;
     const int row = a.topk_row[w];
     float sum = 0.f;
-    if (row >= 0)
-      for (long long c = lane; c < a.d_model; c += 32)
-        sum += load(static_cast<const T*>(a.dy), t * a.d_model + c) *
-               load(static_cast<const T*>(a.expert_out), row * a.d_model + c);
+    if constexpr (kPacked) {
+      constexpr int N = Pack<T>::kN;
+      for (long long c = lane * static_cast<long long>(N); row >= 0 && c < a.d_model; c += 32LL * N) {
+        const Pack<T> u = Pack<T>::at(dy, t * a.d_model + c), v = Pack<T>::at(y, row * a.d_model + c);
+#pragma unroll
+        for (int e = 0; e < N; ++e) sum += u.get(e) * v.get(e);
+      }
+    } else {
+      for (long long c = lane; row >= 0 && c < a.d_model; c += 32)
+        sum += load(dy, t * a.d_model + c) * load(y, row * a.d_model + c);
+    }
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (lane == 0) a.dscores[w] = sum;
   }
@@ -414,9 +424,9 @@ void decode_backward(const DecodeBackwardArgs& a, cudaStream_t s) {
     else
       scatter_grad_kernel<T><<<blocks_for(a.rows * 32, 32), 128, 0, s>>>(a);
     if (packed)
-      dscores_packed_kernel<T><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
+      dscores_kernel<T, true><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
     else
-      dscores_kernel<T><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
+      dscores_kernel<T, false><<<blocks_for(a.tokens * a.top_k * 32, 256), 256, 0, s>>>(a);
   });
   check_launch("decode backward");
 }

@@ -1,5 +1,6 @@
 // The MoE layer's memory-bound kernels 16 bytes at a time (element_ops.cuh, Pack): activation
-// forward and backward, encode, decode's gather, its gradient scatter and the score gradients.
+// forward and backward, encode, decode's gather and its gradient scatter (the score gradients'
+// kernel in moe_kernels.cu reads packs too).
 // moe_kernels.cu launches them where fits_packs allows and its element-wise kernels otherwise.
 // Included by moe_kernels.cu only.
 #pragma once
@@ -125,30 +126,6 @@ __global__ void scatter_grad_packed_kernel(DecodeBackwardArgs a) {
       }
       o.put(d, r * a.d_model + c);
     }
-  }
-}
-
-// A warp per (token, choice) as dscores_kernel, each lane over whole packs: a fixed order, so
-// deterministic, though not the element-wise kernel's order of additions.
-template <typename T>
-__global__ void dscores_packed_kernel(DecodeBackwardArgs a) {
-  constexpr int N = Pack<T>::kN;
-  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
-  const int lane = threadIdx.x & 31;
-  for (long long w = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32; w < a.tokens * a.top_k;
-       w += warps) {
-    const long long t = w / a.top_k;
-    const int row = a.topk_row[w];
-    float sum = 0.f;
-    if (row >= 0)
-      for (long long c = lane * static_cast<long long>(N); c < a.d_model; c += 32LL * N) {
-        const Pack<T> dy = Pack<T>::at(static_cast<const T*>(a.dy), t * a.d_model + c);
-        const Pack<T> y = Pack<T>::at(static_cast<const T*>(a.expert_out), row * a.d_model + c);
-#pragma unroll
-        for (int e = 0; e < N; ++e) sum += dy.get(e) * y.get(e);
-      }
-    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (lane == 0) a.dscores[w] = sum;
   }
 }
 
