@@ -9,13 +9,6 @@ namespace {
 
 std::string stage_key(const Task& t) { return std::string(to_string(t.pass)) + "." + t.stage; }
 
-bool on_rank(const TaskGraph& graph, TaskIndex i, int rank) {
-  const Task& t = graph.task(i);
-  if (!t.is_collective()) return t.rank == rank;
-  const auto ranks = graph.ranks_of(i);
-  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-}
-
 }  // namespace
 
 TimeNs union_length(std::vector<std::pair<TimeNs, TimeNs>> intervals) {
@@ -125,24 +118,47 @@ void set_busy_and_overlap(const RankIntervals& iv, StepMetrics& m) {
 
 }  // namespace
 
-StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int rank) {
+std::vector<StepMetrics> compute_ranks_metrics(const TaskGraph& graph, const Trace& trace, const std::vector<int>& ranks) {
   MOESIM_CHECK(trace.records.size() == graph.num_tasks(), "trace and graph sizes differ");
-  StepMetrics m;
-  m.rank = rank;
-  RankIntervals iv;
+  // One walk over the tasks for every rank asked: a whole step's report asks for one rank per
+  // pipeline stage, and a walk per rank cost O(tasks x stages).
+  std::vector<int> slot(static_cast<std::size_t>(graph.world_size()), -1);
+  std::vector<StepMetrics> out(ranks.size());
+  std::vector<RankIntervals> iv(ranks.size());
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    MOESIM_CHECK(ranks[k] >= 0 && ranks[k] < graph.world_size(), "rank out of range");
+    MOESIM_CHECK(slot[static_cast<std::size_t>(ranks[k])] < 0, "a rank asked twice");
+    slot[static_cast<std::size_t>(ranks[k])] = static_cast<int>(k);
+    out[k].rank = ranks[k];
+  }
+  const auto add = [&](const Task& t, const TaskRecord& r, int rank) {
+    const int k = slot[static_cast<std::size_t>(rank)];
+    if (k >= 0) add_task(t, r, iv[static_cast<std::size_t>(k)], out[static_cast<std::size_t>(k)]);
+  };
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
-    if (!on_rank(graph, i, rank)) continue;
     const Task& t = graph.task(i);
     const TaskRecord& r = trace.records[i];
     MOESIM_CHECK(r.start_ns >= 0 && r.end_ns >= r.start_ns, "task '" + t.id + "' has no valid record");
-    add_task(t, r, iv, m);
+    if (!t.is_collective()) {
+      add(t, r, t.rank);
+      continue;
+    }
+    for (int rank : graph.ranks_of(i)) add(t, r, rank);
   }
-  if (iv.bwd_start != kNever) m.backward_ns = iv.bwd_end - iv.bwd_start;
-  for (const auto& [key, sid] : iv.stage_ids) m.stages[key].busy_ns = union_length(iv.stages[sid]);
-  const std::vector<TimeNs> exposed = exposed_per_stage(std::move(iv.events), iv.stages.size());
-  for (const auto& [key, sid] : iv.stage_ids) m.stages[key].exposed_ns = exposed[sid];
-  set_busy_and_overlap(iv, m);
-  return m;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    RankIntervals& v = iv[k];
+    StepMetrics& m = out[k];
+    if (v.bwd_start != kNever) m.backward_ns = v.bwd_end - v.bwd_start;
+    for (const auto& [key, sid] : v.stage_ids) m.stages[key].busy_ns = union_length(v.stages[sid]);
+    const std::vector<TimeNs> exposed = exposed_per_stage(std::move(v.events), v.stages.size());
+    for (const auto& [key, sid] : v.stage_ids) m.stages[key].exposed_ns = exposed[sid];
+    set_busy_and_overlap(v, m);
+  }
+  return out;
+}
+
+StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int rank) {
+  return std::move(compute_ranks_metrics(graph, trace, {rank}).front());
 }
 
 StepMetrics compute_step_metrics(const TaskGraph& graph, const Trace& trace) {

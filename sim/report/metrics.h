@@ -50,6 +50,8 @@ struct StepMetrics {
 
 // Figures for one rank.
 StepMetrics compute_rank_metrics(const TaskGraph& graph, const Trace& trace, int rank);
+// Figures for each of `ranks` (distinct), in one walk over the tasks.
+std::vector<StepMetrics> compute_ranks_metrics(const TaskGraph& graph, const Trace& trace, const std::vector<int>& ranks);
 // Figures for the critical rank among the simulated ones (step time is the makespan).
 StepMetrics compute_step_metrics(const TaskGraph& graph, const Trace& trace);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/core/error.h"
 #include "sim/report/metrics.h"
 #include "sim/spec/model_flops.h"
 
@@ -31,7 +32,7 @@ std::vector<StageIntervals> stage_intervals(const StepGraph& sg, const EngineRun
 }
 
 StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, StageIntervals intervals,
-                         TimeNs step_ns) {
+                         const StepMetrics& m, TimeNs step_ns) {
   StageReport r;
   r.stage = stage;
   r.rank = sg.shape.stage_rank(stage);
@@ -40,7 +41,7 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
     r.layers += sg.shape.parts[static_cast<std::size_t>(p)].layers;
   r.compute_busy_ns = union_length(std::move(intervals.compute));
   r.bubble_ns = step_ns - union_length(std::move(intervals.busy));
-  const StepMetrics m = compute_rank_metrics(sg.graph, run.trace, r.rank);
+  MOESIM_CHECK(m.rank == r.rank, "stage metrics of another rank");
   auto exposed = [&](const char* stage_name) {
     TimeNs sum = 0;
     for (const char* pass : {"fwd.", "bwd."}) {
@@ -84,8 +85,12 @@ SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& 
   rep.memory_capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
   double bubbles = 0;
   std::vector<StageIntervals> intervals = stage_intervals(graph, run);
+  std::vector<int> stage_ranks;
+  for (int s = 0; s < rep.shape.stages(); ++s) stage_ranks.push_back(graph.shape.stage_rank(s));
+  const std::vector<StepMetrics> metrics = compute_ranks_metrics(graph.graph, run.trace, stage_ranks);
   for (int s = 0; s < rep.shape.stages(); ++s) {
-    rep.stages.push_back(stage_report(graph, run, s, std::move(intervals[static_cast<std::size_t>(s)]), rep.step_ns));
+    const auto at = static_cast<std::size_t>(s);
+    rep.stages.push_back(stage_report(graph, run, s, std::move(intervals[at]), metrics[at], rep.step_ns));
     bubbles += static_cast<double>(rep.stages.back().bubble_ns) / static_cast<double>(rep.step_ns);
     rep.peak_memory_bytes = std::max(rep.peak_memory_bytes, rep.stages.back().peak_memory_bytes);
   }

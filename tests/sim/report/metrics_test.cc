@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "sim/spec/loader.h"
+#include "sim/step/step_simulation.h"
+
 namespace moesim {
 namespace {
 
@@ -72,6 +77,50 @@ TEST(StepMetrics, CriticalRankIsTheLastToFinish) {
   tr.records[a1] = {0, 0, 25};
   EXPECT_EQ(compute_step_metrics(g, tr).rank, 1);
   EXPECT_EQ(compute_step_metrics(g, tr).step_ns, 25);
+}
+
+// A whole step's report asks for one rank per pipeline stage in one walk over the tasks: each
+// rank's figures must be those a walk of its own gives (GPT-1.7B, tp 2, pp 4, dp 2, MoE-free but
+// with tensor-parallel and data-parallel collectives on several ranks).
+TEST(StepMetrics, ManyRanksInOneWalkEqualOneWalkEach) {
+  StepSpec s;
+  s.layout.gpus = 16;
+  s.layout.tp = 2;
+  s.layout.pp = 4;
+  s.global_batch = 16;
+  s.seq = 1024;
+  const ClusterSpec c = with_gpus(
+      load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/dgx-a100-80gb-hdr.yaml"), 16,
+      SourceLocation{}, "--gpus");
+  const SimulatedStep sim =
+      simulate_training_step(load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/models/gpt-1.7b.yaml"), c, s);
+  // The simulated rank of each stage (the others are represented by them), asked out of order.
+  const StepShape& shape = sim.graph.shape;
+  const std::vector<int> ranks{shape.stage_rank(2), shape.stage_rank(0), shape.stage_rank(3), shape.stage_rank(1)};
+  const std::vector<StepMetrics> all = compute_ranks_metrics(sim.graph.graph, sim.run.trace, ranks);
+  ASSERT_EQ(all.size(), ranks.size());
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    const StepMetrics one = compute_rank_metrics(sim.graph.graph, sim.run.trace, ranks[k]);
+    const StepMetrics& m = all[k];
+    EXPECT_EQ(m.rank, ranks[k]);
+    EXPECT_EQ(m.step_ns, one.step_ns);
+    EXPECT_EQ(m.forward_ns, one.forward_ns);
+    EXPECT_EQ(m.backward_ns, one.backward_ns);
+    EXPECT_EQ(m.compute_busy_ns, one.compute_busy_ns);
+    EXPECT_EQ(m.comm_busy_ns, one.comm_busy_ns);
+    EXPECT_EQ(m.overlap_ns, one.overlap_ns);
+    EXPECT_EQ(m.sum_task_ns, one.sum_task_ns);
+    EXPECT_EQ(m.stage_order, one.stage_order);
+    ASSERT_EQ(m.stages.size(), one.stages.size());
+    for (const auto& [key, st] : one.stages) {
+      EXPECT_EQ(m.stages.at(key).busy_ns, st.busy_ns) << key;
+      EXPECT_EQ(m.stages.at(key).exposed_ns, st.exposed_ns) << key;
+      EXPECT_EQ(m.stages.at(key).num_tasks, st.num_tasks) << key;
+    }
+    EXPECT_GT(m.stages.size(), 0u);
+  }
+  // The stages differ (the first and last hold the embedding and the head).
+  EXPECT_NE(all[0].compute_busy_ns + all[0].sum_task_ns, all[1].compute_busy_ns + all[1].sum_task_ns);
 }
 
 }  // namespace
