@@ -51,7 +51,7 @@ void ModelEnds::head_forward(Chain& chain, const std::vector<BufferId>& allocate
     gather.stage = "tp";
     e_.group_collective(chain, gather, StreamClass::kCommDispatch, CollectiveOp::kAllGather, group, whole);
   }
-  e_.kernel(chain, head(where, Pass::kForward, "logits"), e_.gemm(1, d_.tokens, vocab_per_rank_, d_.hidden));
+  e_.kernel(chain, head(where, Pass::kForward, "logits"), e_.storage_gemm(1, d_.tokens, vocab_per_rank_, d_.hidden));
   // Cross-entropy over the rank's vocabulary slice: max, exponentials and their sum, the loss.
   const std::int64_t logits = d_.tokens * vocab_per_rank_;
   e_.kernel(chain, head(where, Pass::kForward, "loss"), e_.elementwise(2 * logits, logits));
@@ -68,12 +68,12 @@ void ModelEnds::head_backward(Chain& chain, BackwardPart part, const std::vector
   const std::int64_t region = d_.region_tokens * d_.hidden;
   if (part != BackwardPart::kWeight) {
     e_.kernel(chain, head(where, Pass::kBackward, "loss"), e_.elementwise(logits, logits));
-    e_.kernel(chain, head(where, Pass::kBackward, "logits.dgrad"), e_.gemm(1, d_.tokens, d_.hidden, vocab_per_rank_));
+    e_.kernel(chain, head(where, Pass::kBackward, "logits.dgrad"), e_.storage_gemm(1, d_.tokens, d_.hidden, vocab_per_rank_));
   }
   if (part != BackwardPart::kInput) {
     TaskName wgrad = head(where, Pass::kBackward, "logits.wgrad");
     if (part == BackwardPart::kWeight) wgrad.frees = frees;
-    e_.kernel(chain, wgrad, e_.gemm(1, d_.hidden, vocab_per_rank_, d_.tokens), part == BackwardPart::kAll);
+    e_.kernel(chain, wgrad, e_.storage_gemm(1, d_.hidden, vocab_per_rank_, d_.tokens), part == BackwardPart::kAll);
   }
   if (part == BackwardPart::kWeight) return;
   TaskName reduce = head(where, Pass::kBackward, d_.sequence_parallel ? "tp.reducescatter" : "tp.allreduce");
@@ -104,7 +104,7 @@ void ModelEnds::mtp_input_forward(Chain& chain, int depth, const std::vector<Buf
   // The projection is replicated on the tensor-parallel ranks in this accounting (its 2h x h
   // weights are column-parallel in Megatron-Core: h / tp columns, then gathered).
   const int tp = e_.shape().layout.tp;
-  e_.kernel(chain, {where, last_layer_, Pass::kForward, "proj", "mtp"}, e_.gemm(1, d_.tokens, d_.hidden / tp, 2 * d_.hidden));
+  e_.kernel(chain, {where, last_layer_, Pass::kForward, "proj", "mtp"}, e_.storage_gemm(1, d_.tokens, d_.hidden / tp, 2 * d_.hidden));
 }
 
 void ModelEnds::mtp_input_backward(Chain& chain, int depth, BackwardPart part, const std::vector<BufferId>& frees) {
@@ -113,11 +113,11 @@ void ModelEnds::mtp_input_backward(Chain& chain, int depth, BackwardPart part, c
   const std::int64_t region = d_.region_tokens * d_.hidden;
   if (part != BackwardPart::kWeight)
     e_.kernel(chain, {where, last_layer_, Pass::kBackward, "proj.dgrad", "mtp"},
-              e_.gemm(1, d_.tokens, 2 * d_.hidden, d_.hidden / tp));
+              e_.storage_gemm(1, d_.tokens, 2 * d_.hidden, d_.hidden / tp));
   if (part != BackwardPart::kInput) {
     TaskName wgrad{where, last_layer_, Pass::kBackward, "proj.wgrad", "mtp"};
     if (part == BackwardPart::kWeight) wgrad.frees = frees;
-    e_.kernel(chain, wgrad, e_.gemm(1, 2 * d_.hidden, d_.hidden / tp, d_.tokens), part == BackwardPart::kAll);
+    e_.kernel(chain, wgrad, e_.storage_gemm(1, 2 * d_.hidden, d_.hidden / tp, d_.tokens), part == BackwardPart::kAll);
   }
   if (part == BackwardPart::kWeight) return;
   TaskName reduce{where, last_layer_, Pass::kBackward, "tp.reduce", "tp"};

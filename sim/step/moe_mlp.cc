@@ -32,13 +32,27 @@ void MoeMlp::all_to_all(Chain& chain, int layer, Pass pass, const std::string& w
                       e_.shape().expert_group(chain.stage), d_.rows_sent() * d_.hidden * e_.shape().element_bytes);
 }
 
+void MoeMlp::fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
+                       std::int64_t input_elems, const std::string& prefix) {
+  if (!e_.fp8()) return;
+  if (prefix.empty() && chain.microbatch == 0) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, what, "fp8"), weight_elems);
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + what + ".fp8.input", prefix.empty() ? "fp8" : "recompute"),
+            e_.fp8_cast(input_elems));
+}
+
+void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems) {
+  if (e_.fp8()) e_.kernel(chain, name(layer, Pass::kBackward, what + ".fp8.grad", "fp8"), e_.fp8_cast(elems));
+}
+
 void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {
   if (d_.shared_ffn == 0) return;
   const std::string stage = prefix.empty() ? "shared" : "recompute";
+  fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, d_.tokens * d_.hidden, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc1", stage),
             e_.gemm(1, d_.tokens, d_.shared_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.act", stage),
             e_.elementwise(d_.tokens * d_.shared_fc1_out, d_.tokens * d_.shared_ffn));
+  fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, d_.tokens * d_.shared_ffn, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc2", stage),
             e_.gemm(1, d_.tokens, d_.hidden, d_.shared_ffn));
 }
@@ -48,7 +62,7 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   const std::int64_t rows = d_.rows_sent();
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "router", stage),
-            e_.gemm(1, d_.tokens, d_.experts, d_.hidden));
+            e_.storage_gemm(1, d_.tokens, d_.experts, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage),
             e_.elementwise(d_.tokens * d_.experts, d_.tokens * 2 * d_.top_k));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage),
@@ -58,10 +72,15 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   shared_forward(shared, layer, prefix);
   const std::string experts = prefix.empty() ? "experts" : "recompute";
   const std::int64_t per_expert = d_.rows_per_local_expert(ep);
+  const std::int64_t local_rows = d_.local_experts * per_expert;
+  fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
+            prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1", experts),
             e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act", experts),
             e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+  fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
+            prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2", experts),
             e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
   all_to_all(chain, layer, Pass::kForward, "combine", false, prefix);
@@ -77,6 +96,7 @@ void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
   const bool input = part != BackwardPart::kWeight;
   const bool weight = part != BackwardPart::kInput;
   const bool side = part == BackwardPart::kAll;
+  if (input) fp8_grad(chain, layer, "shared.fc2", d_.tokens * d_.hidden);
   if (input)
     e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc2.dgrad", "shared"),
               e_.gemm(1, d_.tokens, d_.shared_ffn, d_.hidden));
@@ -86,6 +106,7 @@ void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
   if (input)
     e_.kernel(chain, name(layer, Pass::kBackward, "shared.act", "shared"),
               e_.elementwise(d_.tokens * (d_.shared_fc1_out + d_.shared_ffn), d_.tokens * d_.shared_fc1_out));
+  if (input) fp8_grad(chain, layer, "shared.fc1", d_.tokens * d_.shared_fc1_out);
   if (input)
     e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc1.dgrad", "shared"),
               e_.gemm(1, d_.tokens, d_.hidden, d_.shared_fc1_out));
@@ -102,6 +123,7 @@ void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part) {
   const bool weight = part != BackwardPart::kInput;
   const bool side = part == BackwardPart::kAll;
   const int E = d_.local_experts;
+  if (input) fp8_grad(chain, layer, "experts.fc2", E * per_expert * d_.hidden);
   if (input)
     e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc2.dgrad", "experts"),
               e_.gemm(E, per_expert, d_.expert_ffn, d_.hidden));
@@ -111,6 +133,7 @@ void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part) {
   if (input)
     e_.kernel(chain, name(layer, Pass::kBackward, "experts.act", "experts"),
               e_.elementwise(rows * (d_.expert_fc1_out + d_.expert_ffn), rows * d_.expert_fc1_out));
+  if (input) fp8_grad(chain, layer, "experts.fc1", E * per_expert * d_.expert_fc1_out);
   if (input)
     e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc1.dgrad", "experts"),
               e_.gemm(E, per_expert, d_.hidden, d_.expert_fc1_out));
@@ -127,7 +150,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
     experts_backward(chain, layer, part);
     shared_backward(chain, layer, part);
     e_.kernel(chain, name(layer, Pass::kBackward, "router.wgrad", "router"),
-              e_.gemm(1, d_.hidden, d_.experts, d_.tokens));
+              e_.storage_gemm(1, d_.hidden, d_.experts, d_.tokens));
     return;
   }
   e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router"),
@@ -142,10 +165,10 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
   e_.kernel(chain, name(layer, Pass::kBackward, "topk", "router"),
             e_.elementwise(d_.tokens * (d_.experts + 2 * d_.top_k), d_.tokens * d_.experts));
-  e_.kernel(chain, name(layer, Pass::kBackward, "router.dgrad", "router"), e_.gemm(1, d_.tokens, d_.hidden, d_.experts));
+  e_.kernel(chain, name(layer, Pass::kBackward, "router.dgrad", "router"), e_.storage_gemm(1, d_.tokens, d_.hidden, d_.experts));
   if (part == BackwardPart::kAll)
     e_.kernel(chain, name(layer, Pass::kBackward, "router.wgrad", "router"),
-              e_.gemm(1, d_.hidden, d_.experts, d_.tokens), true);
+              e_.storage_gemm(1, d_.hidden, d_.experts, d_.tokens), true);
 }
 
 }  // namespace moesim

@@ -56,6 +56,11 @@ class MoeMlp {
   void all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
                   const std::string& prefix);
   void shared_forward(Chain& chain, int layer, const std::string& prefix);
+  // FP8 (--precision fp8), before a GEMM of `what`: its input quantised, and in the step's first
+  // microbatch its weights (cached for the others); in backward its output gradient.
+  void fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
+                 std::int64_t input_elems, const std::string& prefix);
+  void fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems);
   void shared_backward(Chain& chain, int layer, BackwardPart part);
   void experts_backward(Chain& chain, int layer, BackwardPart part);
 

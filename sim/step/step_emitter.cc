@@ -105,6 +105,27 @@ GemmWork StepEmitter::gemm(std::int64_t batch, std::int64_t m, std::int64_t n, s
   return w;
 }
 
+GemmWork StepEmitter::storage_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const {
+  GemmWork w = gemm(batch, m, n, k);
+  if (fp8()) w.dtype = shape_.storage_dtype;  // bf16 or fp16: --precision fp8 requires one
+  return w;
+}
+
+ElementwiseWork StepEmitter::fp8_cast(std::int64_t elems) const {
+  ElementwiseWork w;
+  w.bytes_read = elems * shape_.element_bytes;
+  w.bytes_written = 2 * elems;  // one byte per value, row-wise and column-wise
+  w.flops = elems;
+  return w;
+}
+
+TaskIndex StepEmitter::fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems) {
+  name.allocates = {buffer(chain.stage, name.where + "." + name.name + ".fp8_weights", 2 * elems,
+                           MemoryCategory::kTemporary)};
+  name.name += ".fp8.weight";
+  return kernel(chain, name, fp8_cast(elems));
+}
+
 ElementwiseWork StepEmitter::elementwise(std::int64_t read_elems, std::int64_t written_elems,
                                          std::int64_t mask_elems) const {
   ElementwiseWork w;

@@ -61,7 +61,21 @@ class StepEmitter {
   BufferId buffer(int stage, const std::string& name, std::int64_t bytes, MemoryCategory category,
                   bool resident = false);
 
+  // A linear layer's GEMM, in the step's GEMM precision (--precision: bf16, or fp8 as Transformer
+  // Engine runs linear layers).
   GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const;
+  // A GEMM that FP8 training keeps in the model's storage dtype: attention's score and context
+  // products, the router and the output layer (Megatron-LM quantises Transformer Engine's linear
+  // layers only).
+  GemmWork storage_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const;
+  bool fp8() const { return shape_.gemm_dtype == DType::kFp8; }
+  // Quantising `elems` values of the storage dtype to FP8 for a GEMM: read once, written twice
+  // (row-wise for this GEMM and column-wise, transposed, for the other pass's GEMM, as Transformer
+  // Engine's cast-transpose does), with the absolute maximum for the scaling factor.
+  ElementwiseWork fp8_cast(std::int64_t elems) const;
+  // The cast of a linear layer's `elems` weights (name.name is the layer's, e.g. "fc1"), kept for
+  // the step's other microbatches: a buffer of both FP8 copies, alive from the cast on.
+  TaskIndex fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems);
   // A memory-bound kernel over elements of the model's dtype (`mask_elems`: one-byte dropout
   // masks written or read on top).
   ElementwiseWork elementwise(std::int64_t read_elems, std::int64_t written_elems, std::int64_t mask_elems = 0) const;

@@ -128,6 +128,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   require(problem.empty(), "--schedule " + std::string(to_string(shape.schedule)) + ": " + problem);
   shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline), spec.part_layers);
   shape.gemm_dtype = step_gemm_dtype(model, cluster, spec.gemm_precision);
+  shape.storage_dtype = model.dtype;
   shape.element_bytes = model.element_bytes();
   return shape;
 }

@@ -36,7 +36,8 @@ struct StepShape {
     int layers = 0;
   };
   std::vector<Part> parts;
-  DType gemm_dtype = DType::kBf16;
+  DType gemm_dtype = DType::kBf16;     // linear layers' GEMMs (--precision)
+  DType storage_dtype = DType::kBf16;  // the model's tensors, and the GEMMs FP8 training keeps in it
   int element_bytes = 2;
 
   // Tokens of one microbatch on one rank: micro_batch x seq / cp (each context-parallel rank

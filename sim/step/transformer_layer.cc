@@ -87,13 +87,24 @@ void TransformerLayer::tp_collective(Chain& chain, int layer, Pass pass, const s
 }
 
 void TransformerLayer::linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix) {
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name, prefix.empty() ? l.name : "recompute"),
-            e_.gemm(1, d_.tokens, l.out, l.in));
+  const std::string stage = prefix.empty() ? l.name : "recompute";
+  if (e_.fp8()) {
+    // The weight is quantised in the step's first microbatch and cached for the others
+    // (Megatron-Core passes is_first_microbatch to Transformer Engine); microbatch 0 runs first
+    // on every chunk in each schedule here. The input is quantised for every pass.
+    if (prefix.empty() && chain.microbatch == 0) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, l.name, "fp8"), l.in * l.out);
+    e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name + ".fp8.input", prefix.empty() ? "fp8" : stage),
+              e_.fp8_cast(d_.tokens * l.in));
+  }
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name, stage), e_.gemm(1, d_.tokens, l.out, l.in));
 }
 
 void TransformerLayer::linear_backward(Chain& chain, int layer, const LinearShape& l, BackwardPart part,
                                        bool gathered_input, const std::vector<BufferId>& wgrad_frees) {
   if (part != BackwardPart::kWeight) {
+    // FP8: the output gradient quantised (and transposed for dW) before both of its GEMMs.
+    if (e_.fp8())
+      e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".fp8.grad", "fp8"), e_.fp8_cast(d_.tokens * l.out));
     // dX = dY W^T
     e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".dgrad", l.name), e_.gemm(1, d_.tokens, l.in, l.out));
   }
@@ -128,18 +139,18 @@ void TransformerLayer::core_forward(Chain& chain, int layer, const std::string& 
     // Q K^T and P V in one kernel; the causal mask leaves each query half the keys on average.
     TaskName n = name(layer, Pass::kForward, prefix + "core", stage);
     n.allocates = allocates;
-    e_.kernel(chain, n, e_.gemm(bh, queries, (d_.keys + 1) / 2, d_.qk_dim + d_.v_dim));
+    e_.kernel(chain, n, e_.storage_gemm(bh, queries, (d_.keys + 1) / 2, d_.qk_dim + d_.v_dim));
     return;
   }
   const std::int64_t scores = bh * queries * d_.keys;
   TaskName first = name(layer, Pass::kForward, prefix + "scores", stage);
   first.allocates = allocates;
-  e_.kernel(chain, first, e_.gemm(bh, queries, d_.keys, d_.qk_dim));
+  e_.kernel(chain, first, e_.storage_gemm(bh, queries, d_.keys, d_.qk_dim));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "softmax", stage), e_.elementwise(scores, scores));
   if (d_.dropout)
     e_.kernel(chain, name(layer, Pass::kForward, prefix + "attn_dropout", stage),
               e_.elementwise(scores, scores, scores));
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "context", stage), e_.gemm(bh, queries, d_.v_dim, d_.keys));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "context", stage), e_.storage_gemm(bh, queries, d_.v_dim, d_.keys));
 }
 
 void TransformerLayer::ring_core(Chain& chain, int layer, Pass pass, const std::string& prefix,
@@ -166,7 +177,7 @@ void TransformerLayer::ring_core(Chain& chain, int layer, Pass pass, const std::
                StreamClass::kCommCombine, group, ring_pairs, bytes);
     TaskName n = name(layer, pass, prefix + "core.block" + std::to_string(j), stage);
     if (j == 0) n.allocates = allocates;
-    const TaskIndex block = e_.kernel(chain, n, e_.gemm(bh, queries, keys, width));
+    const TaskIndex block = e_.kernel(chain, n, e_.storage_gemm(bh, queries, keys, width));
     if (j > 0) e_.graph().add_dependency(*ring.last, block);
   }
 }
@@ -180,21 +191,21 @@ void TransformerLayer::core_backward(Chain& chain, int layer) {
   }
   if (d_.kernel == AttentionKernel::kFlash) {
     e_.kernel(chain, name(layer, Pass::kBackward, "core", "attention"),
-              e_.gemm(bh, queries, (d_.keys + 1) / 2, 3 * d_.qk_dim + 2 * d_.v_dim));
+              e_.storage_gemm(bh, queries, (d_.keys + 1) / 2, 3 * d_.qk_dim + 2 * d_.v_dim));
     return;
   }
   const std::int64_t scores = bh * queries * d_.keys;
   // dP = dO V^T and dV = P^T dO; then dropout's and softmax's backward; dQ = dS K, dK = dS^T Q.
-  e_.kernel(chain, name(layer, Pass::kBackward, "context.dgrad", "attention"), e_.gemm(bh, queries, d_.keys, d_.v_dim));
-  e_.kernel(chain, name(layer, Pass::kBackward, "context.vgrad", "attention"), e_.gemm(bh, d_.keys, d_.v_dim, queries));
+  e_.kernel(chain, name(layer, Pass::kBackward, "context.dgrad", "attention"), e_.storage_gemm(bh, queries, d_.keys, d_.v_dim));
+  e_.kernel(chain, name(layer, Pass::kBackward, "context.vgrad", "attention"), e_.storage_gemm(bh, d_.keys, d_.v_dim, queries));
   if (d_.dropout)
     e_.kernel(chain, name(layer, Pass::kBackward, "attn_dropout", "attention"),
               e_.elementwise(scores, scores, scores));
   e_.kernel(chain, name(layer, Pass::kBackward, "softmax", "attention"), e_.elementwise(2 * scores, scores));
   e_.kernel(chain, name(layer, Pass::kBackward, "scores.qgrad", "attention"),
-            e_.gemm(bh, queries, d_.qk_dim, d_.keys));
+            e_.storage_gemm(bh, queries, d_.qk_dim, d_.keys));
   e_.kernel(chain, name(layer, Pass::kBackward, "scores.kgrad", "attention"),
-            e_.gemm(bh, d_.keys, d_.qk_dim, queries));
+            e_.storage_gemm(bh, d_.keys, d_.qk_dim, queries));
 }
 
 void TransformerLayer::attention_forward(Chain& chain, int layer, const std::string& prefix) {

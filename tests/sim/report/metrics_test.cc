@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "sim/spec/loader.h"
+#include "../step/step_test_util.h"
 #include "sim/step/step_simulation.h"
 
 namespace moesim {
@@ -83,17 +83,8 @@ TEST(StepMetrics, CriticalRankIsTheLastToFinish) {
 // rank's figures must be those a walk of its own gives (GPT-1.7B, tp 2, pp 4, dp 2, MoE-free but
 // with tensor-parallel and data-parallel collectives on several ranks).
 TEST(StepMetrics, ManyRanksInOneWalkEqualOneWalkEach) {
-  StepSpec s;
-  s.layout.gpus = 16;
-  s.layout.tp = 2;
-  s.layout.pp = 4;
-  s.global_batch = 16;
-  s.seq = 1024;
-  const ClusterSpec c = with_gpus(
-      load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/dgx-a100-80gb-hdr.yaml"), 16,
-      SourceLocation{}, "--gpus");
-  const SimulatedStep sim =
-      simulate_training_step(load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/models/gpt-1.7b.yaml"), c, s);
+  const SimulatedStep sim = simulate_training_step(test::model_preset("gpt-1.7b"),
+                                                   test::cluster_preset("dgx-a100-80gb-hdr", 16), test::tp2_pp4_step());
   // The simulated rank of each stage (the others are represented by them), asked out of order.
   const StepShape& shape = sim.graph.shape;
   const std::vector<int> ranks{shape.stage_rank(2), shape.stage_rank(0), shape.stage_rank(3), shape.stage_rank(1)};

@@ -1,0 +1,34 @@
+// Presets and a small layout for tests of the whole training step.
+#pragma once
+
+#include <string>
+
+#include "sim/spec/loader.h"
+#include "sim/spec/step_spec.h"
+
+namespace moesim::test {
+
+inline ModelSpec model_preset(const std::string& name) {
+  return load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/models/" + name + ".yaml");
+}
+
+// A cluster preset (hardware/clusters/<file>.yaml) grown or shrunk to `gpus`.
+inline ClusterSpec cluster_preset(const std::string& file, int gpus) {
+  return with_gpus(load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/" + file + ".yaml"), gpus,
+                   SourceLocation{}, "--gpus");
+}
+
+// 16 GPUs as tp 2, pp 4, dp 2; global batch 16 of 1,024-token sequences, micro-batch 1: 8
+// microbatches per pipeline.
+inline StepSpec tp2_pp4_step() {
+  StepSpec s;
+  s.layout.gpus = 16;
+  s.layout.tp = 2;
+  s.layout.pp = 4;
+  s.global_batch = 16;
+  s.micro_batch = 1;
+  s.seq = 1024;
+  return s;
+}
+
+}  // namespace moesim::test
