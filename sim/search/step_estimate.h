@@ -17,7 +17,9 @@
 //
 // What it leaves out: contention between passes of different microbatches (transfers sharing
 // links with tensor-parallel collectives), and the gradient reductions' interference with the
-// last microbatch's backward is measured on the sample's own. tests/sim/search/step_estimate_test.cc
+// last microbatch's backward is measured on the sample's own. With --precision fp8 the sampled
+// first microbatch's passes include the weights' fp8 casts, which the real step runs once: the
+// estimate counts them for every microbatch (an over-estimate of (microbatches - 1) casts per part). tests/sim/search/step_estimate_test.cc
 // measures the error against full simulations.
 #pragma once
 
