@@ -36,7 +36,8 @@ class SampleSpans {
       : shape_(sim.report.shape),
         parts_(static_cast<std::size_t>(shape_.num_parts())),
         spans_(2 * static_cast<std::size_t>(shape_.pipeline.microbatches) * parts_),
-        stage_end_(static_cast<std::size_t>(shape_.stages()), 0) {
+        stage_end_(static_cast<std::size_t>(shape_.stages()), 0),
+        head_end_(static_cast<std::size_t>(shape_.stages()), 0) {
     for (std::size_t q = 0; q < parts_; ++q) {
       const StepShape::Part& p = shape_.parts[q];
       if (part_of_layer_.size() < static_cast<std::size_t>(p.first_layer + p.layers))
@@ -53,6 +54,8 @@ class SampleSpans {
   }
   // The end of the stage's last task that is not a transfer between stages.
   TimeNs stage_end(int stage) const { return stage_end_[static_cast<std::size_t>(stage)]; }
+  // The end of the stage's head: the stage-wide tasks before its passes (zero_grad_buffer).
+  TimeNs head_end(int stage) const { return head_end_[static_cast<std::size_t>(stage)]; }
 
  private:
   int part_of(int layer) const { return part_of_layer_.at(static_cast<std::size_t>(layer)); }
@@ -65,7 +68,12 @@ class SampleSpans {
         TimeNs& end = stage_end_[static_cast<std::size_t>(rank / shape_.layout.stage_size())];
         end = std::max(end, rec.end_ns);
       }
-    // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass.
+    // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass;
+    // the optimizer's forward-pass task (the gradient buffer's zeroing) to the head.
+    if (t.chunk < 0 && t.stage == "optimizer" && t.pass == Pass::kForward && t.rank >= 0) {
+      TimeNs& head = head_end_[static_cast<std::size_t>(t.rank / shape_.layout.stage_size())];
+      head = std::max(head, rec.end_ns);
+    }
     if (t.chunk < 0 || t.stage == "grad" || t.stage == "optimizer") return;
     int layer = t.layer;
     if (transfer) {
@@ -83,11 +91,13 @@ class SampleSpans {
   std::vector<int> part_of_layer_;
   std::vector<Span> spans_;
   std::vector<TimeNs> stage_end_;
+  std::vector<TimeNs> head_end_;
 };
 
 struct Measured {
   std::vector<PassTimes> part_times;  // ns
   std::vector<TimeNs> tail;           // per stage
+  TimeNs head = 0;                    // the latest stage's head: every pass starts after it
 };
 
 Measured measure(const SimulatedStep& sim) {
@@ -109,6 +119,7 @@ Measured measure(const SimulatedStep& sim) {
       previous_end = span.end;
     }
     m.tail.push_back(spans.stage_end(s) - previous_end);
+    m.head = std::max(m.head, spans.head_end(s));
   }
   return m;
 }
@@ -140,7 +151,7 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
       const PassTimes& t = m.part_times[static_cast<std::size_t>(model_part(shape.schedule, shape.pipeline, s, last.chunk))];
       const double end = timing.start[static_cast<std::size_t>(s)].back() +
                          (last.work == PipeWork::kForward ? t.forward : t.backward);
-      step = std::max(step, end + static_cast<double>(m.tail[static_cast<std::size_t>(s)]));
+      step = std::max(step, static_cast<double>(m.head) + end + static_cast<double>(m.tail[static_cast<std::size_t>(s)]));
     }
     est.step_ns = static_cast<TimeNs>(step);
   }

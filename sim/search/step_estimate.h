@@ -9,10 +9,11 @@
 //     stage (the incoming transfer's start, or the stage's previous pass's end) to its last
 //     task's end, averaged over the sampled microbatches; the transfer that brings a pass its
 //     input is thus part of the pass, as the step builder makes the consumer wait for it;
+//   - the head: the latest stage's end of its tasks before the passes (the gradient buffer's zeroing);
 //   - each stage's tail: from its last pass's end to the end of its gradient reductions,
 //     optimizer and weight all-gather.
 // sim/schedule's time_programs then times the real number of microbatches with those pass times,
-// and the step is the latest stage's last pass plus its tail. When the sample is the whole step
+// and the step is the head plus the latest stage's last pass plus its tail. When the sample is the whole step
 // (as many microbatches), the estimate is the simulated step itself.
 //
 // What it leaves out: contention between passes of different microbatches (transfers sharing

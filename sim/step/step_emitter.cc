@@ -50,6 +50,8 @@ std::optional<TaskIndex> StepEmitter::collective(Chain& chain, const TaskName& n
   t.pass = name.pass;
   t.stage = name.stage;
   t.chunk = chain.microbatch;
+  t.allocates = name.allocates;
+  t.frees = name.frees;
   return append(chain, std::move(t), side);
 }
 

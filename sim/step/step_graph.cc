@@ -10,6 +10,7 @@
 #include "sim/spec/model_parameters.h"
 #include "sim/step/model_ends.h"
 #include "sim/step/moe_mlp.h"
+#include "sim/step/optimizer_step.h"
 #include "sim/step/step_emitter.h"
 #include "sim/step/transformer_layer.h"
 
@@ -39,6 +40,7 @@ class StepBuilder {
         moe_(emitter_, moe_dims_),
         layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
+        optimizer_(emitter_, spec.zero_stage, model.dtype == DType::kFp16),
         programs_(stage_programs(out.shape.schedule, out.shape.pipeline)) {
     const ActivationLayout layout = activation_layout(out.shape, spec);
     for (int l = 0; l < model.num_layers; ++l) {
@@ -80,15 +82,23 @@ class StepBuilder {
   void layer_buffers(int stage, int microbatch, int layer);
   void emit_programs();
   void finish();
-  void finish_stage(int stage, std::optional<TaskIndex> tied);
+  // The stage's remaining gradient reductions; what its optimizer step waits for.
+  StageOptimizerInput finish_stage(int stage, std::optional<TaskIndex> tied);
   // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
   // data-parallel group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;
   void reduce_layer_grads(const Chain& chain, int layer);
   // ZeRO-3: the layer's weights all-gathered over their data-parallel groups before its pass
   // (whose first task is `first`), one layer ahead: the gather may start when the stage's previous
-  // layer pass started (FSDP's prefetch of the next layer).
-  void gather_weights(const Chain& chain, int layer, Pass pass, TaskIndex first);
+  // layer pass started (FSDP's prefetch of the next layer). The gathered weights are buffers
+  // (gathered_weights: dense, routed experts; none below ZeRO 3 or for a group of one) that each
+  // gather allocates and the pass's last task frees.
+  struct Gathered {
+    BufferId dense, expert;
+    std::vector<BufferId> ids() const;
+  };
+  Gathered gathered_weights(int stage, int microbatch, int layer, Pass pass);
+  void gather_weights(const Chain& chain, int layer, Pass pass, TaskIndex first, const Gathered& buffers);
 
   const ModelSpec& model_;
   const StepSpec& spec_;
@@ -99,6 +109,7 @@ class StepBuilder {
   MoeMlp moe_;
   TransformerLayer layer_;
   ModelEnds ends_;
+  OptimizerStep optimizer_;
   std::vector<std::vector<PipeAction>> programs_;
   std::vector<std::optional<TaskIndex>> last_action_task_;  // per stage
   std::vector<std::optional<Produced>> forward_out_, backward_out_;
@@ -194,23 +205,45 @@ void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
   reduce(shape().expert_data_group(chain.stage), expert, "expert.grad.reduce", reduced_expert_bytes_[st]);
 }
 
-void StepBuilder::gather_weights(const Chain& chain, int l, Pass pass, TaskIndex first) {
+std::vector<BufferId> StepBuilder::Gathered::ids() const {
+  std::vector<BufferId> out = some(dense);
+  if (expert != kNoBuffer) out.push_back(expert);
+  return out;
+}
+
+StepBuilder::Gathered StepBuilder::gathered_weights(int stage, int microbatch, int l, Pass pass) {
+  Gathered out{kNoBuffer, kNoBuffer};
+  if (spec_.zero_stage < 3) return out;
+  const auto [dense, expert] = layer_params(l);
+  const std::int64_t element = shape().element_bytes;
+  const std::string prefix = "mb" + std::to_string(microbatch) + ".L" + std::to_string(l) + "." +
+                             std::string(to_string(pass)) + ".";
+  // The whole layer's weights (every replica's shard) in the model's dtype, as the gather writes them.
+  if (shape().data_group(stage).size() > 1 && dense > 0)
+    out.dense = emitter_.buffer(stage, prefix + "weights.gathered", dense * element, MemoryCategory::kTemporary);
+  if (shape().expert_data_group(stage).size() > 1 && expert > 0)
+    out.expert = emitter_.buffer(stage, prefix + "expert.weights.gathered", expert * element, MemoryCategory::kTemporary);
+  return out;
+}
+
+void StepBuilder::gather_weights(const Chain& chain, int l, Pass pass, TaskIndex first, const Gathered& buffers) {
   const auto st = static_cast<std::size_t>(chain.stage);
   std::optional<TaskIndex>& previous = previous_layer_start_[st];
   if (spec_.zero_stage < 3) return;
   const auto [dense, expert] = layer_params(l);
   const std::int64_t element = shape().element_bytes;
   std::vector<TaskIndex> gathers;
-  auto gather = [&](const std::vector<int>& group, std::int64_t params, const char* what) {
+  auto gather = [&](const std::vector<int>& group, std::int64_t params, const char* what, BufferId buffer) {
     if (group.size() <= 1 || params == 0) return;
     Chain side{chain.stage, chain.microbatch, previous};
-    const auto task = emitter_.group_collective(side, {"L" + std::to_string(l), l, pass, what, "zero3"},
-                                                StreamClass::kCommGrad, CollectiveOp::kAllGather, group,
+    TaskName name{"L" + std::to_string(l), l, pass, what, "zero3"};
+    name.allocates = some(buffer);
+    const auto task = emitter_.group_collective(side, name, StreamClass::kCommGrad, CollectiveOp::kAllGather, group,
                                                 params * element, true);
     gathers.push_back(*task);
   };
-  gather(shape().data_group(chain.stage), dense, "weights.allgather");
-  gather(shape().expert_data_group(chain.stage), expert, "expert.weights.allgather");
+  gather(shape().data_group(chain.stage), dense, "weights.allgather", buffers.dense);
+  gather(shape().expert_data_group(chain.stage), expert, "expert.weights.allgather", buffers.expert);
   for (TaskIndex g : gathers) out_.graph.add_dependency(g, first);
   previous = first;
 }
@@ -241,8 +274,10 @@ void StepBuilder::forward(Chain& chain, int part) {
   for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) {
     layer_buffers(chain.stage, chain.microbatch, l);
     const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
-    layer_.forward(chain, l, some(kept_[mb * static_cast<std::size_t>(layer_slots()) + static_cast<std::size_t>(l)]));
-    gather_weights(chain, l, Pass::kForward, first);
+    const Gathered gathered = gathered_weights(chain.stage, chain.microbatch, l, Pass::kForward);
+    layer_.forward(chain, l, some(kept_[mb * static_cast<std::size_t>(layer_slots()) + static_cast<std::size_t>(l)]), "",
+                   gathered.ids());
+    gather_weights(chain, l, Pass::kForward, first, gathered);
   }
   if (part + 1 == shape().num_parts()) {
     if (head_act_ > 0)
@@ -297,14 +332,17 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   const std::size_t i = static_cast<std::size_t>(chain.microbatch) * static_cast<std::size_t>(layer_slots()) +
                         static_cast<std::size_t>(l);
   std::vector<BufferId> frees = some(kept_[i]);
+  // ZeRO-3 gathers the weights before the recomputation too, which runs the layer's forward.
+  const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
+  Gathered gathered{kNoBuffer, kNoBuffer};
   if (bpart != BackwardPart::kWeight) {
+    gathered = gathered_weights(chain.stage, chain.microbatch, l, Pass::kBackward);
     if (spec_.recompute == Recompute::kFull) layer_.forward(chain, l, some(recomputed_[i]), "recompute.");
     if (spec_.recompute == Recompute::kSelective) layer_.recompute_core(chain, l, some(recomputed_[i]));
     if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
   }
-  const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
-  layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees);
-  if (bpart != BackwardPart::kWeight) gather_weights(chain, l, Pass::kBackward, first);
+  layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathered.ids());
+  if (bpart != BackwardPart::kWeight) gather_weights(chain, l, Pass::kBackward, first, gathered);
   if (last_of_chunk && spec_.overlap_grad_reduce && bpart != BackwardPart::kInput) reduce_layer_grads(chain, l);
 }
 
@@ -338,6 +376,7 @@ void StepBuilder::emit(int stage, std::size_t index) {
 
 void StepBuilder::setup_stage_buffers() {
   const auto states = model_states_per_gpu(model_, states_layout(shape(), spec_.zero_stage), stage_layers(shape()));
+  std::vector<std::int64_t> grad_buffers;
   for (int s = 0; s < shape().stages(); ++s) {
     const StageModelStates& st = states[static_cast<std::size_t>(s)];
     emitter_.buffer(s, "weights", static_cast<std::int64_t>(st.weight_bytes), MemoryCategory::kModelStates, true);
@@ -346,7 +385,9 @@ void StepBuilder::setup_stage_buffers() {
     out_.model_state_bytes.push_back(static_cast<std::int64_t>(st.bytes()));
     stage_dense_params_.push_back(st.dense_params);
     stage_expert_params_.push_back(st.expert_params);
+    grad_buffers.push_back(static_cast<std::int64_t>(st.grad_bytes));
   }
+  optimizer_.zero_grad_buffers(grad_buffers);
 }
 
 void StepBuilder::finish() {
@@ -368,16 +409,16 @@ void StepBuilder::finish() {
       if (last_action_task_[static_cast<std::size_t>(s)])
         out_.graph.add_dependency(*last_action_task_[static_cast<std::size_t>(s)], *tied);
   }
-  for (int s = 0; s < stages; ++s) finish_stage(s, (s == 0 || s == stages - 1) ? tied : std::nullopt);
+  std::vector<StageOptimizerInput> inputs;
+  for (int s = 0; s < stages; ++s) inputs.push_back(finish_stage(s, (s == 0 || s == stages - 1) ? tied : std::nullopt));
+  optimizer_.step(inputs);
 }
 
-void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
+StageOptimizerInput StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
   const auto st = static_cast<std::size_t>(stage);
   Chain chain{stage, -1, last_action_task_[st]};
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   // What the per-layer reductions left: the embedding, the head, the final norm (or everything).
-  const auto dense_group = shape().data_group(stage);
-  const auto expert_group = shape().expert_data_group(stage);
   auto reduce_rest = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
     if (rest <= 0 || group.size() <= 1) return;
     Chain grad = chain;
@@ -385,35 +426,15 @@ void StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
                                                 StreamClass::kCommGrad, op, group, rest, true);
     grad_reductions_[st].push_back(*task);
   };
-  reduce_rest(dense_group, kGradBytes * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st],
-              "grad.reduce");
-  reduce_rest(expert_group, kGradBytes * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st],
+  reduce_rest(shape().data_group(stage),
+              kGradBytes * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st], "grad.reduce");
+  reduce_rest(shape().expert_data_group(stage),
+              kGradBytes * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st],
               "expert.grad.reduce");
-  // The optimizer: a fused Adam over the rank's shard of fp32 master weights, moments and
-  // gradients (read 16 bytes a parameter), writing them back and the model's weights (14).
-  const bool sharded = spec_.zero_stage >= 1;
-  const double dense_shard = stage_dense_params_[st] / static_cast<double>(sharded ? dense_group.size() : 1);
-  const double expert_shard = stage_expert_params_[st] / static_cast<double>(sharded ? expert_group.size() : 1);
-  const double shard = dense_shard + expert_shard;
-  ElementwiseWork adam;
-  adam.bytes_read = static_cast<std::int64_t>(16 * shard);
-  adam.bytes_written = static_cast<std::int64_t>((12 + shape().element_bytes) * shard);
-  adam.flops = static_cast<std::int64_t>(10 * shard);
-  const TaskIndex opt = emitter_.kernel(chain, {"stage" + std::to_string(stage), 0, Pass::kBackward, "optimizer", "optimizer"}, adam);
-  for (TaskIndex r : grad_reductions_[st]) out_.graph.add_dependency(r, opt);
-  if (tied) out_.graph.add_dependency(*tied, opt);
-  // ZeRO 1 and 2 keep whole weights: the updated shards are gathered back; ZeRO 3 keeps them
-  // sharded and gathers each layer's before its passes (gather_weights).
-  if (sharded && spec_.zero_stage < 3) {
-    Chain dense = chain, experts = chain;
-    emitter_.collective(dense, {"stage" + std::to_string(stage), 0, Pass::kBackward, "weights.allgather", "grad"},
-                        StreamClass::kCommGrad, CollectiveOp::kAllGather, dense_group,
-                        static_cast<std::int64_t>(dense_shard * shape().element_bytes));
-    if (expert_shard > 0)
-      emitter_.collective(experts, {"stage" + std::to_string(stage), 0, Pass::kBackward, "expert.weights.allgather", "grad"},
-                          StreamClass::kCommGrad, CollectiveOp::kAllGather, expert_group,
-                          static_cast<std::int64_t>(expert_shard * shape().element_bytes));
-  }
+  // The optimizer step (optimizer_step.h) waits for the reductions and the tied embedding's.
+  StageOptimizerInput in{chain.last, grad_reductions_[st], stage_dense_params_[st], stage_expert_params_[st]};
+  if (tied) in.after.push_back(*tied);
+  return in;
 }
 
 void StepBuilder::build() {

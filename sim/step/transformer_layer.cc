@@ -223,7 +223,8 @@ void TransformerLayer::attention_forward(Chain& chain, int layer, const std::str
             e_.elementwise(2 * region, region, d_.dropout ? region : 0));
 }
 
-void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& prefix) {
+void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& prefix,
+                                   const std::vector<BufferId>& frees) {
   const std::string norm_stage = prefix.empty() ? "norm" : "recompute";
   const std::int64_t region = d_.region_tokens * d_.hidden;
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "ln2", norm_stage), e_.elementwise(region, region));
@@ -239,18 +240,19 @@ void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& p
   }
   tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
                 d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "mlp.residual", norm_stage),
-            e_.elementwise(2 * region, region, d_.dropout ? region : 0));
+  TaskName residual = name(layer, Pass::kForward, prefix + "mlp.residual", norm_stage);
+  residual.frees = frees;
+  e_.kernel(chain, residual, e_.elementwise(2 * region, region, d_.dropout ? region : 0));
 }
 
 void TransformerLayer::forward(Chain& chain, int layer, const std::vector<BufferId>& allocates,
-                               const std::string& prefix) {
+                               const std::string& prefix, const std::vector<BufferId>& frees) {
   const std::int64_t region = d_.region_tokens * d_.hidden;
   TaskName ln1 = name(layer, Pass::kForward, prefix + "ln1", prefix.empty() ? "norm" : "recompute");
   ln1.allocates = allocates;
   e_.kernel(chain, ln1, e_.elementwise(region, region));
   attention_forward(chain, layer, prefix);
-  mlp_forward(chain, layer, prefix);
+  mlp_forward(chain, layer, prefix, frees);
 }
 
 void TransformerLayer::recompute_core(Chain& chain, int layer, const std::vector<BufferId>& allocates) {
@@ -305,7 +307,8 @@ void TransformerLayer::attention_backward(Chain& chain, int layer, BackwardPart 
                   d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, "");
 }
 
-void TransformerLayer::backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees) {
+void TransformerLayer::backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees,
+                                const std::vector<BufferId>& input_frees) {
   // The last task frees the layer's activations: ln1's backward, or, for the weight gradients
   // alone, the last weight gradient (their inputs are the kept activations; the compute stream
   // runs it after the others).
@@ -315,6 +318,7 @@ void TransformerLayer::backward(Chain& chain, int layer, BackwardPart part, cons
   const std::int64_t region = d_.region_tokens * d_.hidden;
   TaskName ln1 = name(layer, Pass::kBackward, "ln1", "norm");
   if (part == BackwardPart::kAll) ln1.frees = frees;
+  ln1.frees.insert(ln1.frees.end(), input_frees.begin(), input_frees.end());
   e_.kernel(chain, ln1, e_.elementwise(3 * region, region));
 }
 

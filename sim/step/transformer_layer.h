@@ -69,13 +69,16 @@ class TransformerLayer {
   TransformerLayer(StepEmitter& emitter, const TransformerDims& dims, const ModelSpec& model, MoeMlp* moe)
       : e_(emitter), d_(dims), model_(model), moe_(moe) {}
 
-  // The layer's forward; the first task allocates `allocates`. `prefix` "recompute." re-runs it
-  // (stage "recompute") before the backward of full recomputation.
-  void forward(Chain& chain, int layer, const std::vector<BufferId>& allocates, const std::string& prefix = "");
+  // The layer's forward; the first task allocates `allocates`, the last frees `frees`. `prefix`
+  // "recompute." re-runs it (stage "recompute") before the backward of full recomputation.
+  void forward(Chain& chain, int layer, const std::vector<BufferId>& allocates, const std::string& prefix = "",
+               const std::vector<BufferId>& frees = {});
   // Re-runs what selective recomputation dropped: the unfused attention core (nothing with flash).
   void recompute_core(Chain& chain, int layer, const std::vector<BufferId>& allocates);
-  // The layer's backward (or a part of it); the last task frees `frees`.
-  void backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees);
+  // The layer's backward (or a part of it); the last task frees `frees`. The input gradients'
+  // last task (ln1's backward) frees `input_frees` (ZeRO-3's gathered weights).
+  void backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees,
+                const std::vector<BufferId>& input_frees = {});
 
  private:
   TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const;
@@ -90,7 +93,7 @@ class TransformerLayer {
   void ring_core(Chain& chain, int layer, Pass pass, const std::string& prefix, const std::vector<BufferId>& allocates);
   void core_backward(Chain& chain, int layer);
   void attention_forward(Chain& chain, int layer, const std::string& prefix);
-  void mlp_forward(Chain& chain, int layer, const std::string& prefix);
+  void mlp_forward(Chain& chain, int layer, const std::string& prefix, const std::vector<BufferId>& frees = {});
   void attention_backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& last_wgrad_frees);
   void mlp_backward(Chain& chain, int layer, BackwardPart part);
 
