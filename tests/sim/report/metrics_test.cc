@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "../step/step_test_util.h"
 #include "sim/step/step_simulation.h"
+#include "tests/sim/step_presets.h"
 
 namespace moesim {
 namespace {
@@ -83,8 +83,8 @@ TEST(StepMetrics, CriticalRankIsTheLastToFinish) {
 // rank's figures must be those a walk of its own gives (GPT-1.7B, tp 2, pp 4, dp 2, MoE-free but
 // with tensor-parallel and data-parallel collectives on several ranks).
 TEST(StepMetrics, ManyRanksInOneWalkEqualOneWalkEach) {
-  const SimulatedStep sim = simulate_training_step(test::model_preset("gpt-1.7b"),
-                                                   test::cluster_preset("dgx-a100-80gb-hdr", 16), test::tp2_pp4_step());
+  const SimulatedStep sim = simulate_training_step(testing::model_preset("gpt-1.7b"),
+                                                   testing::cluster_preset("dgx-a100-80gb-hdr", 16), testing::tp2_pp4_step());
   // The simulated rank of each stage (the others are represented by them), asked out of order.
   const StepShape& shape = sim.graph.shape;
   const std::vector<int> ranks{shape.stage_rank(2), shape.stage_rank(0), shape.stage_rank(3), shape.stage_rank(1)};

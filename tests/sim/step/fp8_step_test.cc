@@ -7,15 +7,15 @@
 #include <string>
 
 #include "sim/step/step_simulation.h"
-#include "step_test_util.h"
+#include "tests/sim/step_presets.h"
 
 namespace moesim {
 namespace {
 
 SimulatedStep simulate(DType precision) {
-  StepSpec s = test::tp2_pp4_step();
+  StepSpec s = testing::tp2_pp4_step();
   s.gemm_precision = precision;
-  return simulate_training_step(test::model_preset("gpt-1.7b"), test::cluster_preset("dgx-h100-ndr", 16), s);
+  return simulate_training_step(testing::model_preset("gpt-1.7b"), testing::cluster_preset("dgx-h100-ndr", 16), s);
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {
