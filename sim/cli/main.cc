@@ -198,6 +198,8 @@ CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, Simul
   simulate->add_option("--timeline", outputs.timeline_path,
                        "write the compact text timeline: every task's start and end in ns, each rank's peak memory "
                        "(the format of tests/golden/; '-' for stdout)");
+  simulate->add_option("--html", outputs.html_path,
+                       "with --global-batch: write the step's self-contained HTML report ('-' for stdout)");
   simulate->add_flag("--timing", outputs.timing, "print wall-clock time per phase on stderr");
   return simulate;
 }

@@ -47,6 +47,7 @@ struct SimulateOutputs {
   std::string json_path;  // "" = none, "-" = stdout (the summary then goes to stderr)
   std::string trace_path;
   std::string timeline_path;
+  std::string html_path;  // the whole step's HTML report (--global-batch only)
   bool timing = false;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
@@ -14,6 +16,7 @@
 #include "sim/spec/loader.h"
 #include "sim/spec/presets.h"
 #include "sim/spec/run_spec.h"
+#include "sim/step/step_html.h"
 #include "sim/step/step_simulation.h"
 
 namespace moesim::cli {
@@ -77,6 +80,21 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   return spec;
 }
 
+// The HTML report, and with --timing its size and the time it took (it is built from the
+// simulated step alone, so the time is the report's own).
+void write_html(const SimulateOutputs& outputs, const SimulatedStep& sim, const ModelSpec& model,
+                const ClusterSpec& cluster, const StepSpec& spec, const std::string& version) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string html = step_html(sim, model, cluster, spec, version);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  write_output("--html", outputs.html_path, html);
+  if (outputs.timing) {
+    char line[128];
+    std::snprintf(line, sizeof line, "timing: html report %zu bytes in %.1f ms\n", html.size(), ms);
+    std::cerr << line;
+  }
+}
+
 void refuse_layer_flags(const StepArgs& a) {
   for (const std::string& flag : layer_only_flags())
     if (a.given(flag.c_str()))
@@ -90,7 +108,7 @@ const std::vector<std::string>& training_step_only_flags() {
   static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
                                               "--cp",          "--schedule",  "--recompute", "--sequence-parallel",
                                               "--precision",   "--attention", "--no-overlap-grad-reduce",
-                                              "--part-layers"};
+                                              "--part-layers", "--html"};
   return flags;
 }
 
@@ -105,7 +123,10 @@ const std::vector<std::string>& layer_only_flags() {
 
 int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutputs& outputs,
                       const std::string& version) {
-  check_outputs({{"--json", outputs.json_path}, {"--trace", outputs.trace_path}, {"--timeline", outputs.timeline_path}});
+  check_outputs({{"--json", outputs.json_path},
+                 {"--trace", outputs.trace_path},
+                 {"--timeline", outputs.timeline_path},
+                 {"--html", outputs.html_path}});
   refuse_layer_flags(a);
   if (a.model_path.empty()) throw InputError("--model is required");
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
@@ -118,7 +139,8 @@ int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutp
   // their ASTs at exit).
   const SimulatedStep& sim = *new SimulatedStep(
       simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)}));
-  const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-";
+  const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-" ||
+                            outputs.html_path == "-";
   (stdout_taken ? std::cerr : std::cout) << step_summary(sim.report, model, cluster, spec);
   if (!outputs.json_path.empty())
     write_output("--json", outputs.json_path, step_report_json(sim.report, model, cluster, spec, version));
@@ -129,6 +151,7 @@ int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutp
     write_timeline(timeline, sim.graph.graph, sim.run.trace, sim.run.memory);
     write_output("--timeline", outputs.timeline_path, timeline.str());
   }
+  if (!outputs.html_path.empty()) write_html(outputs, sim, model, cluster, spec, version);
   if (outputs.timing)
     std::cerr << "timing: " << sim.report.tasks << " tasks on " << sim.graph.graph.simulated_ranks().size()
               << " simulated rank(s)\n";

@@ -11,24 +11,25 @@ std::string stage_key(const Task& t) { return std::string(to_string(t.pass)) + "
 
 }  // namespace
 
-TimeNs union_length(std::vector<std::pair<TimeNs, TimeNs>> intervals) {
+std::vector<std::pair<TimeNs, TimeNs>> merged_intervals(std::vector<std::pair<TimeNs, TimeNs>> intervals) {
   std::sort(intervals.begin(), intervals.end());
-  TimeNs total = 0;
-  TimeNs cur_start = 0;
-  TimeNs cur_end = -1;
-  bool open = false;
+  // In place: the merged intervals are written over the sorted ones, never ahead of the reading.
+  std::size_t kept = 0;
   for (const auto& [s, e] : intervals) {
     if (e <= s) continue;
-    if (!open || s > cur_end) {
-      if (open) total += cur_end - cur_start;
-      cur_start = s;
-      cur_end = e;
-      open = true;
+    if (kept > 0 && s <= intervals[kept - 1].second) {
+      intervals[kept - 1].second = std::max(intervals[kept - 1].second, e);
     } else {
-      cur_end = std::max(cur_end, e);
+      intervals[kept++] = {s, e};
     }
   }
-  if (open) total += cur_end - cur_start;
+  intervals.resize(kept);
+  return intervals;
+}
+
+TimeNs union_length(std::vector<std::pair<TimeNs, TimeNs>> intervals) {
+  TimeNs total = 0;
+  for (const auto& [s, e] : merged_intervals(std::move(intervals))) total += e - s;
   return total;
 }
 

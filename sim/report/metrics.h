@@ -55,6 +55,9 @@ std::vector<StepMetrics> compute_ranks_metrics(const TaskGraph& graph, const Tra
 // Figures for the critical rank among the simulated ones (step time is the makespan).
 StepMetrics compute_step_metrics(const TaskGraph& graph, const Trace& trace);
 
+// The union of half-open intervals [start, end) as disjoint intervals in time order, none empty;
+// touching intervals ([a, b) and [b, c)) join into one.
+std::vector<std::pair<TimeNs, TimeNs>> merged_intervals(std::vector<std::pair<TimeNs, TimeNs>> intervals);
 // Length of the union of half-open intervals [start, end).
 TimeNs union_length(std::vector<std::pair<TimeNs, TimeNs>> intervals);
 

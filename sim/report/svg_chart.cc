@@ -231,6 +231,27 @@ bool fit_frame(const std::vector<Series>& series, const ChartStyle& style, Frame
 }  // namespace
 
 const char* palette_color(std::size_t i) { return kPalette[i % kColors]; }
+
+std::vector<std::pair<double, std::string>> labelled_ticks(double lo, double hi) { return labelled(nice_ticks(lo, hi)); }
+
+const char* html_report_style() {
+  return "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}"
+         "h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-bottom:1px solid #ccc}"
+         ".grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}"
+         "figure.plot{margin:0;width:min-content}figcaption{font-size:12px;font-weight:bold;margin-bottom:2px}"
+         "table{border-collapse:collapse;font-size:12px}"
+         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}"
+         "td.l{text-align:left}.note{color:#555;font-size:12px;max-width:1000px}"
+         ".legend{font-size:12px;margin:6px 0}.legend span{margin-right:14px;white-space:nowrap}"
+         ".legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px}";
+}
+
+std::string html_legend(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string s = "<div class=\"legend\">";
+  for (const auto& [name, colour] : entries)
+    s += "<span><i style=\"background:" + colour + "\"></i>" + html_escape(name) + "</span>";
+  return s + "</div>\n";
+}
 bool palette_dashed(std::size_t i) { return (i / kColors) % 2 == 1; }
 
 std::string svg_chart(const std::string& xlabel, const std::string& ylabel, const std::vector<Series>& series,

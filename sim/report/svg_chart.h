@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moesim {
@@ -45,6 +46,13 @@ std::string html_escape(const std::string& s);
 
 // Ticks covering [lo, hi], about five of them.
 std::vector<double> nice_ticks(double lo, double hi);
+// The same with their labels, as many decimals as the step between them needs (0.5, 1.0, 1.5).
+std::vector<std::pair<double, std::string>> labelled_ticks(double lo, double hi);
+
+// The CSS the HTML reports share (page, headings, tables, notes, legends), for their <style>.
+const char* html_report_style();
+// An HTML legend: a coloured square and the name of each (name, colour); it wraps, never cuts.
+std::string html_legend(const std::vector<std::pair<std::string, std::string>>& entries);
 
 // The i-th of ten distinguishable colours; series past the tenth repeat them dashed.
 const char* palette_color(std::size_t i);

@@ -94,15 +94,7 @@ std::string options_text(const SweepTable& t) {
 
 void write_head(std::ostream& o, const SweepTable& t) {
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>moesim sweep: "
-    << html_escape(t.name) << "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}"
-    << "h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-bottom:1px solid #ccc}"
-    << ".grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}"
-    << "figure.plot{margin:0;width:min-content}figcaption{font-size:12px;font-weight:bold;margin-bottom:2px}"
-    << "table{border-collapse:collapse;font-size:12px}"
-    << "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}"
-    << "td.l{text-align:left}.note{color:#555;font-size:12px;max-width:1000px}"
-    << ".legend{font-size:12px;margin:6px 0}.legend span{margin-right:14px;white-space:nowrap}"
-    << ".legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px}"
+    << html_escape(t.name) << "</title>\n<style>\n" << html_report_style()
     << ".filters{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #ddd;font-size:13px;"
        "z-index:1}.filters label{margin-right:12px}\n</style></head><body>\n";
   o << "<h1>moesim sweep: " << html_escape(t.name) << "</h1>\n<p class=\"note\">moesim " << html_escape(t.tool_version)

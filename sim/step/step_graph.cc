@@ -349,6 +349,7 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
 void StepBuilder::emit(int stage, std::size_t index) {
   const PipeAction& a = programs_[static_cast<std::size_t>(stage)][index];
   const int part = part_of(stage, a);
+  const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
   Chain chain{stage, a.microbatch, std::nullopt};
   bool ready = true;
   if (const auto in = input_of(stage, a, ready)) {
@@ -372,6 +373,7 @@ void StepBuilder::emit(int stage, std::size_t index) {
       break;
   }
   last_action_task_[static_cast<std::size_t>(stage)] = chain.last;
+  out_.passes.push_back({stage, a, part, first, static_cast<TaskIndex>(out_.graph.num_tasks())});
 }
 
 void StepBuilder::setup_stage_buffers() {
@@ -500,7 +502,7 @@ StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, c
     throw InputError("--schedule zb-h1 with --recompute " + std::string(to_string(spec.recompute)) +
                      ": the weight-gradient pass needs the activations recomputation re-creates for the input "
                      "gradient pass; use --recompute none");
-  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}};
+  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}};
   StepBuilder builder(model, spec, out);
   builder.build();
   return out;

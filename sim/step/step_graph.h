@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/graph/task_graph.h"
+#include "sim/schedule/pipeline_schedule.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/step_spec.h"
@@ -27,10 +28,22 @@
 
 namespace moesim {
 
+// One pipeline action as emitted: the tasks [first, end) of the graph, on the stage's rank or
+// its collectives (with the transfer into the pass, on comm.pipeline, first), so that reports can
+// show passes rather than kernels.
+struct PassSpan {
+  int stage = 0;
+  PipeAction action;
+  int part = 0;  // the model part it runs
+  TaskIndex first = 0;
+  TaskIndex end = 0;
+};
+
 struct StepGraph {
   StepShape shape;
   TaskGraph graph;
   std::vector<std::int64_t> model_state_bytes;  // per stage, per GPU
+  std::vector<PassSpan> passes;                 // in emission order
 };
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);

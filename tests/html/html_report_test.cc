@@ -1,12 +1,14 @@
-// The sweep's HTML report in a real browser: `moesim sweep --html` on tests/html/report-sweep.yaml,
-// the page loaded in headless Chromium with --dump-dom. Two scripts are spliced into a copy of the
-// page: a recorder at the top of <head> (window errors, failed loads, unhandled rejections,
-// console.error and console.warn) and a probe at the end of <body>, after the page's own script,
-// which measures what the browser drew (plots with a size, markers with tooltips, text outside its
-// chart), works the model filter, and writes its findings as JSON into the DOM that --dump-dom
-// prints. Chromium's own log (--enable-logging=stderr) must hold no console message either.
-// Expected counts come from the sweep's JSON, so the test follows the grid file. Skipped when no
-// Chromium is installed (Debian: apt-get install chromium; or set MOESIM_CHROMIUM).
+// The HTML reports in a real browser: `moesim sweep --html` on tests/html/report-sweep.yaml and
+// `moesim simulate --global-batch --html` of a small MoE step, each page loaded in headless
+// Chromium with --dump-dom. Two scripts are spliced into a copy of the page: a recorder at the top
+// of <head> (window errors, failed loads, unhandled rejections, console.error and console.warn)
+// and a probe at the end of <body>, after the page's own script, which measures what the browser
+// drew (plots with a size, markers and bars with tooltips, lanes, text outside its chart, legend
+// entries past the page's edge), works the sweep's model filter, and writes its findings as JSON
+// into the DOM that --dump-dom prints. Chromium's own log (--enable-logging=stderr) must hold no
+// console message either. The sweep's expected counts come from its JSON, so the test follows
+// the grid file. Skipped when no Chromium is installed (Debian: apt-get install chromium; or set
+// MOESIM_CHROMIUM).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -66,10 +68,12 @@ constexpr const char* kProbe = R"(<script>
   p.overflow = [];
   document.querySelectorAll('svg[data-plot]').forEach(function (svg) {
     var kind = svg.getAttribute('data-plot');
-    var k = p.plots[kind] = p.plots[kind] || {drawn: 0, markers: 0};
+    var k = p.plots[kind] = p.plots[kind] || {drawn: 0, markers: 0, bars: 0, lanes: 0};
     var box = svg.getBoundingClientRect();
     if (box.width > 0 && box.height > 0) k.drawn += 1;
     k.markers += svg.querySelectorAll('circle > title').length;
+    k.bars += svg.querySelectorAll('rect > title').length;
+    k.lanes += svg.querySelectorAll('g[data-lane]').length;
     svg.querySelectorAll('text').forEach(function (t) {
       var r = t.getBoundingClientRect();
       if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
@@ -83,6 +87,11 @@ constexpr const char* kProbe = R"(<script>
     });
     return n;
   }
+  // A legend entry beyond the page's right edge would be cut.
+  p.legend_cut = 0;
+  document.querySelectorAll('.legend span').forEach(function (e) {
+    if (e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5) p.legend_cut += 1;
+  });
   var form = document.getElementById('filters');
   p.filters_shown = !!form && !form.hidden;
   var select = form && form.querySelector('select[name="model"]');
@@ -135,7 +144,33 @@ std::size_t distinct(const json& entries, Keys... keys) {
   return seen.size();
 }
 
-class HtmlReport : public Cli {};
+class HtmlReport : public Cli {
+ protected:
+  // The page with the recorder and the probe, loaded in headless Chromium: the probe's findings,
+  // after the checks every page passes (no error, no console message, no text out of its chart,
+  // no legend cut).
+  json probe_page(const std::string& chromium, const fs::path& html) {
+    const fs::path page = write("probed.html", probed(read_file(html)));
+    EXPECT_GT(fs::file_size(page), 0u) << "the report has no <head> or </body>";
+    const fs::path dom = dir_ / "dom.html", log = dir_ / "chromium.log";
+    const std::string cmd = "timeout -k 5 60 " + chromium +
+                            " --headless --no-sandbox --disable-gpu --no-first-run --no-default-browser-check"
+                            " --disable-extensions --disable-dev-shm-usage --host-resolver-rules='MAP * ~NOTFOUND'"
+                            " --window-size=1400,1000 --enable-logging=stderr --v=0 --user-data-dir=" +
+                            (dir_ / "profile").string() + " --dump-dom file://" + page.string() + " >" +
+                            dom.string() + " 2>" + log.string();
+    const int status = std::system(cmd.c_str());
+    EXPECT_EQ(status, 0) << cmd << "\n" << read_file(log);
+    const json probe = probe_of(read_file(dom));
+    EXPECT_TRUE(probe.is_object()) << "the probe did not run; chromium log:\n" << read_file(log);
+    if (!probe.is_object()) return probe;
+    EXPECT_TRUE(probe["errors"].empty()) << probe["errors"].dump(2);
+    EXPECT_EQ(read_file(log).find(":CONSOLE"), std::string::npos) << read_file(log);
+    EXPECT_TRUE(probe["overflow"].empty()) << "text outside its chart: " << probe["overflow"].dump(2);
+    EXPECT_EQ(probe["legend_cut"], 0);
+    return probe;
+  }
+};
 
 TEST_F(HtmlReport, LoadsInHeadlessChromiumWithEveryPlotAndNoError) {
   const std::string chromium = find_chromium();
@@ -145,24 +180,8 @@ TEST_F(HtmlReport, LoadsInHeadlessChromiumWithEveryPlotAndNoError) {
                            report_json.string());
   ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
   const json j = json::parse(read_file(report_json));
-  const fs::path page = write("probed.html", probed(read_file(html)));
-  ASSERT_GT(fs::file_size(page), 0u) << "the report has no <head> or </body>";
-
-  const fs::path dom = dir_ / "dom.html", log = dir_ / "chromium.log";
-  const std::string cmd = "timeout -k 5 60 " + chromium +
-                          " --headless --no-sandbox --disable-gpu --no-first-run --no-default-browser-check"
-                          " --disable-extensions --disable-dev-shm-usage --host-resolver-rules='MAP * ~NOTFOUND'"
-                          " --window-size=1400,1000 --enable-logging=stderr --v=0 --user-data-dir=" +
-                          (dir_ / "profile").string() + " --dump-dom file://" + page.string() + " >" + dom.string() +
-                          " 2>" + log.string();
-  const int status = std::system(cmd.c_str());
-  ASSERT_EQ(status, 0) << cmd << "\n" << read_file(log);
-  const json probe = probe_of(read_file(dom));
-  ASSERT_TRUE(probe.is_object()) << "the probe did not run; chromium log:\n" << read_file(log);
-
-  EXPECT_TRUE(probe["errors"].empty()) << probe["errors"].dump(2);
-  EXPECT_EQ(read_file(log).find(":CONSOLE"), std::string::npos) << read_file(log);
-  EXPECT_TRUE(probe["overflow"].empty()) << "text outside its chart: " << probe["overflow"].dump(2);
+  const json probe = probe_page(chromium, html);
+  ASSERT_TRUE(probe.is_object());
 
   // Every view drawn, one plot per group, workload or (model, hardware); the markers with a tooltip
   // are every configuration (and, in the step plots, each group's outlined best).
@@ -195,6 +214,29 @@ TEST_F(HtmlReport, LoadsInHeadlessChromiumWithEveryPlotAndNoError) {
   EXPECT_EQ(probe["filtered"]["step"], of_model);
   EXPECT_GT(probe["filtered"]["pareto"], 0);
   EXPECT_EQ(probe["unfiltered_step"], groups.size());
+}
+
+// The whole step's report: its three charts drawn, one timeline lane per pipeline stage, a tooltip
+// on every bar.
+TEST_F(HtmlReport, StepReportLoadsInHeadlessChromiumWithEveryChartAndNoError) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) GTEST_SKIP() << "no Chromium installed (Debian: apt-get install chromium; or set MOESIM_CHROMIUM)";
+  const fs::path html = dir_ / "step.html";
+  const Result step = run("simulate --model qwen3-30b-a3b --hardware dgx-h100-ndr --gpus 16 --tp 2 --pp 2 --ep 4 "
+                          "--global-batch 64 --seq 4096 --sequence-parallel --schedule zb-h1 --html " + html.string());
+  ASSERT_EQ(step.exit_code, 0) << step.err;
+  const json probe = probe_page(chromium, html);
+  ASSERT_TRUE(probe.is_object());
+  const json& plots = probe["plots"];
+  EXPECT_EQ(plots.size(), 3u) << plots.dump(2);
+  for (const char* kind : {"stage-times", "stage-memory", "timeline"}) {
+    EXPECT_EQ(plots[kind]["drawn"], 1) << kind;
+    EXPECT_EQ(plots[kind]["lanes"], 2) << kind;  // pp 2
+  }
+  EXPECT_EQ(plots["stage-times"]["bars"], 2 * 6);
+  EXPECT_EQ(plots["stage-memory"]["bars"], 2 * 2);
+  // 16 microbatches: F, Bi and W of each on each stage, and bubbles between them.
+  EXPECT_GT(plots["timeline"]["bars"], 2 * 16 * 3);
 }
 
 }  // namespace
