@@ -1,10 +1,13 @@
 // The bundled model and cluster presets the whole-step tests use (models/*.yaml, and the
-// dgx-a100-80gb-hdr cluster grown or shrunk to a GPU count), read from the source tree.
+// dgx-a100-80gb-hdr cluster grown or shrunk to a GPU count), read from the source tree, and the
+// InputError a step spec is refused with.
 #pragma once
 
 #include <string>
 
+#include "sim/core/error.h"
 #include "sim/spec/loader.h"
+#include "sim/step/step_graph.h"
 
 namespace moesim::testing {
 
@@ -15,6 +18,29 @@ inline ModelSpec model_preset(const std::string& name) {
 inline ClusterSpec a100_cluster(int gpus) {
   const ClusterSpec c = load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/dgx-a100-80gb-hdr.yaml");
   return with_gpus(c, gpus, SourceLocation{}, "--gpus");
+}
+
+// GPT-1.7B (24 layers, 24 heads) on 16 GPUs: tp 2, pp 4, dp 2, 8 microbatches per pipeline of one
+// 1,024-token sequence.
+inline StepSpec small_gpt_step() {
+  StepSpec s;
+  s.layout.gpus = 16;
+  s.layout.tp = 2;
+  s.layout.pp = 4;
+  s.global_batch = 16;
+  s.micro_batch = 1;
+  s.seq = 1024;
+  return s;
+}
+
+// What build_step_graph refuses `spec` with on the A100 cluster, or "" when it builds.
+inline std::string step_error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
+  try {
+    build_step_graph(model_preset(model), a100_cluster(spec.layout.gpus), spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace moesim::testing
