@@ -1,12 +1,15 @@
 #include "sim/memory/activations.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "sim/core/checked_math.h"
 #include "sim/core/error.h"
 #include "sim/memory/model_states.h"
+#include "sim/schedule/pipeline_schedule.h"
 #include "sim/spec/model_parameters.h"
 
 namespace moesim {
@@ -187,6 +190,10 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
           "pipeline stages, virtual stages and microbatches must be at least 1");
   require(stage >= 0 && stage < p.stages, "stage " + std::to_string(stage) + " is outside 0.." +
                                               std::to_string(p.stages - 1));
+  if (p.schedule == PipelineSchedule::kDualPipe) {
+    const std::string problem = schedule_problem(p.schedule, {p.stages, p.virtual_stages, p.microbatches});
+    require(problem.empty(), problem);
+  }
   const bool interleaved = p.schedule == PipelineSchedule::kInterleaved;
   require(interleaved || p.virtual_stages == 1, "virtual stages need the interleaved schedule");
   // Megatron-LM's interleaved schedule runs microbatches in groups of p.
@@ -197,9 +204,27 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
                                          std::to_string(m.num_layers) + " layers");
 }
 
+// DualPipe's two directions interleave irregularly: the chunks of the (microbatch, chunk) pairs
+// whose activations the stage's own program holds at its peak (from F to B, or to W when split).
+std::vector<int> program_peak_chunks(const PipelineLayout& p, int stage) {
+  const PipelineShape shape{p.stages, p.virtual_stages, p.microbatches};
+  const auto program = stage_programs(p.schedule, shape)[static_cast<std::size_t>(stage)];
+  std::set<std::pair<int, int>> live;
+  std::vector<int> peak;
+  for (const PipeAction& a : program) {
+    if (a.work == PipeWork::kForward) live.insert({a.microbatch, a.chunk});
+    if (a.work == PipeWork::kBackward || a.work == PipeWork::kBackwardWeight) live.erase({a.microbatch, a.chunk});
+    if (live.size() <= peak.size()) continue;
+    peak.clear();
+    for (const auto& held : live) peak.push_back(held.second);
+  }
+  return peak;
+}
+
 // The passes in flight at the stage's peak, in the order they started; each entry is the chunk it
 // runs through.
 std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
+  if (p.schedule == PipelineSchedule::kDualPipe) return program_peak_chunks(p, stage);
   const std::int64_t m = p.microbatches;
   std::int64_t passes = 0;
   switch (p.schedule) {
@@ -214,6 +239,7 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
       passes = std::min<std::int64_t>(2 * (p.stages - stage - 1) + (p.virtual_stages - 1) * p.stages + 1,
                                       m * p.virtual_stages);
       break;
+    case PipelineSchedule::kDualPipe: break;  // program_peak_chunks
   }
   std::vector<int> chunks(static_cast<std::size_t>(passes));
   for (std::int64_t k = 0; k < passes; ++k)  // forwards take the chunks in groups of p microbatches
@@ -264,10 +290,13 @@ StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l
   const int parts = p.stages * p.virtual_stages;
   const int per_part = m.num_layers / parts;
   StageActivations out;
-  std::vector<std::int64_t> chunk_bytes(static_cast<std::size_t>(p.virtual_stages));
-  for (int c = 0; c < p.virtual_stages; ++c) {
-    // Interleaved: chunk c of stage s holds model part c p + s (sim/schedule/pipeline_schedule.h).
-    const int part = c * p.stages + stage;
+  const bool dualpipe = p.schedule == PipelineSchedule::kDualPipe;
+  const int stage_chunks = dualpipe ? 2 : p.virtual_stages;
+  std::vector<std::int64_t> chunk_bytes(static_cast<std::size_t>(stage_chunks));
+  for (int c = 0; c < stage_chunks; ++c) {
+    // Interleaved: chunk c of stage s holds model part c p + s; DualPipe's chunk 1 part p - 1 - s
+    // (sim/schedule/pipeline_schedule.h).
+    const int part = dualpipe ? (c == 0 ? stage : p.stages - 1 - stage) : c * p.stages + stage;
     std::int64_t& bytes = chunk_bytes[static_cast<std::size_t>(c)];
     for (int layer = part * per_part; layer < (part + 1) * per_part; ++layer) {
       const LayerActivations a = layer_activations(m, l, ep, layer);

@@ -94,8 +94,10 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const Tra
     s.first_layer = layers.empty() ? 0 : *std::min_element(layers.begin(), layers.end());
     s.layers = static_cast<int>(layers.size());
     for (int layer : layers) add_layer(s, layer_parameters(m, layer), l);
-    if (st == 0) s.dense_params += static_cast<double>(c.embedding + c.positions) / l.tp;
-    if (st == l.pp - 1) add_last_stage(s, m, c, l);
+    const bool end_stage = st == 0 || st == l.pp - 1;
+    if (st == 0 || (end_stage && l.ends_on_both_end_stages))
+      s.dense_params += static_cast<double>(c.embedding + c.positions) / l.tp;
+    if (st == l.pp - 1 || (end_stage && l.ends_on_both_end_stages)) add_last_stage(s, m, c, l);
     add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp, m, l.zero_stage);
     add_bytes(s, s.expert_params, l.dp, m, l.zero_stage);
   }

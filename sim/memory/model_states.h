@@ -31,6 +31,9 @@ struct TrainingLayout {
   int ep = 1;
   int dp = 1;  // replicas of the tp x pp x ep ranks
   int zero_stage = 0;
+  // DualPipe: the first and the last stage each hold both ends (the embedding of one direction's
+  // first part and the head and MTP modules of the other's last part).
+  bool ends_on_both_end_stages = false;
 };
 
 struct StageModelStates {
@@ -52,7 +55,8 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const
 
 // As above with the layers of each stage given: stage_layers[s] lists stage s's layers (an uneven
 // split, or the interleaved schedule's parts; layout.pp must be stage_layers.size()). The first
-// stage holds the embedding, the last the head and the MTP modules. first_layer and layers are
+// stage holds the embedding, the last the head and the MTP modules (with ends_on_both_end_stages
+// each of the two holds all of them). first_layer and layers are
 // the stage's lowest layer and its count.
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout,
                                                    const std::vector<std::vector<int>>& stage_layers);

@@ -5,14 +5,16 @@
 
 #include "sim/core/enum_names.h"
 #include "sim/core/error.h"
+#include "sim/schedule/dualpipe_program.h"
 
 namespace moesim {
 namespace {
 
-constexpr EnumNames<PipelineSchedule, 4> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
+constexpr EnumNames<PipelineSchedule, 5> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
                                                      {PipelineSchedule::kOneFOneB, "1f1b"},
                                                      {PipelineSchedule::kInterleaved, "interleaved"},
-                                                     {PipelineSchedule::kZeroBubbleH1, "zb-h1"}}};
+                                                     {PipelineSchedule::kZeroBubbleH1, "zb-h1"},
+                                                     {PipelineSchedule::kDualPipe, "dualpipe"}}};
 constexpr EnumNames<PipeWork, 4> kWork{{{PipeWork::kForward, "F"},
                                         {PipeWork::kBackward, "B"},
                                         {PipeWork::kBackwardInput, "Bi"},
@@ -42,6 +44,24 @@ std::string interleaving_problem(const PipelineShape& shape) {
   }
   if (shape.microbatches % shape.stages != 0) {
     return "interleaved needs microbatches divisible by stages (Megatron-LM's rule): " +
+           std::to_string(shape.microbatches) + " microbatches, " + std::to_string(shape.stages) + " stages";
+  }
+  return "";
+}
+
+// deepseek-ai/DualPipe's DualPipe.step asserts num_ranks % 2 == 0 and num_chunks % 2 == 0,
+// num_chunks >= 2 num_ranks: each direction takes half the microbatches and fills the pipeline.
+std::string dualpipe_problem(const PipelineShape& shape) {
+  if (shape.stages % 2 != 0) {
+    return "dualpipe needs an even number of stages (got " + std::to_string(shape.stages) +
+           "): stages s and stages - 1 - s hold the same two model parts";
+  }
+  if (shape.virtual_stages != 1) {
+    return "dualpipe runs its own two chunks per stage, one per direction: virtual_stages must be 1 (got " +
+           std::to_string(shape.virtual_stages) + ")";
+  }
+  if (shape.microbatches % 2 != 0 || shape.microbatches < 2 * shape.stages) {
+    return "dualpipe needs an even number of microbatches, at least 2 x stages (DualPipe's rule): " +
            std::to_string(shape.microbatches) + " microbatches, " + std::to_string(shape.stages) + " stages";
   }
   return "";
@@ -162,6 +182,7 @@ std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& sha
            std::to_string(shape.microbatches) + ")";
   }
   if (schedule == PipelineSchedule::kInterleaved) return interleaving_problem(shape);
+  if (schedule == PipelineSchedule::kDualPipe) return dualpipe_problem(shape);
   if (shape.virtual_stages != 1) {
     return "virtual_stages " + std::to_string(shape.virtual_stages) + " needs the interleaved schedule (" +
            std::string(to_string(schedule)) + " runs one model chunk per stage)";
@@ -179,6 +200,7 @@ std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, c
       case PipelineSchedule::kOneFOneB: programs.push_back(one_f_one_b_program(shape, s)); break;
       case PipelineSchedule::kInterleaved: programs.push_back(interleaved_program(shape, s)); break;
       case PipelineSchedule::kZeroBubbleH1: programs.push_back(zero_bubble_h1_program(shape, s)); break;
+      case PipelineSchedule::kDualPipe: programs.push_back(dualpipe_program(shape, s)); break;
     }
   }
   return programs;
@@ -189,12 +211,19 @@ int num_model_parts(PipelineSchedule schedule, const PipelineShape& shape) {
   return shape.stages * shape.virtual_stages;
 }
 
+int chunks_per_stage(PipelineSchedule schedule, const PipelineShape& shape) {
+  check_runnable(schedule, shape);
+  return schedule == PipelineSchedule::kDualPipe ? 2 : shape.virtual_stages;
+}
+
 // Interleaving deals the parts round-robin (Megatron-LM: stage s's chunk c holds part c p + s),
 // so that consecutive parts sit on consecutive stages; with one chunk per stage this is part s.
+// DualPipe's reverse chunk runs the same parts from the other end: stage s holds part p - 1 - s.
 int model_part(PipelineSchedule schedule, const PipelineShape& shape, int stage, int chunk) {
-  check_runnable(schedule, shape);
+  const int chunks = chunks_per_stage(schedule, shape);
   MOESIM_CHECK(stage >= 0 && stage < shape.stages, "stage " + std::to_string(stage) + " out of range");
-  MOESIM_CHECK(chunk >= 0 && chunk < shape.virtual_stages, "chunk " + std::to_string(chunk) + " out of range");
+  MOESIM_CHECK(chunk >= 0 && chunk < chunks, "chunk " + std::to_string(chunk) + " out of range");
+  if (schedule == PipelineSchedule::kDualPipe) return chunk == 0 ? stage : shape.stages - 1 - stage;
   return chunk * shape.stages + stage;
 }
 
@@ -203,8 +232,12 @@ PartPlace place_of(PipelineSchedule schedule, const PipelineShape& shape, int mi
   MOESIM_CHECK(microbatch >= 0 && microbatch < shape.microbatches,
                "microbatch " + std::to_string(microbatch) + " out of range");
   MOESIM_CHECK(part >= 0 && part < parts, "model part " + std::to_string(part) + " out of range");
-  // Every microbatch takes the same path through these four schedules (DualPipe's two
-  // directions would not).
+  // Every microbatch takes the same path except in DualPipe, whose second half of the microbatches
+  // enters at the last stage.
+  if (schedule == PipelineSchedule::kDualPipe) {
+    if (microbatch < shape.microbatches / 2) return PartPlace{part, 0};
+    return PartPlace{shape.stages - 1 - part, 1};
+  }
   return PartPlace{part % shape.stages, part / shape.stages};
 }
 

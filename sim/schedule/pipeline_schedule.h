@@ -10,6 +10,12 @@
 //   model part   a contiguous run of layers, numbered in forward order (0 .. num_model_parts-1);
 //                a microbatch's forward visits parts 0, 1, ... and its backward the reverse;
 //   action       one pass of one microbatch through one chunk.
+//
+// DualPipe (DeepSeek-V3 technical report, arXiv 2412.19437, section 3.2.1; deepseek-ai/DualPipe)
+// feeds half the microbatches from each end: microbatches 0 .. m/2 - 1 go forward through stages
+// 0, 1, ... (chunk 0), microbatches m/2 .. m - 1 the other way (chunk 1). Stage s's chunk 0 holds
+// model part s and its chunk 1 part p - 1 - s, so every part's parameters are held twice (by
+// stages s and p - 1 - s, whose gradients are summed).
 #pragma once
 
 #include <optional>
@@ -19,8 +25,8 @@
 
 namespace moesim {
 
-enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1 };
-std::string_view to_string(PipelineSchedule s);  // gpipe, 1f1b, interleaved, zb-h1
+enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1, kDualPipe };
+std::string_view to_string(PipelineSchedule s);  // gpipe, 1f1b, interleaved, zb-h1, dualpipe
 std::optional<PipelineSchedule> parse_pipeline_schedule(std::string_view s);
 std::vector<std::string> pipeline_schedule_names();
 
@@ -32,7 +38,7 @@ std::string_view to_string(PipeWork w);  // F, B, Bi, W
 
 struct PipelineShape {
   int stages = 1;
-  int virtual_stages = 1;  // model chunks per stage
+  int virtual_stages = 1;  // model chunks per stage (interleaved; DualPipe's two are implied)
   int microbatches = 1;    // per step, per pipeline (global batch / (micro-batch x data parallel))
 };
 
@@ -40,12 +46,16 @@ struct PipeAction {
   PipeWork work = PipeWork::kForward;
   int microbatch = 0;
   int chunk = 0;
+  // DualPipe's F&B: this forward and the program's next action (a backward of the other direction)
+  // are launched together, once both inputs have arrived, and overlap each other.
+  bool overlaps_next = false;
   friend bool operator==(const PipeAction&, const PipeAction&) = default;
 };
 
 // Why `schedule` cannot run `shape`, naming the rule, or "" when it can (e.g. virtual stages
 // without the interleaved schedule; interleaving needs microbatches divisible by stages, as
-// Megatron-LM requires).
+// Megatron-LM requires; DualPipe even stages and an even number of microbatches, at least twice
+// the stages, as deepseek-ai/DualPipe asserts).
 std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& shape);
 
 // Every stage's program: programs[s] is the order stage s runs its actions in. Each (microbatch,
@@ -53,9 +63,11 @@ std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& sha
 // when schedule_problem is not "".
 std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, const PipelineShape& shape);
 
-// How many model parts the model is cut into (stages x virtual stages), and which part a chunk of
-// a stage holds (interleaved: stage s's chunk c holds part c * stages + s).
+// How many model parts the model is cut into (stages x virtual stages; DualPipe: stages), how many
+// chunks a stage runs (virtual stages; DualPipe: 2), and which part a chunk of a stage holds
+// (interleaved: stage s's chunk c holds part c * stages + s; DualPipe: s, then stages - 1 - s).
 int num_model_parts(PipelineSchedule schedule, const PipelineShape& shape);
+int chunks_per_stage(PipelineSchedule schedule, const PipelineShape& shape);
 int model_part(PipelineSchedule schedule, const PipelineShape& shape, int stage, int chunk);
 
 struct PartPlace {
@@ -63,7 +75,8 @@ struct PartPlace {
   int chunk = 0;
   friend bool operator==(const PartPlace&, const PartPlace&) = default;
 };
-// Where microbatch `microbatch`'s pass through model part `part` runs.
+// Where microbatch `microbatch`'s pass through model part `part` runs (DualPipe: on the chunk of
+// the microbatch's direction).
 PartPlace place_of(PipelineSchedule schedule, const PipelineShape& shape, int microbatch, int part);
 
 // The most (microbatch, chunk) pairs whose activations a stage holds at once while it runs

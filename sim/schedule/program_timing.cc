@@ -68,6 +68,27 @@ class PassEnds {
   std::array<std::vector<double>, 4> ends_;
 };
 
+int part_of(PipelineSchedule schedule, const PipelineShape& shape, int stage, const PipeAction& a) {
+  MOESIM_CHECK(a.microbatch >= 0 && a.microbatch < shape.microbatches && a.chunk >= 0 &&
+                   a.chunk < chunks_per_stage(schedule, shape),
+               describe(a, stage) + " is outside the shape");
+  return model_part(schedule, shape, stage, a.chunk);
+}
+
+// DualPipe launches an overlapped F&B once the inputs of both have arrived (the reference waits
+// for both receives before computing either): the forward at index i starts no earlier than the
+// backward after it could, or nullopt while that one's inputs are missing.
+std::optional<double> with_partner(PipelineSchedule schedule, const PipelineShape& shape, const PassEnds& ends,
+                                   const std::vector<PipeAction>& program, int stage, std::size_t i, double ready) {
+  MOESIM_CHECK(i + 1 < program.size() && program[i + 1].work != PipeWork::kForward,
+               describe(program[i], stage) + " overlaps a following backward that is not there");
+  const PipeAction& partner = program[i + 1];
+  const std::optional<double> partner_ready =
+      ends.ready(partner.work, partner.microbatch, part_of(schedule, shape, stage, partner));
+  if (!partner_ready) return std::nullopt;
+  return std::max(ready, *partner_ready);
+}
+
 double duration(const PassTimes& t, PipeWork w) {
   switch (w) {
     case PipeWork::kForward: return t.forward;
@@ -106,11 +127,9 @@ ProgramTiming time_programs_by_part(PipelineSchedule schedule, const PipelineSha
       for (std::size_t& i = next[s]; i < programs[s].size(); ++i) {
         const PipeAction& a = programs[s][i];
         const int stage = static_cast<int>(s);
-        MOESIM_CHECK(a.microbatch >= 0 && a.microbatch < shape.microbatches && a.chunk >= 0 &&
-                         a.chunk < shape.virtual_stages,
-                     describe(a, stage) + " is outside the shape");
-        const int part = model_part(schedule, shape, stage, a.chunk);
-        const std::optional<double> ready = ends.ready(a.work, a.microbatch, part);
+        const int part = part_of(schedule, shape, stage, a);
+        std::optional<double> ready = ends.ready(a.work, a.microbatch, part);
+        if (ready && a.overlaps_next) ready = with_partner(schedule, shape, ends, programs[s], stage, i, *ready);
         if (!ready) break;
         MOESIM_CHECK(!ends.has_run(a.work, a.microbatch, part), describe(a, stage) + " runs twice");
         const double took = duration(part_times[static_cast<std::size_t>(part)], a.work);

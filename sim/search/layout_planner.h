@@ -24,7 +24,8 @@
 //   sequence parallelism on whenever tp > 1: Megatron-LM recommends it with tensor parallelism
 //                (the same communication volume, activations of the norms and dropouts / tp);
 //   ZeRO 0 and 1 (the distributed optimizer), 1 only where the data-parallel group has > 1 rank;
-//   ep 1 (dense models), schedule 1f1b, or interleaved with vpp > 1.
+//   ep 1 (dense models), schedule 1f1b, or interleaved with vpp > 1 (not gpipe; not zb-h1 or
+//   dualpipe either, whose split backward passes the step estimate refuses to time).
 #pragma once
 
 #include <cstdint>

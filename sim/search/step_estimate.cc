@@ -129,8 +129,11 @@ Measured measure(const SimulatedStep& sim) {
 StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
                                     NetworkChoice network) {
   const StepShape shape = derive_step_shape(model, cluster, spec);
-  if (shape.schedule == PipelineSchedule::kZeroBubbleH1)
-    throw InputError("--schedule zb-h1: the step estimate times whole backward passes only");
+  // Its measure() times whole backward passes: ZB-H1's split ones, DualPipe's split ones and its
+  // two directions (a part's passes on two stages) are not sampled.
+  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe)
+    throw InputError("--schedule " + std::string(to_string(shape.schedule)) +
+                     ": the step estimate times whole backward passes only");
   StepSpec sample = spec;
   const int sampled = sample_microbatches(shape);
   sample.global_batch = std::int64_t{sampled} * spec.micro_batch * shape.dp;

@@ -39,7 +39,8 @@ struct StepEstimate {
 };
 
 // Throws InputError for a spec the step simulation refuses, and InputError for a schedule with
-// split backward passes (zb-h1), whose weight-gradient passes the sample does not tell apart.
+// split backward passes (zb-h1, dualpipe), whose weight-gradient passes the sample does not tell
+// apart (and DualPipe's model parts run on two stages each).
 StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
                                     NetworkChoice network = {});
 

@@ -125,10 +125,19 @@ void OptimizerStep::step(const std::vector<StageOptimizerInput>& stages) {
   each("clip", kFp32, kFp32, 1);         // clip_grad_by_total_norm_fp32: multi_tensor_scale_tensor
   each("adam", 4 * kFp32, 3 * kFp32, 10);  // FusedAdam.step: weights, grad, two moments in; three out
   if (element < kFp32) each("copy_main_to_model", kFp32, element, 1);  // _copy_main_params_to_model_params
-  for (int s = 0; s < n; ++s) weight_allgather(chains[static_cast<std::size_t>(s)], stages[static_cast<std::size_t>(s)]);
+  // One all-gather per set of replica stages (DualPipe's mirror pair holds the same parameters,
+  // sharded over both): the lead stage's, after every replica's step.
+  for (int s = 0; s < n; ++s) {
+    const std::vector<int> replicas = shape().replica_stages(s);
+    if (replicas.front() != s) continue;
+    std::vector<TaskIndex> others;
+    for (std::size_t k = 1; k < replicas.size(); ++k)
+      if (const auto last = chains[static_cast<std::size_t>(replicas[k])].last) others.push_back(*last);
+    weight_allgather(chains[static_cast<std::size_t>(s)], stages[static_cast<std::size_t>(s)], others);
+  }
 }
 
-void OptimizerStep::weight_allgather(Chain chain, const StageOptimizerInput& in) {
+void OptimizerStep::weight_allgather(Chain chain, const StageOptimizerInput& in, const std::vector<TaskIndex>& after) {
   if (zero_stage_ < 1 || zero_stage_ >= 3) return;
   const int s = chain.stage;
   const auto dense_group = shape().data_group(s);
@@ -136,13 +145,18 @@ void OptimizerStep::weight_allgather(Chain chain, const StageOptimizerInput& in)
   const double dense_shard = in.dense_params / static_cast<double>(dense_group.size());
   const double expert_shard = in.expert_params / static_cast<double>(expert_group.size());
   Chain dense = chain, experts = chain;
-  e_.collective(dense, {"stage" + std::to_string(s), 0, Pass::kBackward, "weights.allgather", "grad"},
-                StreamClass::kCommGrad, CollectiveOp::kAllGather, dense_group,
-                static_cast<std::int64_t>(dense_shard * static_cast<double>(shape().element_bytes)));
+  const auto wait_for_replicas = [&](std::optional<TaskIndex> gather) {
+    if (gather && gather != chain.last)
+      for (TaskIndex t : after) e_.graph().add_dependency(t, *gather);
+  };
+  wait_for_replicas(e_.collective(dense, {"stage" + std::to_string(s), 0, Pass::kBackward, "weights.allgather", "grad"},
+                                  StreamClass::kCommGrad, CollectiveOp::kAllGather, dense_group,
+                                  static_cast<std::int64_t>(dense_shard * static_cast<double>(shape().element_bytes))));
   if (expert_shard > 0)
-    e_.collective(experts, {"stage" + std::to_string(s), 0, Pass::kBackward, "expert.weights.allgather", "grad"},
-                  StreamClass::kCommGrad, CollectiveOp::kAllGather, expert_group,
-                  static_cast<std::int64_t>(expert_shard * static_cast<double>(shape().element_bytes)));
+    wait_for_replicas(
+        e_.collective(experts, {"stage" + std::to_string(s), 0, Pass::kBackward, "expert.weights.allgather", "grad"},
+                      StreamClass::kCommGrad, CollectiveOp::kAllGather, expert_group,
+                      static_cast<std::int64_t>(expert_shard * static_cast<double>(shape().element_bytes))));
 }
 
 }  // namespace moesim

@@ -77,7 +77,9 @@ class OptimizerStep {
   // The groups the gradient statistics reduce over: one, or with ZeRO 0 and routed experts
   // spread over ep the dense optimizer's and the experts' when they differ.
   std::vector<std::vector<int>> grad_stats_groups(bool experts) const;
-  void weight_allgather(Chain chain, const StageOptimizerInput& in);
+  // ZeRO 1-2: the updated shards gathered back to every replica after the step (and after the
+  // tasks `after`: the other replica stages' steps).
+  void weight_allgather(Chain chain, const StageOptimizerInput& in, const std::vector<TaskIndex>& after);
 
   StepEmitter& e_;
   int zero_stage_;

@@ -58,6 +58,7 @@ class StepBuilder {
 
  private:
   const StepShape& shape() const { return out_.shape; }
+  int chunks() const { return chunks_per_stage(shape().schedule, shape().pipeline); }
   std::size_t slot(int microbatch, int part) const {
     return static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(shape().num_parts()) +
            static_cast<std::size_t>(part);
@@ -74,6 +75,7 @@ class StepBuilder {
   // action is not emitted yet.
   std::optional<Produced> input_of(int stage, const PipeAction& a, bool& ready) const;
   void emit(int stage, std::size_t index);
+  void receive_partner_input(int stage, std::size_t index);
   // The transfer into `part`'s pass (the consumer) from the stage that produced its input.
   void transfer(Chain& chain, int part, const Produced& from, bool gradient);
   void forward(Chain& chain, int part);
@@ -82,8 +84,9 @@ class StepBuilder {
   void layer_buffers(int stage, int microbatch, int layer);
   void emit_programs();
   void finish();
-  // The stage's remaining gradient reductions; what its optimizer step waits for.
-  StageOptimizerInput finish_stage(int stage, std::optional<TaskIndex> tied);
+  void also_after(std::optional<TaskIndex> task, std::optional<TaskIndex> before,
+                  const std::vector<std::optional<TaskIndex>>& others);
+  void reduce_rest(const std::vector<int>& stages);
   // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
   // data-parallel group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;
@@ -112,6 +115,7 @@ class StepBuilder {
   OptimizerStep optimizer_;
   std::vector<std::vector<PipeAction>> programs_;
   std::vector<std::optional<TaskIndex>> last_action_task_;  // per stage
+  std::vector<std::optional<TaskIndex>> partner_input_;     // per stage: DualPipe's early-received gradient
   std::vector<std::optional<Produced>> forward_out_, backward_out_;
   std::vector<std::size_t> last_gradient_action_;  // per stage and chunk: the program index of the last B or W
   std::vector<std::vector<TaskIndex>> grad_reductions_;  // per stage
@@ -123,6 +127,7 @@ class StepBuilder {
   std::vector<BufferId> mtp_kept_;           // by microbatch x MTP depth: each module's own tensors
   std::vector<double> stage_dense_params_, stage_expert_params_;  // per GPU, per stage
   std::vector<std::optional<TaskIndex>> previous_layer_start_;    // per stage, for ZeRO-3's prefetch
+  std::vector<std::optional<TaskIndex>> first_copy_done_;  // per layer slot: DualPipe's first copy's last backward
   std::optional<LayerActivations> dense_act_, moe_act_;
   std::int64_t embedding_act_ = 0, head_act_ = 0, mtp_act_ = 0;
 };
@@ -189,20 +194,34 @@ std::pair<std::int64_t, std::int64_t> StepBuilder::layer_params(int layer) const
 }
 
 void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
+  // DualPipe: the layer's other copy (on the mirror stage) joins the same reduction; it is emitted
+  // once, when the second copy's gradients are done, after the first's.
+  std::optional<TaskIndex> first_copy;
+  if (shape().replica_stages(chain.stage).size() > 1) {
+    std::optional<TaskIndex>& pending = first_copy_done_[static_cast<std::size_t>(l)];
+    if (!pending) {
+      pending = chain.last;
+      return;
+    }
+    first_copy = pending;
+  }
   const auto [dense_params, expert_params] = layer_params(l);
   const std::int64_t dense = kGradBytes * dense_params, expert = kGradBytes * expert_params;
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-  const auto st = static_cast<std::size_t>(chain.stage);
-  auto reduce = [&](const std::vector<int>& group, std::int64_t bytes, const char* what, std::int64_t& reduced) {
+  const std::vector<int> stages = shape().replica_stages(chain.stage);
+  auto reduce = [&](const std::vector<int>& group, std::int64_t bytes, const char* what, std::vector<std::int64_t>& reduced) {
     if (group.size() <= 1 || bytes == 0) return;
     Chain side = chain;
     const auto task = emitter_.group_collective(side, {"L" + std::to_string(l), l, Pass::kBackward, what, "grad"},
                                                 StreamClass::kCommGrad, op, group, bytes, true);
-    grad_reductions_[st].push_back(*task);
-    reduced += bytes;
+    also_after(task, chain.last, {first_copy});
+    for (int s : stages) {
+      grad_reductions_[static_cast<std::size_t>(s)].push_back(*task);
+      reduced[static_cast<std::size_t>(s)] += bytes;
+    }
   };
-  reduce(shape().data_group(chain.stage), dense, "grad.reduce", reduced_dense_bytes_[st]);
-  reduce(shape().expert_data_group(chain.stage), expert, "expert.grad.reduce", reduced_expert_bytes_[st]);
+  reduce(shape().data_group(chain.stage), dense, "grad.reduce", reduced_dense_bytes_);
+  reduce(shape().expert_data_group(chain.stage), expert, "expert.grad.reduce", reduced_expert_bytes_);
 }
 
 std::vector<BufferId> StepBuilder::Gathered::ids() const {
@@ -351,16 +370,23 @@ void StepBuilder::emit(int stage, std::size_t index) {
   const int part = part_of(stage, a);
   const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
   Chain chain{stage, a.microbatch, std::nullopt};
+  std::optional<TaskIndex>& early = partner_input_[static_cast<std::size_t>(stage)];
   bool ready = true;
-  if (const auto in = input_of(stage, a, ready)) {
+  if (early) {
+    chain.last = early;  // received with the forward it overlaps
+    early.reset();
+  } else if (const auto in = input_of(stage, a, ready)) {
     if (in->stage != stage) transfer(chain, part, *in, a.work != PipeWork::kForward);
     else chain.last = in->task;
   }
+  if (a.overlaps_next) receive_partner_input(stage, index);
+  const auto first_task = static_cast<TaskIndex>(out_.graph.num_tasks());
   const bool last_of_chunk =
-      last_gradient_action_[static_cast<std::size_t>(stage * shape().pipeline.virtual_stages + a.chunk)] == index;
+      last_gradient_action_[static_cast<std::size_t>(stage * chunks() + a.chunk)] == index;
   switch (a.work) {
     case PipeWork::kForward:
       forward(chain, part);
+      if (early) out_.graph.add_dependency(*early, first_task);
       forward_out_[slot(a.microbatch, part)] = Produced{stage, *chain.last};
       break;
     case PipeWork::kBackward:
@@ -374,6 +400,19 @@ void StepBuilder::emit(int stage, std::size_t index) {
   }
   last_action_task_[static_cast<std::size_t>(stage)] = chain.last;
   out_.passes.push_back({stage, a, part, first, static_cast<TaskIndex>(out_.graph.num_tasks())});
+}
+
+// DualPipe launches an overlapped forward and backward together, once the inputs of both have
+// arrived (the reference posts both receives, waits, then computes): the backward's transfer is
+// emitted with the forward, after the stage's previous action, and the forward waits for it too.
+void StepBuilder::receive_partner_input(int stage, std::size_t index) {
+  const PipeAction& partner = programs_[static_cast<std::size_t>(stage)][index + 1];
+  bool ready = true;
+  const auto in = input_of(stage, partner, ready);
+  if (!in || in->stage == stage) return;
+  Chain chain{stage, partner.microbatch, std::nullopt};
+  transfer(chain, part_of(stage, partner), *in, true);
+  partner_input_[static_cast<std::size_t>(stage)] = chain.last;
 }
 
 void StepBuilder::setup_stage_buffers() {
@@ -395,8 +434,10 @@ void StepBuilder::setup_stage_buffers() {
 void StepBuilder::finish() {
   const int stages = shape().stages();
   std::optional<TaskIndex> tied;
-  if (model_.architecture.tied_embeddings && stages > 1) {
-    // The embedding's and the output layer's copies of the shared matrix sum their gradients.
+  // The embedding's and the output layer's copies of the shared matrix sum their gradients.
+  // DualPipe's end stages hold both, summed locally (not timed) and then over the data-parallel
+  // group that spans both end stages.
+  if (model_.architecture.tied_embeddings && stages > 1 && shape().schedule != PipelineSchedule::kDualPipe) {
     const std::int64_t bytes = kGradBytes * model_.architecture.vocab_size / shape().layout.tp * model_.d_model;
     const GroupId group = out_.graph.add_group({shape().stage_rank(0), shape().stage_rank(stages - 1)});
     Task t;
@@ -411,32 +452,53 @@ void StepBuilder::finish() {
       if (last_action_task_[static_cast<std::size_t>(s)])
         out_.graph.add_dependency(*last_action_task_[static_cast<std::size_t>(s)], *tied);
   }
+  for (int s = 0; s < stages; ++s) {
+    const std::vector<int> replicas = shape().replica_stages(s);
+    if (replicas.front() == s) reduce_rest(replicas);  // once for DualPipe's mirror pair
+  }
+  // The optimizer step (optimizer_step.h) of every stage waits for its reductions and the tied
+  // embedding's.
   std::vector<StageOptimizerInput> inputs;
-  for (int s = 0; s < stages; ++s) inputs.push_back(finish_stage(s, (s == 0 || s == stages - 1) ? tied : std::nullopt));
+  for (int s = 0; s < stages; ++s) {
+    const auto st = static_cast<std::size_t>(s);
+    StageOptimizerInput in{last_action_task_[st], grad_reductions_[st], stage_dense_params_[st], stage_expert_params_[st]};
+    if (tied && (s == 0 || s == stages - 1)) in.after.push_back(*tied);
+    inputs.push_back(std::move(in));
+  }
   optimizer_.step(inputs);
 }
 
-StageOptimizerInput StepBuilder::finish_stage(int stage, std::optional<TaskIndex> tied) {
-  const auto st = static_cast<std::size_t>(stage);
-  Chain chain{stage, -1, last_action_task_[st]};
+// Whether `task` is one just emitted (an emitter call that had nothing to do returns the chain's
+// previous task), so that the other replica stages' tasks can be added as its predecessors.
+void StepBuilder::also_after(std::optional<TaskIndex> task, std::optional<TaskIndex> before,
+                             const std::vector<std::optional<TaskIndex>>& others) {
+  if (!task || task == before) return;
+  for (const auto& other : others)
+    if (other) out_.graph.add_dependency(*other, *task);
+}
+
+// What the per-layer reductions left (the embedding, the head, the final norm, or everything),
+// reduced once over the replicas of the stages in `stages` (one stage, or DualPipe's mirror pair,
+// which holds the same parameters), after all of them have run their last action.
+void StepBuilder::reduce_rest(const std::vector<int>& stages) {
+  const int lead = stages.front();
+  const auto st = static_cast<std::size_t>(lead);
+  const Chain chain{lead, -1, last_action_task_[st]};
+  std::vector<std::optional<TaskIndex>> others;
+  for (std::size_t k = 1; k < stages.size(); ++k) others.push_back(last_action_task_[static_cast<std::size_t>(stages[k])]);
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-  // What the per-layer reductions left: the embedding, the head, the final norm (or everything).
-  auto reduce_rest = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
+  auto reduce = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
     if (rest <= 0 || group.size() <= 1) return;
     Chain grad = chain;
-    const auto task = emitter_.group_collective(grad, {"stage" + std::to_string(stage), 0, Pass::kBackward, what, "grad"},
+    const auto task = emitter_.group_collective(grad, {"stage" + std::to_string(lead), 0, Pass::kBackward, what, "grad"},
                                                 StreamClass::kCommGrad, op, group, rest, true);
-    grad_reductions_[st].push_back(*task);
+    also_after(task, chain.last, others);
+    for (int s : stages) grad_reductions_[static_cast<std::size_t>(s)].push_back(*task);
   };
-  reduce_rest(shape().data_group(stage),
-              kGradBytes * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st], "grad.reduce");
-  reduce_rest(shape().expert_data_group(stage),
-              kGradBytes * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st],
-              "expert.grad.reduce");
-  // The optimizer step (optimizer_step.h) waits for the reductions and the tied embedding's.
-  StageOptimizerInput in{chain.last, grad_reductions_[st], stage_dense_params_[st], stage_expert_params_[st]};
-  if (tied) in.after.push_back(*tied);
-  return in;
+  reduce(shape().data_group(lead), kGradBytes * static_cast<std::int64_t>(stage_dense_params_[st]) - reduced_dense_bytes_[st],
+         "grad.reduce");
+  reduce(shape().expert_data_group(lead),
+         kGradBytes * static_cast<std::int64_t>(stage_expert_params_[st]) - reduced_expert_bytes_[st], "expert.grad.reduce");
 }
 
 void StepBuilder::build() {
@@ -453,11 +515,13 @@ void StepBuilder::build() {
                        static_cast<std::size_t>(model_.architecture.mtp_depth),
                    kNoBuffer);
   last_action_task_.assign(static_cast<std::size_t>(stages), std::nullopt);
+  partner_input_.assign(static_cast<std::size_t>(stages), std::nullopt);
   grad_reductions_.assign(static_cast<std::size_t>(stages), {});
   reduced_dense_bytes_.assign(static_cast<std::size_t>(stages), 0);
   previous_layer_start_.assign(static_cast<std::size_t>(stages), std::nullopt);
+  first_copy_done_.assign(static_cast<std::size_t>(layer_slots()), std::nullopt);
   reduced_expert_bytes_.assign(static_cast<std::size_t>(stages), 0);
-  const int v = shape().pipeline.virtual_stages;
+  const int v = chunks();
   last_gradient_action_.assign(static_cast<std::size_t>(stages * v), 0);
   for (int s = 0; s < stages; ++s) {
     const auto& program = programs_[static_cast<std::size_t>(s)];
@@ -482,6 +546,7 @@ void StepBuilder::emit_programs() {
       auto& i = pc[static_cast<std::size_t>(s)];
       for (bool ready = true; i < program.size(); ++i) {
         input_of(s, program[i], ready);
+        if (ready && program[i].overlaps_next) input_of(s, program[i + 1], ready);  // launched together
         if (!ready) break;
         emit(s, i);
         progress = true;
@@ -498,8 +563,17 @@ void StepBuilder::emit_programs() {
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec) {
   StepShape shape = derive_step_shape(model, cluster, spec);
-  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 && spec.recompute != Recompute::kNone)
-    throw InputError("--schedule zb-h1 with --recompute " + std::string(to_string(spec.recompute)) +
+  // ZB-H1 splits every backward, DualPipe some: a split one's W would need what recomputation
+  // re-created for its B kept alive until then.
+  const bool splits_backward =
+      shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe;
+  // Each stage's per-layer weight all-gathers would run over both mirror stages' shards: not modelled.
+  if (shape.schedule == PipelineSchedule::kDualPipe && spec.zero_stage == 3)
+    throw InputError("--schedule dualpipe with --zero 3: ZeRO-3's per-layer weight gathers over the two "
+                     "copies of each model part are not modelled; use --zero 0, 1 or 2");
+  if (splits_backward && spec.recompute != Recompute::kNone)
+    throw InputError("--schedule " + std::string(to_string(shape.schedule)) + " with --recompute " +
+                     std::string(to_string(spec.recompute)) +
                      ": the weight-gradient pass needs the activations recomputation re-creates for the input "
                      "gradient pass; use --recompute none");
   StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}};

@@ -1,5 +1,6 @@
 #include "sim/step/step_shape.h"
 
+#include <algorithm>
 #include <string>
 
 #include "sim/core/error.h"
@@ -152,13 +153,16 @@ TrainingLayout states_layout(const StepShape& shape, int zero_stage) {
   t.ep = shape.layout.ep;
   t.dp = shape.layout.cp * shape.dp / shape.layout.ep;
   t.zero_stage = zero_stage;
+  // DualPipe: every part's parameters have twice the replicas (ZeRO shards over all of them).
+  t.dp *= static_cast<int>(shape.replica_stages(0).size());
+  t.ends_on_both_end_stages = shape.schedule == PipelineSchedule::kDualPipe;
   return t;
 }
 
 std::vector<std::vector<int>> stage_layers(const StepShape& shape) {
   std::vector<std::vector<int>> out(static_cast<std::size_t>(shape.stages()));
   for (int s = 0; s < shape.stages(); ++s)
-    for (int c = 0; c < shape.pipeline.virtual_stages; ++c) {
+    for (int c = 0; c < chunks_per_stage(shape.schedule, shape.pipeline); ++c) {
       const StepShape::Part& p = shape.parts[static_cast<std::size_t>(model_part(shape.schedule, shape.pipeline, s, c))];
       for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) out[static_cast<std::size_t>(s)].push_back(l);
     }
@@ -177,10 +181,17 @@ std::vector<int> StepShape::context_group(int stage) const {
   return out;
 }
 
+std::vector<int> StepShape::replica_stages(int stage) const {
+  const int mirror = stages() - 1 - stage;
+  if (schedule != PipelineSchedule::kDualPipe || mirror == stage) return {stage};
+  return {std::min(stage, mirror), std::max(stage, mirror)};
+}
+
 std::vector<int> StepShape::data_group(int stage) const {
   // Megatron's data-parallel group of the dense blocks with context parallelism spans cp x dp.
   std::vector<int> out;
-  for (int d = 0; d < layout.cp * dp; ++d) out.push_back(stage_rank(stage) + d * layout.tp);
+  for (int st : replica_stages(stage))
+    for (int d = 0; d < layout.cp * dp; ++d) out.push_back(stage_rank(st) + d * layout.tp);
   return out;
 }
 
@@ -193,7 +204,8 @@ std::vector<int> StepShape::expert_group(int stage) const {
 std::vector<int> StepShape::expert_data_group(int stage) const {
   std::vector<int> out;
   const int replicas = layout.cp * dp / layout.ep;
-  for (int r = 0; r < replicas; ++r) out.push_back(stage_rank(stage) + r * layout.ep * layout.tp);
+  for (int st : replica_stages(stage))
+    for (int r = 0; r < replicas; ++r) out.push_back(stage_rank(st) + r * layout.ep * layout.tp);
   return out;
 }
 

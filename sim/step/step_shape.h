@@ -50,14 +50,19 @@ struct StepShape {
   // Sorted members of the groups of a stage's representative rank.
   std::vector<int> tensor_group(int stage) const;
   std::vector<int> context_group(int stage) const;
+  // The gradient groups: DualPipe's stages s and p - 1 - s hold the same two model parts, so
+  // their replicas are one group (2 dp x cp, 2 cp x dp / ep) that sums both copies' gradients.
   std::vector<int> data_group(int stage) const;         // the dense blocks' data-parallel ranks (dp x cp)
   std::vector<int> expert_group(int stage) const;       // ep ranks inside cp x dp
   std::vector<int> expert_data_group(int stage) const;  // cp x dp / ep replicas of the experts
+  // The stages whose ranks hold stage `stage`'s parameters: itself, and for DualPipe its mirror.
+  std::vector<int> replica_stages(int stage) const;
 };
 
 // What the memory accounting needs of a shape: the activations' layout, the model states'
 // layout (the dense data-parallel group is cp x dp; the experts' replicas cp x dp / ep), and the
-// layers each stage holds (its parts', in forward order).
+// layers each stage holds (its parts', in forward order; DualPipe's two chunks hold parts s and
+// p - 1 - s, so every layer is held by two stages and both end stages hold both model ends).
 ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec);
 TrainingLayout states_layout(const StepShape& shape, int zero_stage);
 std::vector<std::vector<int>> stage_layers(const StepShape& shape);

@@ -37,8 +37,9 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
   r.stage = stage;
   r.rank = sg.shape.stage_rank(stage);
   r.model_state_bytes = sg.model_state_bytes[static_cast<std::size_t>(stage)];
-  for (int p = stage; p < sg.shape.num_parts(); p += sg.shape.stages())
-    r.layers += sg.shape.parts[static_cast<std::size_t>(p)].layers;
+  // The layers of every chunk the stage holds (DualPipe's two hold parts s and p - 1 - s).
+  for (int c = 0; c < chunks_per_stage(sg.shape.schedule, sg.shape.pipeline); ++c)
+    r.layers += sg.shape.parts[static_cast<std::size_t>(model_part(sg.shape.schedule, sg.shape.pipeline, stage, c))].layers;
   r.compute_busy_ns = union_length(std::move(intervals.compute));
   r.bubble_ns = step_ns - union_length(std::move(intervals.busy));
   MOESIM_CHECK(m.rank == r.rank, "stage metrics of another rank");

@@ -1,11 +1,13 @@
 // The bundled model and cluster presets the whole-step tests use (models/*.yaml, and cluster
-// presets grown or shrunk to a GPU count), read from the source tree, and a small layout.
+// presets grown or shrunk to a GPU count), read from the source tree, a small layout, and the
+// InputError a step spec is refused with.
 #pragma once
 
 #include <string>
 
+#include "sim/core/error.h"
 #include "sim/spec/loader.h"
-#include "sim/spec/step_spec.h"
+#include "sim/step/step_graph.h"
 
 namespace moesim::testing {
 
@@ -24,9 +26,9 @@ inline ClusterSpec cluster_preset(const std::string& file, int gpus) {
                    SourceLocation{}, "--gpus");
 }
 
-// 16 GPUs as tp 2, pp 4, dp 2; global batch 16 of 1,024-token sequences, micro-batch 1: 8
-// microbatches per pipeline.
-inline StepSpec tp2_pp4_step() {
+// GPT-1.7B (24 layers, 24 heads) on 16 GPUs: tp 2, pp 4, dp 2, 8 microbatches per pipeline of one
+// 1,024-token sequence.
+inline StepSpec small_gpt_step() {
   StepSpec s;
   s.layout.gpus = 16;
   s.layout.tp = 2;
@@ -35,6 +37,16 @@ inline StepSpec tp2_pp4_step() {
   s.micro_batch = 1;
   s.seq = 1024;
   return s;
+}
+
+// What build_step_graph refuses `spec` with on the A100 cluster, or "" when it builds.
+inline std::string step_error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
+  try {
+    build_step_graph(model_preset(model), a100_cluster(spec.layout.gpus), spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace moesim::testing

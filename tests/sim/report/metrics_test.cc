@@ -84,7 +84,7 @@ TEST(StepMetrics, CriticalRankIsTheLastToFinish) {
 // with tensor-parallel and data-parallel collectives on several ranks).
 TEST(StepMetrics, ManyRanksInOneWalkEqualOneWalkEach) {
   const SimulatedStep sim = simulate_training_step(testing::model_preset("gpt-1.7b"),
-                                                   testing::cluster_preset("dgx-a100-80gb-hdr", 16), testing::tp2_pp4_step());
+                                                   testing::cluster_preset("dgx-a100-80gb-hdr", 16), testing::small_gpt_step());
   // The simulated rank of each stage (the others are represented by them), asked out of order.
   const StepShape& shape = sim.graph.shape;
   const std::vector<int> ranks{shape.stage_rank(2), shape.stage_rank(0), shape.stage_rank(3), shape.stage_rank(1)};

@@ -22,14 +22,16 @@ namespace {
 using testing::kAllSchedules;
 using testing::legal_shapes;
 
-// "F0 B0 ..." (or "F0.1" with the chunk, for interleaved programs): the programs below are
-// written in this form so that they read like the schedules' figures.
+// "F0 B0 ..." (or "F0.1" with the chunk, for interleaved programs; "F3+" a forward overlapped
+// with the backward after it): the programs below are written in this form so that they read
+// like the schedules' figures.
 std::string text(const std::vector<PipeAction>& program, bool with_chunks = false) {
   std::string out;
   for (const PipeAction& a : program) {
     if (!out.empty()) out += ' ';
     out += std::string(to_string(a.work)) + std::to_string(a.microbatch);
     if (with_chunks) out += "." + std::to_string(a.chunk);
+    if (a.overlaps_next) out += '+';
   }
   return out;
 }
@@ -43,7 +45,7 @@ std::vector<std::string> texts(PipelineSchedule schedule, const PipelineShape& s
 }
 
 TEST(PipelineScheduleNames, RoundTripAndList) {
-  EXPECT_THAT(pipeline_schedule_names(), ::testing::ElementsAre("gpipe", "1f1b", "interleaved", "zb-h1"));
+  EXPECT_THAT(pipeline_schedule_names(), ::testing::ElementsAre("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"));
   for (PipelineSchedule s : kAllSchedules) EXPECT_EQ(parse_pipeline_schedule(to_string(s)), s);
   EXPECT_EQ(parse_pipeline_schedule("1F1B"), std::nullopt);
   EXPECT_EQ(parse_pipeline_schedule("zb-h2"), std::nullopt);
@@ -75,6 +77,15 @@ const ProblemCase kProblems[] = {
      "interleaved needs microbatches divisible by stages (Megatron-LM's rule): 6 microbatches, 4 stages"},
     {PipelineSchedule::kOneFOneB, {1024, 1, 8192},
      "stages x virtual_stages x microbatches must be at most 4194304 (got 1024 x 1 x 8192)"},
+    {PipelineSchedule::kDualPipe, {3, 1, 12},
+     "dualpipe needs an even number of stages (got 3): stages s and stages - 1 - s hold the same two model parts"},
+    {PipelineSchedule::kDualPipe, {4, 2, 16},
+     "dualpipe runs its own two chunks per stage, one per direction: virtual_stages must be 1 (got 2)"},
+    {PipelineSchedule::kDualPipe, {4, 1, 6},
+     "dualpipe needs an even number of microbatches, at least 2 x stages (DualPipe's rule): 6 microbatches, 4 stages"},
+    {PipelineSchedule::kDualPipe, {4, 1, 9},
+     "dualpipe needs an even number of microbatches, at least 2 x stages (DualPipe's rule): 9 microbatches, 4 stages"},
+    {PipelineSchedule::kDualPipe, {4, 1, 8}, ""},
     // Fewer microbatches than stages is legal without interleaving (the pipeline never fills).
     {PipelineSchedule::kOneFOneB, {8, 1, 3}, ""},
     {PipelineSchedule::kInterleaved, {2, 4, 2}, ""},
@@ -122,6 +133,17 @@ const WrittenOut kWrittenOut[] = {
      {3, 1, 4},
      {"F0 F1 F2 Bi0 W0 F3 Bi1 W1 Bi2 W2 Bi3 W3", "F0 F1 Bi0 F2 Bi1 W0 F3 Bi2 W1 Bi3 W2 W3",
       "F0 Bi0 F1 Bi1 F2 Bi2 W0 F3 Bi3 W1 W2 W3"}},
+    // deepseek-ai/DualPipe's DualPipe.step, phase by phase (step 1 nF0, 2 nF0F1, 3 nB1W1F1, 4
+    // nF0B1F1B0, 5 nB1F1B0, 6 nB1B0, 7 nWB0, 8 nW); microbatches 0 .. m/2 - 1 enter at stage 0,
+    // the rest at the last stage; stage p - 1 - s runs stage s's program with the directions
+    // swapped. The middle stages' first F0 B1 of step 4 is not overlapped, as in the reference.
+    {"DualPipe, 2 stages", PipelineSchedule::kDualPipe, {2, 1, 4},
+     {"F0 F2 F1 B2 F3+ B0 B3 Bi1 W1", "F2 F0 F3 B0 F1+ B2 B1 Bi3 W3"}},
+    {"DualPipe, 4 stages", PipelineSchedule::kDualPipe, {4, 1, 8},
+     {"F0 F1 F2 F4 Bi4 W4 F5 F3+ B5 F6+ B0 B6 F7+ B1 B7 Bi2 W2 Bi3 W3",
+      "F0 F4 F1 F5 F2 B4 F6+ B0 F3+ B5 F7+ B1 B6 B2 Bi7 Bi3 W7 W3",
+      "F4 F0 F5 F1 F6 B0 F2+ B4 F7+ B1 F3+ B5 B2 B6 Bi3 Bi7 W3 W7",
+      "F4 F5 F6 F0 Bi0 W0 F1 F7+ B1 F2+ B4 B2 F3+ B5 B3 Bi6 W6 Bi7 W7"}},
 };
 
 TEST(PipelineSchedulePrograms, SmallShapesInThePublishedOrders) {
@@ -141,6 +163,7 @@ std::vector<PipeWork> passes_of(PipelineSchedule schedule) {
 
 TEST(PipelineSchedulePrograms, HoldEachPassOfEachMicrobatchAndChunkOnce) {
   for (PipelineSchedule schedule : kAllSchedules) {
+    if (schedule == PipelineSchedule::kDualPipe) continue;  // its own test below
     for (const PipelineShape& shape : legal_shapes(schedule)) {
       SCOPED_TRACE(std::string(to_string(schedule)) + " p=" + std::to_string(shape.stages) +
                    " v=" + std::to_string(shape.virtual_stages) + " m=" + std::to_string(shape.microbatches));
@@ -161,6 +184,35 @@ TEST(PipelineSchedulePrograms, HoldEachPassOfEachMicrobatchAndChunkOnce) {
   }
 }
 
+// DualPipe: each stage runs every microbatch through the chunk of its direction (chunk 0 for the
+// first half, 1 for the second), once forward and once backward, whole (B) or split (Bi then W);
+// an overlapped forward is always followed by a backward of the other direction.
+TEST(PipelineSchedulePrograms, DualPipeHoldsEachMicrobatchOnceInItsDirection) {
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipe)) {
+    SCOPED_TRACE("p=" + std::to_string(shape.stages) + " m=" + std::to_string(shape.microbatches));
+    for (const auto& program : stage_programs(PipelineSchedule::kDualPipe, shape)) {
+      std::map<std::pair<PipeWork, int>, int> seen;
+      for (std::size_t i = 0; i < program.size(); ++i) {
+        const PipeAction& a = program[i];
+        ASSERT_EQ(a.chunk, a.microbatch < shape.microbatches / 2 ? 0 : 1);
+        ++seen[{a.work, a.microbatch}];
+        if (!a.overlaps_next) continue;
+        ASSERT_EQ(a.work, PipeWork::kForward);
+        ASSERT_LT(i + 1, program.size());
+        ASSERT_TRUE(program[i + 1].work == PipeWork::kBackward || program[i + 1].work == PipeWork::kBackwardInput);
+        ASSERT_NE(program[i + 1].chunk, a.chunk);
+      }
+      for (int mb = 0; mb < shape.microbatches; ++mb) {
+        ASSERT_EQ((seen[{PipeWork::kForward, mb}]), 1);
+        const int whole = seen[{PipeWork::kBackward, mb}];
+        const int input = seen[{PipeWork::kBackwardInput, mb}];
+        ASSERT_EQ(whole + input, 1);
+        ASSERT_EQ((seen[{PipeWork::kBackwardWeight, mb}]), input);
+      }
+    }
+  }
+}
+
 TEST(PipelineScheduleParts, InterleavingDealsPartsRoundRobin) {
   const PipelineShape shape{4, 2, 8};
   EXPECT_EQ(num_model_parts(PipelineSchedule::kInterleaved, shape), 8);
@@ -174,8 +226,10 @@ TEST(PipelineScheduleParts, InterleavingDealsPartsRoundRobin) {
 
 TEST(PipelineScheduleParts, PlaceOfInvertsModelPartOnEveryShape) {
   for (PipelineSchedule schedule : kAllSchedules) {
+    if (schedule == PipelineSchedule::kDualPipe) continue;  // its own test below
     for (const PipelineShape& shape : legal_shapes(schedule)) {
       ASSERT_EQ(num_model_parts(schedule, shape), shape.stages * shape.virtual_stages);
+      ASSERT_EQ(chunks_per_stage(schedule, shape), shape.virtual_stages);
       for (int s = 0; s < shape.stages; ++s) {
         for (int c = 0; c < shape.virtual_stages; ++c) {
           const int part = model_part(schedule, shape, s, c);
@@ -187,11 +241,33 @@ TEST(PipelineScheduleParts, PlaceOfInvertsModelPartOnEveryShape) {
   }
 }
 
+// DualPipe: p parts; stage s's chunk 0 holds part s and its chunk 1 part p - 1 - s (so stages s
+// and p - 1 - s hold the same two parts); the first half of the microbatches runs part q on
+// stage q, the second half on stage p - 1 - q.
+TEST(PipelineScheduleParts, DualPipeHoldsEveryPartTwiceAndFeedsFromBothEnds) {
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipe)) {
+    const int p = shape.stages;
+    const int m = shape.microbatches;
+    ASSERT_EQ(num_model_parts(PipelineSchedule::kDualPipe, shape), p);
+    ASSERT_EQ(chunks_per_stage(PipelineSchedule::kDualPipe, shape), 2);
+    for (int s = 0; s < p; ++s) {
+      ASSERT_EQ(model_part(PipelineSchedule::kDualPipe, shape, s, 0), s);
+      ASSERT_EQ(model_part(PipelineSchedule::kDualPipe, shape, s, 1), p - 1 - s);
+      ASSERT_EQ(place_of(PipelineSchedule::kDualPipe, shape, 0, s), (PartPlace{s, 0}));
+      ASSERT_EQ(place_of(PipelineSchedule::kDualPipe, shape, m / 2 - 1, s), (PartPlace{s, 0}));
+      ASSERT_EQ(place_of(PipelineSchedule::kDualPipe, shape, m / 2, s), (PartPlace{p - 1 - s, 1}));
+      ASSERT_EQ(place_of(PipelineSchedule::kDualPipe, shape, m - 1, s), (PartPlace{p - 1 - s, 1}));
+    }
+  }
+  EXPECT_THROW(model_part(PipelineSchedule::kDualPipe, {4, 1, 8}, 0, 2), InternalError);
+}
+
 // Peaks of forwards done minus backwards done per stage (pairs (microbatch, chunk) for
 // interleaving): 1F1B min(p - s, m); GPipe m; interleaved Megatron-LM's warmup plus the one
 // forward before the first backward, min(w + 1, v m) with w = min(2 (p - s - 1) + (v - 1) p, v m)
 // (Megatron-LM's max_outstanding_backprops); ZB-H1 1F1B's count up to Bi, and min(p, m) -- the
-// first stage's 1F1B peak -- on every stage up to W.
+// first stage's 1F1B peak -- on every stage up to W; DualPipe p + 1 chunks' activations on every
+// stage (Table 2 of the DeepSeek-V3 report: "PP + 1").
 TEST(PipelineSchedulePeaks, InFlightMicrobatchesPerStage) {
   for (PipelineSchedule schedule : kAllSchedules) {
     for (const PipelineShape& shape : legal_shapes(schedule)) {
@@ -212,6 +288,7 @@ TEST(PipelineSchedulePeaks, InFlightMicrobatchesPerStage) {
             break;
           }
           case PipelineSchedule::kZeroBubbleH1: EXPECT_EQ(peak, (InFlightPeak{std::min(p - s, m), std::min(p, m)})); break;
+          case PipelineSchedule::kDualPipe: EXPECT_EQ(peak, (InFlightPeak{p + 1, p + 1})); break;
         }
       }
     }

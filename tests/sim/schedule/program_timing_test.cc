@@ -95,6 +95,74 @@ TEST(ProgramTiming, ZeroBubbleH1BubbleIsAThirdOfOneFOneBs) {
   }
 }
 
+// DualPipe (DeepSeek-V3 report Table 2; deepseek-ai/DualPipe's README): bubble
+// (p/2 - 1)(F&B + B - 3W) with B the whole backward (Bi + W) and F&B the overlapped pair, here
+// F + B (one pass at a time). Pass times with F <= Bi and W <= Bi (a backward pass is the longest,
+// as in a transformer); outside that range the closed form no longer holds (it can go negative).
+const PassTimes kDualPipeTimes[] = {{1, 2, 1, 1}, {10, 20, 13, 7}, {2, 4, 3, 1}, {1, 3, 2, 1}, {3, 6, 3, 3}};
+
+double dualpipe_formula(const PipelineShape& shape, const PassTimes& t) {
+  return (shape.stages / 2 - 1) * ((t.forward + t.backward) + t.backward - 3 * t.backward_weight);
+}
+
+std::string with_times(const PipelineShape& shape, const PassTimes& t) {
+  return name(PipelineSchedule::kDualPipe, shape) + " F=" + std::to_string(t.forward) +
+         " Bi=" + std::to_string(t.backward_input) + " W=" + std::to_string(t.backward_weight);
+}
+
+// The report's Figure 5 overlaps every forward that a backward of the other direction follows;
+// the reference code leaves the middle stages' first such pair of its main phase apart. With
+// every pair overlapped each stage idles exactly the published bubble, on every legal shape.
+TEST(ProgramTiming, DualPipeWithEveryPairOverlappedIdlesThePublishedBubble) {
+  for (const PassTimes& t : kDualPipeTimes) {
+    for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipe)) {
+      SCOPED_TRACE(with_times(shape, t));
+      auto programs = stage_programs(PipelineSchedule::kDualPipe, shape);
+      for (auto& program : programs)
+        for (std::size_t i = 0; i + 1 < program.size(); ++i)
+          if (program[i].work == PipeWork::kForward && program[i + 1].work != PipeWork::kForward &&
+              program[i + 1].chunk != program[i].chunk)
+            program[i].overlaps_next = true;
+      const ProgramTiming timing = time_programs(PipelineSchedule::kDualPipe, shape, programs, t);
+      for (double busy : timing.busy) EXPECT_EQ(timing.makespan - busy, dualpipe_formula(shape, t));
+    }
+  }
+}
+
+// The reference's order ("we don't overlap these two chunks to further reduce bubble size"): never
+// more than the published bubble, the same where F = Bi, and less where Bi > F (by 3 = Bi - F per
+// p/2 - 1 with F = 10, Bi = 13, W = 7: 26 instead of 29 on 4 stages).
+TEST(ProgramTiming, DualPipeIdlesAtMostThePublishedBubble) {
+  for (const PassTimes& t : kDualPipeTimes) {
+    for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipe)) {
+      SCOPED_TRACE(with_times(shape, t));
+      const ProgramTiming timing = time_schedule(PipelineSchedule::kDualPipe, shape, t);
+      for (double busy : timing.busy) {
+        EXPECT_LE(timing.makespan - busy, dualpipe_formula(shape, t));
+        if (t.forward == t.backward_input) {
+          EXPECT_EQ(timing.makespan - busy, dualpipe_formula(shape, t));
+        }
+      }
+    }
+  }
+  const ProgramTiming t = time_schedule(PipelineSchedule::kDualPipe, {4, 1, 8}, {10, 20, 13, 7});
+  for (double busy : t.busy) EXPECT_EQ(t.makespan - busy, 26);
+}
+
+// The overlapped pair is launched together: without that (each pass starting as soon as its own
+// input is in, as in the whole step's event simulation) the unit-time bubble is p/2 - 1, half the
+// published 2 (p/2 - 1).
+TEST(ProgramTiming, DualPipePairsLaunchTogether) {
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipe)) {
+    SCOPED_TRACE(name(PipelineSchedule::kDualPipe, shape));
+    auto programs = stage_programs(PipelineSchedule::kDualPipe, shape);
+    for (auto& program : programs)
+      for (PipeAction& a : program) a.overlaps_next = false;
+    const ProgramTiming t = time_programs(PipelineSchedule::kDualPipe, shape, programs, {});
+    for (double busy : t.busy) EXPECT_EQ(t.makespan - busy, shape.stages / 2 - 1);
+  }
+}
+
 TEST(ProgramTiming, StartsFollowDependenciesAndStageOrder) {
   // 1F1B, p = 2, m = 2: stage 0's B0 waits for stage 1's B0 (ends at 4), its B1 for stage 1's
   // B1 (ends at 7); stage 1's F1 waits for its own B0.

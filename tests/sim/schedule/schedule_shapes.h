@@ -9,7 +9,8 @@
 namespace moesim::testing {
 
 inline constexpr PipelineSchedule kAllSchedules[] = {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB,
-                                                     PipelineSchedule::kInterleaved, PipelineSchedule::kZeroBubbleH1};
+                                                     PipelineSchedule::kInterleaved, PipelineSchedule::kZeroBubbleH1,
+                                                     PipelineSchedule::kDualPipe};
 
 inline std::vector<PipelineShape> legal_shapes(PipelineSchedule schedule) {
   std::vector<PipelineShape> out;

@@ -92,8 +92,10 @@ TEST(StepEstimate, IsTheSimulationItselfWhenTheSampleIsTheWholeStep) {
 
 TEST(StepEstimate, RefusesZeroBubbleSchedules) {
   StepSpec spec = spec_of({"gpt-1.7b", 16, 2, 1, 4, 1, 16, 1, Recompute::kNone, 0});
-  spec.schedule = PipelineSchedule::kZeroBubbleH1;
-  EXPECT_THROW(estimate_training_step(preset("gpt-1.7b"), cluster(16), spec), InputError);
+  for (PipelineSchedule schedule : {PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe}) {
+    spec.schedule = schedule;
+    EXPECT_THROW(estimate_training_step(preset("gpt-1.7b"), cluster(16), spec), InputError) << to_string(schedule);
+  }
 }
 
 }  // namespace

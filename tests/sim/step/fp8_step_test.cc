@@ -13,7 +13,7 @@ namespace moesim {
 namespace {
 
 SimulatedStep simulate(DType precision) {
-  StepSpec s = testing::tp2_pp4_step();
+  StepSpec s = testing::small_gpt_step();
   s.gemm_precision = precision;
   return simulate_training_step(testing::model_preset("gpt-1.7b"), testing::cluster_preset("dgx-h100-ndr", 16), s);
 }

@@ -8,32 +8,19 @@
 #include <string>
 
 #include "sim/memory/activations.h"
-#include "sim/spec/loader.h"
 #include "sim/step/step_simulation.h"
+#include "tests/sim/step_presets.h"
 
 namespace moesim {
 namespace {
 
-ModelSpec preset(const std::string& name) {
-  return load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/models/" + name + ".yaml");
+constexpr auto& preset = testing::model_preset;
+constexpr auto& cluster = testing::a100_cluster;
+std::string error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
+  return testing::step_error_of(spec, model);
 }
 
-ClusterSpec cluster(int gpus) {
-  const ClusterSpec c = load_hardware_spec(std::string(MOESIM_SOURCE_DIR) + "/hardware/clusters/dgx-a100-80gb-hdr.yaml");
-  return with_gpus(c, gpus, SourceLocation{}, "--gpus");
-}
-
-// GPT-1.7B (24 layers, 24 heads) on 16 GPUs: tp 2, pp 4, dp 2, 8 microbatches per pipeline.
-StepSpec small_step() {
-  StepSpec s;
-  s.layout.gpus = 16;
-  s.layout.tp = 2;
-  s.layout.pp = 4;
-  s.global_batch = 16;
-  s.micro_batch = 1;
-  s.seq = 1024;
-  return s;
-}
+constexpr auto& small_step = testing::small_gpt_step;
 
 int count_tasks(const TaskGraph& g, const std::string& id_part) {
   int n = 0;
@@ -41,55 +28,46 @@ int count_tasks(const TaskGraph& g, const std::string& id_part) {
   return n;
 }
 
-std::string error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
-  try {
-    build_step_graph(preset(model), cluster(spec.layout.gpus), spec);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(TrainingStepLayout, RefusesEachRuleNamingTheFlag) {
   StepSpec s = small_step();
   s.layout.tp = 5;
   s.layout.gpus = 40;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--tp 5 does not divide the 24 attention heads"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--tp 5 does not divide the 24 attention heads"));
   s = small_step();
   s.layout.pp = 8;
   s.layout.vpp = 2;
   s.layout.gpus = 32;
   s.global_batch = 16;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--pp x --vpp = 16 does not divide the 24 layers"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--pp x --vpp = 16 does not divide the 24 layers"));
   s = small_step();
   s.global_batch = 15;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--global-batch 15 is not divisible by --micro-batch x data-parallel size = 1 x 2"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--global-batch 15 is not divisible by --micro-batch x data-parallel size = 1 x 2"));
   s = small_step();
   s.layout.pp = 1;
   s.layout.vpp = 2;
   s.layout.tp = 8;
   s.layout.gpus = 8;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--vpp 2 needs --pp > 1"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--vpp 2 needs --pp > 1"));
   s = small_step();
   s.layout.cp = 2;
   s.layout.gpus = 32;
   s.seq = 1026;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--seq 1026 is not divisible by 2 x --cp = 4"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--seq 1026 is not divisible by 2 x --cp = 4"));
   s = small_step();
   s.layout.tp = 1;
   s.layout.gpus = 8;
   s.sequence_parallel = true;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--sequence-parallel needs --tp > 1"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--sequence-parallel needs --tp > 1"));
   s = small_step();
   s.layout.ep = 2;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--ep 2 needs a model with MoE layers"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--ep 2 needs a model with MoE layers"));
   s = small_step();
   s.schedule = PipelineSchedule::kZeroBubbleH1;
   s.recompute = Recompute::kFull;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--schedule zb-h1 with --recompute full"));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--schedule zb-h1 with --recompute full"));
   s = small_step();
   s.schedule = PipelineSchedule::kInterleaved;
-  EXPECT_THAT(error_of(s), testing::HasSubstr("--schedule interleaved: "));
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--schedule interleaved: "));
   s = small_step();
   s.layout.gpus = 24;
   EXPECT_THROW(
@@ -97,7 +75,7 @@ TEST(TrainingStepLayout, RefusesEachRuleNamingTheFlag) {
         try {
           build_step_graph(preset("gpt-1.7b"), cluster(16), s);
         } catch (const InputError& e) {
-          EXPECT_THAT(e.what(), testing::HasSubstr("differs from the cluster's 16"));
+          EXPECT_THAT(e.what(), ::testing::HasSubstr("differs from the cluster's 16"));
           throw;
         }
       },
@@ -117,7 +95,7 @@ TEST(TrainingStepLayout, DerivesDataParallelSizeAndMicrobatches) {
 
 TEST(TrainingStep, RespectsDependenciesAndBoundsTheStepByItsTasks) {
   for (const PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB,
-                                          PipelineSchedule::kZeroBubbleH1}) {
+                                          PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe}) {
     StepSpec s = small_step();
     s.schedule = schedule;
     const SimulatedStep sim = simulate_training_step(preset("gpt-1.7b"), cluster(16), s);
@@ -330,9 +308,9 @@ TEST(TrainingStepSplit, PartLayersGiveAnUnevenSplitWithTheSameModelStates) {
   EXPECT_EQ(b.stages[0].layers, 5);
   EXPECT_EQ(b.stages[1].layers, 7);
   uneven.part_layers = {5, 7, 7, 6};
-  EXPECT_THAT(error_of(uneven), testing::HasSubstr("--part-layers sums to 25 layers; GPT-1.7B has 24"));
+  EXPECT_THAT(error_of(uneven), ::testing::HasSubstr("--part-layers sums to 25 layers; GPT-1.7B has 24"));
   uneven.part_layers = {12, 12};
-  EXPECT_THAT(error_of(uneven), testing::HasSubstr("--part-layers lists 2 parts; --pp x --vpp = 4"));
+  EXPECT_THAT(error_of(uneven), ::testing::HasSubstr("--part-layers lists 2 parts; --pp x --vpp = 4"));
 }
 
 // DeepSeek-V3: 61 layers (3 dense), MLA, 256 experts, one multi-token prediction module on the
