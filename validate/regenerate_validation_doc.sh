@@ -18,7 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 moesim=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 mode=${2:-}
 doc="$root/docs/validation.md"
-fast_steps=korthikanti-2022-step-times:GPT-22B,narayanan-2021-weak-scaling:GPT-1.7B,narayanan-2021-weak-scaling:GPT-3.6B,narayanan-2021-weak-scaling:GPT-7.5B,narayanan-2021-weak-scaling:GPT-18B,narayanan-2021-weak-scaling:GPT-39B,public-step-times
+fast_steps=korthikanti-2022-step-times:GPT-22B,narayanan-2021-weak-scaling:GPT-1.7B,narayanan-2021-weak-scaling:GPT-3.6B,narayanan-2021-weak-scaling:GPT-7.5B,narayanan-2021-weak-scaling:GPT-18B,narayanan-2021-weak-scaling:GPT-39B,public-step-times,megatron-bridge-blackwell,modelzoo-qwen3-long-context,megatron-bridge-h100:Qwen3_30B_a3B,megatron-bridge-h100:3,megatron-bridge-h100:6,megatron-bridge-h100:7,megatron-bridge-h100:9,megatron-bridge-h100:12,megatron-bridge-h100:13,megatron-bridge-h100:14,megatron-bridge-h100:15,megatron-bridge-h100:16,megatron-bridge-h100:17,megatron-bridge-h100:18,modelzoo-qwen3-h100:2,modelzoo-qwen3-h100:3,modelzoo-qwen3-h100:4,modelzoo-qwen3-h100:5,modelzoo-qwen3-h100:7
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -1,6 +1,7 @@
 #include "validate/step_data.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <sstream>
 
@@ -29,7 +30,8 @@ StepMeasure parse_measure(const YamlValue& v) {
   const std::string s = v.as_string();
   if (s == "iteration-time") return StepMeasure::kIterationTime;
   if (s == "tflops-per-gpu") return StepMeasure::kTflopsPerGpu;
-  v.fail("must be iteration-time or tflops-per-gpu");
+  if (s == "tokens-per-s-per-gpu") return StepMeasure::kTokensPerSPerGpu;
+  v.fail("must be iteration-time, tflops-per-gpu or tokens-per-s-per-gpu");
 }
 
 std::vector<StepModelMapping> read_models(const YamlValue& v, bool default_overlap) {
@@ -82,6 +84,7 @@ class RowCells {
       : columns_(columns), cells_(std::move(cells)), at_(std::move(at)) {}
   const SourceLocation& at() const { return at_; }
   bool has(const char* column) const { return !get(column).empty(); }
+  bool has_column(const char* column) const { return columns_.count(column) > 0; }
   std::string get(const char* column) const {
     const auto it = columns_.find(column);
     return it == columns_.end() ? std::string() : cells_[it->second];
@@ -95,20 +98,43 @@ class RowCells {
   SourceLocation at_;
 };
 
+// "2 3 3 ... 2": the layers of each of the row's pp x vpp model parts, in forward order.
+std::vector<int> read_part_layers(const RowCells& c, int parts) {
+  std::istringstream in(c.get("part_layers"));
+  std::vector<int> out;
+  for (std::string item; in >> item;) out.push_back(static_cast<int>(whole_cell(item, c.at(), "part_layers", 0)));
+  if (static_cast<int>(out.size()) != parts)
+    throw InputError(c.at(), "part_layers lists " + std::to_string(out.size()) + " parts; pipeline_parallel x virtual stages = " +
+                                 std::to_string(parts));
+  return out;
+}
+
+// The precision column: bf16, or an FP8 recipe (fp8, fp8-cs, fp8-blockwise), case-insensitive.
+bool read_fp8(const RowCells& c) {
+  std::string p = c.get("precision");
+  std::transform(p.begin(), p.end(), p.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (p == "bf16") return false;
+  if (p == "fp8" || p == "fp8-cs" || p == "fp8-blockwise") return true;
+  throw InputError(c.at(), "precision '" + c.get("precision") + "' is not bf16, fp8, fp8-cs or fp8-blockwise");
+}
+
 void read_layout(const RowCells& c, StepRow& r) {
   r.gpus = static_cast<int>(c.whole("gpus", 1));
   if (r.gpus > kMaxRowGpus) throw InputError(c.at(), "gpus " + c.get("gpus") + " is more than " + std::to_string(kMaxRowGpus));
   r.tp = static_cast<int>(c.whole("tensor_parallel", 1));
   r.pp = static_cast<int>(c.whole("pipeline_parallel", 1));
-  const std::int64_t model_parallel = std::int64_t{r.tp} * r.pp;
+  if (c.has("context_parallel")) r.cp = static_cast<int>(c.whole("context_parallel", 1));
+  if (c.has("expert_parallel")) r.ep = static_cast<int>(c.whole("expert_parallel", 1));
+  const std::int64_t model_parallel = std::int64_t{r.tp} * r.cp * r.pp;
+  const std::string named = r.cp > 1 ? "tensor_parallel x context_parallel x pipeline_parallel"
+                                      : "tensor_parallel x pipeline_parallel";
   if (r.gpus % model_parallel != 0)
-    throw InputError(c.at(), "gpus " + std::to_string(r.gpus) + " is not a multiple of tensor_parallel x pipeline_parallel = " +
+    throw InputError(c.at(), "gpus " + std::to_string(r.gpus) + " is not a multiple of " + named + " = " +
                                  std::to_string(model_parallel));
   if (c.has("data_parallel")) {
     r.dp = static_cast<int>(c.whole("data_parallel", 1));
     if (r.dp * model_parallel != r.gpus)
-      throw InputError(c.at(), "data_parallel " + std::to_string(r.dp) + " x tensor_parallel x pipeline_parallel is not gpus " +
-                                   std::to_string(r.gpus));
+      throw InputError(c.at(), "data_parallel " + std::to_string(r.dp) + " x " + named + " is not gpus " + std::to_string(r.gpus));
   }
   if (c.has("virtual_stages")) r.vpp = static_cast<int>(c.whole("virtual_stages", 1));
   if (c.has("layers_per_virtual_stage")) {
@@ -119,9 +145,16 @@ void read_layout(const RowCells& c, StepRow& r) {
                                    std::to_string(per) + " layer(s) on " + std::to_string(r.pp) + " pipeline stage(s)");
     r.vpp = static_cast<int>(r.layers / (r.pp * per));
   }
+  if (c.has("part_layers")) r.part_layers = read_part_layers(c, r.pp * r.vpp);
 }
 
 void read_method(const RowCells& c, StepRow& r) {
+  // Without the column the run was 16-bit (the dense datasets); with it, an empty cell is unstated.
+  r.precision_stated = c.has("precision");
+  if (r.precision_stated)
+    r.fp8 = read_fp8(c);
+  else if (c.has_column("precision"))
+    r.missing.push_back("no precision stated");
   if (c.has("micro_batch_size"))
     r.micro_batch = c.whole("micro_batch_size", 1);
   else
@@ -171,7 +204,12 @@ std::string resolve_in_folder(const StepDataset& d, const std::string& name, con
 }  // namespace
 
 const char* measure_column(StepMeasure m) {
-  return m == StepMeasure::kIterationTime ? "iteration_time_s" : "tflops_per_gpu";
+  switch (m) {
+    case StepMeasure::kIterationTime: return "iteration_time_s";
+    case StepMeasure::kTflopsPerGpu: return "tflops_per_gpu";
+    case StepMeasure::kTokensPerSPerGpu: return "tokens_per_s_per_gpu";
+  }
+  return "";
 }
 
 const StepModelMapping* StepDataset::model(const std::string& n) const {

@@ -7,8 +7,11 @@
 //   kind: training-steps
 //   title, source              what and where from (the folder's README.md has the details)
 //   file                       the CSV, relative to the folder
-//   measure                    iteration-time (column iteration_time_s, seconds per step) or
-//                              tflops-per-gpu (column tflops_per_gpu, 10^12 FLOP/s per GPU)
+//   measure                    iteration-time (column iteration_time_s, seconds per step),
+//                              tflops-per-gpu (column tflops_per_gpu, 10^12 FLOP/s per GPU, dense
+//                              models only: counted as Korthikanti et al. count them) or
+//                              tokens-per-s-per-gpu (column tokens_per_s_per_gpu: global batch x
+//                              sequence / (step time x GPUs))
 //   not_simulated              a reason no row can be simulated (then the keys below are optional)
 //   hardware                   a cluster preset or a .yaml file of the folder, scaled to each row's GPUs
 //   attention                  flash or unfused (StepSpec::attention)
@@ -23,8 +26,12 @@
 //
 // The CSV's columns are found by name (their order is free, others are ignored): model, gpus,
 // tensor_parallel, pipeline_parallel, global_batch_size, seq_len and the measure's column are
-// required; data_parallel (checked against gpus / (tp x pp)), micro_batch_size, virtual_stages or
-// layers_per_virtual_stage, sequence_parallel (yes/no), recompute (none/selective/full),
+// required; data_parallel (checked against gpus / (tp x cp x pp)), micro_batch_size, virtual_stages or
+// layers_per_virtual_stage, expert_parallel, context_parallel, precision (bf16, or fp8, fp8-cs,
+// fp8-blockwise: every FP8 recipe is moesim's fp8 GEMMs; case-insensitive; an empty cell is a
+// row that cannot be simulated, no column a 16-bit run), part_layers (the layers
+// of each of the pp x vpp model parts, space-separated, for an uneven split), sequence_parallel
+// (yes/no), recompute (none/selective/full),
 // attention_heads, hidden_size, layers, vocab_size (checked against the preset) and
 // throughput_increase_pct (the published speed-up) are read where present. A row the source
 // leaves incomplete (no measurement, micro-batch or recomputation stated) is kept with the reason
@@ -44,7 +51,7 @@ namespace moesim::validate {
 
 inline constexpr const char* kStepSourceFile = "steps.yaml";
 
-enum class StepMeasure { kIterationTime, kTflopsPerGpu };
+enum class StepMeasure { kIterationTime, kTflopsPerGpu, kTokensPerSPerGpu };
 const char* measure_column(StepMeasure m);
 
 struct StepModelMapping {
@@ -80,6 +87,10 @@ struct StepRow {
   int gpus = 0, tp = 1, pp = 1;
   int dp = 0;  // the data_parallel column; 0 where the CSV has none
   int vpp = 1;
+  int ep = 1, cp = 1;
+  bool fp8 = false;              // the precision column names an FP8 recipe
+  bool precision_stated = false;  // the row has a precision cell
+  std::vector<int> part_layers;  // empty: an even split
   std::int64_t global_batch = 0;
   std::int64_t micro_batch = 0;  // 0: not stated
   std::int64_t seq = 0;

@@ -56,6 +56,9 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   spec.layout.tp = row.tp;
   spec.layout.pp = row.pp;
   spec.layout.vpp = row.vpp;
+  spec.layout.ep = row.ep;
+  spec.layout.cp = row.cp;
+  spec.part_layers = row.part_layers;
   spec.global_batch = row.global_batch;
   spec.micro_batch = row.micro_batch;
   spec.seq = row.seq;
@@ -66,8 +69,9 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   // came in mid-2022 and reached Megatron later), so those runs computed QK^T, the masked softmax,
   // dropout and the product with V as separate kernels and kept the s x s tensors for backward.
   spec.attention = d.attention;
-  // fp16 or bf16 runs: both are 16-bit tensor-core math at the same peak on A100 and H100.
-  spec.gemm_precision = DType::kBf16;
+  // fp16 or bf16 runs: both are 16-bit tensor-core math at the same peak on A100 and H100. FP8
+  // runs (every recipe: current scaling, blockwise) are moesim's fp8 GEMMs.
+  spec.gemm_precision = row.fp8 ? DType::kFp8 : DType::kBf16;
   spec.overlap_grad_reduce = mapping.overlap_grad_reduce;
   return spec;
 }
@@ -89,6 +93,11 @@ PreparedStepRow prepare_step_row(const StepDataset& d, const StepRow& row) {
   const SourceLocation at{(d.dir / d.file).string(), row.line, 1};
   p.model = load_model_spec(resolve_dataset_model(d, mapping->preset, "models." + row.model));
   check_against_preset(row, p.model, mapping->preset, at);
+  // published_iteration_flops counts a dense GPT's FLOPs: an MoE row's TFLOP/s would be compared
+  // with a count the source did not use.
+  if (d.measure == StepMeasure::kTflopsPerGpu && p.model.has_moe_layers())
+    throw InputError(at, "model " + row.model + " is an MoE model (" + mapping->preset +
+                             "): tflops-per-gpu counts a dense model's FLOPs; give iteration-time or tokens-per-s-per-gpu");
   const ClusterSpec preset = load_hardware_spec(resolve_dataset_hardware(d, d.hardware, "hardware"));
   p.cluster = with_gpus(preset, row.gpus, at, "gpus");
   if (!c.not_simulated.empty()) return p;
@@ -111,6 +120,9 @@ StepComparison simulate_step_row(const StepDataset& d, const PreparedStepRow& p,
   c.fits = report.fits;
   if (d.measure == StepMeasure::kIterationTime) {
     c.simulated = c.simulated_step_s;
+  } else if (d.measure == StepMeasure::kTokensPerSPerGpu) {
+    const double tokens = static_cast<double>(p.spec.global_batch) * static_cast<double>(p.spec.seq);
+    c.simulated = tokens / (c.simulated_step_s * c.row.gpus);
   } else {
     // TFLOP/s as the source counts them; the error does not depend on the count: with the same
     // FLOPs on both sides it is measured time / simulated time - 1.
@@ -122,8 +134,8 @@ StepComparison simulate_step_row(const StepDataset& d, const PreparedStepRow& p,
 
 std::vector<SpeedupComparison> pair_speedups(const std::vector<StepComparison>& rows) {
   const auto same_run = [](const StepRow& a, const StepRow& b) {
-    return a.model == b.model && a.gpus == b.gpus && a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp &&
-           a.global_batch == b.global_batch && a.micro_batch == b.micro_batch && a.seq == b.seq;
+    return a.model == b.model && a.gpus == b.gpus && a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.ep == b.ep &&
+           a.cp == b.cp && a.fp8 == b.fp8 && a.part_layers == b.part_layers && a.global_batch == b.global_batch && a.micro_batch == b.micro_batch && a.seq == b.seq;
   };
   std::vector<SpeedupComparison> out;
   for (const StepComparison& sel : rows) {

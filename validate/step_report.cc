@@ -1,4 +1,5 @@
 // The text and CSV of `moesim validate steps` (validate/step_replay.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -15,35 +16,72 @@ std::string format(const char* fmt, double x) {
   return buf;
 }
 
-const char* unit(StepMeasure m) { return m == StepMeasure::kIterationTime ? "s" : "TF/s"; }
+const char* unit(StepMeasure m) {
+  switch (m) {
+    case StepMeasure::kIterationTime: return "s";
+    case StepMeasure::kTflopsPerGpu: return "TF/s";
+    case StepMeasure::kTokensPerSPerGpu: return "tok/s";
+  }
+  return "";
+}
 
-std::string layout_cells(const StepRow& r) {
-  char buf[160];
+const char* value_format(StepMeasure m) {
+  return m == StepMeasure::kIterationTime ? "%.3f" : m == StepMeasure::kTflopsPerGpu ? "%.1f" : "%.0f";
+}
+
+// The columns a dataset's table shows: the model names' width, and ep, cp and precision where a
+// row uses them (MoE datasets; the dense ones print as before).
+struct Columns {
+  int model_width = 10;
+  bool moe = false;
+};
+
+Columns columns_of(const StepDatasetReport& r) {
+  Columns c;
+  for (const StepComparison& s : r.rows) {
+    c.model_width = std::max(c.model_width, static_cast<int>(s.row.model.size()));
+    c.moe = c.moe || s.row.ep > 1 || s.row.cp > 1 || s.row.fp8 || !s.row.part_layers.empty();
+  }
+  return c;
+}
+
+std::string layout_cells(const StepRow& r, const Columns& k) {
+  char buf[200];
   const std::string mbs = r.micro_batch > 0 ? std::to_string(r.micro_batch) : "-";
-  std::snprintf(buf, sizeof buf, "%5d %-10s %5d %3d %3d %3d %4d %5lld %3s %-9s %-3s", r.line, r.model.c_str(), r.gpus, r.tp, r.pp,
-                r.vpp, r.gpus / (r.tp * r.pp), static_cast<long long>(r.global_batch), mbs.c_str(),
+  std::snprintf(buf, sizeof buf, "%5d %-*s %5d %3d %3d %3d %4d %5lld %3s %-9s %-3s", r.line, k.model_width, r.model.c_str(), r.gpus,
+                r.tp, r.pp, r.vpp, r.gpus / (r.tp * r.cp * r.pp), static_cast<long long>(r.global_batch), mbs.c_str(),
                 r.recompute ? std::string(to_string(*r.recompute)).c_str() : "-", r.sequence_parallel ? "yes" : "no");
-  return buf;
+  std::string cells = buf;
+  if (k.moe) {
+    std::snprintf(buf, sizeof buf, " %3d %3d %-4s", r.ep, r.cp, !r.precision_stated ? "-" : r.fp8 ? "fp8" : "bf16");
+    cells += buf;
+  }
+  return cells;
 }
 
 void print_rows(const StepDatasetReport& r, std::ostream& out) {
-  const bool tflops = r.dataset.measure == StepMeasure::kTflopsPerGpu;
-  char line[256];
-  std::snprintf(line, sizeof line, "   %5s %-10s %5s %3s %3s %3s %4s %5s %3s %-9s %-3s %9s %9s %8s %9s %4s\n", "line", "model", "GPUs",
-                "tp", "pp", "vpp", "dp", "GBS", "mbs", "recompute", "SP", (std::string("meas ") + unit(r.dataset.measure)).c_str(),
+  const Columns k = columns_of(r);
+  char line[320];
+  std::snprintf(line, sizeof line, "   %5s %-*s %5s %3s %3s %3s %4s %5s %3s %-9s %-3s", "line", k.model_width, "model", "GPUs", "tp",
+                "pp", "vpp", "dp", "GBS", "mbs", "recompute", "SP");
+  out << line;
+  if (k.moe) {
+    std::snprintf(line, sizeof line, " %3s %3s %-4s", "ep", "cp", "prec");
+    out << line;
+  }
+  std::snprintf(line, sizeof line, " %9s %9s %8s %9s %4s\n", (std::string("meas ") + unit(r.dataset.measure)).c_str(),
                 (std::string("sim ") + unit(r.dataset.measure)).c_str(), "error", "sim step", "fits");
   out << line;
   for (const StepComparison& c : r.rows) {
-    out << "   " << layout_cells(c.row);
+    out << "   " << layout_cells(c.row, k);
     char measured[32];
     std::snprintf(measured, sizeof measured, "%9s", c.row.measured ? c.row.measured_text.c_str() : "-");
     if (!c.not_simulated.empty()) {
       out << " " << measured << "  not simulated: " << c.not_simulated << "\n";
       continue;
     }
-    std::snprintf(line, sizeof line, " %s %9s %8s %8.3fs %4s\n", measured,
-                  format(tflops ? "%.1f" : "%.3f", c.simulated).c_str(), format("%+.1f%%", 100 * c.error()).c_str(),
-                  c.simulated_step_s, c.fits ? "yes" : "no");
+    std::snprintf(line, sizeof line, " %s %9s %8s %8.3fs %4s\n", measured, format(value_format(r.dataset.measure), c.simulated).c_str(),
+                  format("%+.1f%%", 100 * c.error()).c_str(), c.simulated_step_s, c.fits ? "yes" : "no");
     out << line;
   }
 }
@@ -131,13 +169,13 @@ void print_step_summary(const std::vector<StepDatasetReport>& reports, std::ostr
 }
 
 void write_step_csv(const std::vector<StepDatasetReport>& reports, std::ostream& out) {
-  out << "dataset,line,model,gpus,tp,pp,vpp,global_batch,micro_batch,recompute,sequence_parallel,measure,measured,"
+  out << "dataset,line,model,gpus,tp,pp,vpp,ep,cp,precision,global_batch,micro_batch,recompute,sequence_parallel,measure,measured,"
          "simulated,error,simulated_step_s,fits,status\n";
   for (const StepDatasetReport& r : reports)
     for (const StepComparison& c : r.rows) {
       const StepRow& w = c.row;
       out << r.dataset.name << "," << w.line << "," << w.model << "," << w.gpus << "," << w.tp << "," << w.pp << "," << w.vpp
-          << "," << w.global_batch << "," << (w.micro_batch > 0 ? std::to_string(w.micro_batch) : "") << "," << (w.recompute ? to_string(*w.recompute) : "") << ","
+          << "," << w.ep << "," << w.cp << "," << (!w.precision_stated ? "" : w.fp8 ? "fp8" : "bf16") << "," << w.global_batch << "," << (w.micro_batch > 0 ? std::to_string(w.micro_batch) : "") << "," << (w.recompute ? to_string(*w.recompute) : "") << ","
           << (w.sequence_parallel ? "yes" : "no") << "," << measure_column(r.dataset.measure) << ","
           << w.measured_text << ",";
       if (c.not_simulated.empty())
