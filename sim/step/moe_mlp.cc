@@ -91,55 +91,35 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
 }
 
-void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
-  if (d_.shared_ffn == 0) return;
+// An FFN's backward (fc2, its activation, fc1), as `batch` GEMMs of `gemm_rows` rows each over the
+// activation's `act_rows`: the shared experts (one GEMM over every token) or the routed ones (one
+// per local expert). A split backward runs the input gradients (B) and the weight gradients (W)
+// apart; a whole one puts the weight gradients beside the chain.
+void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnBackward& f) {
   const bool input = part != BackwardPart::kWeight;
   const bool weight = part != BackwardPart::kInput;
   const bool side = part == BackwardPart::kAll;
-  if (input) fp8_grad(chain, layer, "shared.fc2", d_.tokens * d_.hidden);
+  const auto task = [&](const std::string& what) { return name(layer, Pass::kBackward, f.what + what, f.what); };
+  if (input) fp8_grad(chain, layer, f.what + ".fc2", f.batch * f.gemm_rows * d_.hidden);
+  if (input) e_.kernel(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden));
+  if (weight) e_.kernel(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows), side);
   if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc2.dgrad", "shared"),
-              e_.gemm(1, d_.tokens, d_.shared_ffn, d_.hidden));
-  if (weight)
-    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc2.wgrad", "shared"),
-              e_.gemm(1, d_.shared_ffn, d_.hidden, d_.tokens), side);
-  if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "shared.act", "shared"),
-              e_.elementwise(d_.tokens * (d_.shared_fc1_out + d_.shared_ffn), d_.tokens * d_.shared_fc1_out));
-  if (input) fp8_grad(chain, layer, "shared.fc1", d_.tokens * d_.shared_fc1_out);
-  if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc1.dgrad", "shared"),
-              e_.gemm(1, d_.tokens, d_.hidden, d_.shared_fc1_out));
-  if (weight)
-    e_.kernel(chain, name(layer, Pass::kBackward, "shared.fc1.wgrad", "shared"),
-              e_.gemm(1, d_.hidden, d_.shared_fc1_out, d_.tokens), side);
+    e_.kernel(chain, task(".act"), e_.elementwise(f.act_rows * (f.fc1_out + f.ffn), f.act_rows * f.fc1_out));
+  if (input) fp8_grad(chain, layer, f.what + ".fc1", f.batch * f.gemm_rows * f.fc1_out);
+  if (input) e_.kernel(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out));
+  if (weight) e_.kernel(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows), side);
+}
+
+void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
+  if (d_.shared_ffn == 0) return;
+  ffn_backward(chain, layer, part, {"shared", 1, d_.tokens, d_.tokens, d_.shared_ffn, d_.shared_fc1_out});
 }
 
 void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part) {
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
-  const std::int64_t per_expert = d_.rows_per_local_expert(ep);
-  const std::int64_t rows = d_.rows_sent();
-  const bool input = part != BackwardPart::kWeight;
-  const bool weight = part != BackwardPart::kInput;
-  const bool side = part == BackwardPart::kAll;
-  const int E = d_.local_experts;
-  if (input) fp8_grad(chain, layer, "experts.fc2", E * per_expert * d_.hidden);
-  if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc2.dgrad", "experts"),
-              e_.gemm(E, per_expert, d_.expert_ffn, d_.hidden));
-  if (weight)
-    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc2.wgrad", "experts"),
-              e_.gemm(E, d_.expert_ffn, d_.hidden, per_expert), side);
-  if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "experts.act", "experts"),
-              e_.elementwise(rows * (d_.expert_fc1_out + d_.expert_ffn), rows * d_.expert_fc1_out));
-  if (input) fp8_grad(chain, layer, "experts.fc1", E * per_expert * d_.expert_fc1_out);
-  if (input)
-    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc1.dgrad", "experts"),
-              e_.gemm(E, per_expert, d_.hidden, d_.expert_fc1_out));
-  if (weight)
-    e_.kernel(chain, name(layer, Pass::kBackward, "experts.fc1.wgrad", "experts"),
-              e_.gemm(E, d_.hidden, d_.expert_fc1_out, per_expert), side);
+  ffn_backward(chain, layer, part,
+               {"experts", d_.local_experts, d_.rows_per_local_expert(ep), d_.rows_sent(), d_.expert_ffn,
+                d_.expert_fc1_out});
 }
 
 void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {

@@ -61,6 +61,15 @@ class MoeMlp {
   void fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
                  std::int64_t input_elems, const std::string& prefix);
   void fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems);
+  struct FfnBackward {
+    std::string what;             // "shared" or "experts": task names and the report's stage
+    std::int64_t batch = 1;       // GEMMs per launch
+    std::int64_t gemm_rows = 0;   // rows of each
+    std::int64_t act_rows = 0;    // rows the activation's backward reads
+    std::int64_t ffn = 0;         // fc2's input width
+    std::int64_t fc1_out = 0;     // fc1's output width (2 ffn when gated)
+  };
+  void ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnBackward& f);
   void shared_backward(Chain& chain, int layer, BackwardPart part);
   void experts_backward(Chain& chain, int layer, BackwardPart part);
 

@@ -22,12 +22,7 @@ ClusterSpec cluster(int gpus) { return testing::a100_cluster(gpus); }
 
 // GPT-1.7B (fp16, 24 layers) on 16 GPUs: tp 2, pp 4, dp 2.
 StepSpec small_step(int zero) {
-  StepSpec s;
-  s.layout.gpus = 16;
-  s.layout.tp = 2;
-  s.layout.pp = 4;
-  s.global_batch = 16;
-  s.seq = 1024;
+  StepSpec s = testing::small_gpt_step();
   s.zero_stage = zero;
   return s;
 }
