@@ -35,7 +35,7 @@ void MoeMlp::all_to_all(Chain& chain, int layer, Pass pass, const std::string& w
 void MoeMlp::fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
                        std::int64_t input_elems, const std::string& prefix) {
   if (!e_.fp8()) return;
-  if (prefix.empty() && chain.microbatch == 0) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, what, "fp8"), weight_elems);
+  if (prefix.empty()) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, what, "fp8"), weight_elems);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + what + ".fp8.input", prefix.empty() ? "fp8" : "recompute"),
             e_.fp8_cast(input_elems));
 }

@@ -121,7 +121,8 @@ ElementwiseWork StepEmitter::fp8_cast(std::int64_t elems) const {
   return w;
 }
 
-TaskIndex StepEmitter::fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems) {
+std::optional<TaskIndex> StepEmitter::fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems) {
+  if (!fp8_weights_cached_.emplace(chain.stage, name.where + "." + name.name).second) return std::nullopt;
   name.allocates = {buffer(chain.stage, name.where + "." + name.name + ".fp8_weights", 2 * elems,
                            MemoryCategory::kTemporary)};
   name.name += ".fp8.weight";

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,13 @@ class StepEmitter {
   // (row-wise for this GEMM and column-wise, transposed, for the other pass's GEMM, as Transformer
   // Engine's cast-transpose does), with the absolute maximum for the scaling factor.
   ElementwiseWork fp8_cast(std::int64_t elems) const;
-  // The cast of a linear layer's `elems` weights (name.name is the layer's, e.g. "fc1"), kept for
-  // the step's other microbatches: a buffer of both FP8 copies, alive from the cast on.
-  TaskIndex fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems);
+  // The cast of a linear layer's `elems` weights (name.name is the layer's, e.g. "fc1") in the
+  // first forward that reaches them on the chain's stage, kept for the step's other microbatches
+  // (Megatron-Core passes is_first_microbatch to Transformer Engine): a buffer of both FP8 copies,
+  // alive from the cast on. Later forwards emit nothing. Programs are emitted in each stage's
+  // order, so the first call is the stage's first forward of that layer, whichever microbatch
+  // (DualPipe's reverse direction starts with the second half's).
+  std::optional<TaskIndex> fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems);
   // A memory-bound kernel over elements of the model's dtype (`mask_elems`: one-byte dropout
   // masks written or read on top).
   ElementwiseWork elementwise(std::int64_t read_elems, std::int64_t written_elems, std::int64_t mask_elems = 0) const;
@@ -86,6 +91,7 @@ class StepEmitter {
 
   TaskGraph& g_;
   const StepShape& shape_;
+  std::set<std::pair<int, std::string>> fp8_weights_cached_;  // (stage, "L3.fc1")
 };
 
 }  // namespace moesim

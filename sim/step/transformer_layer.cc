@@ -89,10 +89,9 @@ void TransformerLayer::tp_collective(Chain& chain, int layer, Pass pass, const s
 void TransformerLayer::linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix) {
   const std::string stage = prefix.empty() ? l.name : "recompute";
   if (e_.fp8()) {
-    // The weight is quantised in the step's first microbatch and cached for the others
-    // (Megatron-Core passes is_first_microbatch to Transformer Engine); microbatch 0 runs first
-    // on every chunk in each schedule here. The input is quantised for every pass.
-    if (prefix.empty() && chain.microbatch == 0) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, l.name, "fp8"), l.in * l.out);
+    // The weight is quantised in the stage's first forward of the layer and cached for the other
+    // microbatches (StepEmitter::fp8_weight_cast); the input is quantised for every pass.
+    if (prefix.empty()) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, l.name, "fp8"), l.in * l.out);
     e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name + ".fp8.input", prefix.empty() ? "fp8" : stage),
               e_.fp8_cast(d_.tokens * l.in));
   }

@@ -83,5 +83,26 @@ TEST(Fp8Step, CachedWeightsAddTwoBytesPerLinearWeightToThePeak) {
   EXPECT_GT(fp8.report.step_ns, 0);
 }
 
+// DualPipe's reverse direction starts with the second half of the microbatches: each of a stage's
+// two chunks still quantises its weights once, in its own first forward (4 linear layers x 6
+// layers x 2 chunks), and every microbatch's input once per linear layer it passes.
+TEST(Fp8Step, EachChunkQuantisesItsWeightsOnceUnderDualPipe) {
+  StepSpec s = testing::small_gpt_step();
+  s.gemm_precision = DType::kFp8;
+  s.schedule = PipelineSchedule::kDualPipe;
+  const SimulatedStep sim =
+      simulate_training_step(testing::model_preset("gpt-1.7b"), testing::cluster_preset("dgx-h100-ndr", 16), s);
+  const TaskGraph& g = sim.graph.graph;
+  EXPECT_EQ(count_ending(g, ".fp8.weight"), 4 * 6 * 2);
+  EXPECT_EQ(count_ending(g, ".fp8.input"), 4 * 6 * kMicrobatches);
+  // The reverse chunk's first forward is a microbatch of the second half.
+  int reverse_casts = 0;
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    const std::string& id = g.task(i).id;
+    if (g.task(i).rank == 0 && ends_with(id, ".fp8.weight") && id.rfind("mb0.", 0) != 0) ++reverse_casts;
+  }
+  EXPECT_EQ(reverse_casts, 4 * 6);
+}
+
 }  // namespace
 }  // namespace moesim
