@@ -31,7 +31,8 @@ std::vector<double> MaxMinSolver::solve(std::span<const std::span<const Weighted
       weight_[l] += wl.weight;
     }
   }
-  std::sort(used_.begin(), used_.end());
+  // The scan breaks ties by taking links in ascending id; the heap orders them by id itself.
+  if (used_.size() <= kScanLinks) std::sort(used_.begin(), used_.end());
   std::size_t offset = 0;
   for (LinkId l : used_) {
     const auto i = static_cast<std::size_t>(l);
@@ -155,9 +156,13 @@ void MaxMinSolver::heap_erase(LinkId l) {
 
 void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate) {
   // An indexed min-heap of the open links by (level, link id), a strict order, so the lowest
-  // level with ties by id comes first, as in the scan. Each link sits in it once and its key is
-  // updated in place: with aggregated flows one event touches thousands of links, and a heap of
-  // stale entries grew by all of them on every event.
+  // level with ties by id comes first, as in the scan. Each link sits in it once. A saturation
+  // lowers a touched link's remaining capacity by its frozen flows' share and its weight by theirs,
+  // which (the level being the lowest) seldom lowers its level: a key that would fall is lowered at
+  // once, one that rises is left low (stale) and raised only when it reaches the top. Every key is
+  // thus at most its link's level, so a top whose key is its level is the lowest (level, id); the
+  // events and their arithmetic are those of the scan. With aggregated flows one event touches
+  // thousands of links, and re-placing each of them in the heap was most of the solve.
   heap_.clear();
   for (LinkId l : used_) {
     const auto i = static_cast<std::size_t>(l);
@@ -165,16 +170,23 @@ void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> f
   }
   while (!heap_.empty()) {
     const LinkId l = heap_.front();
-    const double level = key_[static_cast<std::size_t>(l)];
+    const auto i = static_cast<std::size_t>(l);
+    if (!open(i)) {
+      heap_erase(l);
+      continue;
+    }
+    const double level = remaining_[i] / weight_[i];
+    if (level != key_[i]) {  // stale: its level rose since its key was set
+      key_[i] = level;
+      heap_fix(0);
+      continue;
+    }
     heap_erase(l);
-    saturate(static_cast<std::size_t>(l), level, flows, rate);
+    saturate(i, level, flows, rate);
     for (LinkId t : touched_) {
       const auto k = static_cast<std::size_t>(t);
-      if (open(k)) {
-        heap_set(t, remaining_[k] / weight_[k]);
-      } else {
-        heap_erase(t);
-      }
+      if (pos_[k] < 0 || !open(k)) continue;
+      if (const double v = remaining_[k] / weight_[k]; v < key_[k]) heap_set(t, v);
     }
   }
 }
