@@ -1,7 +1,7 @@
 // Speed of the whole training step (issue 23, "Speed"): DeepSeek-V3 on 1,024 H100s with tp 2, pp 8,
 // vpp 4, ep 64, global batch 8,192 sequences of 4,096 tokens (the layout the issue names; its 61
 // layers split 1, 2, ..., 2, 0 over the 32 model parts), alpha-beta network (goal: under 2 s on this
-// 2-core machine), and GPT-1T on 512 A100s as Korthikanti et al. ran it (tp 8, pp 64, 512
+// 2-core machine) and flow network (goal: under 10 s), and GPT-1T on 512 A100s as Korthikanti et al. ran it (tp 8, pp 64, 512
 // microbatches). Building the graph, running the engine and the report's figures are all timed.
 #include <benchmark/benchmark.h>
 
@@ -17,19 +17,20 @@ moesim::ClusterSpec cluster(const char* file, int gpus) {
                            gpus, moesim::SourceLocation{}, "--gpus");
 }
 
-void run(benchmark::State& state, const char* model_file, const moesim::ClusterSpec& c, const moesim::StepSpec& s) {
+void run(benchmark::State& state, const char* model_file, const moesim::ClusterSpec& c, const moesim::StepSpec& s,
+         moesim::NetworkModel network = moesim::NetworkModel::kAlphaBeta) {
   const moesim::ModelSpec model = moesim::load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/models/" + model_file);
   std::size_t tasks = 0;
   for (auto _ : state) {
     const moesim::SimulatedStep sim = moesim::simulate_training_step(
-        model, c, s, moesim::NetworkChoice{moesim::NetworkModel::kAlphaBeta, moesim::AllToAllAlgorithm::kPairwise});
+        model, c, s, moesim::NetworkChoice{network, moesim::AllToAllAlgorithm::kPairwise});
     tasks = sim.report.tasks;
     benchmark::DoNotOptimize(sim.report.step_ns);
   }
   state.counters["tasks"] = static_cast<double>(tasks);
 }
 
-void BM_DeepSeekV3Step1024(benchmark::State& state) {
+moesim::StepSpec deepseek_v3_1024() {
   moesim::StepSpec s;
   s.layout = moesim::StepLayout{1024, 2, 8, 4, 64, 1};
   s.global_batch = 8192;
@@ -38,9 +39,18 @@ void BM_DeepSeekV3Step1024(benchmark::State& state) {
   s.part_layers.assign(32, 2);
   s.part_layers.front() = 1;
   s.part_layers.back() = 0;
-  run(state, "deepseek-v3.yaml", cluster("dgx-h100-ndr.yaml", 1024), s);
+  return s;
+}
+
+void BM_DeepSeekV3Step1024(benchmark::State& state) {
+  run(state, "deepseek-v3.yaml", cluster("dgx-h100-ndr.yaml", 1024), deepseek_v3_1024());
 }
 BENCHMARK(BM_DeepSeekV3Step1024)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+void BM_DeepSeekV3Step1024Flow(benchmark::State& state) {
+  run(state, "deepseek-v3.yaml", cluster("dgx-h100-ndr.yaml", 1024), deepseek_v3_1024(), moesim::NetworkModel::kFlow);
+}
+BENCHMARK(BM_DeepSeekV3Step1024Flow)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 void BM_Gpt1tStep512(benchmark::State& state) {
   moesim::StepSpec s;

@@ -20,7 +20,7 @@ std::vector<double> capacities(const ClusterTopology& topo) {
 
 }  // namespace
 
-FlowSimulator::FlowSimulator(const ClusterTopology& topo) : solver_(capacities(topo)) {}
+FlowSimulator::FlowSimulator(const ClusterTopology& topo) : rates_(capacities(topo)) {}
 
 void FlowSimulator::start(std::uint64_t id, std::shared_ptr<const CollectivePlan> plan, TimeNs now,
                           double factor) {
@@ -91,17 +91,12 @@ void FlowSimulator::settle(TimeNs now) {
 }
 
 void FlowSimulator::recompute(TimeNs now) {
-  std::vector<std::size_t> active;
-  std::vector<std::span<const WeightedLink>> demands;
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
-    if (!flows_[i].active) continue;
-    active.push_back(i);
-    demands.emplace_back(flows_[i].spec->links);
-  }
-  const std::vector<double> rates = solver_.solve(demands);
-  for (std::size_t k = 0; k < active.size(); ++k) {
-    Flow& f = flows_[active[k]];
-    f.rate = rates[k] * plans_.at(f.plan).factor;
+  rates_.resolve();
+  // Every active flow's completion is derived again from its settled bytes, as when every rate
+  // was solved again on each event: the same integer ns, whichever flows' rates moved.
+  for (Flow& f : flows_) {
+    if (!f.active) continue;
+    f.rate = rates_.rate(f.slot) * plans_.at(f.plan).factor;
     if (f.remaining <= 0 || std::isinf(f.rate)) {
       f.drain_at = now;
       continue;
@@ -133,10 +128,12 @@ void FlowSimulator::advance_to(TimeNs now, std::vector<std::uint64_t>& finished)
       Flow& f = flows_[i];
       if (!f.active && f.start_at <= now) {
         f.active = true;
+        f.slot = rates_.add(f.spec->links);
         f.drain_at = f.remaining <= 0 ? now : kNever;
         dirty_ = true;
       }
       if (f.active && f.drain_at <= now) {
+        rates_.remove(f.slot);
         --plans_.at(f.plan).flows_left;
         dirty_ = true;
         changed = true;

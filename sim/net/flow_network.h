@@ -2,9 +2,9 @@
 //
 // Collectives become plans of flows (collective_plan.h) over the cluster's link graph
 // (topology.h). All flows in flight -- of every running collective -- share links max-min fairly
-// (max_min.h); rates are recomputed only when a flow starts or ends (or when a collective's
-// interference factor changes), so between events every flow drains linearly and its completion
-// is an exact integer ns. A collective progresses at the minimum interference factor of its
+// (max_min.h); rates are recomputed only when a flow starts or ends, and then only for the flows
+// linked to it through shared links (incremental_max_min.h), so between events every flow drains
+// linearly and its completion is an exact integer ns. A collective progresses at the minimum interference factor of its
 // simulated ranks (MPipeMoE Fig. 3), applied to its flows' max-min rates.
 //
 // FlowSimulator is the event core (no engine): it is driven by FlowNetwork (an ActivityModel, the
@@ -22,7 +22,7 @@
 #include "sim/graph/task_graph.h"
 #include "sim/net/collective_model.h"
 #include "sim/net/collective_plan.h"
-#include "sim/net/max_min.h"
+#include "sim/net/incremental_max_min.h"
 #include "sim/net/topology.h"
 #include "sim/spec/hardware_spec.h"
 
@@ -53,6 +53,7 @@ class FlowSimulator {
     TimeNs start_at = 0;  // when its phase launched it (it joins the max-min solve then)
     TimeNs drain_at = kNever;
     bool active = false;
+    IncrementalMaxMin::Slot slot = 0;  // in rates_, while active
   };
   struct Running {
     std::shared_ptr<const CollectivePlan> plan;
@@ -72,7 +73,7 @@ class FlowSimulator {
   void settle(TimeNs now);
   void recompute(TimeNs now);
 
-  MaxMinSolver solver_;
+  IncrementalMaxMin rates_;
   std::map<std::uint64_t, Running> plans_;
   std::vector<Flow> flows_;
   TimeNs last_update_ = 0;

@@ -8,7 +8,6 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity)
     : capacity_(std::move(capacity)),
       remaining_(capacity_.size(), 0.0),
       weight_(capacity_.size(), 0.0),
-      key_(capacity_.size(), 0.0),
       pos_(capacity_.size(), -1),
       on_begin_(capacity_.size(), 0),
       on_end_(capacity_.size(), 0),
@@ -31,7 +30,8 @@ std::vector<double> MaxMinSolver::solve(std::span<const std::span<const Weighted
       weight_[l] += wl.weight;
     }
   }
-  std::sort(used_.begin(), used_.end());
+  // The scan breaks ties by taking links in ascending id; the heap orders them by id itself.
+  if (used_.size() <= kScanLinks) std::sort(used_.begin(), used_.end());
   std::size_t offset = 0;
   for (LinkId l : used_) {
     const auto i = static_cast<std::size_t>(l);
@@ -103,49 +103,51 @@ void MaxMinSolver::fill_by_scan(std::span<const std::span<const WeightedLink>> f
   }
 }
 
-bool MaxMinSolver::heap_less(LinkId a, LinkId b) const {
-  const double ka = key_[static_cast<std::size_t>(a)], kb = key_[static_cast<std::size_t>(b)];
-  return ka < kb || (ka == kb && a < b);
-}
-
-void MaxMinSolver::heap_place(std::size_t at, LinkId l) {
-  heap_[at] = l;
-  pos_[static_cast<std::size_t>(l)] = static_cast<std::ptrdiff_t>(at);
+void MaxMinSolver::heap_place(std::size_t at, const HeapEntry& e) {
+  heap_[at] = e;
+  pos_[static_cast<std::size_t>(e.link)] = static_cast<std::ptrdiff_t>(at);
 }
 
 void MaxMinSolver::heap_fix(std::size_t at) {
-  const LinkId l = heap_[at];
-  while (at > 0 && heap_less(l, heap_[(at - 1) / 2])) {
+  const HeapEntry e = heap_[at];
+  while (at > 0 && heap_less(e, heap_[(at - 1) / 2])) {
     heap_place(at, heap_[(at - 1) / 2]);
     at = (at - 1) / 2;
   }
+  heap_place(at, e);
+  heap_sift_down(at);
+}
+
+void MaxMinSolver::heap_sift_down(std::size_t at) {
+  const HeapEntry e = heap_[at];
   for (;;) {
     std::size_t c = 2 * at + 1;
     if (c >= heap_.size()) break;
     if (c + 1 < heap_.size() && heap_less(heap_[c + 1], heap_[c])) ++c;
-    if (!heap_less(heap_[c], l)) break;
+    if (!heap_less(heap_[c], e)) break;
     heap_place(at, heap_[c]);
     at = c;
   }
-  heap_place(at, l);
+  heap_place(at, e);
 }
 
-void MaxMinSolver::heap_set(LinkId l, double level) {
-  const auto i = static_cast<std::size_t>(l);
-  key_[i] = level;
-  if (pos_[i] < 0) {
-    heap_.push_back(l);
-    pos_[i] = static_cast<std::ptrdiff_t>(heap_.size() - 1);
-  }
-  heap_fix(static_cast<std::size_t>(pos_[i]));
+void MaxMinSolver::heap_build() {
+  for (std::size_t at = 0; at < heap_.size(); ++at)
+    pos_[static_cast<std::size_t>(heap_[at].link)] = static_cast<std::ptrdiff_t>(at);
+  for (std::size_t at = heap_.size() / 2; at-- > 0;) heap_sift_down(at);
+}
+
+void MaxMinSolver::heap_lower(LinkId l, double level) {
+  const auto at = static_cast<std::size_t>(pos_[static_cast<std::size_t>(l)]);
+  heap_[at].key = level;
+  heap_fix(at);
 }
 
 void MaxMinSolver::heap_erase(LinkId l) {
   const auto i = static_cast<std::size_t>(l);
-  if (pos_[i] < 0) return;
   const auto at = static_cast<std::size_t>(pos_[i]);
   pos_[i] = -1;
-  const LinkId last = heap_.back();
+  const HeapEntry last = heap_.back();
   heap_.pop_back();
   if (at < heap_.size()) {
     heap_place(at, last);
@@ -155,26 +157,39 @@ void MaxMinSolver::heap_erase(LinkId l) {
 
 void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate) {
   // An indexed min-heap of the open links by (level, link id), a strict order, so the lowest
-  // level with ties by id comes first, as in the scan. Each link sits in it once and its key is
-  // updated in place: with aggregated flows one event touches thousands of links, and a heap of
-  // stale entries grew by all of them on every event.
+  // level with ties by id comes first, as in the scan. Each link sits in it once. A saturation
+  // lowers a touched link's remaining capacity by its frozen flows' share and its weight by theirs,
+  // which (the level being the lowest) seldom lowers its level: a key that would fall is lowered at
+  // once, one that rises is left low (stale) and raised only when it reaches the top. Every key is
+  // thus at most its link's level, so a top whose key is its level is the lowest (level, id); the
+  // events and their arithmetic are those of the scan. With aggregated flows one event touches
+  // thousands of links, and re-placing each of them in the heap was most of the solve.
   heap_.clear();
   for (LinkId l : used_) {
     const auto i = static_cast<std::size_t>(l);
-    if (open(i)) heap_set(l, remaining_[i] / weight_[i]);
+    if (open(i)) heap_.push_back({remaining_[i] / weight_[i], l});
   }
+  heap_build();
   while (!heap_.empty()) {
-    const LinkId l = heap_.front();
-    const double level = key_[static_cast<std::size_t>(l)];
+    const LinkId l = heap_.front().link;
+    const auto i = static_cast<std::size_t>(l);
+    if (!open(i)) {
+      heap_erase(l);
+      continue;
+    }
+    const double level = remaining_[i] / weight_[i];
+    if (level != heap_.front().key) {  // stale: its level rose since its key was set
+      heap_.front().key = level;
+      heap_sift_down(0);
+      continue;
+    }
     heap_erase(l);
-    saturate(static_cast<std::size_t>(l), level, flows, rate);
+    saturate(i, level, flows, rate);
     for (LinkId t : touched_) {
       const auto k = static_cast<std::size_t>(t);
-      if (open(k)) {
-        heap_set(t, remaining_[k] / weight_[k]);
-      } else {
-        heap_erase(t);
-      }
+      if (pos_[k] < 0 || !open(k)) continue;
+      const double v = remaining_[k] / weight_[k];
+      if (v < heap_[static_cast<std::size_t>(pos_[k])].key) heap_lower(t, v);
     }
   }
 }

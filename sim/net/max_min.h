@@ -43,11 +43,20 @@ class MaxMinSolver {
   void saturate(std::size_t link, double level, std::span<const std::span<const WeightedLink>> flows,
                 std::vector<double>& rate);
   void fill_by_scan(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate);
-  // The indexed heap of fill_by_heap: links ordered by (key_, id); pos_ is a link's index in it.
-  bool heap_less(LinkId a, LinkId b) const;
-  void heap_place(std::size_t at, LinkId l);
-  void heap_fix(std::size_t at);
-  void heap_set(LinkId l, double level);
+  // The indexed heap of fill_by_heap: links ordered by (key, id); pos_ is a link's index in it.
+  // The key sits beside the link in the heap, so that comparisons read no other array.
+  struct HeapEntry {
+    double key = 0;
+    LinkId link = 0;
+  };
+  static bool heap_less(const HeapEntry& a, const HeapEntry& b) {
+    return a.key < b.key || (a.key == b.key && a.link < b.link);
+  }
+  void heap_place(std::size_t at, const HeapEntry& e);
+  void heap_fix(std::size_t at);        // moves the entry at `at` up or down to its place
+  void heap_sift_down(std::size_t at);  // moves it down only (its key rose, or a heap is built)
+  void heap_build();  // orders heap_ (Floyd's bottom-up construction) and sets pos_
+  void heap_lower(LinkId l, double level);  // a key that falls
   void heap_erase(LinkId l);
   void fill_by_heap(std::span<const std::span<const WeightedLink>> flows, std::vector<double>& rate);
 
@@ -55,7 +64,6 @@ class MaxMinSolver {
   // Scratch, indexed by link; only the entries of links in use are touched and reset.
   std::vector<double> remaining_;
   std::vector<double> weight_;
-  std::vector<double> key_;           // per link: its level in the heap
   std::vector<std::ptrdiff_t> pos_;   // per link: its index in heap_, -1 when not in it
   // Flows crossing link l: on_[on_begin_[l] .. on_end_[l]); on_end_ is 0 for links not in use.
   std::vector<std::size_t> on_begin_;
@@ -63,7 +71,7 @@ class MaxMinSolver {
   std::vector<std::size_t> on_;
   // Scratch of one solve, kept to avoid reallocating on every call.
   std::vector<LinkId> used_;
-  std::vector<LinkId> heap_;
+  std::vector<HeapEntry> heap_;
   std::vector<char> frozen_;
   std::vector<LinkId> open_;                   // fill_by_scan's open links
   std::vector<LinkId> touched_;                // links whose level changed in one saturation event
