@@ -77,6 +77,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.gemm_precision = s.precision == "fp8" ? DType::kFp8 : DType::kBf16;
   spec.zero_stage = a.layout.zero_stage;
   spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
+  spec.moe_chunks = a.chunks;
   return spec;
 }
 
@@ -114,7 +115,7 @@ const std::vector<std::string>& training_step_only_flags() {
 
 const std::vector<std::string>& layer_only_flags() {
   static const std::vector<std::string> flags{
-      "--run",      "--tokens",   "--chunks",    "--chunk-align", "--order",      "--no-dtd",
+      "--run",      "--tokens",   "--chunk-align", "--order",      "--no-dtd",
       "--grad-sync", "--checkpoint", "--layers", "--all-ranks",   "--loopback",   "--seed",
       "--strategy", "--slots",    "--optimizer", "--a2a",         "--no-routing-data", "--routing",
       "--calibration"};

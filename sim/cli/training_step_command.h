@@ -1,7 +1,7 @@
 // `moesim simulate --global-batch N ...`: the whole training step of a whole-network model
 // (sim/step), with the layout flags of issue 23 item 8. The flags of the MoE-layer simulation that
-// do not apply to it (--tokens, --chunks, --strategy, ...) are refused with it, and its own flags
-// without --global-batch.
+// do not apply to it (--tokens, --strategy, ...) are refused with it, and its own flags without
+// --global-batch; --chunks, shared by both, pipelines the step's MoE layers (StepSpec::moe_chunks).
 #pragma once
 
 #include <string>

@@ -65,6 +65,9 @@ struct StepSpec {
   // backward has produced them, overlapped with the rest of the backward (Megatron-Core's
   // overlap_grad_reduce, one bucket per layer); false: one reduction per stage after the backward.
   bool overlap_grad_reduce = true;
+  // MoE sub-stage pipelining (--chunks): each microbatch's dispatch, experts and combine in this
+  // many chunks of its rows (sim/step/moe_mlp.h); 1 runs them whole.
+  int moe_chunks = 1;
 
   PipelineSchedule effective_schedule() const {
     return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);

@@ -1,8 +1,11 @@
 #include "sim/step/moe_mlp.h"
 
+#include "sim/core/error.h"
+#include "sim/routing/routing.h"
+
 namespace moesim {
 
-MoeDims moe_dims(const ModelSpec& model, const StepShape& shape) {
+MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks) {
   MoeDims d;
   const int tp = shape.layout.tp;
   d.tokens = shape.tokens();
@@ -22,26 +25,57 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape) {
     d.shared_ffn = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn / tp;
     d.shared_fc1_out = gated ? 2 * d.shared_ffn : d.shared_ffn;
   }
+  d.chunks = chunks;
   return d;
 }
 
-void MoeMlp::all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
-                        const std::string& prefix) {
-  e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "a2a" : "recompute"),
-                      to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine, CollectiveOp::kAllToAll,
-                      e_.shape().expert_group(chain.stage), d_.rows_sent() * d_.hidden * e_.shape().element_bytes);
+void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks) {
+  if (chunks < 1) throw InputError("--chunks " + std::to_string(chunks) + " must be at least 1");
+  if (chunks == 1) return;
+  if (!model.has_moe_layers())
+    throw InputError("--chunks " + std::to_string(chunks) + " pipelines MoE layers; " + model.name + " has none");
+  const MoeDims d = moe_dims(model, shape, chunks);
+  if (chunks > d.capacity)
+    throw InputError("--chunks " + std::to_string(chunks) + " is more than the " + std::to_string(d.capacity) +
+                     " rows each expert receives from each rank of its expert-parallel group per microbatch "
+                     "(floor(top-k x capacity factor x " + std::to_string(d.tokens) + " tokens / " +
+                     std::to_string(d.experts) + " experts)): every chunk needs at least one row");
+}
+
+std::int64_t MoeDims::chunk_capacity(int c) const { return c == kWhole ? capacity : chunk_share(capacity, c, chunks); }
+
+std::optional<TaskIndex> MoeMlp::all_to_all(const Chain& chain, int layer, Pass pass, const std::string& what,
+                                            bool to_experts, const std::string& prefix, int c) {
+  Chain own = chain;
+  return e_.group_collective(own, name(layer, pass, prefix + what + suffix(c), prefix.empty() ? "a2a" : "recompute"),
+                             to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine,
+                             CollectiveOp::kAllToAll, e_.shape().expert_group(chain.stage),
+                             d_.rows_sent(c) * d_.hidden * e_.shape().element_bytes);
+}
+
+std::vector<std::optional<TaskIndex>> MoeMlp::to_experts(const Chain& chain, int layer, Pass pass,
+                                                         const std::string& what, const std::string& prefix) {
+  std::vector<std::optional<TaskIndex>> out;
+  for (int c = 0; c < d_.chunks; ++c) out.push_back(all_to_all(chain, layer, pass, what, true, prefix, c));
+  return out;
+}
+
+void MoeMlp::after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back) {
+  for (std::size_t c = 0; c + 1 < back.size(); ++c)
+    if (back[c] && back[c] != chain.last) e_.graph().add_dependency(*back[c], *chain.last);
 }
 
 void MoeMlp::fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
-                       std::int64_t input_elems, const std::string& prefix) {
+                       std::int64_t input_elems, const std::string& prefix, const std::string& chunk) {
   if (!e_.fp8()) return;
   if (prefix.empty()) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, what, "fp8"), weight_elems);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + what + ".fp8.input", prefix.empty() ? "fp8" : "recompute"),
+  e_.kernel(chain,
+            name(layer, Pass::kForward, prefix + what + ".fp8.input" + chunk, prefix.empty() ? "fp8" : "recompute"),
             e_.fp8_cast(input_elems));
 }
 
-void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems) {
-  if (e_.fp8()) e_.kernel(chain, name(layer, Pass::kBackward, what + ".fp8.grad", "fp8"), e_.fp8_cast(elems));
+void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems, const std::string& chunk) {
+  if (e_.fp8()) e_.kernel(chain, name(layer, Pass::kBackward, what + ".fp8.grad" + chunk, "fp8"), e_.fp8_cast(elems));
 }
 
 void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {
@@ -57,10 +91,29 @@ void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) 
             e_.gemm(1, d_.tokens, d_.hidden, d_.shared_ffn));
 }
 
+// Chunk c's local experts: fc1, the activation and fc2 as batched GEMMs over the rows it received.
+void MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix, int c) {
+  const std::string stage = prefix.empty() ? "experts" : "recompute";
+  const std::string chunk = suffix(c);
+  const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
+  const std::int64_t rows = d_.rows_sent(c);
+  const std::int64_t per_expert = d_.rows_per_local_expert(ep, c);
+  const std::int64_t local_rows = d_.local_experts * per_expert;
+  fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
+            prefix, chunk);
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
+            e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + chunk, stage),
+            e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+  fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
+            prefix, chunk);
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2" + chunk, stage),
+            e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
+}
+
 void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   const std::string stage = prefix.empty() ? "router" : "recompute";
   const std::int64_t rows = d_.rows_sent();
-  const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "router", stage),
             e_.storage_gemm(1, d_.tokens, d_.experts, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage),
@@ -68,66 +121,63 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage),
             e_.elementwise(d_.tokens * d_.hidden, rows * d_.hidden));
   Chain shared = chain;  // the shared experts need the block input only
-  all_to_all(chain, layer, Pass::kForward, "dispatch", true, prefix);
+  const std::vector<std::optional<TaskIndex>> dispatched = to_experts(chain, layer, Pass::kForward, "dispatch", prefix);
   shared_forward(shared, layer, prefix);
-  const std::string experts = prefix.empty() ? "experts" : "recompute";
-  const std::int64_t per_expert = d_.rows_per_local_expert(ep);
-  const std::int64_t local_rows = d_.local_experts * per_expert;
-  fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
-            prefix);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1", experts),
-            e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act", experts),
-            e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
-  fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
-            prefix);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2", experts),
-            e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
-  all_to_all(chain, layer, Pass::kForward, "combine", false, prefix);
+  std::vector<std::optional<TaskIndex>> combined;
+  for (int c = 0; c < d_.chunks; ++c) {
+    chain.last = dispatched[static_cast<std::size_t>(c)];
+    experts_forward(chain, layer, prefix, c);
+    combined.push_back(all_to_all(chain, layer, Pass::kForward, "combine", false, prefix, c));
+  }
+  chain.last = combined.back();
   // The weighted sum of each token's k rows, plus the shared experts' output.
   TaskName unpermute = name(layer, Pass::kForward, prefix + "unpermute", stage);
   e_.kernel(chain, unpermute, e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0),
                                              d_.tokens * d_.hidden));
+  after_chunks(chain, combined);
   if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
 }
 
 // An FFN's backward (fc2, its activation, fc1), as `batch` GEMMs of `gemm_rows` rows each over the
 // activation's `act_rows`: the shared experts (one GEMM over every token) or the routed ones (one
-// per local expert). A split backward runs the input gradients (B) and the weight gradients (W)
-// apart; a whole one puts the weight gradients beside the chain.
+// per local expert, for one chunk's rows). A split backward runs the input gradients (B) and the
+// weight gradients (W) apart; a whole one puts the weight gradients beside the chain.
 void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnBackward& f) {
   const bool input = part != BackwardPart::kWeight;
   const bool weight = part != BackwardPart::kInput;
   const bool side = part == BackwardPart::kAll;
-  const auto task = [&](const std::string& what) { return name(layer, Pass::kBackward, f.what + what, f.what); };
-  if (input) fp8_grad(chain, layer, f.what + ".fc2", f.batch * f.gemm_rows * d_.hidden);
+  const auto task = [&](const std::string& what) {
+    return name(layer, Pass::kBackward, f.what + what + f.chunk, f.what);
+  };
+  if (input) fp8_grad(chain, layer, f.what + ".fc2", f.batch * f.gemm_rows * d_.hidden, f.chunk);
   if (input) e_.kernel(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden));
   if (weight) e_.kernel(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows), side);
   if (input)
     e_.kernel(chain, task(".act"), e_.elementwise(f.act_rows * (f.fc1_out + f.ffn), f.act_rows * f.fc1_out));
-  if (input) fp8_grad(chain, layer, f.what + ".fc1", f.batch * f.gemm_rows * f.fc1_out);
+  if (input) fp8_grad(chain, layer, f.what + ".fc1", f.batch * f.gemm_rows * f.fc1_out, f.chunk);
   if (input) e_.kernel(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out));
   if (weight) e_.kernel(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows), side);
 }
 
 void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
   if (d_.shared_ffn == 0) return;
-  ffn_backward(chain, layer, part, {"shared", 1, d_.tokens, d_.tokens, d_.shared_ffn, d_.shared_fc1_out});
+  ffn_backward(chain, layer, part, {"shared", "", 1, d_.tokens, d_.tokens, d_.shared_ffn, d_.shared_fc1_out});
 }
 
-void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part) {
+void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part, int c) {
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   ffn_backward(chain, layer, part,
-               {"experts", d_.local_experts, d_.rows_per_local_expert(ep), d_.rows_sent(), d_.expert_ffn,
-                d_.expert_fc1_out});
+               {"experts", suffix(c), d_.local_experts, d_.rows_per_local_expert(ep, c), d_.rows_sent(c),
+                d_.expert_ffn, d_.expert_fc1_out});
 }
 
 void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   const std::int64_t rows = d_.rows_sent();
   const bool input = part != BackwardPart::kWeight;
   if (!input) {
-    // The weight gradients alone: the experts', the shared experts' and the router's.
-    experts_backward(chain, layer, part);
+    // The weight gradients alone: the experts' (over every chunk's rows at once), the shared
+    // experts' and the router's.
+    experts_backward(chain, layer, part, MoeDims::kWhole);
     shared_backward(chain, layer, part);
     e_.kernel(chain, name(layer, Pass::kBackward, "router.wgrad", "router"),
               e_.storage_gemm(1, d_.hidden, d_.experts, d_.tokens));
@@ -136,12 +186,18 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router"),
             e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
   Chain shared = chain;
-  all_to_all(chain, layer, Pass::kBackward, "combine", true, "");
+  const std::vector<std::optional<TaskIndex>> gradients = to_experts(chain, layer, Pass::kBackward, "combine", "");
   shared_backward(shared, layer, part);
-  experts_backward(chain, layer, part);
-  all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "");
+  std::vector<std::optional<TaskIndex>> sent_back;
+  for (int c = 0; c < d_.chunks; ++c) {
+    chain.last = gradients[static_cast<std::size_t>(c)];
+    experts_backward(chain, layer, part, c);
+    sent_back.push_back(all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "", c));
+  }
+  chain.last = sent_back.back();
   e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router"),
             e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0), d_.tokens * d_.hidden));
+  after_chunks(chain, sent_back);
   if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
   e_.kernel(chain, name(layer, Pass::kBackward, "topk", "router"),
             e_.elementwise(d_.tokens * (d_.experts + 2 * d_.top_k), d_.tokens * d_.experts));

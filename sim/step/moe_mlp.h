@@ -12,9 +12,25 @@
 //
 // Uniform routing: every source rank sends C = floor(k f N / E) rows to every expert (f the
 // capacity factor; dropless models have f = 1), so every local expert gets ep x C rows.
+//
+// Sub-stage pipelining (--chunks n, PipeMoE/MPipeMoE, as sim/build's MoE layer runs it): each
+// microbatch's dispatch, experts and combine are cut into n chunks along the rows, C split as
+// evenly as integers allow (sim/build/layer_dims.h without alignment: chunk c carries floor(C/n)
+// rows per (source rank, expert), one more for the first C mod n chunks). Every dispatch is issued
+// at once on comm.dispatch, the chunks' experts run in order on the compute stream, each chunk's
+// combine on comm.combine after its fc2 (MPipeMoE's forward order): chunk i+1's dispatch runs
+// under chunk i's GEMMs and chunk i's combine under the later chunks'. Backward mirrors it: the
+// combine gradients' all-to-alls on comm.dispatch, the experts' input (and weight) gradients per
+// chunk, the dispatch gradients' on comm.combine. The router, permutation, un-permutation and
+// shared experts stay whole; so do the weight gradients of a split backward (zb-h1, dualpipe: the
+// W pass has no all-to-all to hide, so it runs one batched GEMM per layer over all rows). n = 1
+// is the unchunked layer, task for task.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "sim/spec/model_spec.h"
 #include "sim/step/step_emitter.h"
@@ -33,12 +49,25 @@ struct MoeDims {
   std::int64_t expert_fc1_out = 0;  // fc1's output per rank (2x for gated)
   std::int64_t shared_ffn = 0;      // shared experts' activation width per rank (count x d_ffn / tp); 0 = none
   std::int64_t shared_fc1_out = 0;
+  int chunks = 1;                   // n: the sub-stage pipelining's chunks (StepSpec::moe_chunks)
 
-  std::int64_t rows_sent() const { return static_cast<std::int64_t>(experts) * capacity; }
-  std::int64_t rows_per_local_expert(int ep) const { return static_cast<std::int64_t>(ep) * capacity; }
+  // kWhole: the microbatch's rows, all chunks together.
+  static constexpr int kWhole = -1;
+  // Rows per (source rank, expert) in chunk c: floor(C/n), one more for the first C mod n chunks.
+  std::int64_t chunk_capacity(int c = kWhole) const;
+  std::int64_t rows_sent(int c = kWhole) const { return static_cast<std::int64_t>(experts) * chunk_capacity(c); }
+  std::int64_t rows_per_local_expert(int ep, int c = kWhole) const {
+    return static_cast<std::int64_t>(ep) * chunk_capacity(c);
+  }
 };
 
-MoeDims moe_dims(const ModelSpec& model, const StepShape& shape);
+// `chunks`: StepSpec::moe_chunks, checked by check_moe_chunks.
+MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks = 1);
+
+// --chunks n: at least 1, and for n > 1 a model with MoE layers whose capacity C (rows per source
+// rank and expert in a microbatch) is at least n, so that no chunk is empty. Throws InputError
+// naming --chunks and the rule.
+void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks);
 
 class MoeMlp {
  public:
@@ -52,17 +81,28 @@ class MoeMlp {
   TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
     return TaskName{"L" + std::to_string(layer), layer, pass, what, stage};
   }
-  // `to_experts`: the dispatch's direction (the forward dispatch, the combine's gradient).
-  void all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
-                  const std::string& prefix);
+  // A chunk's id suffix: ".c<c>" with n > 1, none for the whole rows or n = 1.
+  std::string suffix(int c) const { return d_.chunks > 1 && c != MoeDims::kWhole ? ".c" + std::to_string(c) : ""; }
+  // `to_experts`: the dispatch's direction (the forward dispatch, the combine's gradient). Chunk
+  // c's rows, on a copy of `chain`: returns the all-to-all (the chain's last task for a group of one).
+  std::optional<TaskIndex> all_to_all(const Chain& chain, int layer, Pass pass, const std::string& what,
+                                      bool to_experts, const std::string& prefix, int c);
+  // Every chunk's all-to-all toward the experts, each after the chain's last task.
+  std::vector<std::optional<TaskIndex>> to_experts(const Chain& chain, int layer, Pass pass, const std::string& what,
+                                                   const std::string& prefix);
+  // The chain's last task (the un-permutation, which reads every chunk's rows) after each chunk's
+  // all-to-all back (`back`; the chain went on from the last of them).
+  void after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back);
   void shared_forward(Chain& chain, int layer, const std::string& prefix);
+  void experts_forward(Chain& chain, int layer, const std::string& prefix, int c);
   // FP8 (--precision fp8), before a GEMM of `what`: its input quantised, and in the step's first
   // microbatch its weights (cached for the others); in backward its output gradient.
   void fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
-                 std::int64_t input_elems, const std::string& prefix);
-  void fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems);
+                 std::int64_t input_elems, const std::string& prefix, const std::string& chunk = "");
+  void fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems, const std::string& chunk);
   struct FfnBackward {
     std::string what;             // "shared" or "experts": task names and the report's stage
+    std::string chunk;            // the chunk's id suffix (MoeMlp::suffix)
     std::int64_t batch = 1;       // GEMMs per launch
     std::int64_t gemm_rows = 0;   // rows of each
     std::int64_t act_rows = 0;    // rows the activation's backward reads
@@ -71,7 +111,7 @@ class MoeMlp {
   };
   void ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnBackward& f);
   void shared_backward(Chain& chain, int layer, BackwardPart part);
-  void experts_backward(Chain& chain, int layer, BackwardPart part);
+  void experts_backward(Chain& chain, int layer, BackwardPart part, int c);
 
   StepEmitter& e_;
   const MoeDims& d_;

@@ -36,7 +36,7 @@ class StepBuilder {
         out_(out),
         emitter_(out.graph, out.shape),
         dims_(transformer_dims(model, out.shape, spec)),
-        moe_dims_(model.has_moe_layers() ? moe_dims(model, out.shape) : MoeDims{}),
+        moe_dims_(model.has_moe_layers() ? moe_dims(model, out.shape, spec.moe_chunks) : MoeDims{}),
         moe_(emitter_, moe_dims_),
         layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),

@@ -38,7 +38,7 @@ const char* layout_name(const std::string& key) {
       {"microbatches_per_pipeline", "microbatches per pipeline"}, {"seq", "sequence length"},
       {"schedule", "schedule"}, {"recompute", "recompute"}, {"sequence_parallel", "sequence parallel (SP)"},
       {"attention", "attention"}, {"gemm_dtype", "precision (GEMMs)"}, {"zero", "ZeRO stage"},
-      {"overlap_grad_reduce", "gradient reduction overlapped"}};
+      {"overlap_grad_reduce", "gradient reduction overlapped"}, {"moe_chunks", "MoE chunks"}};
   for (const auto& [k, name] : names)
     if (key == k) return name;
   return nullptr;

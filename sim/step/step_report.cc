@@ -34,6 +34,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["gemm_dtype"] = std::string(to_string(r.shape.gemm_dtype));
   j["zero"] = spec.zero_stage;
   j["overlap_grad_reduce"] = spec.overlap_grad_reduce;
+  j["moe_chunks"] = spec.moe_chunks;
   return j;
 }
 
@@ -89,7 +90,7 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
       << " microbatches of " << r.shape.micro_batch << " x " << r.shape.seq << " tokens; recompute "
       << to_string(spec.recompute) << (spec.sequence_parallel ? ", sequence parallel" : "") << ", attention "
       << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs, ZeRO " << spec.zero_stage
-      << "\n\n";
+      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string()) << "\n\n";
   std::snprintf(buf, sizeof buf,
                 "step time            %10.3f s\ntokens/s per GPU     %10.1f\nmodel TFLOP/s per GPU %9.1f  "
                 "(MFU %.1f%%, Megatron-LM's FLOPs formula)\nbubble fraction      %10.3f\n",

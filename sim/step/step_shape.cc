@@ -6,6 +6,7 @@
 #include "sim/core/error.h"
 #include "sim/spec/model_parameters.h"
 #include "sim/spec/run_spec.h"
+#include "sim/step/moe_mlp.h"
 
 namespace moesim {
 namespace {
@@ -131,6 +132,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.gemm_dtype = step_gemm_dtype(model, cluster, spec.gemm_precision);
   shape.storage_dtype = model.dtype;
   shape.element_bytes = model.element_bytes();
+  check_moe_chunks(model, shape, spec.moe_chunks);
   return shape;
 }
 
