@@ -65,10 +65,15 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
             e_.storage_gemm(1, d_.tokens, d_.experts, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage),
             e_.elementwise(d_.tokens * d_.experts, d_.tokens * 2 * d_.top_k));
+  const std::optional<TaskIndex> splits_on_host = dispatcher_.routing_metadata(chain, layer, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage),
             e_.elementwise(d_.tokens * d_.hidden, rows * d_.hidden));
   Chain shared = chain;  // the shared experts need the block input only
   all_to_all(chain, layer, Pass::kForward, "dispatch", true, prefix);
+  // The host issues the dispatch once it holds the split sizes (moe_dispatcher.h).
+  if (splits_on_host && chain.last) e_.graph().add_dependency(*splits_on_host, *chain.last);
+  dispatcher_.probs_all_to_all(chain, layer, Pass::kForward, "dispatch", true, prefix);
+  dispatcher_.sort_chunks(chain, layer, Pass::kForward, "dispatch", true, prefix);
   shared_forward(shared, layer, prefix);
   const std::string experts = prefix.empty() ? "experts" : "recompute";
   const std::int64_t per_expert = d_.rows_per_local_expert(ep);
@@ -83,6 +88,7 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
             prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2", experts),
             e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
+  dispatcher_.sort_chunks(chain, layer, Pass::kForward, "combine", false, prefix);
   all_to_all(chain, layer, Pass::kForward, "combine", false, prefix);
   // The weighted sum of each token's k rows, plus the shared experts' output.
   TaskName unpermute = name(layer, Pass::kForward, prefix + "unpermute", stage);
@@ -137,9 +143,12 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
             e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
   Chain shared = chain;
   all_to_all(chain, layer, Pass::kBackward, "combine", true, "");
+  dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "");
   shared_backward(shared, layer, part);
   experts_backward(chain, layer, part);
+  dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "");
   all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "");
+  dispatcher_.probs_all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "");
   e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router"),
             e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0), d_.tokens * d_.hidden));
   if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "sim/spec/model_spec.h"
+#include "sim/step/moe_dispatcher.h"
 #include "sim/step/step_emitter.h"
 #include "sim/step/transformer_layer.h"
 
@@ -42,7 +43,7 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape);
 
 class MoeMlp {
  public:
-  MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims) {}
+  MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims), dispatcher_(emitter, dims) {}
 
   // From the gathered block input to the partial sums the block's reduction adds.
   void forward(Chain& chain, int layer, const std::string& prefix);
@@ -75,6 +76,7 @@ class MoeMlp {
 
   StepEmitter& e_;
   const MoeDims& d_;
+  MoeDispatcher dispatcher_;  // the all-to-all dispatcher's metadata, probabilities and sorts
 };
 
 }  // namespace moesim
