@@ -54,9 +54,18 @@ std::optional<TaskIndex> MoeMlp::all_to_all(const Chain& chain, int layer, Pass 
 }
 
 std::vector<std::optional<TaskIndex>> MoeMlp::to_experts(const Chain& chain, int layer, Pass pass,
-                                                         const std::string& what, const std::string& prefix) {
+                                                         const std::string& what, const std::string& prefix,
+                                                         std::optional<TaskIndex> host_wait) {
   std::vector<std::optional<TaskIndex>> out;
-  for (int c = 0; c < d_.chunks; ++c) out.push_back(all_to_all(chain, layer, pass, what, true, prefix, c));
+  for (int c = 0; c < d_.chunks; ++c) {
+    Chain own = chain;
+    own.last = all_to_all(chain, layer, pass, what, true, prefix, c);
+    // The host issues the dispatch once it holds the split sizes (moe_dispatcher.h); the routing
+    // probabilities follow the tokens.
+    if (host_wait && own.last && own.last != chain.last) e_.graph().add_dependency(*host_wait, *own.last);
+    if (pass == Pass::kForward) dispatcher_.probs_all_to_all(own, layer, pass, what, true, prefix, rows_of(c));
+    out.push_back(own.last);
+  }
   return out;
 }
 
@@ -118,15 +127,19 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
             e_.storage_gemm(1, d_.tokens, d_.experts, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage),
             e_.elementwise(d_.tokens * d_.experts, d_.tokens * 2 * d_.top_k));
+  const std::optional<TaskIndex> splits_on_host = dispatcher_.routing_metadata(chain, layer, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage),
             e_.elementwise(d_.tokens * d_.hidden, rows * d_.hidden));
   Chain shared = chain;  // the shared experts need the block input only
-  const std::vector<std::optional<TaskIndex>> dispatched = to_experts(chain, layer, Pass::kForward, "dispatch", prefix);
+  const std::vector<std::optional<TaskIndex>> dispatched =
+      to_experts(chain, layer, Pass::kForward, "dispatch", prefix, splits_on_host);
   shared_forward(shared, layer, prefix);
   std::vector<std::optional<TaskIndex>> combined;
   for (int c = 0; c < d_.chunks; ++c) {
     chain.last = dispatched[static_cast<std::size_t>(c)];
+    dispatcher_.sort_chunks(chain, layer, Pass::kForward, "dispatch", true, prefix, rows_of(c));
     experts_forward(chain, layer, prefix, c);
+    dispatcher_.sort_chunks(chain, layer, Pass::kForward, "combine", false, prefix, rows_of(c));
     combined.push_back(all_to_all(chain, layer, Pass::kForward, "combine", false, prefix, c));
   }
   chain.last = combined.back();
@@ -186,13 +199,19 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router"),
             e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
   Chain shared = chain;
-  const std::vector<std::optional<TaskIndex>> gradients = to_experts(chain, layer, Pass::kBackward, "combine", "");
+  const std::vector<std::optional<TaskIndex>> gradients =
+      to_experts(chain, layer, Pass::kBackward, "combine", "", std::nullopt);
   shared_backward(shared, layer, part);
   std::vector<std::optional<TaskIndex>> sent_back;
   for (int c = 0; c < d_.chunks; ++c) {
     chain.last = gradients[static_cast<std::size_t>(c)];
+    dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "", rows_of(c));
     experts_backward(chain, layer, part, c);
-    sent_back.push_back(all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "", c));
+    dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "", rows_of(c));
+    Chain back = chain;
+    back.last = all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "", c);
+    dispatcher_.probs_all_to_all(back, layer, Pass::kBackward, "dispatch", false, "", rows_of(c));
+    sent_back.push_back(back.last);
   }
   chain.last = sent_back.back();
   e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router"),

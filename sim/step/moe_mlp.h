@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "sim/spec/model_spec.h"
+#include "sim/step/moe_dispatcher.h"
 #include "sim/step/step_emitter.h"
 #include "sim/step/transformer_layer.h"
 
@@ -71,7 +72,7 @@ void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks
 
 class MoeMlp {
  public:
-  MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims) {}
+  MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims), dispatcher_(emitter, dims) {}
 
   // From the gathered block input to the partial sums the block's reduction adds.
   void forward(Chain& chain, int layer, const std::string& prefix);
@@ -87,9 +88,13 @@ class MoeMlp {
   // c's rows, on a copy of `chain`: returns the all-to-all (the chain's last task for a group of one).
   std::optional<TaskIndex> all_to_all(const Chain& chain, int layer, Pass pass, const std::string& what,
                                       bool to_experts, const std::string& prefix, int c);
-  // Every chunk's all-to-all toward the experts, each after the chain's last task.
+  // Every chunk's all-to-all toward the experts, each after the chain's last task (and after
+  // `host_wait`, the dispatcher's split sizes on the host), in forward with the chunk's routing
+  // probabilities after it. Returns each chunk's last task.
   std::vector<std::optional<TaskIndex>> to_experts(const Chain& chain, int layer, Pass pass, const std::string& what,
-                                                   const std::string& prefix);
+                                                   const std::string& prefix, std::optional<TaskIndex> host_wait);
+  // Chunk c's rows sent and id suffix, for the dispatcher's per-chunk work.
+  ChunkRows rows_of(int c) const { return {d_.rows_sent(c), suffix(c)}; }
   // The chain's last task (the un-permutation, which reads every chunk's rows) after each chunk's
   // all-to-all back (`back`; the chain went on from the last of them).
   void after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back);
@@ -115,6 +120,7 @@ class MoeMlp {
 
   StepEmitter& e_;
   const MoeDims& d_;
+  MoeDispatcher dispatcher_;  // the all-to-all dispatcher's metadata, probabilities and sorts
 };
 
 }  // namespace moesim

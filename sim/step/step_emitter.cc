@@ -37,6 +37,19 @@ TaskIndex StepEmitter::kernel(Chain& chain, const TaskName& name, const Work& wo
   return append(chain, std::move(t), side);
 }
 
+TaskIndex StepEmitter::copy(Chain& chain, const TaskName& name, const CopyWork& work) {
+  Task t;
+  t.id = id_of(chain, name);
+  t.rank = shape_.stage_rank(chain.stage);
+  t.stream = work.direction == CopyDirection::kHostToDevice ? StreamClass::kCopyH2D : StreamClass::kCopyD2H;
+  t.work = work;
+  t.layer = name.layer;
+  t.pass = name.pass;
+  t.stage = name.stage;
+  t.chunk = chain.microbatch;
+  return append(chain, std::move(t), false);
+}
+
 std::optional<TaskIndex> StepEmitter::collective(Chain& chain, const TaskName& name, StreamClass stream,
                                                  CollectiveOp op, const std::vector<int>& group,
                                                  std::int64_t bytes_per_peer, bool side) {

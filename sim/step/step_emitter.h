@@ -44,6 +44,8 @@ class StepEmitter {
 
   // A kernel on the compute stream after the chain; it moves the chain unless `side`.
   TaskIndex kernel(Chain& chain, const TaskName& name, const Work& work, bool side = false);
+  // A host <-> device copy on its direction's copy stream after the chain (moves the chain).
+  TaskIndex copy(Chain& chain, const TaskName& name, const CopyWork& work);
   // A collective over `group` (members sorted) on `stream`, after the chain. Returns the chain's
   // last task unchanged, emitting nothing, when the group has one member.
   std::optional<TaskIndex> collective(Chain& chain, const TaskName& name, StreamClass stream, CollectiveOp op,

@@ -207,7 +207,7 @@ StepSpec moe_step() {
   return s;
 }
 
-TEST(TrainingStepMoe, FourAllToAllsPerLayerAndMicrobatchOverTheExpertGroup) {
+TEST(TrainingStepMoe, SixAllToAllsPerLayerAndMicrobatchOverTheExpertGroup) {
   const SimulatedStep sim = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), moe_step());
   const TaskGraph& g = sim.graph.graph;
   int a2a = 0;
@@ -219,7 +219,8 @@ TEST(TrainingStepMoe, FourAllToAllsPerLayerAndMicrobatchOverTheExpertGroup) {
     EXPECT_EQ(w.op, CollectiveOp::kAllToAll);
     EXPECT_EQ(g.group(w.group).size(), 4u) << t.id;
   }
-  EXPECT_EQ(a2a, 48 * 2 * 4);  // layers x microbatches per pipeline x (dispatch, combine, their gradients)
+  // layers x microbatches per pipeline x (dispatch, its probabilities, combine, their gradients)
+  EXPECT_EQ(a2a, 48 * 2 * 6);
   // Expert gradients reduce over the experts' data-parallel replicas: dp / ep = 1 here, so none.
   EXPECT_EQ(count_tasks(g, "expert.grad.reduce"), 0);
   EXPECT_GT(count_tasks(g, "L0.bwd.grad.reduce"), 0);
