@@ -5,7 +5,11 @@ namespace moesim {
 MoeDims moe_dims(const ModelSpec& model, const StepShape& shape) {
   MoeDims d;
   const int tp = shape.layout.tp;
-  d.tokens = shape.tokens();
+  const int etp = shape.layout.expert_tp();
+  d.folded = shape.layout.folded();
+  d.shared_tokens = shape.tokens();
+  d.tokens = d.folded ? shape.tokens() / tp : shape.tokens();
+  d.gathered = d.folded ? etp : 1;
   d.hidden = model.d_model;
   d.experts = model.num_experts;
   d.local_experts = model.num_experts / shape.layout.ep;
@@ -16,7 +20,7 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape) {
                      model.num_experts;
   d.capacity = static_cast<std::int64_t>(raw * (1.0 + 1e-12));
   const bool gated = model.activation == Activation::kSwiglu;
-  d.expert_ffn = model.d_ffn / tp;
+  d.expert_ffn = model.d_ffn / etp;
   d.expert_fc1_out = gated ? 2 * d.expert_ffn : d.expert_ffn;
   if (model.shared_experts.count > 0) {
     d.shared_ffn = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn / tp;
@@ -30,6 +34,20 @@ void MoeMlp::all_to_all(Chain& chain, int layer, Pass pass, const std::string& w
   e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "a2a" : "recompute"),
                       to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine, CollectiveOp::kAllToAll,
                       e_.shape().expert_group(chain.stage), d_.rows_sent() * d_.hidden * e_.shape().element_bytes);
+}
+
+void MoeMlp::expert_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                                  std::int64_t rows, const std::string& prefix) {
+  e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "tp" : "recompute"),
+                      op == CollectiveOp::kAllGather ? StreamClass::kCommDispatch : StreamClass::kCommCombine, op,
+                      e_.shape().expert_tensor_group(chain.stage), rows * d_.hidden * e_.shape().element_bytes);
+}
+
+void MoeMlp::shared_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                                  const std::string& prefix) {
+  e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "tp" : "recompute"),
+                      StreamClass::kCommDispatch, op, e_.shape().tensor_group(chain.stage),
+                      d_.shared_tokens * d_.hidden * e_.shape().element_bytes);
 }
 
 void MoeMlp::fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
@@ -47,14 +65,18 @@ void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int
 void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {
   if (d_.shared_ffn == 0) return;
   const std::string stage = prefix.empty() ? "shared" : "recompute";
-  fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, d_.tokens * d_.hidden, prefix);
+  const std::int64_t tokens = d_.shared_tokens;
+  if (d_.folded) shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.allgather", CollectiveOp::kAllGather, prefix);
+  fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, tokens * d_.hidden, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc1", stage),
-            e_.gemm(1, d_.tokens, d_.shared_fc1_out, d_.hidden));
+            e_.gemm(1, tokens, d_.shared_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.act", stage),
-            e_.elementwise(d_.tokens * d_.shared_fc1_out, d_.tokens * d_.shared_ffn));
-  fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, d_.tokens * d_.shared_ffn, prefix);
+            e_.elementwise(tokens * d_.shared_fc1_out, tokens * d_.shared_ffn));
+  fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, tokens * d_.shared_ffn, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc2", stage),
-            e_.gemm(1, d_.tokens, d_.hidden, d_.shared_ffn));
+            e_.gemm(1, tokens, d_.hidden, d_.shared_ffn));
+  if (d_.folded)
+    shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.reducescatter", CollectiveOp::kReduceScatter, prefix);
 }
 
 void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
@@ -69,20 +91,25 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
             e_.elementwise(d_.tokens * d_.hidden, rows * d_.hidden));
   Chain shared = chain;  // the shared experts need the block input only
   all_to_all(chain, layer, Pass::kForward, "dispatch", true, prefix);
+  const std::int64_t per_expert = d_.rows_per_local_expert(ep);
+  const std::int64_t local_rows = d_.local_rows(ep);
+  if (d_.folded)
+    expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.allgather", CollectiveOp::kAllGather, local_rows, prefix);
   shared_forward(shared, layer, prefix);
   const std::string experts = prefix.empty() ? "experts" : "recompute";
-  const std::int64_t per_expert = d_.rows_per_local_expert(ep);
-  const std::int64_t local_rows = d_.local_experts * per_expert;
   fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
             prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1", experts),
             e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act", experts),
-            e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+            e_.elementwise(local_rows * d_.expert_fc1_out, local_rows * d_.expert_ffn));
   fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
             prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2", experts),
             e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
+  if (d_.folded)
+    expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.reducescatter", CollectiveOp::kReduceScatter,
+                         local_rows, prefix);
   all_to_all(chain, layer, Pass::kForward, "combine", false, prefix);
   // The weighted sum of each token's k rows, plus the shared experts' output.
   TaskName unpermute = name(layer, Pass::kForward, prefix + "unpermute", stage);
@@ -112,13 +139,17 @@ void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnB
 
 void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
   if (d_.shared_ffn == 0) return;
-  ffn_backward(chain, layer, part, {"shared", 1, d_.tokens, d_.tokens, d_.shared_ffn, d_.shared_fc1_out});
+  const bool collectives = d_.folded && part != BackwardPart::kWeight;
+  if (collectives) shared_tp_collective(chain, layer, Pass::kBackward, "shared.tp.allgather", CollectiveOp::kAllGather, "");
+  ffn_backward(chain, layer, part, {"shared", 1, d_.shared_tokens, d_.shared_tokens, d_.shared_ffn, d_.shared_fc1_out});
+  if (collectives)
+    shared_tp_collective(chain, layer, Pass::kBackward, "shared.tp.reducescatter", CollectiveOp::kReduceScatter, "");
 }
 
 void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part) {
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   ffn_backward(chain, layer, part,
-               {"experts", d_.local_experts, d_.rows_per_local_expert(ep), d_.rows_sent(), d_.expert_ffn,
+               {"experts", d_.local_experts, d_.rows_per_local_expert(ep), d_.local_rows(ep), d_.expert_ffn,
                 d_.expert_fc1_out});
 }
 
@@ -137,8 +168,14 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
             e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
   Chain shared = chain;
   all_to_all(chain, layer, Pass::kBackward, "combine", true, "");
+  const std::int64_t local_rows = d_.local_rows(static_cast<int>(e_.shape().expert_group(chain.stage).size()));
+  if (d_.folded)
+    expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.allgather", CollectiveOp::kAllGather, local_rows, "");
   shared_backward(shared, layer, part);
   experts_backward(chain, layer, part);
+  if (d_.folded)
+    expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.reducescatter", CollectiveOp::kReduceScatter,
+                         local_rows, "");
   all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "");
   e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router"),
             e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0), d_.tokens * d_.hidden));

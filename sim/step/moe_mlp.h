@@ -12,6 +12,18 @@
 //
 // Uniform routing: every source rank sends C = floor(k f N / E) rows to every expert (f the
 // capacity factor; dropless models have f = 1), so every local expert gets ep x C rows.
+//
+// With the experts' own tensor-parallel size etp != tp (Megatron-Core's parallel folding, Liu et
+// al. 2025, arXiv 2504.14960), the MoE block runs as Megatron-Core's MoEAlltoAllTokenDispatcher
+// does (megatron/core/transformer/moe/token_dispatcher.py, NVIDIA/Megatron-LM d98e8a6): no
+// all-gather of the block input; each rank routes its own N / tp tokens (its sequence-parallel
+// shard; the layout requires sequence parallelism with tp > 1), the all-to-all runs over the
+// expert-parallel group (ep ranks strided by etp), then an all-gather over the experts'
+// tensor-parallel group (etp consecutive ranks) gives each local expert ep x etp x C rows, whose
+// columns split over etp; after the experts a reduce-scatter over the same group, the combine
+// all-to-all, and the rank's own N / tp tokens come out. The shared experts stay a
+// tensor-parallel MLP over tp (SharedExpertMLP): their own all-gather and reduce-scatter of the
+// block's N tokens, beside the dispatch.
 #pragma once
 
 #include <cstdint>
@@ -23,19 +35,23 @@
 namespace moesim {
 
 struct MoeDims {
-  std::int64_t tokens = 0;          // N: the tensor-parallel group's tokens of the microbatch
+  std::int64_t tokens = 0;          // tokens routed on the rank: the tensor-parallel group's N (folded: N / tp)
+  std::int64_t shared_tokens = 0;   // the shared experts' tokens: N
   std::int64_t hidden = 0;
   int experts = 0;                  // E
   int local_experts = 0;            // E / ep
   int top_k = 1;
   std::int64_t capacity = 0;        // C: rows per (source rank, expert)
-  std::int64_t expert_ffn = 0;      // the activation's output width per rank (d_ffn / tp)
+  bool folded = false;              // etp != tp: the experts' own layout (above)
+  int gathered = 1;                 // the experts' all-gather multiplies the rows (folded: etp)
+  std::int64_t expert_ffn = 0;      // the activation's output width per rank (d_ffn / etp)
   std::int64_t expert_fc1_out = 0;  // fc1's output per rank (2x for gated)
   std::int64_t shared_ffn = 0;      // shared experts' activation width per rank (count x d_ffn / tp); 0 = none
   std::int64_t shared_fc1_out = 0;
 
   std::int64_t rows_sent() const { return static_cast<std::int64_t>(experts) * capacity; }
-  std::int64_t rows_per_local_expert(int ep) const { return static_cast<std::int64_t>(ep) * capacity; }
+  std::int64_t rows_per_local_expert(int ep) const { return static_cast<std::int64_t>(ep) * gathered * capacity; }
+  std::int64_t local_rows(int ep) const { return local_experts * rows_per_local_expert(ep); }
 };
 
 MoeDims moe_dims(const ModelSpec& model, const StepShape& shape);
@@ -44,8 +60,10 @@ class MoeMlp {
  public:
   MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims) {}
 
-  // From the gathered block input to the partial sums the block's reduction adds.
+  // From the gathered block input to the partial sums the block's reduction adds (folded: from
+  // the rank's shard of the block input to its shard of the output, no block collectives).
   void forward(Chain& chain, int layer, const std::string& prefix);
+  bool folded() const { return d_.folded; }
   void backward(Chain& chain, int layer, BackwardPart part);
 
  private:
@@ -56,6 +74,12 @@ class MoeMlp {
   void all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
                   const std::string& prefix);
   void shared_forward(Chain& chain, int layer, const std::string& prefix);
+  // Folded layout: a collective of `rows` rows over the experts' tensor-parallel group, or of the
+  // shared experts' tokens over the tensor-parallel group (tasks named <what>, report stage tp).
+  void expert_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                            std::int64_t rows, const std::string& prefix);
+  void shared_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                            const std::string& prefix);
   // FP8 (--precision fp8), before a GEMM of `what`: its input quantised, and in the step's first
   // microbatch its weights (cached for the others); in backward its output gradient.
   void fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
