@@ -8,6 +8,7 @@
 #include "sim/core/error.h"
 #include "sim/core/input_file.h"
 #include "sim/spec/presets.h"
+#include "sim/spec/run_spec.h"
 #include "sim/spec/yaml_reader.h"
 #include "validate/csv_cells.h"
 
@@ -43,9 +44,10 @@ std::vector<StepModelMapping> read_models(const YamlValue& v, bool default_overl
     m.overlap_grad_reduce = default_overlap;
     const YamlValue value(entry.second, v.file(), "models." + m.name, entry.second.Mark());
     if (value.is_map()) {
-      const YamlMap map(value, {"preset", "overlap_grad_reduce"});
+      const YamlMap map(value, {"preset", "overlap_grad_reduce", "expert_tensor_parallel"});
       m.preset = map.require("preset").as_name();
       if (auto o = map.get("overlap_grad_reduce")) m.overlap_grad_reduce = o->as_bool();
+      if (auto e = map.get("expert_tensor_parallel")) m.etp = static_cast<int>(e->as_int(1, kMaxGroupSize));
     } else {
       m.preset = value.as_name();
     }
@@ -125,6 +127,7 @@ void read_layout(const RowCells& c, StepRow& r) {
   r.pp = static_cast<int>(c.whole("pipeline_parallel", 1));
   if (c.has("context_parallel")) r.cp = static_cast<int>(c.whole("context_parallel", 1));
   if (c.has("expert_parallel")) r.ep = static_cast<int>(c.whole("expert_parallel", 1));
+  if (c.has("expert_tensor_parallel")) r.etp = static_cast<int>(c.whole("expert_tensor_parallel", 1));
   const std::int64_t model_parallel = std::int64_t{r.tp} * r.cp * r.pp;
   const std::string named = r.cp > 1 ? "tensor_parallel x context_parallel x pipeline_parallel"
                                       : "tensor_parallel x pipeline_parallel";

@@ -17,7 +17,9 @@
 //   attention                  flash or unfused (StepSpec::attention)
 //   overlap_grad_reduce        true or false (StepSpec::overlap_grad_reduce)
 //   models                     the CSV's model names -> a preset or a .yaml file of the folder, or a
-//                              map {preset, overlap_grad_reduce} where one model ran otherwise
+//                              map {preset, overlap_grad_reduce, expert_tensor_parallel} where one
+//                              model ran otherwise (expert_tensor_parallel: the experts'
+//                              tensor-parallel size of its runs where the CSV has no column for it)
 //   layer_times                optional: a CSV of one layer's forward and backward times
 //                              (validate/layer_replay.h), relative to the folder
 //   goals                      optional: row_error_pct (every row's |error| at most this) and
@@ -27,7 +29,8 @@
 // The CSV's columns are found by name (their order is free, others are ignored): model, gpus,
 // tensor_parallel, pipeline_parallel, global_batch_size, seq_len and the measure's column are
 // required; data_parallel (checked against gpus / (tp x cp x pp)), micro_batch_size, virtual_stages or
-// layers_per_virtual_stage, expert_parallel, context_parallel, precision (bf16, or fp8, fp8-cs,
+// layers_per_virtual_stage, expert_parallel, expert_tensor_parallel (Megatron-Core's
+// --expert-tensor-parallel-size; without it the mapping's, else tp), context_parallel, precision (bf16, or fp8, fp8-cs,
 // fp8-blockwise: every FP8 recipe is moesim's fp8 GEMMs; case-insensitive; an empty cell is a
 // row that cannot be simulated, no column a 16-bit run), part_layers (the layers
 // of each of the pp x vpp model parts, space-separated, for an uneven split), sequence_parallel
@@ -58,6 +61,7 @@ struct StepModelMapping {
   std::string name;    // as the CSV's model column writes it
   std::string preset;  // a preset name, or a file path resolved against the folder
   bool overlap_grad_reduce = false;
+  int etp = 0;  // expert_tensor_parallel: the experts' tensor-parallel size the runs used; 0: not stated
 };
 
 struct StepGoals {
@@ -88,6 +92,7 @@ struct StepRow {
   int dp = 0;  // the data_parallel column; 0 where the CSV has none
   int vpp = 1;
   int ep = 1, cp = 1;
+  int etp = 0;                   // the expert_tensor_parallel column; 0: not in the CSV
   bool fp8 = false;              // the precision column names an FP8 recipe
   bool precision_stated = false;  // the row has a precision cell
   std::vector<int> part_layers;  // empty: an even split

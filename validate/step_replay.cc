@@ -58,6 +58,9 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   spec.layout.vpp = row.vpp;
   spec.layout.ep = row.ep;
   spec.layout.cp = row.cp;
+  // The experts' tensor-parallel size: the row's, else the one steps.yaml states for the model,
+  // else Megatron-Core's default (tp).
+  spec.layout.etp = row.etp > 0 ? row.etp : mapping.etp;
   spec.part_layers = row.part_layers;
   spec.global_batch = row.global_batch;
   spec.micro_batch = row.micro_batch;
@@ -135,7 +138,7 @@ StepComparison simulate_step_row(const StepDataset& d, const PreparedStepRow& p,
 std::vector<SpeedupComparison> pair_speedups(const std::vector<StepComparison>& rows) {
   const auto same_run = [](const StepRow& a, const StepRow& b) {
     return a.model == b.model && a.gpus == b.gpus && a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.ep == b.ep &&
-           a.cp == b.cp && a.fp8 == b.fp8 && a.part_layers == b.part_layers && a.global_batch == b.global_batch && a.micro_batch == b.micro_batch && a.seq == b.seq;
+           a.etp == b.etp && a.cp == b.cp && a.fp8 == b.fp8 && a.part_layers == b.part_layers && a.global_batch == b.global_batch && a.micro_batch == b.micro_batch && a.seq == b.seq;
   };
   std::vector<SpeedupComparison> out;
   for (const StepComparison& sel : rows) {

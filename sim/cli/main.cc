@@ -175,6 +175,10 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
   app->add_option("--vpp", s.vpp, "virtual pipeline stages per stage (whole step; interleaved 1F1B)")
       ->transform(whole(1, kMaxGroupSize));
   app->add_option("--cp", s.cp, "context-parallel degree (whole step)")->transform(whole(1, kMaxGroupSize));
+  app->add_option("--etp", s.etp,
+                  "the experts' tensor-parallel size (whole step; Megatron-Core's --expert-tensor-parallel-size, "
+                  "default --tp): the MoE layers' own layout etp x ep x expert data-parallel over a stage's ranks")
+      ->transform(whole(1, kMaxGroupSize));
   app->add_option("--schedule", s.schedule, "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1|dualpipe");
   app->add_option("--part-layers", s.part_layers,
                   "layers of each model part (whole step; --pp x --vpp comma-separated counts in forward order) for an "

@@ -62,6 +62,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.layout.vpp = s.vpp;
   spec.layout.ep = a.given("--ep") ? a.ep_size : 1;
   spec.layout.cp = s.cp;
+  spec.layout.etp = s.etp;
   if (spec.layout.ep < 1) throw InputError("--ep must be at least 1 with --global-batch, got " + std::to_string(spec.layout.ep));
   spec.global_batch = s.global_batch;
   spec.micro_batch = s.micro_batch;
@@ -107,7 +108,8 @@ void refuse_layer_flags(const StepArgs& a) {
 
 const std::vector<std::string>& training_step_only_flags() {
   static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
-                                              "--cp",          "--schedule",  "--recompute", "--sequence-parallel",
+                                              "--cp",          "--etp",       "--schedule",  "--recompute",
+                                              "--sequence-parallel",
                                               "--precision",   "--attention", "--no-overlap-grad-reduce",
                                               "--part-layers", "--html"};
   return flags;

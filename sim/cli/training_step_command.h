@@ -18,6 +18,7 @@ struct TrainingStepArgs {
   int pp = 1;
   int vpp = 1;
   int cp = 1;
+  int etp = 0;  // --etp; 0: --tp
   std::string schedule;  // "" = 1f1b, or interleaved with --vpp > 1
   std::string part_layers;  // --part-layers "4,8,8,..."
   std::string recompute = "none";

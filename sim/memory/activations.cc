@@ -26,6 +26,7 @@ struct Dims {
   std::int64_t n = 0;  // tokens of a rank's sequence chunk: b s / cp
   std::int64_t e = 2;  // the model dtype's bytes
   std::int64_t t = 1;
+  std::int64_t et = 1;  // the experts' tensor-parallel size
   bool sp = false;
   bool dropout = false;
   AttentionKernel kernel = AttentionKernel::kFlash;
@@ -54,6 +55,7 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   d.n = checked_mul(d.b, d.s / l.cp);
   d.e = m.element_bytes();
   d.t = l.tp;
+  d.et = l.etp > 0 ? l.etp : l.tp;
   d.sp = l.sequence_parallel;
   d.dropout = m.architecture.dropout > 0;
   d.kernel = l.attention;
@@ -141,22 +143,36 @@ std::int64_t dense_mlp(const ModelSpec& m, const Dims& d, std::int64_t ff) {
   return 2 * token_bytes(d, m.d_model, d.e) + split_bytes(d, mlp_columns(m, ff), d.e) + mask_bytes(d, m.d_model);
 }
 
+// The rows E x C a rank routing `tokens` tokens sends: capacity per expert C = floor(k f N / E) as
+// the MoE layer's buffers have it (the relative slack absorbs f's binary representation error, as
+// sim/build/layer_dims.cc does); uniform routing fills every expert to C whatever ep is.
+std::int64_t routed_rows(const ModelSpec& m, std::int64_t tokens) {
+  const double raw = static_cast<double>(checked_mul(m.top_k, tokens)) * m.capacity_factor / m.num_experts;
+  return checked_mul(m.num_experts, static_cast<std::int64_t>(raw * (1.0 + 1e-12)));
+}
+
 // The MoE MLP block. Over the rank's tokens: the norm's input, the router's (and shared experts')
 // input, the fp32 router scores over all experts and top-k weights, the shared experts' columns,
 // the output dropout's mask. Over the rows dispatched to the rank's experts (the tensor-parallel
 // group's tokens, gathered before the experts as Megatron-Core does): fc1's input (whole d_model
 // rows), the experts' columns (split over t) and their output, kept for the gradient of the
 // combine's top-k weights (rows follow the tokens' layout: split over t with SP).
+// With the experts' own tensor-parallel size (etp != tp, Megatron-Core's parallel folding) each
+// rank routes its own tokens (its sequence-parallel shard), and its experts see the rows the
+// all-to-all brought to the etp ranks, all-gathered over them: etp x E x C(own tokens) rows of
+// fc1 input and columns split over etp; the output kept for the combine is the rank's own rows.
 std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
   std::int64_t bytes = 2 * token_bytes(d, m.d_model, d.e) + token_bytes(d, m.num_experts + m.top_k, kFp32Bytes) +
                        mask_bytes(d, m.d_model);
   if (m.shared_experts.count > 0)
     bytes += split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e);
-  // Capacity per expert C = floor(k f N / E) as the MoE layer's buffers have it (the relative slack
-  // absorbs f's binary representation error, as sim/build/layer_dims.cc does); uniform routing fills
-  // every expert to C whatever ep is.
-  const double raw = static_cast<double>(checked_mul(m.top_k, d.n)) * m.capacity_factor / m.num_experts;
-  const std::int64_t rows = checked_mul(m.num_experts, static_cast<std::int64_t>(raw * (1.0 + 1e-12)));
+  if (d.et != d.t) {
+    const std::int64_t own = routed_rows(m, d.n / (d.sp ? d.t : 1));
+    const std::int64_t gathered = checked_mul(own, d.et);
+    return bytes + checked_mul({gathered, m.d_model, d.e}) +
+           checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e}) + checked_mul({own, m.d_model, d.e});
+  }
+  const std::int64_t rows = routed_rows(m, d.n);
   bytes += checked_mul({rows, m.d_model, d.e}) + checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e}) +
            checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);
   return bytes;
@@ -180,9 +196,9 @@ LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, cons
   throw InternalError("unknown Recompute");
 }
 
-void check_ep(const ModelSpec& m, int ep, int tp) {
+void check_ep(const ModelSpec& m, int ep, const ActivationLayout& l) {
   require(ep >= 1, "ep must be at least 1, got " + std::to_string(ep));
-  check_tensor_expert_parallel(m, tp, ep);
+  check_tensor_expert_parallel(m, l.tp, ep, l.etp);
 }
 
 void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
@@ -251,14 +267,14 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
 
 LayerActivations dense_layer_activations(const ModelSpec& m, const ActivationLayout& l) {
   const Dims d = resolve(m, l);
-  check_ep(m, 1, l.tp);
+  check_ep(m, 1, l);
   require(m.architecture.dense_d_ffn > 0, "model " + m.name + " has no dense layers (no architecture.dense_d_ffn)");
   return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), m, d, l.recompute);
 }
 
 LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep) {
   const Dims d = resolve(m, l);
-  check_ep(m, ep, l.tp);
+  check_ep(m, ep, l);
   require(m.has_moe_layers(), "model " + m.name + " has no MoE layers");
   return with_recompute(attention_part(m, d), moe_mlp(m, d), m, d, l.recompute);
 }

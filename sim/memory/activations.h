@@ -23,7 +23,8 @@
 //     flash attention keeps q, k, v, its output and the fp32 softmax statistics (b heads s / t);
 //   - an MoE layer's experts see every token of the tensor-parallel group: rows = E x C with the
 //     simulator's capacity C = floor(k f N / E) (sim/build/layer_dims.cc; uniform routing fills
-//     every expert to C, so ep does not change a rank's rows).
+//     every expert to C, so ep does not change a rank's rows); with the experts' own
+//     tensor-parallel size etp != t, etp x E x C(N / t) rows, the etp ranks' own tokens gathered.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,7 @@ struct ActivationLayout {
   std::int64_t seq = 0;            // s, tokens of one sequence; 0: the model's architecture.seq_len
   int tp = 1;                      // t
   int cp = 1;                      // context parallelism: each rank holds s / cp of the sequence
+  int etp = 0;                     // the experts' tensor-parallel size; 0: t
   bool sequence_parallel = false;  // Megatron's SP: the d_model-wide tensors split over t
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention = AttentionKernel::kFlash;

@@ -21,14 +21,14 @@ void check_layout(const ModelSpec& m, const TrainingLayout& l) {
   if (l.zero_stage < 0 || l.zero_stage > 3)
     throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(l.zero_stage));
   require_divides(l.pp, m.num_layers, "the model's layers", "--pp");
-  check_tensor_expert_parallel(m, l.tp, l.ep);
+  check_tensor_expert_parallel(m, l.tp, l.ep, l.etp);
 }
 
 // Adds one layer's parameters as one GPU of its stage holds them.
 void add_layer(StageModelStates& s, const LayerParameters& p, const TrainingLayout& l) {
   s.dense_params += static_cast<double>(p.attention + p.dense_mlp + p.shared_experts) / l.tp +
                     static_cast<double>(p.norms + p.router);
-  s.expert_params += static_cast<double>(p.routed_experts) / (static_cast<double>(l.ep) * l.tp);
+  s.expert_params += static_cast<double>(p.routed_experts) / (static_cast<double>(l.ep) * l.expert_tp());
 }
 
 // The bytes of `params` parameters whose states are replicated over `replicas` GPUs.
@@ -54,14 +54,15 @@ void add_last_stage(StageModelStates& s, const ModelSpec& m, const ParameterCoun
 
 }  // namespace
 
-void check_tensor_expert_parallel(const ModelSpec& m, int tp, int ep) {
+void check_tensor_expert_parallel(const ModelSpec& m, int tp, int ep, int etp) {
   const AttentionSpec& a = m.architecture.attention;
   require_divides(tp, a.num_heads, "the attention heads", "--tp");
   if (a.kind != AttentionKind::kMla) require_divides(tp, a.num_kv_heads, "the key/value groups", "--tp");
   if (m.architecture.dense_d_ffn > 0) require_divides(tp, m.architecture.dense_d_ffn, "dense_d_ffn", "--tp");
   if (m.has_moe_layers()) {
     require_divides(ep, m.num_experts, "the experts", "--ep");
-    require_divides(tp, m.d_ffn, "the experts' d_ffn", "--tp");
+    const bool folded = etp > 0 && etp != tp;
+    require_divides(folded ? etp : tp, m.d_ffn, "the experts' d_ffn", folded ? "--etp" : "--tp");
     if (m.shared_experts.count > 0) require_divides(tp, m.shared_experts.d_ffn, "the shared experts' d_ffn", "--tp");
   } else if (ep > 1) {
     throw InputError("--ep " + std::to_string(ep) + ": model " + m.name + " has no experts to split");
@@ -98,7 +99,8 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const Tra
     if (st == 0 || (end_stage && l.ends_on_both_end_stages))
       s.dense_params += static_cast<double>(c.embedding + c.positions) / l.tp;
     if (st == l.pp - 1 || (end_stage && l.ends_on_both_end_stages)) add_last_stage(s, m, c, l);
-    add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp, m, l.zero_stage);
+    // The stage's ranks over the tensor-parallel ones: ep x dp with etp = tp.
+    add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp * l.expert_tp() / l.tp, m, l.zero_stage);
     add_bytes(s, s.expert_params, l.dp, m, l.zero_stage);
   }
   return stages;

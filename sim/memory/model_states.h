@@ -8,9 +8,11 @@
 // embeddings and several stages, a copy of the embedding) and the MTP modules. Within a stage:
 //   - attention, dense MLPs and shared experts are tensor parallel (1/tp each), as are the
 //     embedding and the output head (vocabulary-parallel); norms and routers are replicated;
-//   - routed experts are split over the ep ranks, each expert's matrices over the tp ranks (1/(ep x
-//     tp), Megatron-Core's default expert-tensor-parallel size and TED's layout);
-//   - the non-expert states are replicated over ep x dp GPUs, the expert states over dp.
+//   - routed experts are split over the ep ranks, each expert's matrices over the etp ranks (1/(ep x
+//     etp); etp = tp is Megatron-Core's default expert-tensor-parallel size and TED's layout, and
+//     another etp its "parallel folding", the experts laid out etp x ep x dp over the stage's ranks);
+//   - the expert states are replicated over dp GPUs (the experts' data-parallel size), the
+//     non-expert states over the rest of the stage's ranks: etp x ep x dp / tp.
 // Bytes per parameter (mixed-precision Adam, Megatron's accounting): weights in the model's dtype,
 // fp32 gradients (main_grads) and 12 bytes of optimizer state (fp32 master weights, two moments);
 // an fp32 model keeps no separate master copy (4 + 4 + 8). ZeRO shards over the data-parallel
@@ -29,7 +31,9 @@ struct TrainingLayout {
   int tp = 1;
   int pp = 1;
   int ep = 1;
-  int dp = 1;  // replicas of the tp x pp x ep ranks
+  int etp = 0;  // the experts' tensor-parallel size; 0: tp
+  int dp = 1;   // replicas of the etp x pp x ep ranks (the experts' data-parallel size)
+  int expert_tp() const { return etp > 0 ? etp : tp; }
   int zero_stage = 0;
   // DualPipe: the first and the last stage each hold both ends (the embedding of one direction's
   // first part and the head and MTP modules of the other's last part).
@@ -61,9 +65,9 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout,
                                                    const std::vector<std::vector<int>>& stage_layers);
 
-// The tensor- and expert-parallel part of those checks : tp dividing the
-// heads, key/value groups and MLP widths, ep the experts; ep > 1 refused for a model without
-// experts. The caller has checked that both are at least 1.
-void check_tensor_expert_parallel(const ModelSpec& model, int tp, int ep);
+// The tensor- and expert-parallel part of those checks : tp dividing the heads, key/value groups
+// and dense MLP widths, ep the experts, the experts' tensor-parallel size etp (0: tp) the experts'
+// d_ffn; ep > 1 refused for a model without experts. The caller has checked that all are at least 1.
+void check_tensor_expert_parallel(const ModelSpec& model, int tp, int ep, int etp = 0);
 
 }  // namespace moesim

@@ -33,9 +33,12 @@ std::optional<AttentionKernel> parse_attention_kernel(std::string_view s);
 std::vector<std::string> attention_kernel_names();
 
 // The parallel layout of a step over G GPUs, Megatron-Core's rank order tp-cp-ep-dp-pp (tensor
-// fastest): G = tp x cp x dp x pp, where dp is the data-parallel size of the dense blocks; the
-// expert-parallel group (ep ranks) lies inside cp x dp, so ep must divide cp x dp and the expert
-// blocks are replicated over cp x dp / ep ranks (their data-parallel group).
+// fastest): G = tp x cp x dp x pp, where dp is the data-parallel size of the dense blocks. The MoE
+// layers have their own layout over the same ranks of a stage (Megatron-Core's expert rank
+// generator, order tp-ep-dp-pp: "MoE parallel folding", Liu et al. 2025, arXiv 2504.14960):
+// etp x ep x edp = tp x cp x dp, the experts' tensor-parallel ranks fastest. With etp = tp (the
+// default, --expert-tensor-parallel-size unset) the expert-parallel group lies inside cp x dp, so
+// ep must divide cp x dp and the expert blocks are replicated over cp x dp / ep ranks.
 struct StepLayout {
   int gpus = 0;
   int tp = 1;
@@ -43,8 +46,14 @@ struct StepLayout {
   int vpp = 1;  // virtual pipeline stages (model chunks per pipeline stage)
   int ep = 1;
   int cp = 1;
+  int etp = 0;  // the experts' tensor-parallel size (--etp); 0: tp
   int dp() const { return gpus / (tp * cp * pp); }
   int stage_size() const { return tp * cp * dp(); }  // GPUs of one pipeline stage
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  // The experts' data-parallel size (their replicas in a stage): stage_size / (etp x ep).
+  int edp() const { return stage_size() / (expert_tp() * ep); }
+  // The MoE layers run with their own layout (etp differs from tp).
+  bool folded() const { return expert_tp() != tp; }
 };
 
 struct StepSpec {

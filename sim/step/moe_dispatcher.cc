@@ -16,7 +16,7 @@ bool MoeDispatcher::active(int stage) const { return e_.shape().expert_group(sta
 std::vector<int> MoeDispatcher::tensor_expert_group(int stage) const {
   std::vector<int> out;
   for (int member : e_.shape().expert_group(stage))
-    for (int t = 0; t < e_.shape().layout.tp; ++t) out.push_back(member + t);
+    for (int t = 0; t < e_.shape().layout.expert_tp(); ++t) out.push_back(member + t);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -24,7 +24,7 @@ std::vector<int> MoeDispatcher::tensor_expert_group(int stage) const {
 std::vector<std::int64_t> MoeDispatcher::split_size_copies(int stage) const {
   const auto ep = static_cast<std::int64_t>(e_.shape().expert_group(stage).size());
   // tokens_per_expert (the local experts'), input_splits, output_splits, output_splits_tp.
-  return {d_.local_experts * kCountBytes, ep * kCountBytes, ep * kCountBytes, e_.shape().layout.tp * kCountBytes};
+  return {d_.local_experts * kCountBytes, ep * kCountBytes, ep * kCountBytes, e_.shape().layout.expert_tp() * kCountBytes};
 }
 
 std::optional<TaskIndex> MoeDispatcher::routing_metadata(Chain& chain, int layer, const std::string& prefix) {

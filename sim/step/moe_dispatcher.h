@@ -7,7 +7,7 @@
 //   tensor x expert-parallel group (gather_from_sequence_parallel_region(..., tp_ep_group): E
 //   int64 counts per rank), on the compute stream, so the permutation waits for it. The split
 //   sizes the all-to-all needs on the host (tokens_per_expert, input_splits, output_splits,
-//   output_splits_tp: E / ep, ep, ep and tp int64 values, one cudaMemcpy each) are copied to the
+//   output_splits_tp: E / ep, ep, ep and etp int64 values, one cudaMemcpy each) are copied to the
 //   host on a side stream issued before the permutation ("before_permutation_1"), and the host
 //   waits for them (d2h_event.synchronize() at "before_ep_alltoall") before it issues the
 //   dispatch: the dispatch starts after both the permutation and the last copy.
@@ -65,8 +65,8 @@ class MoeDispatcher {
   TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
     return TaskName{"L" + std::to_string(layer), layer, pass, what, stage};
   }
-  // The tensor x expert-parallel group of the stage's representative rank (each expert-parallel
-  // member with its tensor-parallel peers, tensor ranks fastest).
+  // The expert tensor x expert-parallel group of the stage's representative rank (each expert-parallel
+  // member with its expert tensor-parallel peers, etp ranks fastest; etp = tp unless folded).
   std::vector<int> tensor_expert_group(int stage) const;
 
   StepEmitter& e_;

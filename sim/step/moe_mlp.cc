@@ -8,7 +8,11 @@ namespace moesim {
 MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks) {
   MoeDims d;
   const int tp = shape.layout.tp;
-  d.tokens = shape.tokens();
+  const int etp = shape.layout.expert_tp();
+  d.folded = shape.layout.folded();
+  d.shared_tokens = shape.tokens();
+  d.tokens = d.folded ? shape.tokens() / tp : shape.tokens();
+  d.gathered = d.folded ? etp : 1;
   d.hidden = model.d_model;
   d.experts = model.num_experts;
   d.local_experts = model.num_experts / shape.layout.ep;
@@ -19,7 +23,7 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks) {
                      model.num_experts;
   d.capacity = static_cast<std::int64_t>(raw * (1.0 + 1e-12));
   const bool gated = model.activation == Activation::kSwiglu;
-  d.expert_ffn = model.d_ffn / tp;
+  d.expert_ffn = model.d_ffn / etp;
   d.expert_fc1_out = gated ? 2 * d.expert_ffn : d.expert_ffn;
   if (model.shared_experts.count > 0) {
     d.shared_ffn = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn / tp;
@@ -74,6 +78,20 @@ void MoeMlp::after_chunks(const Chain& chain, const std::vector<std::optional<Ta
     if (back[c] && back[c] != chain.last) e_.graph().add_dependency(*back[c], *chain.last);
 }
 
+void MoeMlp::expert_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                                  std::int64_t rows, const std::string& prefix) {
+  e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "tp" : "recompute"),
+                      op == CollectiveOp::kAllGather ? StreamClass::kCommDispatch : StreamClass::kCommCombine, op,
+                      e_.shape().expert_tensor_group(chain.stage), rows * d_.hidden * e_.shape().element_bytes);
+}
+
+void MoeMlp::shared_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                                  const std::string& prefix) {
+  e_.group_collective(chain, name(layer, pass, prefix + what, prefix.empty() ? "tp" : "recompute"),
+                      StreamClass::kCommDispatch, op, e_.shape().tensor_group(chain.stage),
+                      d_.shared_tokens * d_.hidden * e_.shape().element_bytes);
+}
+
 void MoeMlp::fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
                        std::int64_t input_elems, const std::string& prefix, const std::string& chunk) {
   if (!e_.fp8()) return;
@@ -90,14 +108,18 @@ void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int
 void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {
   if (d_.shared_ffn == 0) return;
   const std::string stage = prefix.empty() ? "shared" : "recompute";
-  fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, d_.tokens * d_.hidden, prefix);
+  const std::int64_t tokens = d_.shared_tokens;
+  if (d_.folded) shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.allgather", CollectiveOp::kAllGather, prefix);
+  fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, tokens * d_.hidden, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc1", stage),
-            e_.gemm(1, d_.tokens, d_.shared_fc1_out, d_.hidden));
+            e_.gemm(1, tokens, d_.shared_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.act", stage),
-            e_.elementwise(d_.tokens * d_.shared_fc1_out, d_.tokens * d_.shared_ffn));
-  fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, d_.tokens * d_.shared_ffn, prefix);
+            e_.elementwise(tokens * d_.shared_fc1_out, tokens * d_.shared_ffn));
+  fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, tokens * d_.shared_ffn, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc2", stage),
-            e_.gemm(1, d_.tokens, d_.hidden, d_.shared_ffn));
+            e_.gemm(1, tokens, d_.hidden, d_.shared_ffn));
+  if (d_.folded)
+    shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.reducescatter", CollectiveOp::kReduceScatter, prefix);
 }
 
 // Chunk c's local experts: fc1, the activation and fc2 as batched GEMMs over the rows it received.
@@ -105,15 +127,14 @@ void MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix,
   const std::string stage = prefix.empty() ? "experts" : "recompute";
   const std::string chunk = suffix(c);
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
-  const std::int64_t rows = d_.rows_sent(c);
   const std::int64_t per_expert = d_.rows_per_local_expert(ep, c);
-  const std::int64_t local_rows = d_.local_experts * per_expert;
+  const std::int64_t local_rows = d_.local_rows(ep, c);
   fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
             prefix, chunk);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
             e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + chunk, stage),
-            e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+            e_.elementwise(local_rows * d_.expert_fc1_out, local_rows * d_.expert_ffn));
   fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
             prefix, chunk);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2" + chunk, stage),
@@ -134,12 +155,19 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   const std::vector<std::optional<TaskIndex>> dispatched =
       to_experts(chain, layer, Pass::kForward, "dispatch", prefix, splits_on_host);
   shared_forward(shared, layer, prefix);
+  const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   std::vector<std::optional<TaskIndex>> combined;
   for (int c = 0; c < d_.chunks; ++c) {
     chain.last = dispatched[static_cast<std::size_t>(c)];
-    dispatcher_.sort_chunks(chain, layer, Pass::kForward, "dispatch", true, prefix, rows_of(c));
+    if (d_.folded)
+      expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.allgather" + suffix(c), CollectiveOp::kAllGather,
+                           d_.local_rows(ep, c), prefix);
+    dispatcher_.sort_chunks(chain, layer, Pass::kForward, "dispatch", true, prefix, gathered_rows_of(c));
     experts_forward(chain, layer, prefix, c);
-    dispatcher_.sort_chunks(chain, layer, Pass::kForward, "combine", false, prefix, rows_of(c));
+    dispatcher_.sort_chunks(chain, layer, Pass::kForward, "combine", false, prefix, gathered_rows_of(c));
+    if (d_.folded)
+      expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.reducescatter" + suffix(c),
+                           CollectiveOp::kReduceScatter, d_.local_rows(ep, c), prefix);
     combined.push_back(all_to_all(chain, layer, Pass::kForward, "combine", false, prefix, c));
   }
   chain.last = combined.back();
@@ -174,13 +202,17 @@ void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnB
 
 void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
   if (d_.shared_ffn == 0) return;
-  ffn_backward(chain, layer, part, {"shared", "", 1, d_.tokens, d_.tokens, d_.shared_ffn, d_.shared_fc1_out});
+  const bool collectives = d_.folded && part != BackwardPart::kWeight;
+  if (collectives) shared_tp_collective(chain, layer, Pass::kBackward, "shared.tp.allgather", CollectiveOp::kAllGather, "");
+  ffn_backward(chain, layer, part, {"shared", "", 1, d_.shared_tokens, d_.shared_tokens, d_.shared_ffn, d_.shared_fc1_out});
+  if (collectives)
+    shared_tp_collective(chain, layer, Pass::kBackward, "shared.tp.reducescatter", CollectiveOp::kReduceScatter, "");
 }
 
 void MoeMlp::experts_backward(Chain& chain, int layer, BackwardPart part, int c) {
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   ffn_backward(chain, layer, part,
-               {"experts", suffix(c), d_.local_experts, d_.rows_per_local_expert(ep, c), d_.rows_sent(c),
+               {"experts", suffix(c), d_.local_experts, d_.rows_per_local_expert(ep, c), d_.local_rows(ep, c),
                 d_.expert_ffn, d_.expert_fc1_out});
 }
 
@@ -202,12 +234,19 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   const std::vector<std::optional<TaskIndex>> gradients =
       to_experts(chain, layer, Pass::kBackward, "combine", "", std::nullopt);
   shared_backward(shared, layer, part);
+  const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   std::vector<std::optional<TaskIndex>> sent_back;
   for (int c = 0; c < d_.chunks; ++c) {
     chain.last = gradients[static_cast<std::size_t>(c)];
-    dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "", rows_of(c));
+    if (d_.folded)
+      expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.allgather" + suffix(c), CollectiveOp::kAllGather,
+                           d_.local_rows(ep, c), "");
+    dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "", gathered_rows_of(c));
     experts_backward(chain, layer, part, c);
-    dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "", rows_of(c));
+    dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "", gathered_rows_of(c));
+    if (d_.folded)
+      expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.reducescatter" + suffix(c),
+                           CollectiveOp::kReduceScatter, d_.local_rows(ep, c), "");
     Chain back = chain;
     back.last = all_to_all(chain, layer, Pass::kBackward, "dispatch", false, "", c);
     dispatcher_.probs_all_to_all(back, layer, Pass::kBackward, "dispatch", false, "", rows_of(c));

@@ -25,6 +25,18 @@
 // shared experts stay whole; so do the weight gradients of a split backward (zb-h1, dualpipe: the
 // W pass has no all-to-all to hide, so it runs one batched GEMM per layer over all rows). n = 1
 // is the unchunked layer, task for task.
+//
+// With the experts' own tensor-parallel size etp != tp (Megatron-Core's parallel folding, Liu et
+// al. 2025, arXiv 2504.14960), the MoE block runs as Megatron-Core's MoEAlltoAllTokenDispatcher
+// does (megatron/core/transformer/moe/token_dispatcher.py, NVIDIA/Megatron-LM d98e8a6): no
+// all-gather of the block input; each rank routes its own N / tp tokens (its sequence-parallel
+// shard; the layout requires sequence parallelism with tp > 1), the all-to-all runs over the
+// expert-parallel group (ep ranks strided by etp), then an all-gather over the experts'
+// tensor-parallel group (etp consecutive ranks) gives each local expert ep x etp x C rows, whose
+// columns split over etp; after the experts a reduce-scatter over the same group, the combine
+// all-to-all, and the rank's own N / tp tokens come out. The shared experts stay a
+// tensor-parallel MLP over tp (SharedExpertMLP): their own all-gather and reduce-scatter of the
+// block's N tokens, beside the dispatch.
 #pragma once
 
 #include <cstdint>
@@ -40,13 +52,16 @@
 namespace moesim {
 
 struct MoeDims {
-  std::int64_t tokens = 0;          // N: the tensor-parallel group's tokens of the microbatch
+  std::int64_t tokens = 0;          // tokens routed on the rank: the tensor-parallel group's N (folded: N / tp)
+  std::int64_t shared_tokens = 0;   // the shared experts' tokens: N
   std::int64_t hidden = 0;
   int experts = 0;                  // E
   int local_experts = 0;            // E / ep
   int top_k = 1;
   std::int64_t capacity = 0;        // C: rows per (source rank, expert)
-  std::int64_t expert_ffn = 0;      // the activation's output width per rank (d_ffn / tp)
+  bool folded = false;              // etp != tp: the experts' own layout (above)
+  int gathered = 1;                 // the experts' all-gather multiplies the rows (folded: etp)
+  std::int64_t expert_ffn = 0;      // the activation's output width per rank (d_ffn / etp)
   std::int64_t expert_fc1_out = 0;  // fc1's output per rank (2x for gated)
   std::int64_t shared_ffn = 0;      // shared experts' activation width per rank (count x d_ffn / tp); 0 = none
   std::int64_t shared_fc1_out = 0;
@@ -57,9 +72,11 @@ struct MoeDims {
   // Rows per (source rank, expert) in chunk c: floor(C/n), one more for the first C mod n chunks.
   std::int64_t chunk_capacity(int c = kWhole) const;
   std::int64_t rows_sent(int c = kWhole) const { return static_cast<std::int64_t>(experts) * chunk_capacity(c); }
+  // A local expert's rows: from each of the ep ranks, gathered over etp when folded.
   std::int64_t rows_per_local_expert(int ep, int c = kWhole) const {
-    return static_cast<std::int64_t>(ep) * chunk_capacity(c);
+    return static_cast<std::int64_t>(ep) * gathered * chunk_capacity(c);
   }
+  std::int64_t local_rows(int ep, int c = kWhole) const { return local_experts * rows_per_local_expert(ep, c); }
 };
 
 // `chunks`: StepSpec::moe_chunks, checked by check_moe_chunks.
@@ -74,8 +91,10 @@ class MoeMlp {
  public:
   MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims), dispatcher_(emitter, dims) {}
 
-  // From the gathered block input to the partial sums the block's reduction adds.
+  // From the gathered block input to the partial sums the block's reduction adds (folded: from
+  // the rank's shard of the block input to its shard of the output, no block collectives).
   void forward(Chain& chain, int layer, const std::string& prefix);
+  bool folded() const { return d_.folded; }
   void backward(Chain& chain, int layer, BackwardPart part);
 
  private:
@@ -93,13 +112,21 @@ class MoeMlp {
   // probabilities after it. Returns each chunk's last task.
   std::vector<std::optional<TaskIndex>> to_experts(const Chain& chain, int layer, Pass pass, const std::string& what,
                                                    const std::string& prefix, std::optional<TaskIndex> host_wait);
-  // Chunk c's rows sent and id suffix, for the dispatcher's per-chunk work.
+  // Chunk c's rows sent (the probabilities' all-to-all) and id suffix.
   ChunkRows rows_of(int c) const { return {d_.rows_sent(c), suffix(c)}; }
+  // Chunk c's rows the local experts hold (gathered over etp when folded: the dispatcher's sorts).
+  ChunkRows gathered_rows_of(int c) const { return {d_.rows_sent(c) * d_.gathered, suffix(c)}; }
   // The chain's last task (the un-permutation, which reads every chunk's rows) after each chunk's
   // all-to-all back (`back`; the chain went on from the last of them).
   void after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back);
   void shared_forward(Chain& chain, int layer, const std::string& prefix);
   void experts_forward(Chain& chain, int layer, const std::string& prefix, int c);
+  // Folded layout: a collective of `rows` rows over the experts' tensor-parallel group, or of the
+  // shared experts' tokens over the tensor-parallel group (tasks named <what>, report stage tp).
+  void expert_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                            std::int64_t rows, const std::string& prefix);
+  void shared_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
+                            const std::string& prefix);
   // FP8 (--precision fp8), before a GEMM of `what`: its input quantised, and in the step's first
   // microbatch its weights (cached for the others); in backward its output gradient.
   void fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,

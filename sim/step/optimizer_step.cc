@@ -48,19 +48,20 @@ std::vector<std::vector<int>> OptimizerStep::grad_stats_groups(bool experts) con
   // The distributed optimizer reduces gradient statistics over its instance (every GPU with one
   // instance: intra_dist_opt_group), shared by the dense and expert optimizers. Without it
   // (Float16OptimizerWithFloat16Params, FP32Optimizer) the dense optimizer's group is the
-  // model-parallel one (pg_collection.mp: the tensor x pipeline ranks), the experts' tp_ep_pp;
-  // groups that differ reduce apart (ChainedOptimizer.get_grad_norm, prepare_grads).
+  // model-parallel one (pg_collection.mp: the tensor x pipeline ranks), the experts' tp_ep_pp
+  // (the expert rank generator's: etp x ep x pp ranks); groups that differ reduce apart
+  // (ChainedOptimizer.get_grad_norm, prepare_grads).
   std::vector<int> all;
   if (zero_stage_ >= 1) {
     for (int r = 0; r < shape().layout.gpus; ++r) all.push_back(r);
     return {all};
   }
   std::vector<int> dense, expert;
-  for (int s = 0; s < shape().stages(); ++s)
-    for (int t = 0; t < shape().layout.tp; ++t) {
-      dense.push_back(shape().stage_rank(s) + t);
-      for (int r : shape().expert_group(s)) expert.push_back(r + t);
-    }
+  for (int s = 0; s < shape().stages(); ++s) {
+    for (int t = 0; t < shape().layout.tp; ++t) dense.push_back(shape().stage_rank(s) + t);
+    for (int r : shape().expert_group(s))
+      for (int t = 0; t < shape().layout.expert_tp(); ++t) expert.push_back(r + t);
+  }
   std::sort(dense.begin(), dense.end());
   std::sort(expert.begin(), expert.end());
   if (!experts || expert == dense) return {dense};

@@ -185,11 +185,11 @@ void StepBuilder::transfer(Chain& chain, int part, const Produced& from, bool gr
 
 std::pair<std::int64_t, std::int64_t> StepBuilder::layer_params(int layer) const {
   // Norms and the router are replicated on the tensor-parallel ranks, routed experts split over
-  // the expert- and tensor-parallel ranks.
+  // the expert-parallel and the experts' tensor-parallel ranks.
   const LayerParameters p = layer_parameters(model_, kind_layer(layer));
   const int tp = shape().layout.tp;
   const std::int64_t dense = (p.attention + p.dense_mlp + p.shared_experts) / tp + p.norms + p.router;
-  const std::int64_t expert = p.routed_experts / (static_cast<std::int64_t>(shape().layout.ep) * tp);
+  const std::int64_t expert = p.routed_experts / (static_cast<std::int64_t>(shape().layout.ep) * shape().layout.expert_tp());
   return {dense, expert};
 }
 

@@ -34,7 +34,8 @@ const char* layout_name(const std::string& key) {
   static const std::pair<const char*, const char*> names[] = {
       {"gpus", "GPUs"}, {"tp", "tensor parallel (tp)"}, {"pp", "pipeline stages (pp)"},
       {"vpp", "virtual stages (vpp)"}, {"ep", "expert parallel (ep)"}, {"cp", "context parallel (cp)"},
-      {"dp", "data parallel (dp)"}, {"global_batch", "global batch (sequences)"}, {"micro_batch", "micro-batch"},
+      {"dp", "data parallel (dp)"}, {"etp", "experts' tensor parallel (etp)"},
+      {"edp", "experts' data parallel (edp)"}, {"global_batch", "global batch (sequences)"}, {"micro_batch", "micro-batch"},
       {"microbatches_per_pipeline", "microbatches per pipeline"}, {"seq", "sequence length"},
       {"schedule", "schedule"}, {"recompute", "recompute"}, {"sequence_parallel", "sequence parallel (SP)"},
       {"attention", "attention"}, {"gemm_dtype", "precision (GEMMs)"}, {"zero", "ZeRO stage"},

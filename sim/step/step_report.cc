@@ -23,6 +23,8 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["ep"] = l.ep;
   j["cp"] = l.cp;
   j["dp"] = r.shape.dp;
+  j["etp"] = l.expert_tp();
+  j["edp"] = l.edp();
   j["global_batch"] = r.shape.global_batch;
   j["micro_batch"] = r.shape.micro_batch;
   j["microbatches_per_pipeline"] = r.shape.pipeline.microbatches;
@@ -86,7 +88,10 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
   out << "moesim: training step of " << model.name << " on " << l.gpus << " x " << cluster.node.gpu.name << " ("
       << cluster.name << ")\n";
   out << "layout: tp " << l.tp << ", pp " << l.pp << ", vpp " << l.vpp << ", ep " << l.ep << ", cp " << l.cp << ", dp "
-      << r.shape.dp << "; schedule " << to_string(r.shape.schedule) << ", " << r.shape.pipeline.microbatches
+      << r.shape.dp;
+  // The MoE layers' own layout, where it differs from the attention's.
+  if (l.folded()) out << ", experts etp " << l.expert_tp() << " x ep " << l.ep << " x edp " << l.edp();
+  out << "; schedule " << to_string(r.shape.schedule) << ", " << r.shape.pipeline.microbatches
       << " microbatches of " << r.shape.micro_batch << " x " << r.shape.seq << " tokens; recompute "
       << to_string(spec.recompute) << (spec.sequence_parallel ? ", sequence parallel" : "") << ", attention "
       << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs, ZeRO " << spec.zero_stage

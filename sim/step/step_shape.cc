@@ -18,7 +18,8 @@ void require(bool ok, const std::string& rule) {
 }
 
 void check_degrees(const StepLayout& l, const ClusterSpec& cluster) {
-  for (auto [flag, v] : {std::pair{"--tp", l.tp}, {"--pp", l.pp}, {"--vpp", l.vpp}, {"--ep", l.ep}, {"--cp", l.cp}})
+  for (auto [flag, v] : {std::pair{"--tp", l.tp}, {"--pp", l.pp}, {"--vpp", l.vpp}, {"--ep", l.ep}, {"--cp", l.cp},
+                         {"--etp", l.expert_tp()}})
     require(v >= 1 && v <= kMaxGroupSize, std::string(flag) + " " + str(v) + " must be in [1, " + str(kMaxGroupSize) + "]");
   require(l.gpus == cluster.num_gpus(), "the layout's GPU count " + str(l.gpus) + " differs from the cluster's " +
                                             str(cluster.num_gpus()));
@@ -26,6 +27,24 @@ void check_degrees(const StepLayout& l, const ClusterSpec& cluster) {
   require(l.gpus % model_parallel == 0, "--gpus " + str(l.gpus) + " is not a multiple of --tp x --cp x --pp = " +
                                             str(model_parallel));
   require(l.vpp == 1 || l.pp > 1, "--vpp " + str(l.vpp) + " needs --pp > 1 (virtual stages split a pipeline stage)");
+}
+
+// The MoE layers' own layout (etp != tp), as Megatron-Core's initialize_model_parallel and
+// MoELayer require it: etp x ep x pp divides the world (etp x ep divides a stage's tp x cp x dp),
+// the experts' columns split over etp, and sequence parallelism with tensor parallelism (MoELayer
+// refuses tensor parallelism without it in training).
+void check_folded_experts(const ModelSpec& model, const StepLayout& l, bool sequence_parallel) {
+  const int etp = l.expert_tp();
+  require(model.d_ffn % etp == 0, "--etp " + str(etp) + " does not divide the experts' d_ffn " + str(model.d_ffn) +
+                                      " of " + model.name + " (their columns are split over the etp ranks)");
+  const std::int64_t expert_ranks = std::int64_t{etp} * l.ep;
+  require(l.stage_size() % expert_ranks == 0,
+          "--etp x --ep = " + str(expert_ranks) + " does not divide the " + str(l.stage_size()) +
+              " ranks of a pipeline stage (--tp x --cp x data-parallel size; the experts' layout etp x ep x "
+              "expert data-parallel fills them)");
+  require(l.tp == 1 || sequence_parallel, "--etp " + str(etp) + " with --tp " + str(l.tp) +
+                                              " needs --sequence-parallel (Megatron-Core's MoE layer refuses tensor "
+                                              "parallelism without it in training)");
 }
 
 void check_model_split(const ModelSpec& model, const StepLayout& l, bool sequence_parallel) {
@@ -39,12 +58,17 @@ void check_model_split(const ModelSpec& model, const StepLayout& l, bool sequenc
                                           "region's norms and dropouts over the tensor-parallel ranks)");
   if (!model.has_moe_layers()) {
     require(l.ep == 1, "--ep " + str(l.ep) + " needs a model with MoE layers; " + model.name + " has none");
+    require(!l.folded(), "--etp " + str(l.expert_tp()) + " needs a model with MoE layers; " + model.name + " has none");
   } else {
     require(model.num_experts % l.ep == 0, "--ep " + str(l.ep) + " does not divide the " + str(model.num_experts) +
                                                " experts of " + model.name);
-    const std::int64_t cp_dp = std::int64_t{l.cp} * l.dp();
-    require(cp_dp % l.ep == 0, "--ep " + str(l.ep) + " does not divide --cp x data-parallel size = " + str(cp_dp) +
-                                   " (the expert-parallel group lies inside them)");
+    if (l.folded()) {
+      check_folded_experts(model, l, sequence_parallel);
+    } else {
+      const std::int64_t cp_dp = std::int64_t{l.cp} * l.dp();
+      require(cp_dp % l.ep == 0, "--ep " + str(l.ep) + " does not divide --cp x data-parallel size = " + str(cp_dp) +
+                                     " (the expert-parallel group lies inside them)");
+    }
   }
 }
 
@@ -142,6 +166,7 @@ ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec)
   a.seq = shape.seq;
   a.tp = shape.layout.tp;
   a.cp = shape.layout.cp;
+  a.etp = shape.layout.expert_tp();
   a.sequence_parallel = spec.sequence_parallel;
   a.recompute = spec.recompute;
   a.attention = spec.attention;
@@ -153,7 +178,8 @@ TrainingLayout states_layout(const StepShape& shape, int zero_stage) {
   t.tp = shape.layout.tp;
   t.pp = shape.layout.pp;
   t.ep = shape.layout.ep;
-  t.dp = shape.layout.cp * shape.dp / shape.layout.ep;
+  t.etp = shape.layout.expert_tp();
+  t.dp = shape.layout.edp();
   t.zero_stage = zero_stage;
   // DualPipe: every part's parameters have twice the replicas (ZeRO shards over all of them).
   t.dp *= static_cast<int>(shape.replica_stages(0).size());
@@ -197,17 +223,25 @@ std::vector<int> StepShape::data_group(int stage) const {
   return out;
 }
 
+// The experts' groups in Megatron-Core's expert rank generator (order tp-ep-dp-pp, context
+// parallelism folded into the others): expert rank = ((pp x edp + d) x ep + e) x etp + t.
+std::vector<int> StepShape::expert_tensor_group(int stage) const {
+  std::vector<int> out;
+  for (int t = 0; t < layout.expert_tp(); ++t) out.push_back(stage_rank(stage) + t);
+  return out;
+}
+
 std::vector<int> StepShape::expert_group(int stage) const {
   std::vector<int> out;
-  for (int e = 0; e < layout.ep; ++e) out.push_back(stage_rank(stage) + e * layout.tp);
+  for (int e = 0; e < layout.ep; ++e) out.push_back(stage_rank(stage) + e * layout.expert_tp());
   return out;
 }
 
 std::vector<int> StepShape::expert_data_group(int stage) const {
   std::vector<int> out;
-  const int replicas = layout.cp * dp / layout.ep;
+  const int stride = layout.ep * layout.expert_tp();
   for (int st : replica_stages(stage))
-    for (int r = 0; r < replicas; ++r) out.push_back(stage_rank(st) + r * layout.ep * layout.tp);
+    for (int r = 0; r < layout.edp(); ++r) out.push_back(stage_rank(st) + r * stride);
   return out;
 }
 

@@ -53,14 +53,18 @@ struct StepShape {
   // The gradient groups: DualPipe's stages s and p - 1 - s hold the same two model parts, so
   // their replicas are one group (2 dp x cp, 2 cp x dp / ep) that sums both copies' gradients.
   std::vector<int> data_group(int stage) const;         // the dense blocks' data-parallel ranks (dp x cp)
-  std::vector<int> expert_group(int stage) const;       // ep ranks inside cp x dp
-  std::vector<int> expert_data_group(int stage) const;  // cp x dp / ep replicas of the experts
+  // The experts' groups (Megatron-Core's expert order tp-ep-dp-pp): etp consecutive ranks, ep
+  // ranks strided by etp, and the stage_size / (etp x ep) replicas strided by etp x ep. With
+  // etp = tp: ep ranks inside cp x dp, and cp x dp / ep replicas.
+  std::vector<int> expert_tensor_group(int stage) const;
+  std::vector<int> expert_group(int stage) const;
+  std::vector<int> expert_data_group(int stage) const;
   // The stages whose ranks hold stage `stage`'s parameters: itself, and for DualPipe its mirror.
   std::vector<int> replica_stages(int stage) const;
 };
 
 // What the memory accounting needs of a shape: the activations' layout, the model states'
-// layout (the dense data-parallel group is cp x dp; the experts' replicas cp x dp / ep), and the
+// layout (the dense data-parallel group is cp x dp; the experts' replicas stage_size / (etp x ep)), and the
 // layers each stage holds (its parts', in forward order; DualPipe's two chunks hold parts s and
 // p - 1 - s, so every layer is held by two stages and both end stages hold both model ends).
 ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec);

@@ -75,6 +75,8 @@ bool TransformerLayer::moe_layer(int layer) const {
   return moe_ != nullptr && is_moe_layer(model_, std::min(layer, model_.num_layers - 1));
 }
 
+bool TransformerLayer::mlp_block_collectives(int layer) const { return !moe_layer(layer) || !moe_->folded(); }
+
 TaskName TransformerLayer::name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
   return TaskName{"L" + std::to_string(layer), layer, pass, what, stage};
 }
@@ -227,7 +229,8 @@ void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& p
   const std::string norm_stage = prefix.empty() ? "norm" : "recompute";
   const std::int64_t region = d_.region_tokens * d_.hidden;
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "ln2", norm_stage), e_.elementwise(region, region));
-  if (d_.sequence_parallel)
+  const bool block_collectives = mlp_block_collectives(layer);
+  if (d_.sequence_parallel && block_collectives)
     tp_collective(chain, layer, Pass::kForward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, prefix);
   if (moe_layer(layer)) {
     moe_->forward(chain, layer, prefix);
@@ -237,8 +240,9 @@ void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& p
               e_.elementwise(d_.tokens * d_.fc1.out, d_.tokens * d_.ffn));
     linear_forward(chain, layer, d_.fc2, prefix);
   }
-  tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
-                d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
+  if (block_collectives)
+    tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
+                  d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
   TaskName residual = name(layer, Pass::kForward, prefix + "mlp.residual", norm_stage);
   residual.frees = frees;
   e_.kernel(chain, residual, e_.elementwise(2 * region, region, d_.dropout ? region : 0));
@@ -263,10 +267,11 @@ void TransformerLayer::recompute_core(Chain& chain, int layer, const std::vector
 void TransformerLayer::mlp_backward(Chain& chain, int layer, BackwardPart part) {
   const std::int64_t region = d_.region_tokens * d_.hidden;
   const bool input = part != BackwardPart::kWeight;
+  const bool block_collectives = mlp_block_collectives(layer);
   if (input) {
     e_.kernel(chain, name(layer, Pass::kBackward, "mlp.residual", "norm"),
               e_.elementwise(region, region, d_.dropout ? region : 0));
-    if (d_.sequence_parallel)
+    if (d_.sequence_parallel && block_collectives)
       tp_collective(chain, layer, Pass::kBackward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, "");
   }
   if (moe_layer(layer)) {
@@ -279,8 +284,9 @@ void TransformerLayer::mlp_backward(Chain& chain, int layer, BackwardPart part) 
     linear_backward(chain, layer, d_.fc1, part, true);
   }
   if (input) {
-    tp_collective(chain, layer, Pass::kBackward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
-                  d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, "");
+    if (block_collectives)
+      tp_collective(chain, layer, Pass::kBackward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
+                    d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, "");
     // The norm's backward, and the residual's gradient added to it.
     e_.kernel(chain, name(layer, Pass::kBackward, "ln2", "norm"), e_.elementwise(3 * region, region));
   }

@@ -98,6 +98,9 @@ class TransformerLayer {
   void mlp_backward(Chain& chain, int layer, BackwardPart part);
 
   bool moe_layer(int layer) const;
+  // The MLP block's tensor-parallel all-gather and reduction: not around a folded MoE MLP, which
+  // routes each rank's own tokens and gathers its shared experts' input itself.
+  bool mlp_block_collectives(int layer) const;
 
   StepEmitter& e_;
   const TransformerDims& d_;

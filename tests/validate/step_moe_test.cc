@@ -1,5 +1,5 @@
 // `moesim validate steps` on MoE rows (validate/step_data.h, step_replay.h): the columns
-// expert_parallel, context_parallel, precision and part_layers reach the simulated StepSpec, the
+// expert_parallel, expert_tensor_parallel, context_parallel, precision and part_layers reach the simulated StepSpec, the
 // tokens-per-s-per-gpu measure is global batch x sequence / (step time x GPUs), bad cells are named
 // by file and line, and an MoE row cannot be judged by the dense TFLOP/s count.
 #include <gtest/gtest.h>
@@ -39,6 +39,27 @@ std::filesystem::path moe_dataset(const TempFiles& tmp, const std::string& measu
   tmp.write("moe/steps.csv", csv);
   std::filesystem::copy_file(kTinyMoe, dir / "tiny-moe.yaml");
   return dir;
+}
+
+TEST(StepMoe, ExpertTensorParallelFromTheColumnElseTheModelsMappingElseTp) {
+  // 16 GPUs, tp 2, pp 2, dp 4: the row with ETP 1 and EP 8 (etp x ep = 8 ranks of a stage of 8),
+  // the row without a cell taking the mapping's ETP 1, and with neither Megatron's default (tp).
+  const TempFiles tmp;
+  const std::string csv =
+      "model,gpus,tensor_parallel,pipeline_parallel,expert_parallel,expert_tensor_parallel,global_batch_size,"
+      "micro_batch_size,seq_len,sequence_parallel,recompute,tokens_per_s_per_gpu\n"
+      "MOE,16,2,2,8,1,8,1,256,yes,none,9\n";
+  const std::filesystem::path dir = moe_dataset(tmp, "tokens-per-s-per-gpu", csv);
+  const StepDataset d = read_step_dataset(dir);
+  const StepRow row = read_step_rows(d)[0];
+  EXPECT_EQ(row.etp, 1);
+  EXPECT_EQ(prepare_step_row(d, row).spec.layout.expert_tp(), 1);
+  StepDataset mapped = d;
+  mapped.models[0].etp = 1;
+  StepRow unstated = row;
+  unstated.etp = 0;
+  EXPECT_EQ(prepare_step_row(mapped, unstated).spec.layout.expert_tp(), 1);
+  EXPECT_EQ(prepare_step_row(d, unstated).spec.layout.expert_tp(), 2);
 }
 
 TEST(StepMoe, ReadsExpertContextPrecisionAndPartColumns) {
