@@ -104,7 +104,7 @@ SlotPool Emitter::slot_pool(int layer, const std::string& tensor, int count, int
 }
 
 Node Emitter::local_each(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                         StreamClass stream, const WorkOf& work_of, const Uses& uses) {
+                         StreamClass stream, const WorkOf& work_of, const Uses& uses, Op kernel) {
   Node node;
   int slot = 0;
   for (int r : g_.simulated_ranks()) {
@@ -113,6 +113,7 @@ Node Emitter::local_each(int layer, Pass pass, const std::string& rest, const st
     t.rank = r;
     t.stream = stream;
     t.work = work_of(loads_[static_cast<std::size_t>(slot)]);
+    t.op = op_for(t.work, kernel);
     t.layer = layer;
     t.pass = pass;
     t.stage = rerun_ ? "recompute" : stage;
@@ -126,14 +127,14 @@ Node Emitter::local_each(int layer, Pass pass, const std::string& rest, const st
 }
 
 Node Emitter::compute(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                      const Work& work, const Uses& uses) {
+                      const Work& work, const Uses& uses, Op kernel) {
   return local_each(layer, pass, rest, stage, chunk, StreamClass::kCompute, [&work](const RankLoad&) { return work; },
-                    uses);
+                    uses, kernel);
 }
 
 Node Emitter::compute_each(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                           const WorkOf& work_of, const Uses& uses) {
-  return local_each(layer, pass, rest, stage, chunk, StreamClass::kCompute, work_of, uses);
+                           const WorkOf& work_of, const Uses& uses, Op kernel) {
+  return local_each(layer, pass, rest, stage, chunk, StreamClass::kCompute, work_of, uses, kernel);
 }
 
 Node Emitter::copy(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
@@ -170,6 +171,7 @@ Node Emitter::collective(int layer, Pass pass, const std::string& rest, const st
     t.rank = -1;
     t.stream = stream;
     t.work = work_of(g_.add_group(groups[k]));
+    t.op = op_for(t.work);
     t.layer = layer;
     t.pass = pass;
     t.stage = stage;

@@ -78,14 +78,16 @@ class Emitter {
   SlotPool slot_pool(int layer, const std::string& tensor, int count, int distance, const SizeOf& size_of,
                      MemoryCategory category);
 
-  // A task on every simulated rank's `stream`, its work work_of(that rank's load).
+  // A task on every simulated rank's `stream`, its work work_of(that rank's load). Its op is
+  // op_for(work, kernel) (op.h): the work's own for a GEMM, a copy or a collective, `kernel` (which
+  // memory-bound kernel it is) for elementwise work.
   Node local_each(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                  StreamClass stream, const WorkOf& work_of, const Uses& uses);
+                  StreamClass stream, const WorkOf& work_of, const Uses& uses, Op kernel = Op::kElementwise);
   // A compute task of the same work on every rank, or of work_of(load).
   Node compute(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk, const Work& work,
-               const Uses& uses = {});
+               const Uses& uses = {}, Op kernel = Op::kElementwise);
   Node compute_each(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
-                    const WorkOf& work_of, const Uses& uses = {});
+                    const WorkOf& work_of, const Uses& uses = {}, Op kernel = Op::kElementwise);
   // A copy of `cols` columns of the rows the rank received in `chunk` (an expert tensor's chunk),
   // on the copy stream of its direction.
   Node copy(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk, std::int64_t cols,

@@ -71,7 +71,7 @@ void MoeLayerBlock::emit_backward_decode(BackwardPass& b, const Gradient& upstre
         const std::int64_t sent = checked_mul(load.sent_total, M);
         return Work{e_.elementwise(checked_mul(B, M) + sent + bk, sent + bk, checked_mul({4, B, k, M}))};
       },
-      Uses{alloc, {freed}});
+      Uses{alloc, {freed}}, Op::kDecode);
   e_.edge(upstream.task, b.decode);
   e_.edge(rerun_decode, b.decode);
 }
@@ -136,7 +136,7 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
           const std::int64_t r = load.received_in(c);
           return Work{e_.elementwise(checked_mul(r, H) + checked_mul(r, F), checked_mul(r, F), checked_mul(r, F))};
         },
-        Uses{{}, {b.d_a[i]}});
+        Uses{{}, {b.d_a[i]}}, Op::kActivation);
     t.fc2_wgrad[i] = e_.compute_each(
         l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{e_.gemm(El, H, rows(load), M)}; },
         Uses{{}, {last ? b.grads.d_do : Buf{}}});
@@ -170,9 +170,10 @@ Block::Gradient MoeLayerBlock::emit_router_backward(BackwardPass& b) {
         const std::int64_t sent = checked_mul(load.sent_total, M);
         return Work{e_.elementwise(sent, checked_mul(B, M), sent)};
       },
-      Uses{{b.d_t_i}, {}});
+      Uses{{b.d_t_i}, {}}, Op::kEncode);
   for (const Node& done : b.grad_dispatch_done) e_.edge(done, encode);
-  const Node route = e_.compute(l, p, "route", "route", -1, e_.elementwise(be + bk, be, checked_mul(4, be)));
+  const Node route =
+      e_.compute(l, p, "route", "route", -1, e_.elementwise(be + bk, be, checked_mul(4, be)), {}, Op::kTopK);
   e_.edge(b.decode, route);
   const Node gate_d = e_.compute(l, p, "gate.dgrad", "gate", -1, e_.gemm(1, B, E, M), Uses{{}, {b.shared.dx}});
   e_.edge(route, gate_d);

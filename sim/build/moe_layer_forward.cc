@@ -91,11 +91,12 @@ void MoeLayerBlock::emit_router(ForwardPass& f, const Node& input, const Buf& in
   e_.edge(input, f.gate);
   const std::int64_t be = checked_mul(B, E);
   f.route = e_.compute(l, p, "route", "route", -1, e_.elementwise(be, be + checked_mul({2, B, k}), checked_mul(4, be)),
-                       Uses{{f.scores, f.topk}, {}});
+                       Uses{{f.scores, f.topk}, {}}, Op::kTopK);
   e_.edge(f.gate, f.route);
-  f.encode = e_.compute_each(l, p, "encode", "encode", -1, [&](const RankLoad& load) {
-    return Work{e_.elementwise(checked_mul(B, M), checked_mul(load.sent_total, M), 0)};
-  });
+  f.encode = e_.compute_each(
+      l, p, "encode", "encode", -1,
+      [&](const RankLoad& load) { return Work{e_.elementwise(checked_mul(B, M), checked_mul(load.sent_total, M), 0)}; },
+      {}, Op::kEncode);
   e_.edge(f.route, f.encode);
 }
 
@@ -152,7 +153,7 @@ void MoeLayerBlock::emit_experts(ForwardPass& f) {
     const auto i = static_cast<std::size_t>(c);
     const Node fc1 = e_.compute_each(l, p, "fc1", "fc1", c, expert_fc1_work(e_, c),
                                      Uses{{policies_.memory.fc1_allocates(l, g)}, {}});
-    const Node act = e_.compute_each(l, p, "act", "act", c, expert_activation_work(e_, c));
+    const Node act = e_.compute_each(l, p, "act", "act", c, expert_activation_work(e_, c), {}, Op::kActivation);
     f.fc2[i] = e_.compute_each(
         l, p, "fc2", "fc2", c,
         [&](const RankLoad& load) { return Work{e_.gemm(El, e_.expert_rows(load, c), H, M)}; },
@@ -188,7 +189,7 @@ Node MoeLayerBlock::emit_decode(ForwardPass& f, const Buf& in, const Buf& out) {
         return Work{e_.elementwise(checked_mul(load.sent_total, M) + checked_mul(B, k) + shared_read,
                                    checked_mul(B, M), checked_mul({2, B, k, M}))};
       },
-      Uses{{out}, freed_at_decode});
+      Uses{{out}, freed_at_decode}, Op::kDecode);
   for (const Node& done : f.combine_done) e_.edge(done, decode);
   e_.edge(f.route, decode);
   e_.edge(f.shared.out, decode);

@@ -26,7 +26,7 @@ SharedExperts::Forward SharedExperts::forward(int l, Pass p, const Node& input, 
   e_.edge(input, fc1);
   const Node act = e_.compute(
       l, p, "shared.act", "shared", -1,
-      e_.elementwise(checked_mul(B, fc1_out_), checked_mul(B, h_), checked_mul(B, h_)));
+      e_.elementwise(checked_mul(B, fc1_out_), checked_mul(B, h_), checked_mul(B, h_)), {}, Op::kActivation);
   e_.edge(fc1, act);
   f.out = e_.compute(l, p, "shared.fc2", "shared", -1, e_.gemm(1, B, h_, M), Uses{{f.out_buf}, {}});
   e_.edge(act, f.out);
@@ -50,7 +50,7 @@ SharedExperts::Backward SharedExperts::backward(int l, const Node& decode, const
       l, p, "shared.act", "shared", -1,
       e_.elementwise(checked_mul(B, h_) + checked_mul(B, fc1_out_), checked_mul(B, fc1_out_),
                      checked_mul(B, fc1_out_)),
-      Uses{{}, {d_a}});
+      Uses{{}, {d_a}}, Op::kActivation);
   e_.edge(fc2_d, act);
   // The W2 gradient reads dY and the activation's output, which the backward shared.act
   // recomputes; it is the last reader of dY (after shared.fc2.dgrad, through act).

@@ -12,6 +12,7 @@
 #include "sim/core/error.h"
 #include "sim/core/input_file.h"
 #include "sim/graph/graph_algorithms.h"
+#include "sim/graph/op_disagreement.h"
 
 namespace moesim {
 namespace {
@@ -44,8 +45,7 @@ OrderedJson work_json(const Work& work) {
       return j;
     }
     OrderedJson operator()(const CollectiveWork& w) const {
-      OrderedJson j = OrderedJson::object();
-      j["op"] = std::string(to_string(w.op));
+      OrderedJson j = OrderedJson::object();  // its CollectiveOp is the task's op's
       j["group"] = w.group;
       j["bytes_per_peer"] = w.bytes_per_peer;
       return j;
@@ -191,7 +191,33 @@ std::vector<int> int_list(const Json& v, const std::string& what, const Reader& 
 
 using TrafficList = std::vector<std::shared_ptr<const TrafficMatrix>>;
 
-Task read_task(const Json& j, std::size_t index, const std::string& source, const TrafficList& traffic) {
+// A collective's work. Schema 1 names its CollectiveOp in "op" ("all-to-all"); from schema 2 that
+// key is the task's op (all_to_all, all_to_allv, send_recv, ...), which gives the CollectiveOp.
+CollectiveWork read_collective(const Reader& r, const TrafficList& traffic, std::optional<Op> op) {
+  CollectiveWork w;
+  if (!op) {
+    w.op = r.name<CollectiveOp>("op", &parse_collective_op,
+                                {"all-to-all", "all-reduce", "all-gather", "reduce-scatter"});
+  } else if (*op == Op::kAllReduce || *op == Op::kAllGather || *op == Op::kReduceScatter) {
+    w.op = *op == Op::kAllReduce   ? CollectiveOp::kAllReduce
+           : *op == Op::kAllGather ? CollectiveOp::kAllGather
+                                   : CollectiveOp::kReduceScatter;
+  } else if (kind_of(*op) != TaskKind::kCollective) {
+    r.fail(op_disagreement(*op, CollectiveWork{}));
+  }
+  w.group = static_cast<GroupId>(r.integer("group", 0, std::numeric_limits<GroupId>::max()));
+  w.bytes_per_peer = r.integer("bytes_per_peer", 0);
+  if (r.has("traffic")) {
+    const auto m = r.integer("traffic", 0, static_cast<std::int64_t>(traffic.size()) - 1);
+    w.traffic = traffic[static_cast<std::size_t>(m)];
+    w.transposed = r.boolean("transposed");
+    if (w.op != CollectiveOp::kAllToAll) r.fail("only an all-to-all can carry a traffic matrix");
+  }
+  return w;
+}
+
+Task read_task(const Json& j, std::size_t index, const std::string& source, const TrafficList& traffic,
+               int version) {
   const std::string where = "task #" + std::to_string(index);
   Reader pre(j, where, source);
   const std::string id = pre.string("id");
@@ -204,7 +230,10 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
   t.stage = r.string("stage");
   t.chunk = r.small_integer("chunk", -1);
   const TaskKind kind = r.name<TaskKind>("kind", &parse_task_kind, names_of_kinds());
+  // Schema 1 had no op: add_task gives the task op_for(work) (graph_json.h).
+  if (version >= 2) t.op = r.name<Op>("op", &parse_op, op_names());
   std::vector<std::string_view> allowed(std::begin(kCommonTaskKeys), std::end(kCommonTaskKeys));
+  if (version >= 2 || kind == TaskKind::kCollective) allowed.push_back("op");
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   switch (kind) {
     case TaskKind::kGemm: {
@@ -224,22 +253,10 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
                                r.integer("flops", 0)};
       allowed.insert(allowed.end(), {"bytes_read", "bytes_written", "flops"});
       break;
-    case TaskKind::kCollective: {
-      CollectiveWork w;
-      w.op = r.name<CollectiveOp>("op", &parse_collective_op,
-                                  {"all-to-all", "all-reduce", "all-gather", "reduce-scatter"});
-      w.group = static_cast<GroupId>(r.integer("group", 0, std::numeric_limits<GroupId>::max()));
-      w.bytes_per_peer = r.integer("bytes_per_peer", 0);
-      if (r.has("traffic")) {
-        const auto m = r.integer("traffic", 0, static_cast<std::int64_t>(traffic.size()) - 1);
-        w.traffic = traffic[static_cast<std::size_t>(m)];
-        w.transposed = r.boolean("transposed");
-        if (w.op != CollectiveOp::kAllToAll) r.fail("only an all-to-all can carry a traffic matrix");
-      }
-      t.work = w;
-      allowed.insert(allowed.end(), {"op", "group", "bytes_per_peer", "traffic", "transposed"});
+    case TaskKind::kCollective:
+      t.work = read_collective(r, traffic, t.op);
+      allowed.insert(allowed.end(), {"group", "bytes_per_peer", "traffic", "transposed"});
       break;
-    }
     case TaskKind::kCopy:
       t.work = CopyWork{r.integer("bytes", 0),
                         r.name<CopyDirection>("direction", &parse_copy_direction, {"d2h", "h2d", "d2d"})};
@@ -250,6 +267,7 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
       allowed.insert(allowed.end(), {"duration_ns"});
       break;
   }
+  if (t.op && !op_agrees(*t.op, t.work)) r.fail(op_disagreement(*t.op, t.work));
   t.allocates = r.buffer_ids("allocates");
   t.frees = r.buffer_ids("frees");
   allowed.insert(allowed.end(), {"allocates", "frees"});
@@ -357,7 +375,7 @@ void add_edge(const Json& edge, std::size_t e, const Reader& top, TaskGraph& gra
 }
 
 // Builds the graph from a parsed document; import_graph_json adds the file name to its errors.
-TaskGraph build_graph(const Json& root, const Reader& top, const std::string& source_name) {
+TaskGraph build_graph(const Json& root, const Reader& top, const std::string& source_name, int version) {
   const SourceLocation at{source_name, 0, 0};
   const int world = top.small_integer("world_size", 1);
   const std::vector<int> ranks = int_list(top.field("simulated_ranks"), "simulated_ranks", top);
@@ -372,7 +390,7 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
   add_buffers(top, source_name, graph);
   add_groups(groups, top, graph);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    Task t = read_task(tasks[i], i, source_name, traffic);
+    Task t = read_task(tasks[i], i, source_name, traffic, version);
     check_collective_group(graph, t, i, at);
     graph.add_task(std::move(t));
   }
@@ -422,6 +440,7 @@ std::string export_graph_json(const TaskGraph& graph) {
     j["rank"] = t.rank;
     j["stream"] = std::string(to_string(t.stream));
     j["kind"] = std::string(to_string(t.kind()));
+    j["op"] = std::string(to_string(*t.op));
     j["layer"] = t.layer;
     j["pass"] = std::string(to_string(t.pass));
     j["stage"] = t.stage;
@@ -467,13 +486,14 @@ TaskGraph import_graph_json(std::string_view text, const std::string& source_nam
   const Reader top(root, "task graph", source_name);
   top.allow_only({"schema_version", "world_size", "simulated_ranks", "groups", "traffic", "buffers", "tasks", "edges"});
   const Json& version = top.field("schema_version");
-  if (!version.is_number_integer() || version.get<std::int64_t>() != kGraphJsonSchemaVersion)
-    top.fail("unsupported schema_version " + version.dump() + " (supported: " +
+  if (!version.is_number_integer() || version.get<std::int64_t>() < 1 ||
+      version.get<std::int64_t>() > kGraphJsonSchemaVersion)
+    top.fail("unsupported schema_version " + version.dump() + " (supported: 1 to " +
              std::to_string(kGraphJsonSchemaVersion) + ")");
   const Json& edges = top.field("edges");
   if (!edges.is_array()) top.fail("edges must be an array");
   try {
-    return build_graph(root, top, source_name);
+    return build_graph(root, top, source_name, version.get<int>());
   } catch (const InputError& e) {
     if (!e.where().file.empty()) throw;
     throw InputError(at, e.rule());

@@ -1,29 +1,10 @@
 #include "sim/graph/task.h"
 
-#include <array>
-#include <utility>
-
 #include "sim/core/checked_math.h"
+#include "sim/graph/name_table.h"
 
 namespace moesim {
 namespace {
-
-template <typename E, std::size_t N>
-using NameTable = std::array<std::pair<E, std::string_view>, N>;
-
-template <typename E, std::size_t N>
-std::string_view name_in(const NameTable<E, N>& table, E e) {
-  for (const auto& [value, name] : table)
-    if (value == e) return name;
-  return "?";
-}
-
-template <typename E, std::size_t N>
-std::optional<E> parse_in(const NameTable<E, N>& table, std::string_view s) {
-  for (const auto& [value, name] : table)
-    if (name == s) return value;
-  return std::nullopt;
-}
 
 constexpr NameTable<TaskKind, 5> kKinds{{{TaskKind::kGemm, "gemm"},
                                          {TaskKind::kElementwise, "elementwise"},

@@ -16,6 +16,7 @@
 
 #include "sim/core/units.h"
 #include "sim/graph/buffer.h"
+#include "sim/graph/op.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -130,12 +131,26 @@ struct HostWork {
 
 using Work = std::variant<GemmWork, ElementwiseWork, CollectiveWork, CopyWork, HostWork>;
 
+// The cost kind an op is priced as.
+TaskKind kind_of(Op op);
+
+// The op of `work`: `kernel` for a memory-bound kernel (it must be one of the elementwise ops),
+// else the op the work determines (op.h). Throws InputError when `kernel` is not an
+// elementwise op.
+Op op_for(const Work& work, Op kernel = Op::kElementwise);
+
+// Whether `op` is the op of `work`: its cost kind, and for work that determines its op, that op.
+bool op_agrees(Op op, const Work& work);
+
 struct Task {
   std::string id;          // stable, e.g. "L0.bwd.fc1.wgrad.c2"; unique per rank
   int rank = 0;            // the rank that runs it; for a collective, the group's issuing rank is
                            // irrelevant: the task runs on every simulated member (rank = -1)
   StreamClass stream = StreamClass::kCompute;
   Work work;
+  // What it does (op.h); add_task sets op_for(work) when left empty and refuses an op that
+  // disagrees with the work, so every task of a graph has one.
+  std::optional<Op> op;
   int layer = 0;
   Pass pass = Pass::kForward;
   std::string stage;       // "gate", "dispatch", "fc1", ... (the stage column of reports)

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "sim/core/error.h"
+#include "sim/graph/op_disagreement.h"
 
 namespace moesim {
 namespace {
@@ -119,6 +120,11 @@ void TaskGraph::check_buffer_uses(const Task& task) const {
 }
 
 TaskIndex TaskGraph::add_task(Task task) {
+  if (!task.op) {
+    task.op = op_for(task.work);
+  } else if (!op_agrees(*task.op, task.work)) {
+    throw InputError("task '" + task.id + "': " + op_disagreement(*task.op, task.work));
+  }
   int key_rank = task.rank;
   if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
     if (c->group >= groups_.size())

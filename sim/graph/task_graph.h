@@ -49,8 +49,9 @@ class TaskGraph {
   const std::vector<int>& group(GroupId id) const { return groups_.at(id); }
   std::size_t num_groups() const { return groups_.size(); }
 
-  // Appends a task, adding stream edges from the previous task on its stream(s). Throws
-  // InputError on a duplicate (rank, id), an unknown group, a rank outside the simulated set, or
+  // Appends a task, adding stream edges from the previous task on its stream(s); a task without
+  // an op gets op_for(its work). Throws InputError on an op that disagrees with the work
+  // (op_agrees), a duplicate (rank, id), an unknown group, a rank outside the simulated set, or
   // a collective whose group contains no simulated rank.
   TaskIndex add_task(Task task);
 

@@ -28,6 +28,7 @@ TaskIndex StepEmitter::kernel(Chain& chain, const TaskName& name, const Work& wo
   t.rank = shape_.stage_rank(chain.stage);
   t.stream = StreamClass::kCompute;
   t.work = work;
+  t.op = op_for(work, name.kernel);
   t.layer = name.layer;
   t.pass = name.pass;
   t.stage = name.stage;
@@ -59,6 +60,7 @@ std::optional<TaskIndex> StepEmitter::collective(Chain& chain, const TaskName& n
   t.rank = -1;
   t.stream = stream;
   t.work = CollectiveWork(op, g_.add_group(group), bytes_per_peer);
+  t.op = op_for(t.work);
   t.layer = name.layer;
   t.pass = name.pass;
   t.stage = name.stage;
@@ -91,6 +93,7 @@ TaskIndex StepEmitter::sends(Chain& chain, const TaskName& name, StreamClass str
   CollectiveWork w(CollectiveOp::kAllToAll, g_.add_group(group), 0);
   w.traffic = std::move(traffic);
   t.work = std::move(w);
+  t.op = Op::kSendRecv;
   t.layer = name.layer;
   t.pass = name.pass;
   t.stage = name.stage;

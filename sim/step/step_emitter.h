@@ -33,6 +33,8 @@ struct TaskName {
   std::string stage;  // the report's stage column ("qkv", "tp", "recompute", "p2p", "grad")
   std::vector<BufferId> allocates = {};  // at the task's start
   std::vector<BufferId> frees = {};      // at its end
+  // Which memory-bound kernel an elementwise kernel() is (op.h); other work determines its op.
+  Op kernel = Op::kElementwise;
 };
 
 class StepEmitter {
@@ -42,7 +44,8 @@ class StepEmitter {
   const StepShape& shape() const { return shape_; }
   TaskGraph& graph() { return g_; }
 
-  // A kernel on the compute stream after the chain; it moves the chain unless `side`.
+  // A kernel on the compute stream after the chain; it moves the chain unless `side`. Its op is
+  // op_for(work, name.kernel), as are the collectives'; sends() are send_recv.
   TaskIndex kernel(Chain& chain, const TaskName& name, const Work& work, bool side = false);
   // A host <-> device copy on its direction's copy stream after the chain (moves the chain).
   TaskIndex copy(Chain& chain, const TaskName& name, const CopyWork& work);

@@ -65,13 +65,16 @@ TEST(GraphJson, ImportRestoresTasksAndEdges) {
 
 TEST(GraphJson, SchemaShape) {
   const auto j = nlohmann::json::parse(built_json(OrderPolicy::kMPipeMoE));
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["world_size"], 4);
   EXPECT_EQ(j["simulated_ranks"], nlohmann::json::array({0}));
   EXPECT_EQ(j["groups"], nlohmann::json::parse("[[0,1,2,3]]"));
   const auto& gate = j["tasks"][0];
   EXPECT_EQ(gate["id"], "L0.fwd.gate");
   EXPECT_EQ(gate["kind"], "gemm");
+  EXPECT_EQ(gate["op"], "gemm");
+  EXPECT_EQ(j["tasks"][1]["id"], "L0.fwd.route");
+  EXPECT_EQ(j["tasks"][1]["op"], "top_k");
   EXPECT_EQ(gate["stream"], "compute");
   EXPECT_EQ(gate["pass"], "fwd");
   EXPECT_EQ(gate["dtype"], "bf16");
@@ -102,7 +105,9 @@ TEST(GraphJson, AllWorkKindsRoundTrip) {
   EXPECT_EQ(export_graph_json(import_graph_json(once, "g.json")), once);
   EXPECT_THAT(once, HasSubstr("\"direction\": \"d2h\""));
   EXPECT_THAT(once, HasSubstr("\"duration_ns\": 250"));
-  EXPECT_THAT(once, HasSubstr("\"op\": \"all-reduce\""));
+  EXPECT_THAT(once, HasSubstr("\"op\": \"all_reduce\""));
+  EXPECT_THAT(once, HasSubstr("\"op\": \"copy_d2h\""));
+  EXPECT_THAT(once, HasSubstr("\"op\": \"host\""));
   EXPECT_THAT(once, HasSubstr("\"reuse\""));
 }
 
@@ -132,8 +137,10 @@ TEST(GraphJson, RejectsDeepNesting) {
 
 TEST(GraphJson, RejectsSchemaProblems) {
   auto j = base_doc();
-  j["schema_version"] = 2;
-  expect_import_error(j.dump(), "unsupported schema_version 2 (supported: 1)");
+  j["schema_version"] = 3;
+  expect_import_error(j.dump(), "unsupported schema_version 3 (supported: 1 to 2)");
+  j["schema_version"] = 0;
+  expect_import_error(j.dump(), "unsupported schema_version 0 (supported: 1 to 2)");
   j = base_doc();
   j.erase("world_size");
   expect_import_error(j.dump(), "missing field 'world_size'");
@@ -181,7 +188,59 @@ TEST(GraphJson, RejectsBadCollectives) {
   expect_import_error(j.dump(), "'" + id + "': unknown group 5");
   j = base_doc();
   j["tasks"][i]["op"] = "broadcast";
-  expect_import_error(j.dump(), "unknown op 'broadcast'");
+  expect_import_error(j.dump(), "unknown op 'broadcast' (valid: gemm, batched_gemm,");
+  j = base_doc();
+  j["tasks"][i]["op"] = "all-to-all";  // schema 1's spelling of the collective's op
+  expect_import_error(j.dump(), "unknown op 'all-to-all'");
+  j = base_doc();
+  j["tasks"][i]["op"] = "all_to_allv";  // without a traffic matrix
+  expect_import_error(j.dump(), "'" + id + "': op 'all_to_allv' disagrees with its collective work (its op would be "
+                                "'all_to_all')");
+  j = base_doc();
+  j["tasks"][i]["op"] = "gemm";
+  expect_import_error(j.dump(), "'" + id + "': op 'gemm' disagrees with its collective work");
+}
+
+TEST(GraphJson, RejectsAMissingOrDisagreeingOp) {
+  auto j = base_doc();
+  j["tasks"][0].erase("op");
+  expect_import_error(j.dump(), "task #0 'L0.fwd.gate': missing field 'op'");
+  j = base_doc();
+  j["tasks"][0]["op"] = "top_k";
+  expect_import_error(j.dump(), "task #0 'L0.fwd.gate': op 'top_k' disagrees with its gemm work (its op would be "
+                                "'gemm')");
+  j = base_doc();
+  j["tasks"][1]["op"] = "batched_gemm";
+  expect_import_error(j.dump(), "task #1 'L0.fwd.route': op 'batched_gemm' disagrees with its elementwise work (its "
+                                "op would be 'elementwise' or another memory-bound kernel)");
+}
+
+// A schema 1 file (before tasks had ops; a collective's "op" was its CollectiveOp, "all-to-all")
+// is migrated: each task gets the op its work gives, memory-bound kernels `elementwise`.
+TEST(GraphJson, MigratesSchemaOne) {
+  auto j = base_doc();
+  j["schema_version"] = 1;
+  for (auto& t : j["tasks"]) {
+    const std::string op = t["op"];
+    t.erase("op");
+    if (t["kind"] == "collective") t["op"] = op == "all_reduce" ? "all-reduce" : "all-to-all";
+  }
+  const TaskGraph g = import_graph_json(j.dump(), "old.json");
+  const TaskGraph now = import_graph_json(base_doc().dump(), "g.json");
+  ASSERT_EQ(g.num_tasks(), now.num_tasks());
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    const Task& t = now.task(i);
+    EXPECT_EQ(*g.task(i).op, t.kind() == TaskKind::kElementwise ? Op::kElementwise : *t.op) << t.id;
+  }
+  // Every other field, the work included, is read as before.
+  auto migrated = nlohmann::json::parse(export_graph_json(g));
+  auto current = nlohmann::json::parse(export_graph_json(now));
+  for (auto* doc : {&migrated, &current})
+    for (auto& t : (*doc)["tasks"]) t.erase("op");
+  EXPECT_EQ(migrated, current);
+  // An op on a schema 1 task that is not a collective is an unknown field.
+  j["tasks"][0]["op"] = "gemm";
+  expect_import_error(j.dump(), "task #0 'L0.fwd.gate': unknown field 'op'");
 }
 
 TEST(GraphJson, RejectsBadEdges) {
