@@ -113,7 +113,7 @@ void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) 
   fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, tokens * d_.hidden, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc1", stage),
             e_.gemm(1, tokens, d_.shared_fc1_out, d_.hidden));
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.act", stage),
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.act", stage, Op::kActivation),
             e_.elementwise(tokens * d_.shared_fc1_out, tokens * d_.shared_ffn));
   fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, tokens * d_.shared_ffn, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc2", stage),
@@ -133,7 +133,7 @@ void MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix,
             prefix, chunk);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
             e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + chunk, stage),
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + chunk, stage, Op::kActivation),
             e_.elementwise(local_rows * d_.expert_fc1_out, local_rows * d_.expert_ffn));
   fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
             prefix, chunk);
@@ -146,10 +146,10 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   const std::int64_t rows = d_.rows_sent();
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "router", stage),
             e_.storage_gemm(1, d_.tokens, d_.experts, d_.hidden));
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage),
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "topk", stage, Op::kTopK),
             e_.elementwise(d_.tokens * d_.experts, d_.tokens * 2 * d_.top_k));
   const std::optional<TaskIndex> splits_on_host = dispatcher_.routing_metadata(chain, layer, prefix);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage),
+  e_.kernel(chain, name(layer, Pass::kForward, prefix + "permute", stage, Op::kEncode),
             e_.elementwise(d_.tokens * d_.hidden, rows * d_.hidden));
   Chain shared = chain;  // the shared experts need the block input only
   const std::vector<std::optional<TaskIndex>> dispatched =
@@ -172,7 +172,7 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   }
   chain.last = combined.back();
   // The weighted sum of each token's k rows, plus the shared experts' output.
-  TaskName unpermute = name(layer, Pass::kForward, prefix + "unpermute", stage);
+  TaskName unpermute = name(layer, Pass::kForward, prefix + "unpermute", stage, Op::kDecode);
   e_.kernel(chain, unpermute, e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0),
                                              d_.tokens * d_.hidden));
   after_chunks(chain, combined);
@@ -193,8 +193,11 @@ void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnB
   if (input) fp8_grad(chain, layer, f.what + ".fc2", f.batch * f.gemm_rows * d_.hidden, f.chunk);
   if (input) e_.kernel(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden));
   if (weight) e_.kernel(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows), side);
-  if (input)
-    e_.kernel(chain, task(".act"), e_.elementwise(f.act_rows * (f.fc1_out + f.ffn), f.act_rows * f.fc1_out));
+  if (input) {
+    TaskName act = task(".act");
+    act.kernel = Op::kActivation;
+    e_.kernel(chain, act, e_.elementwise(f.act_rows * (f.fc1_out + f.ffn), f.act_rows * f.fc1_out));
+  }
   if (input) fp8_grad(chain, layer, f.what + ".fc1", f.batch * f.gemm_rows * f.fc1_out, f.chunk);
   if (input) e_.kernel(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out));
   if (weight) e_.kernel(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows), side);
@@ -228,7 +231,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
               e_.storage_gemm(1, d_.hidden, d_.experts, d_.tokens));
     return;
   }
-  e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router"),
+  e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router", Op::kDecode),
             e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
   Chain shared = chain;
   const std::vector<std::optional<TaskIndex>> gradients =
@@ -253,11 +256,11 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
     sent_back.push_back(back.last);
   }
   chain.last = sent_back.back();
-  e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router"),
+  e_.kernel(chain, name(layer, Pass::kBackward, "permute", "router", Op::kEncode),
             e_.elementwise(rows * d_.hidden + (d_.shared_ffn > 0 ? d_.tokens * d_.hidden : 0), d_.tokens * d_.hidden));
   after_chunks(chain, sent_back);
   if (shared.last && shared.last != chain.last) e_.graph().add_dependency(*shared.last, *chain.last);
-  e_.kernel(chain, name(layer, Pass::kBackward, "topk", "router"),
+  e_.kernel(chain, name(layer, Pass::kBackward, "topk", "router", Op::kTopK),
             e_.elementwise(d_.tokens * (d_.experts + 2 * d_.top_k), d_.tokens * d_.experts));
   e_.kernel(chain, name(layer, Pass::kBackward, "router.dgrad", "router"), e_.storage_gemm(1, d_.tokens, d_.hidden, d_.experts));
   if (part == BackwardPart::kAll)

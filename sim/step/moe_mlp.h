@@ -98,8 +98,11 @@ class MoeMlp {
   void backward(Chain& chain, int layer, BackwardPart part);
 
  private:
-  TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
-    return TaskName{"L" + std::to_string(layer), layer, pass, what, stage};
+  // `kernel`: which memory-bound kernel an elementwise task is (op.h), as the single-layer MoE
+  // block names them: top-k, the permutation (encode), the un-permutation (decode), activation.
+  TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage,
+                Op kernel = Op::kElementwise) const {
+    return TaskName{"L" + std::to_string(layer), layer, pass, what, stage, {}, {}, kernel};
   }
   // A chunk's id suffix: ".c<c>" with n > 1, none for the whole rows or n = 1.
   std::string suffix(int c) const { return d_.chunks > 1 && c != MoeDims::kWhole ? ".c" + std::to_string(c) : ""; }
