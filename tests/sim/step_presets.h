@@ -39,6 +39,20 @@ inline StepSpec small_gpt_step() {
   return s;
 }
 
+// Qwen3-30B-A3B (48 MoE layers, 128 experts, top 8) on 16 GPUs: tp 2, pp 2, ep 4 inside dp 4,
+// 2 microbatches per pipeline of one 512-token sequence, sequence parallel.
+inline StepSpec small_moe_step() {
+  StepSpec s;
+  s.layout.gpus = 16;
+  s.layout.tp = 2;
+  s.layout.pp = 2;
+  s.layout.ep = 4;
+  s.global_batch = 8;
+  s.seq = 512;
+  s.sequence_parallel = true;
+  return s;
+}
+
 // What build_step_graph refuses `spec` with on the A100 cluster, or "" when it builds.
 inline std::string step_error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
   try {

@@ -20,14 +20,8 @@ constexpr std::int64_t kExperts = 128, kEp = 4, kLocalExperts = kExperts / kEp, 
 constexpr int kLayers = 48;
 
 StepSpec moe_step(int chunks, PipelineSchedule schedule = PipelineSchedule::kOneFOneB, std::int64_t seq = 512) {
-  StepSpec s;
-  s.layout.gpus = 16;
-  s.layout.tp = 2;
-  s.layout.pp = 2;
-  s.layout.ep = 4;
-  s.global_batch = 8;  // 2 microbatches per pipeline (dp 4)
+  StepSpec s = testing::small_moe_step();
   s.seq = seq;
-  s.sequence_parallel = true;
   s.schedule = schedule;
   s.moe_chunks = chunks;
   return s;

@@ -36,14 +36,7 @@ TEST(StepOps, PipelineSendsAreSendRecvAndEveryOtherOpFollowsItsWork) {
 // Qwen3-30B-A3B on 16 A100s (tp 2, pp 2, ep 4): the router's top-k, the permutation into expert
 // order (encode), the un-permutation (decode) and the experts' activation, forward and backward.
 TEST(StepOps, MoeKernelsAreNamedAsTheLayerBlockNamesThem) {
-  StepSpec s;
-  s.layout.gpus = 16;
-  s.layout.tp = 2;
-  s.layout.pp = 2;
-  s.layout.ep = 4;
-  s.global_batch = 8;
-  s.seq = 512;
-  s.sequence_parallel = true;
+  const StepSpec s = testing::small_moe_step();
   const StepGraph sg = build_step_graph(testing::model_preset("qwen3-30b-a3b"), testing::a100_cluster(16), s);
   const TaskGraph& g = sg.graph;
   const std::map<std::string, Op> expected = {

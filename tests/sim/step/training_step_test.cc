@@ -194,18 +194,7 @@ TEST(TrainingStep, IsDeterministic) {
   EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
 }
 
-// Qwen3-30B-A3B (48 MoE layers, 128 experts, top 8) on 16 GPUs: tp 2, pp 2, ep 4 inside dp 4.
-StepSpec moe_step() {
-  StepSpec s;
-  s.layout.gpus = 16;
-  s.layout.tp = 2;
-  s.layout.pp = 2;
-  s.layout.ep = 4;
-  s.global_batch = 8;
-  s.seq = 512;
-  s.sequence_parallel = true;
-  return s;
-}
+constexpr auto& moe_step = testing::small_moe_step;
 
 TEST(TrainingStepMoe, SixAllToAllsPerLayerAndMicrobatchOverTheExpertGroup) {
   const SimulatedStep sim = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), moe_step());
