@@ -24,6 +24,8 @@ void check_options(const CalibrationOptions& o) {
   if (!o.batches.empty() && o.batched_dims.empty())
     throw InputError("calibration: the batched GEMM dimension list is empty");
   check_axis(o.batched_dims, "batched GEMM dimension", "batched GEMM dimensions");
+  if (!o.batches.empty() && o.batched_layouts.empty())
+    throw InputError("calibration: batched GEMMs need at least one operand layout");
   check_kernel_options(o);
   if (o.copy_bytes < 1024) throw InputError("calibration: the copy size must be at least 1 KiB");
   if (o.min_reps < 1 || o.max_reps < o.min_reps || o.warmup < 0 || !(o.min_time_ms >= 0))
@@ -100,9 +102,29 @@ GemmTimeTable measure_gemms(OpTimer& timer, DeviceOps& device, DType dtype, cons
   return t;
 }
 
-// One strided-batched launch per (batch, m, n, k) of the batched grid, laid out as the executor's
-// expert GEMMs: each expert's matrices one after the other (strides m k, k n, m n).
-BatchedGemmTable measure_batched_gemms(OpTimer& timer, DeviceOps& device, DType dtype, const CalibrationOptions& o) {
+// One strided-batched launch of batch x (m, n, k) in `layout`, row-major as the executor's expert
+// GEMMs: each expert's matrices one after the other (strides m k, k n, m n); a transposed operand
+// is stored k x m (A) or n x k (B), as the backward's weight and data gradients read them.
+GemmArgs batched_gemm_args(GemmLayout layout, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmArgs g;
+  g.trans_a = layout == GemmLayout::kTN;
+  g.trans_b = layout == GemmLayout::kNT;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = batch;
+  g.lda = g.trans_a ? m : k;
+  g.stride_a = m * k;
+  g.ldb = g.trans_b ? k : n;
+  g.stride_b = k * n;
+  g.ldc = n;
+  g.stride_c = m * n;
+  return g;
+}
+
+// Every (batch, m, n, k) of the batched grid in one layout.
+BatchedGemmTable measure_batched_gemms(OpTimer& timer, DeviceOps& device, DType dtype, GemmLayout layout,
+                                       const CalibrationOptions& o) {
   const Storage storage = storage_of(dtype);
   const GemmBuffers buffers(device, o.batches.back() * o.batched_dims.back() * o.batched_dims.back(), storage,
                             timer.stream());
@@ -115,20 +137,10 @@ BatchedGemmTable measure_batched_gemms(OpTimer& timer, DeviceOps& device, DType 
     for (std::int64_t m : t.m) {
       for (std::int64_t n : t.n) {
         for (std::int64_t k : t.k) {
-          GemmArgs g;
-          g.m = m;
-          g.n = n;
-          g.k = k;
-          g.batch = batch;
+          GemmArgs g = batched_gemm_args(layout, batch, m, n, k);
           g.a = a.get();
-          g.lda = k;
-          g.stride_a = m * k;
           g.b = b.get();
-          g.ldb = n;
-          g.stride_b = k * n;
           g.c = c.get();
-          g.ldc = n;
-          g.stride_c = m * n;
           g.ab_type = g.c_type = storage;
           g.math = math_of(dtype, dtype);
           t.time_ns.push_back(timer.per_op_ns([&] { device.gemm(g, timer.stream()); }));
@@ -136,7 +148,8 @@ BatchedGemmTable measure_batched_gemms(OpTimer& timer, DeviceOps& device, DType 
       }
     }
     if (o.progress)
-      o.progress(std::string(to_string(dtype)) + " batched GEMMs: batch " + std::to_string(batch) + " done");
+      o.progress(std::string(to_string(dtype)) + " " + std::string(to_string(layout)) + " batched GEMMs: batch " +
+                 std::to_string(batch) + " done");
   }
   return t;
 }
@@ -202,8 +215,10 @@ std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& t
   };
 }
 
-void write_batched_gemm_tables(std::ostream& y, const std::map<DType, BatchedGemmTable>& tables) {
-  if (!tables.empty()) y << "batched_gemm:  # strided-batched GEMMs, one launch of `batch` GEMMs of m x n x k\n";
+void write_batched_gemm_tables(std::ostream& y, GemmLayout layout, const std::map<DType, BatchedGemmTable>& tables) {
+  if (!tables.empty())
+    y << batched_gemm_section(layout) << ":  # strided-batched " << to_string(layout)
+      << " GEMMs, one launch of `batch` GEMMs of m x n x k\n";
   for (const auto& [dtype, t] : tables) {
     y << "  " << to_string(dtype) << ":\n"
       << "    batch: " << list(t.batch) << "\n"
@@ -238,6 +253,12 @@ void write_kernel_figures(std::ostream& y, const std::map<DType, KernelFigures>&
 
 }  // namespace
 
+std::size_t batched_table_count(const CalibrationMeasurement& m) {
+  std::size_t n = 0;
+  for (const auto& [layout, tables] : m.batched_gemm) n += tables.size();
+  return n;
+}
+
 CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& options) {
   check_options(options);
   const auto say = [&](const std::string& s) {
@@ -271,11 +292,13 @@ CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& op
         " shapes, dimensions " + list(options.dims));
     m.gemm[dtype] = measure_gemms(timer, device, dtype, options);
     if (options.batches.empty()) continue;
-    say(std::string(to_string(dtype)) + " batched GEMMs: " +
-        std::to_string(options.batches.size() * options.batched_dims.size() * options.batched_dims.size() *
-                       options.batched_dims.size()) +
-        " shapes, batches " + list(options.batches) + ", dimensions " + list(options.batched_dims));
-    m.batched_gemm[dtype] = measure_batched_gemms(timer, device, dtype, options);
+    for (GemmLayout layout : options.batched_layouts) {
+      say(std::string(to_string(dtype)) + " " + std::string(to_string(layout)) + " batched GEMMs: " +
+          std::to_string(options.batches.size() * options.batched_dims.size() * options.batched_dims.size() *
+                         options.batched_dims.size()) +
+          " shapes, batches " + list(options.batches) + ", dimensions " + list(options.batched_dims));
+      m.batched_gemm[layout][dtype] = measure_batched_gemms(timer, device, dtype, layout, options);
+    }
   }
   if (!options.kernel_tokens.empty()) m.kernels = measure_kernels(device, options);
   return m;
@@ -327,7 +350,7 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
       }
     }
   }
-  write_batched_gemm_tables(y, m.batched_gemm);
+  for (const auto& [layout, tables] : m.batched_gemm) write_batched_gemm_tables(y, layout, tables);
   write_kernel_figures(y, m.kernels);
   return y.str();
 }

@@ -9,8 +9,10 @@
 //                       bandwidth = bytes / (time - latency) of a large copy;
 //   GEMM times          every (m, n, k) of the grid, per math dtype, row-major A[m,k] B[k,n] in
 //                       the dtype's storage, fp32 accumulation (the runtime's own GEMM path).
-//   batched GEMM times  every (batch, m, n, k) of a second grid, per math dtype: one strided-batched
-//                       launch of `batch` such GEMMs, as the executor runs the expert GEMMs.
+//   batched GEMM times  every (batch, m, n, k) of a second grid, per operand layout and math dtype:
+//                       one strided-batched launch of `batch` such GEMMs, as the executor runs the
+//                       expert GEMMs: nn in the forward, nt (B transposed) for data gradients, tn
+//                       (A transposed) for weight gradients.
 //   memory-bound kernels the MoE layer's own kernels (route, encode, activation, decode, forward
 //                       and backward) at a few token counts per storage type, each fitted to
 //                       launch + bytes / bandwidth (calibrate_kernels.h).
@@ -49,6 +51,8 @@ struct CalibrationOptions {
   // (three buffers of max batch x max dim^2 elements: 24 GiB in fp32 by default).
   std::vector<std::int64_t> batches = {2, 8, 32, 128};
   std::vector<std::int64_t> batched_dims = {16, 64, 256, 1024, 4096};
+  // The operand layouts the batched grid is measured in (each a table of its own).
+  std::vector<GemmLayout> batched_layouts = {GemmLayout::kNN, GemmLayout::kNT, GemmLayout::kTN};
   // The memory-bound kernels: timed at these token counts (empty: not timed) of one layer of
   // kernel_experts experts, top-kernel_top_k routing, kernel_d_model wide, kernel_hidden hidden
   // (gelu), capacity tokens x top_k / experts.
@@ -73,10 +77,13 @@ struct CalibrationMeasurement {
   LinkSpec pcie_h2d;         // bandwidth (efficiency 1) and latency
   LinkSpec pcie_d2h;
   std::map<DType, GemmTimeTable> gemm;
-  std::map<DType, BatchedGemmTable> batched_gemm;
+  BatchedGemmTables batched_gemm;           // per layout, then math dtype
   std::map<DType, KernelFigures> kernels;  // per storage dtype: fp32, bf16, fp16
   std::vector<InterferenceCell> interference;
 };
+
+// How many batched tables `m` holds, over every layout and dtype.
+std::size_t batched_table_count(const CalibrationMeasurement& m);
 
 // Runs every micro-benchmark on `device`. Throws InputError for empty or non-increasing dims
 // (batches and kernel token counts may be empty: not measured), an empty dtype list or

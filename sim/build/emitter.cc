@@ -220,8 +220,10 @@ void Emitter::edge(const Node& from, const Node& to, DepKind kind) {
   for (std::size_t i = 0; i < from.size(); ++i) g_.add_dependency(from[i], to[i], kind);
 }
 
-GemmWork Emitter::gemm(std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n) const {
+GemmWork Emitter::gemm(std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n,
+                       GemmLayout layout) const {
   GemmWork w;
+  w.layout = layout;
   w.batch = batch;
   w.m = m;
   w.n = n;

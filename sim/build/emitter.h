@@ -112,7 +112,8 @@ class Emitter {
   void edge(const Node& from, const Node& to, DepKind kind = DepKind::kData);
 
   // Work and sizes in the layer's element size and GEMM dtype.
-  GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n) const;
+  GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n,
+                GemmLayout layout = GemmLayout::kNN) const;
   ElementwiseWork elementwise(std::int64_t read_elems, std::int64_t written_elems, std::int64_t flops) const;
   std::int64_t bytes(std::int64_t rows, std::int64_t cols) const;
   // Rows per local expert in a chunk, for the batched expert GEMMs: exact under uniform routing;

@@ -128,7 +128,7 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
     policies_.memory.restore(l, c, g, b.decode, b.restores[i]);
     const auto rows = [&, c](const RankLoad& load) { return e_.expert_rows(load, c); };
     t.fc2_dgrad[i] = e_.compute_each(
-        l, p, "fc2.dgrad", "fc2", c, [&](const RankLoad& load) { return Work{e_.gemm(El, rows(load), M, H)}; },
+        l, p, "fc2.dgrad", "fc2", c, [&](const RankLoad& load) { return Work{e_.gemm(El, rows(load), M, H, GemmLayout::kNT)}; },
         Uses{{first ? b.grads.d_m : Buf{}, b.d_a[i]}, {}});
     const Node act = e_.compute_each(
         l, p, "act", "act", c,
@@ -138,12 +138,12 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
         },
         Uses{{}, {b.d_a[i]}}, Op::kActivation);
     t.fc2_wgrad[i] = e_.compute_each(
-        l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{e_.gemm(El, H, rows(load), M)}; },
+        l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{e_.gemm(El, H, rows(load), M, GemmLayout::kTN)}; },
         Uses{{}, {last ? b.grads.d_do : Buf{}}});
     t.fc1_wgrad[i] = e_.compute_each(l, p, "fc1.wgrad", "fc1", c,
-                                     [&](const RankLoad& load) { return Work{e_.gemm(El, M, rows(load), F)}; });
+                                     [&](const RankLoad& load) { return Work{e_.gemm(El, M, rows(load), F, GemmLayout::kTN)}; });
     t.fc1_dgrad[i] = e_.compute_each(
-        l, p, "fc1.dgrad", "fc1", c, [&](const RankLoad& load) { return Work{e_.gemm(El, rows(load), F, M)}; },
+        l, p, "fc1.dgrad", "fc1", c, [&](const RankLoad& load) { return Work{e_.gemm(El, rows(load), F, M, GemmLayout::kNT)}; },
         Uses{{first ? b.grads.d_di : Buf{}}, {last ? b.grads.d_m : Buf{}}});
     e_.edge(b.decode, t.grad_combine[i]);
     e_.edge(b.grad_combine_done[i], t.fc2_dgrad[i]);
@@ -175,7 +175,7 @@ Block::Gradient MoeLayerBlock::emit_router_backward(BackwardPass& b) {
   const Node route =
       e_.compute(l, p, "route", "route", -1, e_.elementwise(be + bk, be, checked_mul(4, be)), {}, Op::kTopK);
   e_.edge(b.decode, route);
-  const Node gate_d = e_.compute(l, p, "gate.dgrad", "gate", -1, e_.gemm(1, B, E, M), Uses{{}, {b.shared.dx}});
+  const Node gate_d = e_.compute(l, p, "gate.dgrad", "gate", -1, e_.gemm(1, B, E, M, GemmLayout::kNT), Uses{{}, {b.shared.dx}});
   e_.edge(route, gate_d);
   e_.edge(encode, gate_d);
   e_.edge(b.shared.dgrad, gate_d);
@@ -183,7 +183,7 @@ Block::Gradient MoeLayerBlock::emit_router_backward(BackwardPass& b) {
   if (l == 0) release.push_back(b.d_t_i);
   const std::vector<Buf> pool = b.grads.pool();
   release.insert(release.end(), pool.begin(), pool.end());
-  const Node gate_w = e_.compute(l, p, "gate.wgrad", "gate", -1, e_.gemm(1, E, B, M), Uses{{}, release});
+  const Node gate_w = e_.compute(l, p, "gate.wgrad", "gate", -1, e_.gemm(1, E, B, M, GemmLayout::kTN), Uses{{}, release});
   e_.edge(route, gate_w);
   policies_.grad_sync.after_backward(l, {b.tasks.fc1_wgrad, b.tasks.fc2_wgrad, gate_w, b.shared.wgrads});
   return Gradient{gate_d, b.d_t_i};

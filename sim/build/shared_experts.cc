@@ -44,7 +44,7 @@ SharedExperts::Backward SharedExperts::backward(int l, const Node& decode, const
   const Buf d_a =
       fc1_out_ != h_ ? e_.buffer(l, "shared.dA", -1, e_.bytes(B, h_), MemoryCategory::kTemporary) : Buf{};
   b.dx = e_.buffer(l, "shared.dX", -1, e_.bytes(B, M), MemoryCategory::kTemporary);
-  const Node fc2_d = e_.compute(l, p, "shared.fc2.dgrad", "shared", -1, e_.gemm(1, B, M, h_), Uses{{d_m, d_a}, {}});
+  const Node fc2_d = e_.compute(l, p, "shared.fc2.dgrad", "shared", -1, e_.gemm(1, B, M, h_, GemmLayout::kNT), Uses{{d_m, d_a}, {}});
   e_.edge(decode, fc2_d);
   const Node act = e_.compute(
       l, p, "shared.act", "shared", -1,
@@ -55,12 +55,12 @@ SharedExperts::Backward SharedExperts::backward(int l, const Node& decode, const
   // The W2 gradient reads dY and the activation's output, which the backward shared.act
   // recomputes; it is the last reader of dY (after shared.fc2.dgrad, through act).
   const Node fc2_w =
-      e_.compute(l, p, "shared.fc2.wgrad", "shared", -1, e_.gemm(1, h_, B, M), Uses{{}, {upstream_grad}});
+      e_.compute(l, p, "shared.fc2.wgrad", "shared", -1, e_.gemm(1, h_, B, M, GemmLayout::kTN), Uses{{}, {upstream_grad}});
   e_.edge(decode, fc2_w);
   e_.edge(act, fc2_w);
-  const Node fc1_w = e_.compute(l, p, "shared.fc1.wgrad", "shared", -1, e_.gemm(1, M, B, fc1_out_));
+  const Node fc1_w = e_.compute(l, p, "shared.fc1.wgrad", "shared", -1, e_.gemm(1, M, B, fc1_out_, GemmLayout::kTN));
   e_.edge(act, fc1_w);
-  b.dgrad = e_.compute(l, p, "shared.fc1.dgrad", "shared", -1, e_.gemm(1, B, fc1_out_, M), Uses{{b.dx}, {d_m}});
+  b.dgrad = e_.compute(l, p, "shared.fc1.dgrad", "shared", -1, e_.gemm(1, B, fc1_out_, M, GemmLayout::kNT), Uses{{b.dx}, {d_m}});
   e_.edge(act, b.dgrad);
   e_.edge(fc1_w, b.dgrad);  // the W1 gradient reads shared.dM, which fc1.dgrad frees
   b.wgrads = {fc1_w, fc2_w};

@@ -337,7 +337,7 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
   std::cout << "wrote " << a.out_path << ": launch gap " << m.kernel_launch_ns << " ns, HBM "
             << m.hbm_bandwidth / 1e9 << " GB/s, PCIe h2d " << m.pcie_h2d.bandwidth / 1e9 << " GB/s, d2h "
             << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s), "
-            << m.batched_gemm.size() << " batched GEMM table(s), memory-bound kernels in " << m.kernels.size()
+            << batched_table_count(m) << " batched GEMM table(s), memory-bound kernels in " << m.kernels.size()
             << " storage type(s)\n"
             << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
   return 0;

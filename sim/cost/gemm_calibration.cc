@@ -91,8 +91,16 @@ bool in_measured_range(const BatchedGemmTable& table, const GemmWork& work) {
 
 const BatchedGemmTable* batched_table_for(const GpuSpec& gpu, const GemmWork& work) {
   if (!gpu.calibration || work.batch <= 1) return nullptr;
-  const auto it = gpu.calibration->batched_gemm.find(work.dtype);
-  return it == gpu.calibration->batched_gemm.end() ? nullptr : &it->second;
+  const BatchedGemmTables& tables = gpu.calibration->batched_gemm;
+  // The GEMM's own layout's table; a calibration measured before layouts has nn tables alone,
+  // which then price every layout as they did before.
+  for (GemmLayout layout : {work.layout, GemmLayout::kNN}) {
+    const auto per_layout = tables.find(layout);
+    if (per_layout == tables.end()) continue;
+    const auto it = per_layout->second.find(work.dtype);
+    if (it != per_layout->second.end()) return &it->second;
+  }
+  return nullptr;
 }
 
 double calibrated_gemm_ns(const GemmTimeTable& table, const GemmWork& work) {
@@ -131,45 +139,64 @@ bool in_measured_range(const GemmTimeTable& table, const GemmWork& work) {
          within(table.n, static_cast<double>(work.n)) && within(table.k, static_cast<double>(work.k));
 }
 
+namespace {
+
+// The calibration file's section that holds `table`.
+std::string table_section(const GpuSpec& gpu, const BatchedGemmTable* table) {
+  for (const auto& [layout, tables] : gpu.calibration->batched_gemm)
+    for (const auto& [dtype, t] : tables)
+      if (&t == table) return batched_gemm_section(layout) + "." + std::string(to_string(dtype));
+  return "?";
+}
+
+}  // namespace
+
 std::vector<std::string> calibration_range_warnings(const TaskGraph& graph, const GpuSpec& gpu) {
   if (!gpu.calibration) return {};
   struct Outside {
+    const void* table = nullptr;  // the table that priced them
+    std::string label;            // "bf16", "bf16 batched (batched_gemm_tn)"
+    std::string range;
     int count = 0;
     std::string first;
   };
-  // Per dtype and table (false: the single-GEMM table, true: the batched one).
-  std::map<std::pair<DType, bool>, Outside> outside;
+  std::vector<Outside> outside;  // per table, in the order first met
   for (std::size_t i = 0; i < graph.num_tasks(); ++i) {
     const Task& task = graph.task(static_cast<TaskIndex>(i));
     const auto* work = std::get_if<GemmWork>(&task.work);
     if (!work) continue;
     std::ostringstream shape;
-    if (const BatchedGemmTable* batched = batched_table_for(gpu, *work)) {
-      if (in_measured_range(*batched, *work)) continue;
+    Outside seen;
+    seen.label = std::string(to_string(work->dtype));
+    if (const BatchedGemmTable* t = batched_table_for(gpu, *work)) {
+      if (in_measured_range(*t, *work)) continue;
       shape << "batch = " << work->batch << ", m = " << work->m;
+      seen.table = t;
+      seen.label += " batched " + std::string(to_string(work->layout));
+      seen.range = table_section(gpu, t) + ": batch " + axis_range(t->batch) + ", m " + axis_range(t->m) + ", n " +
+                   axis_range(t->n) + ", k " + axis_range(t->k);
     } else {
       const auto table = gpu.calibration->gemm.find(work->dtype);
       if (table == gpu.calibration->gemm.end() || in_measured_range(table->second, *work)) continue;
       shape << "batch*m = " << work->batch * work->m;
+      seen.table = &table->second;
+      const GemmTimeTable& single = table->second;
+      seen.range = "gemm." + seen.label + ": m " + axis_range(single.m) + ", n " + axis_range(single.n) + ", k " +
+                   axis_range(single.k);
     }
-    Outside& o = outside[{work->dtype, batched_table_for(gpu, *work) != nullptr}];
-    if (o.count++ == 0) o.first = task.id + " (" + shape.str() + ", n = " + std::to_string(work->n) + ", k = " +
-                                  std::to_string(work->k) + ")";
+    auto o = std::find_if(outside.begin(), outside.end(), [&](const Outside& x) { return x.table == seen.table; });
+    if (o == outside.end()) {
+      seen.first = task.id + " (" + shape.str() + ", n = " + std::to_string(work->n) + ", k = " +
+                   std::to_string(work->k) + ")";
+      outside.push_back(std::move(seen));
+      o = std::prev(outside.end());
+    }
+    ++o->count;
   }
   std::vector<std::string> out;
-  for (const auto& [key, o] : outside) {
-    const auto& [dtype, batched] = key;
-    std::string range;
-    if (batched) {
-      const BatchedGemmTable& t = gpu.calibration->batched_gemm.at(dtype);
-      range = "batch " + axis_range(t.batch) + ", m " + axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k);
-    } else {
-      const GemmTimeTable& t = gpu.calibration->gemm.at(dtype);
-      range = "m " + axis_range(t.m) + ", n " + axis_range(t.n) + ", k " + axis_range(t.k);
-    }
-    out.push_back(std::to_string(o.count) + " " + std::string(to_string(dtype)) + (batched ? " batched" : "") +
-                  " GEMM task(s) fall outside the measured range of " + gpu.calibration->file + " (" + range +
-                  "), e.g. " + o.first +
+  for (const Outside& o : outside) {
+    out.push_back(std::to_string(o.count) + " " + o.label + " GEMM task(s) fall outside the measured range of " +
+                  gpu.calibration->file + " (" + o.range + "), e.g. " + o.first +
                   "; below the range they cost as the smallest measured shape, above it they keep the edge's efficiency "
                   "(no extrapolated trend)");
   }

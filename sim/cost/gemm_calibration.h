@@ -44,8 +44,10 @@ bool in_measured_range(const GemmTimeTable& table, const GemmWork& work);
 // Whether (batch, m, n, k) lies within the batched table's axes.
 bool in_measured_range(const BatchedGemmTable& table, const GemmWork& work);
 
-// The batched table that prices `work`: its dtype's, when the GPU's calibration has one and the
-// GEMM is batched (batch > 1); otherwise null (the single-GEMM table or the shape model).
+// The batched table that prices `work` (batch > 1): its layout's and dtype's when the GPU's
+// calibration has one, else its dtype's nn table (files measured before layouts hold nn tables
+// alone); otherwise null (the single-GEMM table or the shape model). GEMMs with batch 1 read the
+// single-GEMM table, which is measured nn only, whatever their layout.
 const BatchedGemmTable* batched_table_for(const GpuSpec& gpu, const GemmWork& work);
 
 // One line per calibrated dtype whose GEMMs in `graph` fall outside its table: how many, the

@@ -35,6 +35,7 @@ OrderedJson work_json(const Work& work) {
       j["k"] = w.k;
       j["dtype"] = std::string(to_string(w.dtype));
       j["element_bytes"] = w.element_bytes;
+      j["layout"] = std::string(to_string(w.layout));
       return j;
     }
     OrderedJson operator()(const ElementwiseWork& w) const {
@@ -244,8 +245,10 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
       w.k = r.integer("k", 1);
       w.dtype = r.name<DType>("dtype", &parse_dtype, dtype_names());
       w.element_bytes = static_cast<int>(r.integer("element_bytes", 1, 16));
+      // Graphs written before GEMMs had a layout read as nn (as every GEMM was priced then).
+      if (r.has("layout")) w.layout = r.name<GemmLayout>("layout", &parse_gemm_layout, gemm_layout_names());
       t.work = w;
-      allowed.insert(allowed.end(), {"batch", "m", "n", "k", "dtype", "element_bytes"});
+      allowed.insert(allowed.end(), {"batch", "m", "n", "k", "dtype", "element_bytes", "layout"});
       break;
     }
     case TaskKind::kElementwise:

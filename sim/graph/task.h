@@ -64,6 +64,7 @@ struct GemmWork {
   std::int64_t k = 0;
   DType dtype = DType::kFp32;  // math dtype; operands are stored in the model's dtype
   int element_bytes = 4;       // bytes per stored element
+  GemmLayout layout = GemmLayout::kNN;
 
   std::int64_t flops() const;           // 2 * batch * m * n * k
   std::int64_t bytes_moved() const;     // batch * (m*k + k*n + m*n) * element_bytes

@@ -12,7 +12,7 @@ namespace detail {
 const std::vector<std::string>& calibration_keys() {
   static const std::vector<std::string> keys =
       with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
-                   "batched_gemm", "kernels", "intra_node", "link_types", "all_to_all", "inter_node", "nic_port",
+                   "batched_gemm", "batched_gemm_nt", "batched_gemm_tn", "kernels", "intra_node", "link_types", "all_to_all", "inter_node", "nic_port",
                    "inter_node_all_to_all", "nccl", "all_reduce"});
   return keys;
 }
@@ -70,7 +70,7 @@ GemmTimeTable read_gemm_table(const YamlValue& v) {
   return t;
 }
 
-// batched_gemm.<dtype>: {batch, m, n, k: axes, time_us: one row per (batch, m, n), batch-major then
+// batched_gemm[_nt|_tn].<dtype>: {batch, m, n, k: axes, time_us: one row per (batch, m, n), batch-major then
 // m, of |k| times}. A missing row or time is a hole in the grid the interpolation cannot bridge.
 BatchedGemmTable read_batched_gemm_table(const YamlValue& v) {
   const YamlMap m = v.as_map({"batch", "m", "n", "k", "time_us"});
@@ -111,16 +111,25 @@ KernelFigures read_kernel_figures(const YamlValue& v) {
   return out;
 }
 
+// The sections a calibration file may hold only from schema_version 2 on (the per-layout batched
+// tables came later in version 2: an older reader refuses them as unknown keys).
+std::vector<std::string> version2_sections() {
+  return {batched_gemm_section(GemmLayout::kNN), batched_gemm_section(GemmLayout::kNT),
+          batched_gemm_section(GemmLayout::kTN), "kernels"};
+}
+
 // The sections a calibration file may hold only from schema_version 2 on.
 void read_version2_sections(const YamlMap& m, CalibrationSpec& cal) {
-  for (const char* key : {"batched_gemm", "kernels"}) {
+  for (const std::string& key : version2_sections()) {
     if (auto v = m.get(key); v && schema_version(m) < 2)
-      v->fail(std::string(key) + " needs schema_version 2 (this file says 1): files that hold it are read since then");
+      v->fail(key + " needs schema_version 2 (this file says 1): files that hold it are read since then");
   }
-  if (auto g = m.get("batched_gemm")) {
+  for (GemmLayout layout : {GemmLayout::kNN, GemmLayout::kNT, GemmLayout::kTN}) {
+    const auto g = m.get(batched_gemm_section(layout));
+    if (!g) continue;
     const YamlMap tables = g->as_map({"fp32", "tf32", "bf16", "fp16"});
     for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16}) {
-      if (auto t = tables.get(to_string(d))) cal.batched_gemm[d] = read_batched_gemm_table(*t);
+      if (auto t = tables.get(to_string(d))) cal.batched_gemm[layout][d] = read_batched_gemm_table(*t);
     }
   }
   if (auto k = m.get("kernels")) {
@@ -261,7 +270,8 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
     }
   };
   for (const auto& [dtype, table] : cal.gemm) check_dtype("gemm", dtype);
-  for (const auto& [dtype, table] : cal.batched_gemm) check_dtype("batched_gemm", dtype);
+  for (const auto& [layout, tables] : cal.batched_gemm)
+    for (const auto& [dtype, table] : tables) check_dtype(batched_gemm_section(layout).c_str(), dtype);
   if (cal.intra_node) {
     if (node.gpus_per_node < 2 || node.loopback) {
       throw InputError(cal.origin, "intra_node: node '" + node.name + "' (" + node.origin.to_string() +

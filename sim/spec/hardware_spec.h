@@ -58,13 +58,21 @@ struct BatchedGemmTable {
   }
 };
 
+// Batched tables per operand layout (nn for the forward, nt for data and tn for weight gradients),
+// then per math dtype. A calibration file holds the nn tables under `batched_gemm` and the others
+// under batched_gemm_section(layout): files measured before layouts were hold nn alone.
+using BatchedGemmTables = std::map<GemmLayout, std::map<DType, BatchedGemmTable>>;
+inline std::string batched_gemm_section(GemmLayout layout) {
+  return layout == GemmLayout::kNN ? "batched_gemm" : "batched_gemm_" + std::string(to_string(layout));
+}
+
 // What a calibration file applied to a GPU, kept for reports and range warnings. Its other
 // measurements (launch overhead, HBM and PCIe bandwidths) replace the preset's values directly.
 struct GpuCalibration {
   std::string file;    // the calibration file
   std::string device;  // the device it was measured on, as the runtime named it
   std::map<DType, GemmTimeTable> gemm;
-  std::map<DType, BatchedGemmTable> batched_gemm;  // per math dtype, for GEMMs with batch > 1
+  BatchedGemmTables batched_gemm;  // per layout and math dtype, for GEMMs with batch > 1
   // The memory-bound kernels' figures per storage dtype (fp32, bf16, fp16: the element type of
   // the tensors they move), sim/cost/memory_kernels.h.
   std::map<DType, KernelFigures> kernels;

@@ -47,9 +47,9 @@ struct CalibrationSpec {
   std::optional<LinkSpec> pcie_d2h;
   std::vector<InterferenceCell> interference;  // measured cells; the node keeps its other factors
   std::map<DType, GemmTimeTable> gemm;
-  // Since schema_version 2: batched GEMM tables per math dtype and memory-bound kernel figures
-  // per storage dtype (GpuCalibration).
-  std::map<DType, BatchedGemmTable> batched_gemm;
+  // Since schema_version 2: batched GEMM tables per layout and math dtype and memory-bound kernel
+  // figures per storage dtype (GpuCalibration).
+  BatchedGemmTables batched_gemm;
   std::map<DType, KernelFigures> kernels;
   // The node's intra-node network, fitted to a measured all-to-all (`moesim calibrate
   // --alltoall-log`, sim/driver/network_calibration.h): the alpha-beta model's intra_node link and

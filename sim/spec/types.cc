@@ -14,6 +14,8 @@ constexpr std::array<std::pair<DType, std::string_view>, 5> kDTypes{{{DType::kFp
                                                                       {DType::kBf16, "bf16"},
                                                                       {DType::kFp16, "fp16"},
                                                                       {DType::kFp8, "fp8"}}};
+constexpr std::array<std::pair<GemmLayout, std::string_view>, 3> kLayouts{
+    {{GemmLayout::kNN, "nn"}, {GemmLayout::kNT, "nt"}, {GemmLayout::kTN, "tn"}}};
 constexpr std::array<std::pair<Activation, std::string_view>, 3> kActivations{{
     {Activation::kRelu, "relu"}, {Activation::kGelu, "gelu"}, {Activation::kSwiglu, "swiglu"}}};
 constexpr std::array<std::pair<OrderPolicy, std::string_view>, 4> kPolicies{{
@@ -53,6 +55,10 @@ int optimizer_states_per_param(Optimizer o) {
   }
   return 2;
 }
+
+std::string_view to_string(GemmLayout l) { return name_of(kLayouts, l); }
+std::optional<GemmLayout> parse_gemm_layout(std::string_view s) { return parse_from(kLayouts, s); }
+std::vector<std::string> gemm_layout_names() { return names_of(kLayouts); }
 
 std::string_view to_string(DType d) { return name_of(kDTypes, d); }
 std::optional<DType> parse_dtype(std::string_view s) { return parse_from(kDTypes, s); }

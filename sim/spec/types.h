@@ -21,6 +21,15 @@ std::vector<std::string> dtype_names();
 // Bytes per element; tf32 is stored as fp32.
 int dtype_bytes(DType d);
 
+// How a GEMM's operands are stored, as the runtime issues it (row-major, runtime/exec/device.h's
+// trans_a / trans_b): nn C = A B (forward), nt C = A B^T (data gradient: dY W^T), tn C = A^T B
+// (weight gradient: X^T dY, k the tokens). cuBLAS may pick a different kernel per layout, so a
+// calibration measured per layout prices each with its own table (sim/cost/gemm_calibration.h).
+enum class GemmLayout { kNN, kNT, kTN };
+std::string_view to_string(GemmLayout l);  // "nn", "nt", "tn"
+std::optional<GemmLayout> parse_gemm_layout(std::string_view s);
+std::vector<std::string> gemm_layout_names();
+
 enum class Activation { kRelu, kGelu, kSwiglu };
 std::string_view to_string(Activation a);
 std::optional<Activation> parse_activation(std::string_view s);

@@ -191,16 +191,16 @@ void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnB
     return name(layer, Pass::kBackward, f.what + what + f.chunk, f.what);
   };
   if (input) fp8_grad(chain, layer, f.what + ".fc2", f.batch * f.gemm_rows * d_.hidden, f.chunk);
-  if (input) e_.kernel(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden));
-  if (weight) e_.kernel(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows), side);
+  if (input) e_.kernel(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden, GemmLayout::kNT));
+  if (weight) e_.kernel(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows, GemmLayout::kTN), side);
   if (input) {
     TaskName act = task(".act");
     act.kernel = Op::kActivation;
     e_.kernel(chain, act, e_.elementwise(f.act_rows * (f.fc1_out + f.ffn), f.act_rows * f.fc1_out));
   }
   if (input) fp8_grad(chain, layer, f.what + ".fc1", f.batch * f.gemm_rows * f.fc1_out, f.chunk);
-  if (input) e_.kernel(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out));
-  if (weight) e_.kernel(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows), side);
+  if (input) e_.kernel(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out, GemmLayout::kNT));
+  if (weight) e_.kernel(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows, GemmLayout::kTN), side);
 }
 
 void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {

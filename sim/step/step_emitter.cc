@@ -112,8 +112,10 @@ BufferId StepEmitter::buffer(int stage, const std::string& name, std::int64_t by
   return g_.add_buffer(std::move(b));
 }
 
-GemmWork StepEmitter::gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const {
+GemmWork StepEmitter::gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                           GemmLayout layout) const {
   GemmWork w;
+  w.layout = layout;
   w.batch = batch;
   w.m = m;
   w.n = n;

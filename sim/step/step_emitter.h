@@ -69,7 +69,8 @@ class StepEmitter {
 
   // A linear layer's GEMM, in the step's GEMM precision (--precision: bf16, or fp8 as Transformer
   // Engine runs linear layers).
-  GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const;
+  GemmWork gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                GemmLayout layout = GemmLayout::kNN) const;
   // A GEMM that FP8 training keeps in the model's storage dtype: attention's score and context
   // products, the router and the output layer (Megatron-LM quantises Transformer Engine's linear
   // layers only).

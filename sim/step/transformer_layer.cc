@@ -107,7 +107,7 @@ void TransformerLayer::linear_backward(Chain& chain, int layer, const LinearShap
     if (e_.fp8())
       e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".fp8.grad", "fp8"), e_.fp8_cast(d_.tokens * l.out));
     // dX = dY W^T
-    e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".dgrad", l.name), e_.gemm(1, d_.tokens, l.in, l.out));
+    e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".dgrad", l.name), e_.gemm(1, d_.tokens, l.in, l.out, GemmLayout::kNT));
   }
   if (part != BackwardPart::kInput) {
     TaskName wgrad = name(layer, Pass::kBackward, l.name + ".wgrad", l.name);
@@ -118,12 +118,12 @@ void TransformerLayer::linear_backward(Chain& chain, int layer, const LinearShap
       e_.group_collective(side, name(layer, Pass::kBackward, l.name + ".tp.allgather", "tp"),
                           StreamClass::kCommCombine, CollectiveOp::kAllGather, e_.shape().tensor_group(chain.stage),
                           d_.tokens * d_.hidden * e_.shape().element_bytes);
-      e_.kernel(side, wgrad, e_.gemm(1, l.in, l.out, d_.tokens), true);
+      e_.kernel(side, wgrad, e_.gemm(1, l.in, l.out, d_.tokens, GemmLayout::kTN), true);
       if (part == BackwardPart::kWeight) chain.last = side.last;
       return;
     }
     // dW = X^T dY, off the chain in a whole backward: nothing of the layer's backward waits for it.
-    e_.kernel(chain, wgrad, e_.gemm(1, l.in, l.out, d_.tokens), part == BackwardPart::kAll);
+    e_.kernel(chain, wgrad, e_.gemm(1, l.in, l.out, d_.tokens, GemmLayout::kTN), part == BackwardPart::kAll);
   }
 }
 

@@ -107,18 +107,24 @@ TEST(CalibrateKernels, RecoversTheDevicesKernelsAndBatchedGemms) {
           << to_string(k) << " " << to_string(storage);
     }
   }
-  ASSERT_EQ(m.batched_gemm.size(), 2u);
-  const BatchedGemmTable& t = m.batched_gemm.at(DType::kBf16);
-  ASSERT_EQ(t.time_ns.size(), 16u);
-  for (std::size_t b = 0; b < 2; ++b)
-    for (std::size_t i = 0; i < 2; ++i)
-      for (std::size_t j = 0; j < 2; ++j)
-        for (std::size_t l = 0; l < 2; ++l) {
-          GemmArgs g;
-          g.batch = t.batch[b], g.m = t.m[i], g.n = t.n[j], g.k = t.k[l];
-          g.ab_type = Storage::kBf16, g.math = GemmMath::kHalf;
-          EXPECT_NEAR(t.time_ns[t.index(b, i, j, l)], gemm_ns(g), gemm_ns(g) * 1e-6);
-        }
+  // One table per layout (nn, nt, tn) and dtype; each holds its own layout's times.
+  ASSERT_EQ(m.batched_gemm.size(), 3u);
+  EXPECT_EQ(batched_table_count(m), 6u);
+  for (const auto& [layout, tables] : m.batched_gemm) {
+    ASSERT_EQ(tables.size(), 2u) << to_string(layout);
+    const BatchedGemmTable& t = tables.at(DType::kBf16);
+    ASSERT_EQ(t.time_ns.size(), 16u);
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t i = 0; i < 2; ++i)
+        for (std::size_t j = 0; j < 2; ++j)
+          for (std::size_t l = 0; l < 2; ++l) {
+            GemmArgs g;
+            g.batch = t.batch[b], g.m = t.m[i], g.n = t.n[j], g.k = t.k[l];
+            g.trans_a = layout == GemmLayout::kTN, g.trans_b = layout == GemmLayout::kNT;
+            g.ab_type = Storage::kBf16, g.math = GemmMath::kHalf;
+            EXPECT_NEAR(t.time_ns[t.index(b, i, j, l)], gemm_ns(g), gemm_ns(g) * 1e-6) << to_string(layout);
+          }
+  }
 }
 
 // Written, loaded back and applied: the simulator prices the graph's tasks as the device ran them.
@@ -136,10 +142,13 @@ TEST(CalibrateKernels, FileLoadsBackAndPricesTheTasks) {
   const CalibrationSpec read = load_calibration(p.string());
   std::filesystem::remove(p);
   // The same numbers, to the file's precision (0.1 ns for GEMMs, 1 ns and 1 MB/s for kernels).
-  const BatchedGemmTable& t = m.batched_gemm.at(DType::kBf16);
-  const BatchedGemmTable& back = read.batched_gemm.at(DType::kBf16);
-  ASSERT_EQ(back.time_ns.size(), t.time_ns.size());
-  for (std::size_t i = 0; i < t.time_ns.size(); ++i) EXPECT_NEAR(back.time_ns[i], t.time_ns[i], 0.05);
+  EXPECT_NE(yaml.find("\nbatched_gemm_tn:"), std::string::npos) << yaml;
+  for (GemmLayout layout : {GemmLayout::kNN, GemmLayout::kNT, GemmLayout::kTN}) {
+    const BatchedGemmTable& t = m.batched_gemm.at(layout).at(DType::kBf16);
+    const BatchedGemmTable& back = read.batched_gemm.at(layout).at(DType::kBf16);
+    ASSERT_EQ(back.time_ns.size(), t.time_ns.size());
+    for (std::size_t i = 0; i < t.time_ns.size(); ++i) EXPECT_NEAR(back.time_ns[i], t.time_ns[i], 0.05);
+  }
   for (const auto& [storage, figures] : m.kernels)
     for (const auto& [k, f] : figures) {
       EXPECT_EQ(read.kernels.at(storage).at(k).launch_ns, f.launch_ns);
@@ -150,6 +159,11 @@ TEST(CalibrateKernels, FileLoadsBackAndPricesTheTasks) {
   GemmArgs g;
   g.batch = 4, g.m = 16, g.n = 8, g.k = 16, g.ab_type = Storage::kBf16, g.math = GemmMath::kHalf;
   EXPECT_NEAR(static_cast<double>(bf16.gemm_duration(GemmWork{4, 16, 8, 16, DType::kBf16, 2})), gemm_ns(g), 0.6);
+  // A weight gradient's tn GEMM is priced from the tn table, as the device ran it transposed.
+  g.trans_a = true;
+  EXPECT_NEAR(static_cast<double>(bf16.gemm_duration(GemmWork{4, 16, 8, 16, DType::kBf16, 2, GemmLayout::kTN})),
+              gemm_ns(g), 0.6);
+  g.trans_a = false;
   const KernelShape shape{64, 4, 2, 32, 64, 64, 128};
   for (const auto& [eb, cost] : {std::pair<int, const ComputeCostModel*>{2, &bf16}, {4, &fp32}}) {
     Task act;

@@ -89,7 +89,7 @@ TEST(Calibrate, RecoversTheDevicesCostModel) {
   EXPECT_NEAR(cell(InterferenceClass::kMemcpy, InterferenceClass::kMemcpy), kFactor[kPcie][kPcie], 1e-6);
   ASSERT_FALSE(progress.empty());
   EXPECT_TRUE(std::any_of(progress.begin(), progress.end(),
-                          [](const std::string& p) { return p.find("fp16 batched GEMMs") != std::string::npos; }));
+                          [](const std::string& p) { return p.find("fp16 tn batched GEMMs") != std::string::npos; }));
   EXPECT_NE(progress.back().find("memory-bound kernels in fp16"), std::string::npos) << progress.back();
 }
 

@@ -39,9 +39,13 @@ constexpr double kFactor[2][2] = {{1.0, 0.9},   // computation with computation,
 // table differs from the single table read at batch x m.
 inline double batch_efficiency(std::int64_t batch) { return batch <= 1 ? 1.0 : 1.0 / (1.0 + 0.1 * std::log2(static_cast<double>(batch))); }
 
+// A transposed operand slows the modelled device (a weight gradient's A^T most), so that each
+// layout's table differs and a test can tell which one priced a GEMM.
+inline double layout_efficiency(const GemmArgs& g) { return g.trans_a ? 0.6 : g.trans_b ? 0.8 : 1.0; }
+
 inline double gemm_ns(const GemmArgs& g) {
   return kLaunchNs + 2.0 * static_cast<double>(g.m * g.n * g.k * g.batch) /
-                         (flops_per_ns(g.math, g.ab_type) * batch_efficiency(g.batch));
+                         (flops_per_ns(g.math, g.ab_type) * batch_efficiency(g.batch) * layout_efficiency(g));
 }
 
 // The MoE kernels: each a launch, a fixed cost of its own and its bytes as the simulator's task

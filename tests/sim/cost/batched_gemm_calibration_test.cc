@@ -87,7 +87,7 @@ GemmTimeTable single_table() {
 // single table with the batch as rows where the calibration has no batched table (as before).
 TEST(BatchedGemmCalibration, CostModelPicksTheTableByBatch) {
   const ClusterSpec batched = cluster_with(GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, single_table()}},
-                                                          {{DType::kBf16, batched_table()}}, {}});
+                                                          {{GemmLayout::kNN, {{DType::kBf16, batched_table()}}}}, {}});
   const ClusterSpec single = cluster_with(GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, single_table()}}, {}, {}});
   const ComputeCostModel with(batched), without(single);
   const BatchedGemmTable t = batched_table();
@@ -102,7 +102,7 @@ TEST(BatchedGemmCalibration, CostModelPicksTheTableByBatch) {
 
 TEST(BatchedGemmCalibration, RangeWarningsNameTheBatchedTable) {
   GpuSpec gpu = cluster_with(GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, single_table()}},
-                                            {{DType::kBf16, batched_table()}}, {}})
+                                            {{GemmLayout::kNN, {{DType::kBf16, batched_table()}}}}, {}})
                     .node.gpu;
   TaskGraph g(1, {0});
   Task in;
@@ -115,9 +115,37 @@ TEST(BatchedGemmCalibration, RangeWarningsNameTheBatchedTable) {
   g.add_task(out);
   const std::vector<std::string> w = calibration_range_warnings(g, gpu);
   ASSERT_EQ(w.size(), 1u);
-  EXPECT_NE(w[0].find("1 bf16 batched GEMM task(s)"), std::string::npos) << w[0];
-  EXPECT_NE(w[0].find("cal.yaml (batch 2..8, m 64..256, n 128..128, k 128..128)"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("1 bf16 batched nn GEMM task(s)"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("cal.yaml (batched_gemm.bf16: batch 2..8, m 64..256, n 128..128, k 128..128)"), std::string::npos) << w[0];
   EXPECT_NE(w[0].find("L0.fwd.fc2.c0 (batch = 64, m = 64, n = 128, k = 128)"), std::string::npos) << w[0];
+}
+
+// A GEMM reads its own layout's table; where the calibration has none for it (files measured before
+// layouts), the nn table, as every layout was priced then.
+TEST(BatchedGemmCalibration, EachLayoutReadsItsOwnTable) {
+  BatchedGemmTable slow = batched_table();
+  for (double& t : slow.time_ns) t *= 2;
+  const ClusterSpec cluster = cluster_with(GpuCalibration{
+      "cal.yaml", "dev", {{DType::kBf16, single_table()}},
+      {{GemmLayout::kNN, {{DType::kBf16, batched_table()}}}, {GemmLayout::kTN, {{DType::kBf16, slow}}}}, {}});
+  const ComputeCostModel cost(cluster);
+  const BatchedGemmTable t = batched_table();
+  GemmWork w = bf16(8, 256, 128, 128);
+  EXPECT_EQ(cost.gemm_duration(w), std::llround(t.time_ns[t.index(1, 1, 0, 0)]));
+  w.layout = GemmLayout::kTN;
+  EXPECT_EQ(cost.gemm_duration(w), std::llround(2 * t.time_ns[t.index(1, 1, 0, 0)]));
+  w.layout = GemmLayout::kNT;  // no nt table: the nn one
+  EXPECT_EQ(cost.gemm_duration(w), std::llround(t.time_ns[t.index(1, 1, 0, 0)]));
+  // Range warnings name the table that priced the GEMM.
+  TaskGraph g(1, {0});
+  Task task;
+  task.id = "L0.bwd.fc1.wgrad.c0";
+  task.work = GemmWork{64, 64, 128, 128, DType::kBf16, 2, GemmLayout::kTN};
+  g.add_task(task);
+  const std::vector<std::string> warn = calibration_range_warnings(g, cluster.node.gpu);
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_NE(warn[0].find("1 bf16 batched tn GEMM task(s)"), std::string::npos) << warn[0];
+  EXPECT_NE(warn[0].find("(batched_gemm_tn.bf16: batch 2..8"), std::string::npos) << warn[0];
 }
 
 }  // namespace

@@ -160,7 +160,7 @@ TEST(GemmCalibration, RangeWarningsNameTheDtypeTheCountAndAnExample) {
   ASSERT_EQ(w.size(), 1u) << "fp32 has no table: the default curve is not a range";
   EXPECT_NE(w[0].find("2 bf16 GEMM task(s)"), std::string::npos) << w[0];
   EXPECT_NE(w[0].find("below the range they cost as the smallest measured shape"), std::string::npos) << w[0];
-  EXPECT_NE(w[0].find("cal.yaml (m 100..400, n 100..100, k 100..100)"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("cal.yaml (gemm.bf16: m 100..400, n 100..100, k 100..100)"), std::string::npos) << w[0];
   EXPECT_NE(w[0].find("L0.fwd.fc1.c0 (batch*m = 1600, n = 100, k = 100)"), std::string::npos) << w[0];
 }
 

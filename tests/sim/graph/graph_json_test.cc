@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -81,6 +82,34 @@ TEST(GraphJson, SchemaShape) {
   EXPECT_EQ(gate["m"], 96);
   for (const auto& e : j["edges"]) EXPECT_NE(e[2], "stream");
   EXPECT_NE(built_json(OrderPolicy::kMPipeMoE).find("\n  \"world_size\""), std::string::npos);
+}
+
+// Each GEMM carries the operand layout the runtime issues it in: the forward nn, the backward's data
+// gradients nt (dY W^T) and weight gradients tn (X^T dY); a file without "layout" reads as nn.
+TEST(GraphJson, GemmsCarryTheirLayout) {
+  const auto j = nlohmann::json::parse(built_json(OrderPolicy::kMPipeMoE));
+  std::map<std::string, std::string> layouts;
+  for (const auto& t : j["tasks"])
+    if (t["kind"] == "gemm") layouts[t["id"].get<std::string>()] = t["layout"].get<std::string>();
+  EXPECT_EQ(layouts.at("L0.fwd.gate"), "nn");
+  EXPECT_EQ(layouts.at("L0.fwd.fc1.c0"), "nn");
+  EXPECT_EQ(layouts.at("L0.bwd.fc2.dgrad.c0"), "nt");
+  EXPECT_EQ(layouts.at("L0.bwd.fc2.wgrad.c0"), "tn");
+  EXPECT_EQ(layouts.at("L0.bwd.fc1.wgrad.c0"), "tn");
+  EXPECT_EQ(layouts.at("L0.bwd.fc1.dgrad.c0"), "nt");
+  EXPECT_EQ(layouts.at("L0.bwd.gate.dgrad"), "nt");
+  EXPECT_EQ(layouts.at("L0.bwd.gate.wgrad"), "tn");
+  nlohmann::json old = j;
+  for (auto& t : old["tasks"]) t.erase("layout");
+  const TaskGraph g = import_graph_json(old.dump(), "old.json");
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    if (const auto* w = std::get_if<GemmWork>(&g.task(i).work)) {
+      EXPECT_EQ(w->layout, GemmLayout::kNN);
+    }
+  }
+  nlohmann::json bad = j;
+  bad["tasks"][0]["layout"] = "tt";
+  EXPECT_THROW(import_graph_json(bad.dump(), "bad.json"), InputError);
 }
 
 TEST(GraphJson, AllWorkKindsRoundTrip) {

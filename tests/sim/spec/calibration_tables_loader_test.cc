@@ -34,6 +34,14 @@ const std::string kTables =
     "      - [20, 24]   # batch=2 m=256\n"
     "      - [30, 36]   # batch=8 m=64\n"
     "      - [80, 150]  # batch=8 m=256\n"
+    "batched_gemm_tn:\n"
+    "  bf16:\n"
+    "    batch: [2]\n"
+    "    m: [64]\n"
+    "    n: [1024]\n"
+    "    k: [16]\n"
+    "    time_us:\n"
+    "      - [7]   # batch=2 m=64\n"
     "kernels:\n"
     "  fp32:\n"
     "    route_fwd: {launch: 9.5 us, bandwidth: 120 GB/s}\n"
@@ -50,7 +58,9 @@ TEST(CalibrationTables, ReadAndAppliedToTheGpu) {
   TempFiles t;
   const std::string path = t.write("cal.yaml", kTables);
   const CalibrationSpec c = load_calibration(path);
-  const BatchedGemmTable& b = c.batched_gemm.at(DType::kBf16);
+  const BatchedGemmTable& b = c.batched_gemm.at(GemmLayout::kNN).at(DType::kBf16);
+  EXPECT_DOUBLE_EQ(c.batched_gemm.at(GemmLayout::kTN).at(DType::kBf16).time_ns.at(0), 7000);
+  EXPECT_EQ(c.batched_gemm.count(GemmLayout::kNT), 0u);
   EXPECT_EQ(b.batch, (std::vector<std::int64_t>{2, 8}));
   EXPECT_DOUBLE_EQ(b.time_ns[b.index(1, 1, 0, 1)], 150000);  // batch 8, m 256, k 1024
   EXPECT_DOUBLE_EQ(b.time_ns[b.index(1, 0, 0, 0)], 30000);
@@ -61,7 +71,7 @@ TEST(CalibrationTables, ReadAndAppliedToTheGpu) {
   EXPECT_EQ(c.kernels.at(DType::kBf16).size(), 1u);
   const ClusterSpec cluster = load_hardware_spec(kRoot + "/hardware/nodes/dgx-a100.yaml", path);
   ASSERT_TRUE(cluster.node.gpu.calibration.has_value());
-  EXPECT_EQ(cluster.node.gpu.calibration->batched_gemm.size(), 1u);
+  EXPECT_EQ(cluster.node.gpu.calibration->batched_gemm.size(), 2u);
   EXPECT_EQ(cluster.node.gpu.calibration->kernels.size(), 2u);
 }
 
@@ -92,10 +102,10 @@ TEST(CalibrationTables, HolesAndUnorderedAxesNameTheLine) {
 TEST(CalibrationTables, KernelFiguresMustBePlausible) {
   TempFiles t;
   std::string msg = error_of(t, replaced(kTables, "bandwidth: 120 GB/s", "bandwidth: 0 GB/s"));
-  EXPECT_NE(msg.find("bad.yaml:18:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.yaml:26:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("must be positive"), std::string::npos) << msg;
   msg = error_of(t, replaced(kTables, "bandwidth: 120 GB/s", "bandwidth: -5 GB/s"));
-  EXPECT_NE(msg.find("bad.yaml:18:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.yaml:26:"), std::string::npos) << msg;
   msg = error_of(t, replaced(kTables, "route_fwd:", "softmax:"));
   EXPECT_NE(msg.find("softmax"), std::string::npos) << msg;
   EXPECT_NE(msg.find("route_fwd"), std::string::npos) << msg;  // the valid names
