@@ -19,6 +19,27 @@ struct MoeLayerBlock::BackwardPass {
   std::vector<Node> grad_combine_done, grad_dispatch_done, dgrad_reduce;
 };
 
+namespace {
+
+// An expert weight gradient, X^T dY (tn), summed over the chunks in C: each chunk after the first
+// in backward order adds to what the earlier ones wrote (beta = 1), as the runtime's executor does.
+GemmWork weight_gradient(const Emitter& e, std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n,
+                         bool accumulate) {
+  GemmWork w = e.gemm(batch, m, k, n, GemmLayout::kTN);
+  w.accumulate = accumulate;
+  return w;
+}
+
+// The gate's input gradient, dlogits W_gate^T (nt), added to the input gradient that the
+// encode's backward already holds (beta = 1).
+GemmWork gate_input_gradient(const Emitter& e, std::int64_t tokens, std::int64_t experts, std::int64_t d_model) {
+  GemmWork w = e.gemm(1, tokens, experts, d_model, GemmLayout::kNT);
+  w.accumulate = true;
+  return w;
+}
+
+}  // namespace
+
 Block::Gradient MoeLayerBlock::backward(int l, const Gradient& upstream) {
   // Activation checkpointing: the layer's forward runs again first, from its input (and the
   // stash), re-creating the tensors its backward reads.
@@ -138,10 +159,10 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
         },
         Uses{{}, {b.d_a[i]}}, Op::kActivation);
     t.fc2_wgrad[i] = e_.compute_each(
-        l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{e_.gemm(El, H, rows(load), M, GemmLayout::kTN)}; },
+        l, p, "fc2.wgrad", "fc2", c, [&](const RankLoad& load) { return Work{weight_gradient(e_, El, H, rows(load), M, !first)}; },
         Uses{{}, {last ? b.grads.d_do : Buf{}}});
     t.fc1_wgrad[i] = e_.compute_each(l, p, "fc1.wgrad", "fc1", c,
-                                     [&](const RankLoad& load) { return Work{e_.gemm(El, M, rows(load), F, GemmLayout::kTN)}; });
+                                     [&](const RankLoad& load) { return Work{weight_gradient(e_, El, M, rows(load), F, !first)}; });
     t.fc1_dgrad[i] = e_.compute_each(
         l, p, "fc1.dgrad", "fc1", c, [&](const RankLoad& load) { return Work{e_.gemm(El, rows(load), F, M, GemmLayout::kNT)}; },
         Uses{{first ? b.grads.d_di : Buf{}}, {last ? b.grads.d_m : Buf{}}});
@@ -175,7 +196,7 @@ Block::Gradient MoeLayerBlock::emit_router_backward(BackwardPass& b) {
   const Node route =
       e_.compute(l, p, "route", "route", -1, e_.elementwise(be + bk, be, checked_mul(4, be)), {}, Op::kTopK);
   e_.edge(b.decode, route);
-  const Node gate_d = e_.compute(l, p, "gate.dgrad", "gate", -1, e_.gemm(1, B, E, M, GemmLayout::kNT), Uses{{}, {b.shared.dx}});
+  const Node gate_d = e_.compute(l, p, "gate.dgrad", "gate", -1, gate_input_gradient(e_, B, E, M), Uses{{}, {b.shared.dx}});
   e_.edge(route, gate_d);
   e_.edge(encode, gate_d);
   e_.edge(b.shared.dgrad, gate_d);

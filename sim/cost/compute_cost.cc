@@ -118,14 +118,19 @@ GemmWaves ComputeCostModel::tiled_waves(const GemmWork& work, GemmTile tile, dou
 TimeNs ComputeCostModel::gemm_duration(const GemmWork& work) const {
   const GpuSpec& gpu = cluster_.node.gpu;
   // A batched GEMM reads the batched table where the calibration has one (gemm_calibration.h).
+  // The tables are measured with beta = 0 (C written only): a GEMM that accumulates into C also
+  // reads it, added at the GPU's streaming bandwidth. That is C's traffic in full, as a GEMM bound
+  // by it pays (an expert weight gradient over a few rows per expert: on an H200 the accumulating
+  // chunks took 1.9x the first one's time); one bound by its arithmetic hides part of it.
+  const double c_read_ns = work.accumulate ? static_cast<double>(work.c_bytes()) / hbm_bytes_per_ns() : 0.0;
   if (const BatchedGemmTable* batched = batched_table_for(gpu, work)) {
-    return round_duration_ns(calibrated_gemm_ns(*batched, work), work.flops() > 0);
+    return round_duration_ns(calibrated_gemm_ns(*batched, work) + c_read_ns, work.flops() > 0);
   }
   if (gpu.calibration) {
     const auto table = gpu.calibration->gemm.find(work.dtype);
     // A measured time already holds the launch gap and any memory-boundness: no roofline on top.
     if (table != gpu.calibration->gemm.end()) {
-      return round_duration_ns(calibrated_gemm_ns(table->second, work), work.flops() > 0);
+      return round_duration_ns(calibrated_gemm_ns(table->second, work) + c_read_ns, work.flops() > 0);
     }
   }
   const std::int64_t flops = work.flops();

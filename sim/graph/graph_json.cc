@@ -36,6 +36,7 @@ OrderedJson work_json(const Work& work) {
       j["dtype"] = std::string(to_string(w.dtype));
       j["element_bytes"] = w.element_bytes;
       j["layout"] = std::string(to_string(w.layout));
+      j["accumulate"] = w.accumulate;
       return j;
     }
     OrderedJson operator()(const ElementwiseWork& w) const {
@@ -247,8 +248,9 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
       w.element_bytes = static_cast<int>(r.integer("element_bytes", 1, 16));
       // Graphs written before GEMMs had a layout read as nn (as every GEMM was priced then).
       if (r.has("layout")) w.layout = r.name<GemmLayout>("layout", &parse_gemm_layout, gemm_layout_names());
+      if (r.has("accumulate")) w.accumulate = r.boolean("accumulate");
       t.work = w;
-      allowed.insert(allowed.end(), {"batch", "m", "n", "k", "dtype", "element_bytes", "layout"});
+      allowed.insert(allowed.end(), {"batch", "m", "n", "k", "dtype", "element_bytes", "layout", "accumulate"});
       break;
     }
     case TaskKind::kElementwise:

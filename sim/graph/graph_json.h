@@ -4,8 +4,9 @@
 //   {"schema_version": 2, "world_size": N, "simulated_ranks": [...], "groups": [[ranks], ...],
 //    "tasks": [{"id", "rank", "stream", "kind", "op", "layer", "pass", "stage", "chunk", <work fields>}],
 //    "edges": [[from, to, "data" | "reuse"], ...]}
-// Work fields per kind: gemm {batch, m, n, k, dtype, element_bytes, layout (nn, nt or tn; optional,
-// nn when absent, as files written before it existed mean)}; elementwise {bytes_read,
+// Work fields per kind: gemm {batch, m, n, k, dtype, element_bytes, layout (nn, nt or tn),
+// accumulate (C read and added to); both optional, nn and false when absent, as files written
+// before they existed mean}; elementwise {bytes_read,
 // bytes_written, flops}; collective {op, group, bytes_per_peer, and for an all-to-allv traffic (an
 // index into the top-level "traffic" list of {size, row_bytes, rows: size*size row counts}) and
 // transposed}; copy {bytes, direction};

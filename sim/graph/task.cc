@@ -44,10 +44,13 @@ std::optional<CopyDirection> parse_copy_direction(std::string_view s) {
 std::int64_t GemmWork::flops() const { return checked_mul({2, batch, m, n, k}); }
 
 std::int64_t GemmWork::bytes_moved() const {
+  const std::int64_t c = checked_mul(m, n);
   const std::int64_t elems =
-      checked_add(checked_add(checked_mul(m, k), checked_mul(k, n)), checked_mul(m, n));
+      checked_add(checked_add(checked_mul(m, k), checked_mul(k, n)), accumulate ? checked_mul(2, c) : c);
   return checked_mul({batch, elems, element_bytes});
 }
+
+std::int64_t GemmWork::c_bytes() const { return checked_mul({batch, m, n, element_bytes}); }
 
 TaskKind Task::kind() const {
   struct Visitor {

@@ -65,9 +65,13 @@ struct GemmWork {
   DType dtype = DType::kFp32;  // math dtype; operands are stored in the model's dtype
   int element_bytes = 4;       // bytes per stored element
   GemmLayout layout = GemmLayout::kNN;
+  // beta = 1: C is read and added to, as a weight gradient summed over chunks is; the read is as
+  // many bytes again as C (bytes_moved), which a GEMM bound by C's traffic pays in full.
+  bool accumulate = false;
 
   std::int64_t flops() const;           // 2 * batch * m * n * k
-  std::int64_t bytes_moved() const;     // batch * (m*k + k*n + m*n) * element_bytes
+  std::int64_t bytes_moved() const;     // batch * (m*k + k*n + m*n (+ m*n read when accumulating)) * element_bytes
+  std::int64_t c_bytes() const;         // batch * m * n * element_bytes: C once
 };
 
 // A memory-bound kernel (activation, softmax/top-k, encode, decode).

@@ -120,6 +120,22 @@ TEST(BatchedGemmCalibration, RangeWarningsNameTheBatchedTable) {
   EXPECT_NE(w[0].find("L0.fwd.fc2.c0 (batch = 64, m = 64, n = 128, k = 128)"), std::string::npos) << w[0];
 }
 
+// The tables are measured with beta = 0: an accumulating GEMM adds C's read at the GPU's streaming
+// bandwidth (2e12 B/s x the default 0.85 = 1,700 B/ns here): batch 8 x 256 x 128 bf16 = 524,288 B,
+// 308.4 ns.
+TEST(BatchedGemmCalibration, AnAccumulatingGemmAddsTheReadOfC) {
+  const ClusterSpec cluster = cluster_with(GpuCalibration{"cal.yaml", "dev", {{DType::kBf16, single_table()}},
+                                                          {{GemmLayout::kNN, {{DType::kBf16, batched_table()}}}}, {}});
+  const ComputeCostModel cost(cluster);
+  const BatchedGemmTable t = batched_table();
+  GemmWork w = bf16(8, 256, 128, 128);
+  w.accumulate = true;
+  EXPECT_EQ(cost.gemm_duration(w), std::llround(t.time_ns[t.index(1, 1, 0, 0)] + 524288 / 1700.0));
+  GemmWork single = bf16(1, 64, 128, 128);  // the single-GEMM table: 4000 ns + 64 x 128 x 2 B / 1700 B/ns
+  single.accumulate = true;
+  EXPECT_EQ(cost.gemm_duration(single), 4010);
+}
+
 // A GEMM reads its own layout's table; where the calibration has none for it (files measured before
 // layouts), the nn table, as every layout was priced then.
 TEST(BatchedGemmCalibration, EachLayoutReadsItsOwnTable) {

@@ -105,6 +105,22 @@ TEST(ComputeCost, SmallMGemmIsMemoryBound) {
   EXPECT_EQ(m.gemm_duration(w), 68142);
 }
 
+// A GEMM that accumulates into C (beta = 1) reads C as well: a weight gradient over 16 rows,
+// 4096 x 4096 x 16 bf16, moves (2 x 4096 x 16 + 2 x 4096^2) x 2 B = 67,371,008 B, 134,742.0 ns
+// at 500 B/ns; writing C only, (2 x 4096 x 16 + 4096^2) x 2 B = 33,816,576 B, 67,633.2 ns. Both
+// far above its arithmetic (256 tiles = 64 waves of 2 x 128 x 128 x 16 / 12500 + 100 = 141.9 ns).
+TEST(ComputeCost, AccumulatingGemmReadsC) {
+  const ClusterSpec c = test_cluster();
+  const ComputeCostModel m(c);
+  GemmWork w{1, 4096, 4096, 16, DType::kBf16, 2, GemmLayout::kTN};
+  EXPECT_EQ(w.bytes_moved(), 33816576);
+  EXPECT_EQ(m.gemm_duration(w), 1000 + 67633);
+  w.accumulate = true;
+  EXPECT_EQ(w.bytes_moved(), 67371008);
+  EXPECT_EQ(w.c_bytes(), 33554432);
+  EXPECT_EQ(m.gemm_duration(w), 1000 + 134742);
+}
+
 TEST(ComputeCost, SmallKPaysTheTileOverhead) {
   const ClusterSpec c = fast_hbm_cluster();
   const ComputeCostModel m(c);

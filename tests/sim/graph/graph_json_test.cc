@@ -99,12 +99,31 @@ TEST(GraphJson, GemmsCarryTheirLayout) {
   EXPECT_EQ(layouts.at("L0.bwd.fc1.dgrad.c0"), "nt");
   EXPECT_EQ(layouts.at("L0.bwd.gate.dgrad"), "nt");
   EXPECT_EQ(layouts.at("L0.bwd.gate.wgrad"), "tn");
+  // The weight gradients sum the chunks in C: the first chunk in backward order writes, the later
+  // ones add (beta = 1); the gate's input gradient adds to the encode backward's.
+  std::map<std::string, bool> accumulates;
+  for (const auto& t : j["tasks"])
+    if (t["kind"] == "gemm") accumulates[t["id"].get<std::string>()] = t["accumulate"].get<bool>();
+  std::vector<std::string> wgrads;
+  for (const auto& t : j["tasks"])
+    if (t["kind"] == "gemm" && t["id"].get<std::string>().rfind("L0.bwd.fc1.wgrad", 0) == 0)
+      wgrads.push_back(t["id"].get<std::string>());
+  ASSERT_GE(wgrads.size(), 2u);
+  EXPECT_FALSE(accumulates.at(wgrads.front()));
+  for (std::size_t i = 1; i < wgrads.size(); ++i) EXPECT_TRUE(accumulates.at(wgrads[i])) << wgrads[i];
+  EXPECT_TRUE(accumulates.at("L0.bwd.gate.dgrad"));
+  EXPECT_FALSE(accumulates.at("L0.bwd.gate.wgrad"));
+  EXPECT_FALSE(accumulates.at("L0.fwd.fc1.c0"));
   nlohmann::json old = j;
-  for (auto& t : old["tasks"]) t.erase("layout");
+  for (auto& t : old["tasks"]) {
+    t.erase("layout");
+    t.erase("accumulate");
+  }
   const TaskGraph g = import_graph_json(old.dump(), "old.json");
   for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
     if (const auto* w = std::get_if<GemmWork>(&g.task(i).work)) {
       EXPECT_EQ(w->layout, GemmLayout::kNN);
+      EXPECT_FALSE(w->accumulate);
     }
   }
   nlohmann::json bad = j;
