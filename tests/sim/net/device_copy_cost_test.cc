@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/net/alpha_beta.h"
+#include "../task_builders.h"
 
 namespace moesim {
 namespace {
@@ -70,9 +71,20 @@ TEST(DeviceCopyCost, FigureForMeasuredInterpolatedAndHeldRankCounts) {
   // Outside 1..4: the edge's figures.
   EXPECT_EQ(device_copy_figure(gpu, 8)->launch_ns, 20000);
   EXPECT_DOUBLE_EQ(device_copy_figure(gpu, 8)->bandwidth, 1e12);
-  EXPECT_TRUE(device_copy_in_measured_range(gpu, 3));
-  EXPECT_FALSE(device_copy_in_measured_range(gpu, 8));
-  EXPECT_TRUE(device_copy_in_measured_range(test_gpu(), 8));
+}
+
+// Eight loopback ranks against figures measured at 1 to 4: the summary's warning names them.
+TEST(DeviceCopyCost, CollectivesOutsideTheMeasuredRanksAreNamed) {
+  TaskGraph g(8, group(8));
+  const GroupId all = g.add_group(group(8));
+  g.add_task(testing::all_to_all_task("L0.fwd.dispatch.c0", all, 1000, StreamClass::kCommDispatch));
+  g.add_task(testing::all_to_all_task("L0.fwd.combine.c0", all, 1000, StreamClass::kCommCombine));
+  const std::vector<std::string> w = device_copy_range_warnings(g, loopback(8, true));
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "2 device-copy collective(s) of 8 ranks fall outside the rank counts measured in "
+                  "test-calibration.yaml (1 to 4), e.g. L0.fwd.dispatch.c0; they take the 4-rank launch and bandwidth "
+                  "(no extrapolated trend)");
+  EXPECT_TRUE(device_copy_range_warnings(g, loopback(8, false)).empty());  // no figures, nothing held
 }
 
 // One rank, 1e6 B: measured 4000 + 2e6 / 2000 = 5000 ns; the HBM model 1000 + 2e6 / 1000 = 3000.
