@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "runtime/bench/calibrate_device_copies.h"
 #include "runtime/bench/calibrate_kernels.h"
 #include "runtime/bench/op_timer.h"
 #include "sim/core/error.h"
@@ -27,6 +28,7 @@ void check_options(const CalibrationOptions& o) {
   if (!o.batches.empty() && o.batched_layouts.empty())
     throw InputError("calibration: batched GEMMs need at least one operand layout");
   check_kernel_options(o);
+  check_device_copy_options(o);
   if (o.copy_bytes < 1024) throw InputError("calibration: the copy size must be at least 1 KiB");
   if (o.min_reps < 1 || o.max_reps < o.min_reps || o.warmup < 0 || !(o.min_time_ms >= 0))
     throw InputError("calibration: repetitions need 1 <= min_reps <= max_reps, warmup >= 0, min_time_ms >= 0");
@@ -154,25 +156,6 @@ BatchedGemmTable measure_batched_gemms(OpTimer& timer, DeviceOps& device, DType 
   return t;
 }
 
-// The speed of `foreground` (on `fg`'s stream) while `background` runs on `bg`'s, as a fraction of
-// its speed alone. The background loop is issued first and sized to outlast the foreground's timed
-// window three times over, so that the window sees it running throughout.
-double slowdown_factor(OpTimer& fg, const std::function<void(int)>& foreground, OpTimer& bg,
-                       const std::function<void(int)>& background) {
-  const double alone = fg.per_op_ns([&] { foreground(fg.stream()); });
-  const double bg_once = bg.per_op_ns([&] { background(bg.stream()); });
-  const int reps = fg.reps_for(alone);
-  const double cover = 3.0 * reps * alone;
-  const auto bg_reps = static_cast<int>(std::ceil(cover / std::max(bg_once, 1.0)));
-  if (bg_reps > 1000000)
-    throw InternalError("calibration: the interference background would need " + std::to_string(bg_reps) +
-                        " operations; its timing is not usable");
-  for (int i = 0; i < bg_reps; ++i) background(bg.stream());
-  // timed() synchronizes the device, so the rest of the background ends before anything else runs.
-  const double with = fg.timed([&] { foreground(fg.stream()); }, reps);
-  return with > 0 ? std::min(1.0, alone / with) : 1.0;
-}
-
 std::string list(const std::vector<std::int64_t>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -194,14 +177,21 @@ GemmArgs interference_gemm(DType dtype, std::int64_t dim, void* a, void* b, void
   return g;
 }
 
+// That GEMM with its buffers, for the interference cells and the device copies' probe.
+struct InterferenceGemm {
+  InterferenceGemm(DeviceOps& device, const CalibrationOptions& o, int stream)
+      : dim(std::min<std::int64_t>(4096, o.dims.back())),
+        buffers(device, dim * dim, storage_of(o.dtypes.front()), stream),
+        args(interference_gemm(o.dtypes.front(), dim, buffers.a.get(), buffers.b.get(), buffers.c.get())) {}
+  std::int64_t dim;
+  GemmBuffers buffers;
+  GemmArgs args;
+};
+
 std::vector<InterferenceCell> measure_interference(DeviceOps& device, OpTimer& timer, const CalibrationOptions& o,
-                                                   void* src, void* dst, void* host) {
-  const DType dtype = o.dtypes.front();
-  const std::int64_t dim = std::min<std::int64_t>(4096, o.dims.back());
-  const GemmBuffers buffers(device, dim * dim, storage_of(dtype), timer.stream());
-  const GemmArgs g = interference_gemm(dtype, dim, buffers.a.get(), buffers.b.get(), buffers.c.get());
+                                                   const std::function<void(int)>& gemm, void* src, void* dst,
+                                                   void* host) {
   OpTimer other(device, o);
-  const auto gemm = [&](int stream) { device.gemm(g, stream); };
   const auto h2d = [&](int stream) { device.copy(dst, host, o.copy_bytes, stream); };
   // Its own pinned destination: reading and writing one buffer from two streams would be a race.
   DeviceBuffer host_out(device, o.copy_bytes, "interference D2H destination", true);
@@ -284,8 +274,17 @@ CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& op
   m.pcie_h2d = measure_copy(timer, device, dst.get(), host.get(), options.copy_bytes);
   m.pcie_d2h = measure_copy(timer, device, host.get(), src.get(), options.copy_bytes);
 
-  say("interference (a GEMM and PCIe copies on two streams)");
-  m.interference = measure_interference(device, timer, options, src.get(), dst.get(), host.get());
+  {
+    const InterferenceGemm gemm(device, options, s);
+    const auto computation = [&](int stream) { device.gemm(gemm.args, stream); };
+    say("interference (a GEMM and PCIe copies on two streams)");
+    m.interference = measure_interference(device, timer, options, computation, src.get(), dst.get(), host.get());
+    if (!options.loopback_ranks.empty()) {
+      say("device-copy collectives (the loopback all-to-all of " + list(options.loopback_ranks) + " ranks at " +
+          list(options.loopback_bytes) + " bytes per peer)");
+      m.device_copies = measure_device_copies(device, options, computation);
+    }
+  }
 
   for (DType dtype : options.dtypes) {
     say(std::string(to_string(dtype)) + " GEMMs: " + std::to_string(options.dims.size() * options.dims.size() * options.dims.size()) +
@@ -352,6 +351,7 @@ std::string calibration_yaml(const CalibrationMeasurement& m, const std::string&
   }
   for (const auto& [layout, tables] : m.batched_gemm) write_batched_gemm_tables(y, layout, tables);
   write_kernel_figures(y, m.kernels);
+  write_device_copy_figures(y, m.device_copies);
   return y.str();
 }
 

@@ -23,6 +23,9 @@
 //                       first and lasts at least three times the timed window; factor = time alone /
 //                       time with it, at most 1. Communication's cells need a collective between
 //                       GPUs and keep the node's values.
+//   device-copy collectives the loopback transport's all-to-all of p virtual ranks, per p fitted
+//                       to launch + bytes / bandwidth, and its speed beside a GEMM
+//                       (calibrate_device_copies.h).
 // Each point repeats until it has run for at least min_time_ms (and min_reps times), so short
 // kernels are averaged over many launches and long ones are not repeated needlessly.
 //
@@ -61,6 +64,11 @@ struct CalibrationOptions {
   int kernel_top_k = 2;
   std::int64_t kernel_d_model = 1024;
   std::int64_t kernel_hidden = 4096;
+  // The device-copy collectives (calibrate_device_copies.h): the loopback transport's all-to-all
+  // at these virtual rank counts (empty: not measured) and bytes per peer (at least two sizes), in
+  // buffers of 2 x max ranks^2 x max bytes (2 GiB by default).
+  std::vector<std::int64_t> loopback_ranks = {1, 2, 4, 8};
+  std::vector<std::int64_t> loopback_bytes = {64 << 10, 1 << 20, 4 << 20, 16 << 20};
   std::int64_t copy_bytes = 256ll << 20;  // the large copies (HBM, PCIe bandwidth)
   int warmup = 2;
   int min_reps = 3;
@@ -80,6 +88,7 @@ struct CalibrationMeasurement {
   BatchedGemmTables batched_gemm;           // per layout, then math dtype
   std::map<DType, KernelFigures> kernels;  // per storage dtype: fp32, bf16, fp16
   std::vector<InterferenceCell> interference;
+  DeviceCopyFigures device_copies;  // empty by_ranks: not measured
 };
 
 // How many batched tables `m` holds, over every layout and dtype.

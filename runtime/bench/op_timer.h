@@ -1,6 +1,6 @@
 // What the calibration micro-benchmarks share: the check of a list of sizes, a timer of operations
-// issued back to back on one stream (CUDA events around them, after a warm-up) and device memory
-// that frees itself.
+// issued back to back on one stream (CUDA events around them, after a warm-up), the speed of one
+// operation beside another stream's, and device memory that frees itself.
 #pragma once
 
 #include <algorithm>
@@ -75,6 +75,27 @@ class OpTimer {
   int start_;
   int stop_;
 };
+
+// The speed of `foreground` (on `fg`'s stream) while `background` runs on `bg`'s, as a fraction of
+// its speed alone. The background loop is issued first and sized to last `cover` times the
+// foreground's timed window alone, so that the window sees it running throughout as long as the
+// foreground slows by less than that: a factor below 1 / cover is not resolved (it reads about
+// 1 / cover, the rest of the window running alone).
+inline double slowdown_factor(OpTimer& fg, const std::function<void(int)>& foreground, OpTimer& bg,
+                              const std::function<void(int)>& background, double cover_factor = 3.0) {
+  const double alone = fg.per_op_ns([&] { foreground(fg.stream()); });
+  const double bg_once = bg.per_op_ns([&] { background(bg.stream()); });
+  const int reps = fg.reps_for(alone);
+  const double cover = cover_factor * reps * alone;
+  const auto bg_reps = static_cast<int>(std::ceil(cover / std::max(bg_once, 1.0)));
+  if (bg_reps > 1000000)
+    throw InternalError("calibration: the interference background would need " + std::to_string(bg_reps) +
+                        " operations; its timing is not usable");
+  for (int i = 0; i < bg_reps; ++i) background(bg.stream());
+  // timed() synchronizes the device, so the rest of the background ends before anything else runs.
+  const double with = fg.timed([&] { foreground(fg.stream()); }, reps);
+  return with > 0 ? std::min(1.0, alone / with) : 1.0;
+}
 
 // Device memory that frees itself.
 class DeviceBuffer {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "runtime/bench/calibrate_device_copies.h"
 #include "sim/cli/calibrate_network.h"
 #include "sim/cli/collective_command.h"
 #include "sim/cli/list_args.h"
@@ -33,7 +34,7 @@ struct CalibrateInputs {
   std::vector<std::int64_t> dims;
   std::int64_t copy_bytes = 0;
   // Unset: the defaults; empty: "none", not measured.
-  std::optional<std::vector<std::int64_t>> batches, batched_dims, kernel_tokens;
+  std::optional<std::vector<std::int64_t>> batches, batched_dims, kernel_tokens, loopback_ranks, loopback_bytes;
 };
 
 // A strictly increasing list of sizes from `min` on for `flag`; unset for "" (the default).
@@ -50,9 +51,27 @@ std::optional<std::vector<std::int64_t>> read_axis(const char* flag, const std::
   return axis;
 }
 
+// --loopback-ranks and --loopback-bytes, checked as the measurement will check them.
+void read_loopback_axes(const CalibrateArgs& a, CalibrateInputs& in) {
+  in.loopback_ranks = read_axis("--loopback-ranks", a.loopback_ranks, 1, true);
+  if (!a.loopback_bytes.empty()) {
+    in.loopback_bytes.emplace();
+    for (const std::string& size : split_list("--loopback-bytes", a.loopback_bytes))
+      in.loopback_bytes->push_back(parse_size_bytes(size, "--loopback-bytes"));
+  }
+  runtime::CalibrationOptions o;
+  if (in.loopback_ranks) o.loopback_ranks = *in.loopback_ranks;
+  if (in.loopback_bytes) o.loopback_bytes = *in.loopback_bytes;
+  try {
+    runtime::check_device_copy_options(o);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--loopback-ranks, --loopback-bytes: ") + e.what());
+  }
+}
+
 CalibrateInputs read_inputs(const CalibrateArgs& a) {
   if (a.hardware_path.empty()) throw InputError("--hardware is required (the preset whose GPU is calibrated)");
-  CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size"), {}, {}, {}};
+  CalibrateInputs in{load_hardware_spec(a.hardware_path), {}, {}, parse_size_bytes(a.copy_size, "--copy-size"), {}, {}, {}, {}, {}};
   const GpuSpec& gpu = in.cluster.node.gpu;
   if (a.dtypes.empty()) {
     for (const auto& [dtype, flops] : gpu.peak_flops)
@@ -76,6 +95,7 @@ CalibrateInputs read_inputs(const CalibrateArgs& a) {
   in.batches = read_axis("--batches", a.batches, 2, true);
   in.batched_dims = read_axis("--batched-dims", a.batched_dims, 1, false);
   in.kernel_tokens = read_axis("--kernel-tokens", a.kernel_tokens, 1, true);
+  read_loopback_axes(a, in);
   if (in.copy_bytes < 1024) throw InputError("--copy-size must be at least 1K");
   return in;
 }
@@ -319,6 +339,8 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
   if (in.batches) options.batches = *in.batches;
   if (in.batched_dims) options.batched_dims = *in.batched_dims;
   if (in.kernel_tokens) options.kernel_tokens = *in.kernel_tokens;
+  if (in.loopback_ranks) options.loopback_ranks = *in.loopback_ranks;
+  if (in.loopback_bytes) options.loopback_bytes = *in.loopback_bytes;
   options.copy_bytes = in.copy_bytes;
   options.min_time_ms = a.min_time_ms;
   const auto start = std::chrono::steady_clock::now();
@@ -338,7 +360,7 @@ int run_calibrate(const CalibrateArgs& a, const std::string& version) {
             << m.hbm_bandwidth / 1e9 << " GB/s, PCIe h2d " << m.pcie_h2d.bandwidth / 1e9 << " GB/s, d2h "
             << m.pcie_d2h.bandwidth / 1e9 << " GB/s, " << m.gemm.size() << " GEMM table(s), "
             << batched_table_count(m) << " batched GEMM table(s), memory-bound kernels in " << m.kernels.size()
-            << " storage type(s)\n"
+            << " storage type(s), device-copy collectives at " << m.device_copies.by_ranks.size() << " rank count(s)\n"
             << "use it: moesim simulate --hardware " << a.hardware_path << " --calibration " << a.out_path << " ...\n";
   return 0;
 #endif

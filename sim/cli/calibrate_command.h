@@ -21,6 +21,10 @@ struct CalibrateArgs {
   std::string batches;
   std::string batched_dims;
   std::string kernel_tokens;
+  // The device-copy collectives: the loopback all-to-all's virtual rank counts ("none": not
+  // measured) and bytes per peer (sizes with K, M, G); "" = the defaults.
+  std::string loopback_ranks;
+  std::string loopback_bytes;
   std::string copy_size = "256M";
   double min_time_ms = 1.0;
   int device = 0;

@@ -71,6 +71,12 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   calibrate->add_option("--kernel-tokens", a.kernel_tokens,
                         "token counts the memory-bound kernels are timed at, increasing (default 1024,4096,16384; none: "
                         "not timed)");
+  calibrate->add_option("--loopback-ranks", a.loopback_ranks,
+                        "virtual rank counts the loopback all-to-all (device copies) is timed at, increasing, at most "
+                        "64 (default 1,2,4,8; none: not timed)");
+  calibrate->add_option("--loopback-bytes", a.loopback_bytes,
+                        "bytes per peer of the loopback all-to-all, increasing, at least two (K, M, G; default "
+                        "64K,1M,4M,16M)");
   calibrate->add_option("--copy-size", a.copy_size, "bytes of the large copies (K, M, G)")->capture_default_str();
   calibrate->add_option("--min-time-ms", a.min_time_ms, "each point repeats for at least this long (at most 1000 times)")
       ->transform(real(0, 10000, true))
@@ -100,7 +106,8 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
       "with --alltoall-log or --allreduce-log: fit a log whose ranks name another GPU than --hardware's, or "
       "other ranks or nodes than it has (--alltoall-log: one host's log, other than the node's GPUs) (refused otherwise)");
   for (const char* gpu_only :
-       {"--dtypes", "--dims", "--batches", "--batched-dims", "--kernel-tokens", "--copy-size", "--min-time-ms"}) {
+       {"--dtypes", "--dims", "--batches", "--batched-dims", "--kernel-tokens", "--loopback-ranks", "--loopback-bytes",
+        "--copy-size", "--min-time-ms"}) {
     cal_log->excludes(calibrate->get_option(gpu_only));
     cal_coll->excludes(calibrate->get_option(gpu_only));
     cal_allreduce->excludes(calibrate->get_option(gpu_only));

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "sim/core/checked_math.h"
 #include "sim/core/duration.h"
 #include "sim/core/error.h"
 #include "sim/cost/interference.h"
+#include "sim/net/device_copy_cost.h"
 #include "sim/net/nccl_model.h"
 
 namespace moesim {
@@ -36,7 +38,12 @@ double AlphaBetaNetwork::device_copy_ns(double launches, double bytes) const {
 
 double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::vector<int>& group, double& latency) const {
   const auto p = static_cast<int>(group.size());
-  if (p == 1) return device_copy_ns(1, static_cast<double>(work.pair_bytes(0, 0)));
+  const std::optional<KernelFigure> measured =
+      p == 1 || cluster_.node.loopback ? device_copy_figure(cluster_.node.gpu, p) : std::nullopt;
+  if (p == 1) {
+    const auto b = static_cast<double>(work.pair_bytes(0, 0));
+    return measured ? calibrated_copy_ns(*measured, 1, b) : device_copy_ns(1, b);
+  }
   if (cluster_.node.loopback) {
     // Every non-empty block, a member's own included, is one device copy on its receiver's stream:
     // the receivers copy in parallel, p copies each, all the bytes through the one GPU's memory;
@@ -49,6 +56,9 @@ double AlphaBetaNetwork::all_to_all_ns(const CollectiveWork& work, const std::ve
         total += b;
         blocks += b > 0 || !work.is_all_to_allv() ? 1 : 0;
       }
+    // Measured (the loopback transport's all-to-all of p ranks): its fixed cost, whatever blocks
+    // an all-to-allv leaves empty, and its bandwidth over every block's bytes.
+    if (measured) return calibrated_copy_ns(*measured, 1, total);
     return std::max(device_copy_ns(blocks, 0), device_copy_ns(p, total));
   }
   // The collective ends when its slowest member does: every member counts, simulated or not (with
@@ -94,8 +104,12 @@ double AlphaBetaNetwork::tuned_ns(CollectiveOp op, std::int64_t bytes, const std
   const double steps = op == CollectiveOp::kAllReduce ? 2.0 * (p - 1) : static_cast<double>(p - 1);
   if (cluster_.node.loopback) {
     // Each step, every member copies a 1/p slice of S = b * p: p * steps / p * S bytes in all,
-    // through the one GPU's memory (the reduction's extra read is not counted).
-    return device_copy_ns(steps, steps * static_cast<double>(checked_mul(bytes, p)));
+    // through the one GPU's memory (the reduction's extra read is not counted). Measured: a step
+    // is one round of p parallel copies, an all-to-all of p ranks p rounds, so a step costs 1/p of
+    // the all-to-all's fixed cost, and its bytes move at the all-to-all's bandwidth.
+    const double moved = steps * static_cast<double>(checked_mul(bytes, p));
+    if (const auto measured = device_copy_figure(cluster_.node.gpu, p)) return calibrated_copy_ns(*measured, steps / p, moved);
+    return device_copy_ns(steps, moved);
   }
   const NcclRun run = nccl_choice(cluster_, op, bytes, group);
   latency = run.latency_ns;

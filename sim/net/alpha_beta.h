@@ -10,6 +10,9 @@
 //     round of peers (intra_node.latency, or inter_node.latency when a pair of the round crosses
 //     nodes); a pair without bytes (all-to-allv) adds no latency, and nothing moving costs 0.
 //     p = 1:  a device-to-device copy, launch + 2b / (hbm_bandwidth * hbm_efficiency)
+//   device-copy collectives (p = 1, and below on a loopback node) of a GPU whose calibration
+//     measured them (sim/net/device_copy_cost.h): all-to-all(v) launch(p) + 2 * (sum of all pair
+//     bytes) / bandwidth(p); ring steps * launch(p) / p + 2 * steps * S / bandwidth(p)
 //   loopback node (virtual ranks on one GPU, the runtime's loopback transport): every block, own
 //     included, is a device copy on the receiver's stream; receivers copy in parallel, p copies each:
 //       all-to-all(v):  max(c * launch, p * launch + 2 * (sum of all pair bytes) / (hbm_bandwidth *

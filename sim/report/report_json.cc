@@ -5,6 +5,7 @@
 #include "sim/report/report.h"
 
 #include "sim/cost/gemm_calibration.h"
+#include "sim/net/device_copy_cost.h"
 #include "sim/report/spec_json.h"
 
 namespace moesim {
@@ -106,7 +107,11 @@ std::string report_json(const ReportInputs& in) {
   j["tool"] = "moesim " + in.tool_version;
   j["config"] = config_json(in.model, in.cluster, in.run, in.dims);
   if (!in.network.empty()) j["network"] = in.network;
-  if (in.cluster.node.gpu.calibration) j["warnings"] = calibration_range_warnings(in.graph, in.cluster.node.gpu);
+  if (in.cluster.node.gpu.calibration) {
+    std::vector<std::string> warnings = calibration_range_warnings(in.graph, in.cluster.node.gpu);
+    for (std::string& w : device_copy_range_warnings(in.graph, in.cluster)) warnings.push_back(std::move(w));
+    j["warnings"] = warnings;
+  }
   if (in.routing != nullptr) {
     const RoutingStats& r = *in.routing;
     j["routing"] = {{"routing", r.routing},

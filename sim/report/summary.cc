@@ -7,6 +7,7 @@
 #include "sim/report/report.h"
 
 #include "sim/cost/gemm_calibration.h"
+#include "sim/net/device_copy_cost.h"
 
 namespace moesim {
 namespace {
@@ -122,6 +123,7 @@ void write_calibration_lines(std::ostream& out, const ReportInputs& in) {
   out << "\n";
   for (const std::string& w : calibration_range_warnings(in.graph, in.cluster.node.gpu))
     out << "# warning   " << w << "\n";
+  for (const std::string& w : device_copy_range_warnings(in.graph, in.cluster)) out << "# warning   " << w << "\n";
 }
 
 void write_routing_line(std::ostream& out, const ReportInputs& in) {

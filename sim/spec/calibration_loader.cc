@@ -12,7 +12,7 @@ namespace detail {
 const std::vector<std::string>& calibration_keys() {
   static const std::vector<std::string> keys =
       with_header({"gpu", "device", "kernel_launch_overhead", "hbm_bandwidth", "pcie", "interference", "gemm",
-                   "batched_gemm", "batched_gemm_nt", "batched_gemm_tn", "kernels", "intra_node", "link_types", "all_to_all", "inter_node", "nic_port",
+                   "batched_gemm", "batched_gemm_nt", "batched_gemm_tn", "kernels", "device_copy_collectives", "intra_node", "link_types", "all_to_all", "inter_node", "nic_port",
                    "inter_node_all_to_all", "nccl", "all_reduce"});
   return keys;
 }
@@ -115,7 +115,40 @@ KernelFigures read_kernel_figures(const YamlValue& v) {
 // tables came later in version 2: an older reader refuses them as unknown keys).
 std::vector<std::string> version2_sections() {
   return {batched_gemm_section(GemmLayout::kNN), batched_gemm_section(GemmLayout::kNT),
-          batched_gemm_section(GemmLayout::kTN), "kernels"};
+          batched_gemm_section(GemmLayout::kTN), "kernels", "device_copy_collectives"};
+}
+
+// A device-copy collective's fixed cost: p^2 copies issued by one host thread and the events
+// around them, far above one kernel's launch at large p; beyond this a measurement failed.
+constexpr TimeNs kMaxDeviceCopyLaunchNs = 100'000'000;  // 100 ms
+// The loopback ranks `moesim calibrate --loopback-ranks` may measure (the virtual ranks of one GPU).
+constexpr std::int64_t kMaxDeviceCopyRanks = kMaxLoopbackRanks;
+
+// device_copy_collectives: {fits: [{ranks: p, launch: time, bandwidth: rate}, ...] (p strictly
+// increasing), with_computation: {factor: (0, 1], ranks: p, bytes_per_peer: n}}.
+DeviceCopyFigures read_device_copy_collectives(const YamlValue& v) {
+  const YamlMap m = v.as_map({"fits", "with_computation"});
+  DeviceCopyFigures out;
+  const YamlValue fits = m.require("fits");
+  for (const YamlValue& item : fits.as_sequence()) {
+    const YamlMap fit = item.as_map({"ranks", "launch", "bandwidth"});
+    const YamlValue ranks = fit.require("ranks");
+    const auto p = static_cast<int>(ranks.as_int(1, kMaxDeviceCopyRanks));
+    if (!out.by_ranks.empty() && p <= out.by_ranks.rbegin()->first) {
+      ranks.fail("the fits' ranks must be strictly increasing; " + std::to_string(p) + " follows " +
+                 std::to_string(out.by_ranks.rbegin()->first));
+    }
+    out.by_ranks[p] = KernelFigure{fit.require("launch").as_time(kMaxDeviceCopyLaunchNs),
+                                   fit.require("bandwidth").as_bandwidth(kKernelBandwidthRange)};
+  }
+  if (out.by_ranks.empty()) fits.fail("no fit; give one {ranks, launch, bandwidth} per measured rank count");
+  if (auto w = m.get("with_computation")) {
+    const YamlMap probe = w->as_map({"factor", "ranks", "bytes_per_peer"});
+    out.with_computation = DeviceCopyFigures::Probe{probe.require("factor").as_double(0, 1, true),
+                                                    static_cast<int>(probe.require("ranks").as_int(1, kMaxDeviceCopyRanks)),
+                                                    probe.require("bytes_per_peer").as_int(1, std::int64_t{1} << 40)};
+  }
+  return out;
 }
 
 // The sections a calibration file may hold only from schema_version 2 on.
@@ -138,6 +171,7 @@ void read_version2_sections(const YamlMap& m, CalibrationSpec& cal) {
       if (auto f = storages.get(to_string(d))) cal.kernels[d] = read_kernel_figures(*f);
     }
   }
+  if (auto d = m.get("device_copy_collectives")) cal.device_copies = read_device_copy_collectives(*d);
 }
 
 // A calibration's record of the all-to-all its network sections were fitted to; `nodes` (how many
@@ -315,7 +349,7 @@ void apply_calibration(NodeSpec& node, const CalibrationSpec& cal) {
   if (cal.pcie_h2d) node.pcie_h2d = *cal.pcie_h2d;
   if (cal.pcie_d2h) node.pcie_d2h = *cal.pcie_d2h;
   for (const InterferenceCell& c : cal.interference) node.interference.set(c);
-  gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm, cal.batched_gemm, cal.kernels};
+  gpu.calibration = GpuCalibration{cal.file, cal.device, cal.gemm, cal.batched_gemm, cal.kernels, cal.device_copies};
 }
 
 void apply_calibration(ClusterSpec& cluster, const CalibrationSpec& calibration) {

@@ -66,6 +66,22 @@ inline std::string batched_gemm_section(GemmLayout layout) {
   return layout == GemmLayout::kNN ? "batched_gemm" : "batched_gemm_" + std::string(to_string(layout));
 }
 
+// The device-copy collectives as `moesim calibrate` measured them (calibration section
+// device_copy_collectives): the runtime's loopback all-to-all of p virtual ranks on one GPU, per
+// measured p, fitted to launch + bytes / bandwidth where bytes = 2 x the sum of every block (each
+// block read and written once), as sim/net/alpha_beta.cc counts a device-copy collective's bytes.
+// with_computation: one such all-to-all's speed while a GPU-filling GEMM runs on another stream,
+// as a fraction of its speed alone; reported, not used in pricing (docs/calibration.md says why).
+struct DeviceCopyFigures {
+  std::map<int, KernelFigure> by_ranks;  // p -> {launch, bandwidth}
+  struct Probe {
+    double factor = 1.0;             // (0, 1]
+    int ranks = 1;                   // p of the all-to-all measured beside the GEMM
+    std::int64_t bytes_per_peer = 0;
+  };
+  std::optional<Probe> with_computation;
+};
+
 // What a calibration file applied to a GPU, kept for reports and range warnings. Its other
 // measurements (launch overhead, HBM and PCIe bandwidths) replace the preset's values directly.
 struct GpuCalibration {
@@ -76,6 +92,7 @@ struct GpuCalibration {
   // The memory-bound kernels' figures per storage dtype (fp32, bf16, fp16: the element type of
   // the tensors they move), sim/cost/memory_kernels.h.
   std::map<DType, KernelFigures> kernels;
+  DeviceCopyFigures device_copies{};  // by_ranks empty: device copies keep the HBM model
 };
 
 struct GpuSpec {

@@ -51,6 +51,7 @@ struct CalibrationSpec {
   // figures per storage dtype (GpuCalibration).
   BatchedGemmTables batched_gemm;
   std::map<DType, KernelFigures> kernels;
+  DeviceCopyFigures device_copies;  // the single-GPU and loopback collectives (schema_version 2)
   // The node's intra-node network, fitted to a measured all-to-all (`moesim calibrate
   // --alltoall-log`, sim/driver/network_calibration.h): the alpha-beta model's intra_node link and
   // the flow model's topology link types. `all_to_all` keeps what they were fitted to.

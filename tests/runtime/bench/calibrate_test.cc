@@ -32,6 +32,8 @@ CalibrationOptions small_options() {
   o.kernel_top_k = 2;
   o.kernel_d_model = 8;
   o.kernel_hidden = 16;
+  o.loopback_ranks = {1, 2};
+  o.loopback_bytes = {1024, 16384};
   o.copy_bytes = 1 << 20;
   o.min_time_ms = 0.05;
   return o;

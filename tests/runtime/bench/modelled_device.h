@@ -28,11 +28,18 @@ inline double flops_per_ns(GemmMath math, Storage type) {
 }
 
 // Interference between two streams: the speed of an op of the row's class while the column's
-// runs (computation, memcpy), as in a node's table. Device-to-device copies and zero-fills meet
-// nothing (the calibration runs them alone).
-enum Kind { kCompute = 0, kPcie = 1, kNone = 2 };
+// runs (computation, memcpy), as in a node's table. Zero-fills meet nothing, device-to-device
+// copies only what DeviceCopyModel says.
+enum Kind { kCompute = 0, kPcie = 1, kNone = 2, kDeviceCopy = 3 };
 constexpr double kFactor[2][2] = {{1.0, 0.9},   // computation with computation, with memcpy
                                   {0.8, 0.7}};  // memcpy with computation, with memcpy
+
+// Device-to-device copies: a fixed cost each (0 unless a test sets one) and, while a computation
+// runs on another stream, a speed factor of their own (1 unless set); they meet nothing else.
+struct DeviceCopyModel {
+  double launch_ns = 0;
+  double with_computation = 1.0;
+};
 
 // A batched launch runs its GEMMs at a rate that falls with the batch (the expert GEMMs' measured
 // behaviour: many small GEMMs do not fill the GPU as one GEMM of their rows does), so a batched
@@ -107,8 +114,8 @@ class ModelledDevice final : public DeviceOps {
     const double b = static_cast<double>(bytes);
     advance(stream, from_host ? kH2dLatencyNs + b / kH2dBytesPerNs
                     : to_host ? kD2hLatencyNs + b / kD2hBytesPerNs
-                              : 2 * b / kHbmBytesPerNs,
-            from_host || to_host ? kPcie : kNone);
+                              : device_copy_.launch_ns + 2 * b / kHbmBytesPerNs,
+            from_host || to_host ? kPcie : kDeviceCopy);
   }
   void copy_2d(void*, std::int64_t, const void*, std::int64_t, std::int64_t, std::int64_t, int) override {
     FAIL() << "calibration does not use strided copies";
@@ -175,6 +182,7 @@ class ModelledDevice final : public DeviceOps {
   }
 
 
+  void set_device_copy_model(DeviceCopyModel m) { device_copy_ = m; }
   std::int64_t gemms() const { return gemms_; }
   std::int64_t synchronizes() const { return synchronizes_; }
   // `ns` of communication on `stream` (a modelled transport's collective): meets nothing.
@@ -192,12 +200,18 @@ class ModelledDevice final : public DeviceOps {
     double overlap = 0.0;  // how long the other stream stays busy from this op's start
     for (std::size_t t = 0; t < clock_.size(); ++t) {
       if (t == s || kind == kNone || kind_[t] == kNone) continue;
-      if (busy_from_[t] <= clock_[s] && clock_[s] < clock_[t]) {
-        factor = kFactor[kind][kind_[t]];
+      const double f = factor_of(kind, kind_[t]);
+      if (f < factor && busy_from_[t] <= clock_[s] && clock_[s] < clock_[t]) {
+        factor = f;
         overlap = clock_[t] - clock_[s];
       }
     }
     clock_[s] += work / factor <= overlap ? work / factor : overlap + (work - overlap * factor);
+  }
+  double factor_of(Kind op, Kind other) const {
+    if (op == kDeviceCopy) return other == kCompute ? device_copy_.with_computation : 1.0;
+    if (other == kDeviceCopy) return 1.0;
+    return kFactor[op][other];
   }
   static double e(Storage s) { return static_cast<double>(storage_bytes(s)); }
 
@@ -207,6 +221,7 @@ class ModelledDevice final : public DeviceOps {
   std::vector<Kind> kind_;         // the kind of its latest op
   std::vector<double> stamp_;
   std::set<void*> pinned_;
+  DeviceCopyModel device_copy_;
   std::int64_t gemms_ = 0;
   std::int64_t synchronizes_ = 0;
 };
