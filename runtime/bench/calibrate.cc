@@ -281,7 +281,7 @@ CalibrationMeasurement calibrate(DeviceOps& device, const CalibrationOptions& op
     m.interference = measure_interference(device, timer, options, computation, src.get(), dst.get(), host.get());
     if (!options.loopback_ranks.empty()) {
       say("device-copy collectives (the loopback all-to-all of " + list(options.loopback_ranks) + " ranks at " +
-          list(options.loopback_bytes) + " bytes per peer)");
+          list(options.loopback_bytes) + " bytes per exchange)");
       m.device_copies = measure_device_copies(device, options, computation);
     }
   }

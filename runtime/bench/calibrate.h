@@ -65,10 +65,10 @@ struct CalibrationOptions {
   std::int64_t kernel_d_model = 1024;
   std::int64_t kernel_hidden = 4096;
   // The device-copy collectives (calibrate_device_copies.h): the loopback transport's all-to-all
-  // at these virtual rank counts (empty: not measured) and bytes per peer (at least two sizes), in
-  // buffers of 2 x max ranks^2 x max bytes (2 GiB by default).
+  // at these virtual rank counts (empty: not measured) and exchange sizes (the sum of all blocks;
+  // at least two), in buffers of 2 x the largest (2 GiB by default).
   std::vector<std::int64_t> loopback_ranks = {1, 2, 4, 8};
-  std::vector<std::int64_t> loopback_bytes = {64 << 10, 1 << 20, 4 << 20, 16 << 20};
+  std::vector<std::int64_t> loopback_bytes = {1 << 20, 16 << 20, 256 << 20, 1 << 30};
   std::int64_t copy_bytes = 256ll << 20;  // the large copies (HBM, PCIe bandwidth)
   int warmup = 2;
   int min_reps = 3;

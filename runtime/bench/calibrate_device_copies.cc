@@ -56,6 +56,10 @@ constexpr double kProbeCover = 200;
 
 }  // namespace
 
+std::int64_t device_copy_bytes_per_peer(std::int64_t exchange_bytes, std::int64_t ranks) {
+  return exchange_bytes / (ranks * ranks);
+}
+
 void check_device_copy_options(const CalibrationOptions& o) {
   check_axis(o.loopback_ranks, "loopback rank count", "loopback rank counts");
   if (o.loopback_ranks.empty()) return;
@@ -66,12 +70,21 @@ void check_device_copy_options(const CalibrationOptions& o) {
   if (o.loopback_bytes.size() < 2)
     throw InputError("calibration: the loopback all-to-all needs at least two sizes to fit a launch and a bandwidth");
   const std::int64_t p = o.loopback_ranks.back();
-  const double buffers = 2.0 * static_cast<double>(p * p) * static_cast<double>(o.loopback_bytes.back());
+  // Every rank count must see sizes that differ: blocks of at least one byte, growing.
+  for (std::size_t i = 0; i < o.loopback_bytes.size(); ++i) {
+    const std::int64_t block = device_copy_bytes_per_peer(o.loopback_bytes[i], p);
+    if (block < 1 || (i > 0 && block <= device_copy_bytes_per_peer(o.loopback_bytes[i - 1], p)))
+      throw InputError("calibration: loopback all-to-all size " + std::to_string(o.loopback_bytes[i]) +
+                       " gives " + std::to_string(p) + " ranks blocks of " + std::to_string(block) +
+                       " bytes, no larger than the size before it; sizes are the whole exchange's bytes, "
+                       "split over p^2 blocks");
+  }
+  const double buffers = 2.0 * static_cast<double>(o.loopback_bytes.back());
   if (buffers > static_cast<double>(kMaxDeviceCopyBufferBytes)) {
-    throw InputError("calibration: the loopback all-to-all of " + std::to_string(p) + " ranks at " +
-                     std::to_string(o.loopback_bytes.back()) + " bytes per peer needs " +
-                     std::to_string(static_cast<std::int64_t>(buffers / (1 << 20))) + " MiB of buffers, above " +
-                     std::to_string(kMaxDeviceCopyBufferBytes >> 30) + " GiB (2 x ranks^2 x bytes per peer)");
+    throw InputError("calibration: the loopback all-to-all of " + std::to_string(o.loopback_bytes.back()) +
+                     " bytes needs " + std::to_string(static_cast<std::int64_t>(buffers / (1 << 20))) +
+                     " MiB of buffers, above " + std::to_string(kMaxDeviceCopyBufferBytes >> 30) +
+                     " GiB (every rank's send and receive buffers: 2 x the exchange's bytes)");
   }
 }
 
@@ -83,9 +96,12 @@ DeviceCopyFigures measure_device_copies(DeviceOps& device, const CalibrationOpti
   OpTimer timer(device, o);
   for (const std::int64_t ranks : o.loopback_ranks) {
     const auto p = static_cast<int>(ranks);
-    LoopbackExchange exchange(device, p, o.loopback_bytes.back(), timer.stream());
+    // The same exchange sizes at every p (each block 1/p^2 of it), so that every p is timed from
+    // host-bound exchanges to ones that stream for hundreds of microseconds.
+    LoopbackExchange exchange(device, p, device_copy_bytes_per_peer(o.loopback_bytes.back(), ranks), timer.stream());
     std::vector<double> bytes, ns;
-    for (const std::int64_t b : o.loopback_bytes) {
+    for (const std::int64_t total : o.loopback_bytes) {
+      const std::int64_t b = device_copy_bytes_per_peer(total, ranks);
       bytes.push_back(2.0 * static_cast<double>(ranks * ranks) * static_cast<double>(b));
       ns.push_back(timer.per_op_ns([&] { exchange.run(b); }));
     }
@@ -97,7 +113,7 @@ DeviceCopyFigures measure_device_copies(DeviceOps& device, const CalibrationOpti
   }
   // Beside a GEMM: the smallest p (a one-rank run's copy by default) at the largest size.
   const auto p = static_cast<int>(o.loopback_ranks.front());
-  const std::int64_t b = o.loopback_bytes.back();
+  const std::int64_t b = device_copy_bytes_per_peer(o.loopback_bytes.back(), p);
   LoopbackExchange exchange(device, p, b, timer.stream());
   OpTimer other(device, o);
   const double factor = slowdown_factor(timer, [&](int) { exchange.run(b); }, other, computation, kProbeCover);

@@ -1,7 +1,10 @@
 // The device-copy collectives of `moesim calibrate`: the all-to-all of the runtime's loopback
 // transport (runtime/comm/loopback.h), as `moesim run --ranks p --loopback` runs it (p = 1: the
 // one copy of a one-rank run), for each of options.loopback_ranks at each of
-// options.loopback_bytes bytes per peer. Each p's times are fitted to
+// options.loopback_bytes, the exchange's bytes (the sum of its p^2 blocks, each 1/p^2 of it,
+// rounded down): the same sizes at every p, from exchanges bound by the host thread that issues
+// the copies to ones that stream through HBM (on an H200 a one-rank exchange of up to 16 MiB did
+// not grow with its bytes). Each p's times are fitted to
 //   t = launch + bytes / bandwidth,   bytes = 2 x p^2 x bytes per peer
 // (every block read once and written once), the bytes sim/net/alpha_beta.cc counts for a
 // device-copy collective, so that the fitted figures price its tasks directly
@@ -22,14 +25,18 @@
 
 namespace moesim::runtime {
 
-// The buffers of the largest rank count at the largest size: 2 x p^2 x bytes per peer (every
-// rank's send and receive buffer). Refused above this.
+// The buffers of the largest size: 2 x its bytes (every rank's send and receive buffer). Refused
+// above this.
 inline constexpr std::int64_t kMaxDeviceCopyBufferBytes = std::int64_t{16} << 30;
 // Virtual rank counts above this are refused: p^2 copies per all-to-all, issued by one thread.
 inline constexpr std::int64_t kMaxDeviceCopyRanks = 64;
 
+// Bytes per peer of an exchange of `exchange_bytes` among `ranks` ranks: 1/p^2 of it, rounded down.
+std::int64_t device_copy_bytes_per_peer(std::int64_t exchange_bytes, std::int64_t ranks);
+
 // InputError for rank counts or sizes that are not positive and strictly increasing, fewer than
-// two sizes, more than kMaxDeviceCopyRanks ranks or buffers above kMaxDeviceCopyBufferBytes.
+// two sizes, sizes whose blocks at the largest p are empty or do not grow, more than
+// kMaxDeviceCopyRanks ranks or buffers above kMaxDeviceCopyBufferBytes.
 void check_device_copy_options(const CalibrationOptions& o);
 
 // The figures per p and the with_computation probe; `computation(stream)` issues one GEMM.

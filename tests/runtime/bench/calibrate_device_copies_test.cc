@@ -30,14 +30,15 @@ CalibrationOptions copy_options() {
   o.batches = {};
   o.kernel_tokens = {};
   o.loopback_ranks = {1, 2, 4};
-  o.loopback_bytes = {1024, 16384, 65536};
+  o.loopback_bytes = {16384, 262144, 1048576};
   o.copy_bytes = 1 << 20;
   o.min_time_ms = 0.05;
   return o;
 }
 
 // On the modelled device the receivers' streams copy in parallel, each at the full HBM rate, and
-// rank 0's stream (the timer's) makes p copies of b bytes: p x (3000 + 2 b / HBM) per all-to-all.
+// rank 0's stream (the timer's) makes p copies of b bytes: p x (3000 + 2 b / HBM) per all-to-all,
+// b = the exchange's size / p^2.
 // Against the 2 p^2 b bytes the simulator counts: launch p x 3000, bandwidth p x HBM.
 TEST(CalibrateDeviceCopies, RecoversTheDevicesCopiesPerRankCount) {
   ModelledDevice dev;
@@ -60,7 +61,7 @@ TEST(CalibrateDeviceCopies, RecoversTheDevicesCopiesPerRankCount) {
   ASSERT_TRUE(f.with_computation.has_value());
   EXPECT_NEAR(f.with_computation->factor, kCopies.with_computation, 1e-5);
   EXPECT_EQ(f.with_computation->ranks, 1);
-  EXPECT_EQ(f.with_computation->bytes_per_peer, 65536);
+  EXPECT_EQ(f.with_computation->bytes_per_peer, 1048576);
 }
 
 // Through calibrate() and the file: the figures load back onto the GPU, and the simulator prices a
@@ -74,7 +75,7 @@ TEST(CalibrateDeviceCopies, FileLoadsBackAndPricesTheLoopbackAllToAll) {
   EXPECT_NE(yaml.find("device_copy_collectives:"), std::string::npos) << yaml;
   // 2 x 3 us; the bandwidth to the event timer's float precision (checked below).
   EXPECT_NE(yaml.find("    - {ranks: 2, launch: 6.000 us, bandwidth: "), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find(", ranks: 1, bytes_per_peer: 65536}"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find(", ranks: 1, bytes_per_peer: 1048576}"), std::string::npos) << yaml;
   const std::filesystem::path p =
       std::filesystem::temp_directory_path() / ("moesim_caldc_" + std::to_string(::getpid()) + ".yaml");
   std::ofstream(p) << yaml;
@@ -117,11 +118,23 @@ TEST(CalibrateDeviceCopies, BadOptionsAreInputErrorsBeforeAnyDeviceWork) {
   EXPECT_NE(error([](CalibrationOptions& o) { o.loopback_bytes = {4096, 1024}; })
                 .find("loopback all-to-all sizes must be strictly increasing"),
             std::string::npos);
-  // 64 ranks at 4 MiB per peer: 2 x 64^2 x 4 MiB = 32 GiB of buffers.
+  // An exchange of 16 GiB: 2 x 16 GiB = 32 GiB of buffers.
   EXPECT_NE(error([](CalibrationOptions& o) {
               o.loopback_ranks = {64};
-              o.loopback_bytes = {1 << 20, 4 << 20};
+              o.loopback_bytes = {1 << 20, std::int64_t{16} << 30};
             }).find("needs 32768 MiB of buffers, above 16 GiB"),
+            std::string::npos);
+  // Sizes are the exchange's: 64 ranks split 4,000 bytes into 4,096 empty blocks, and 8,192 and
+  // 10,000 bytes into blocks of 2 bytes each.
+  EXPECT_NE(error([](CalibrationOptions& o) {
+              o.loopback_ranks = {64};
+              o.loopback_bytes = {4000, 8192};
+            }).find("size 4000 gives 64 ranks blocks of 0 bytes"),
+            std::string::npos);
+  EXPECT_NE(error([](CalibrationOptions& o) {
+              o.loopback_ranks = {64};
+              o.loopback_bytes = {8192, 10000};
+            }).find("size 10000 gives 64 ranks blocks of 2 bytes, no larger than the size before it"),
             std::string::npos);
   // Not measured: no sizes are needed.
   EXPECT_EQ(error([](CalibrationOptions& o) {
