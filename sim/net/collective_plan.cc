@@ -296,7 +296,7 @@ CollectivePlan plan_collective(const ClusterTopology& topo, const ClusterSpec& c
   const auto p = static_cast<int>(group.size());
   CollectivePlan plan;
   if (work.op != CollectiveOp::kAllToAll) {
-    add_tuned_phases(topo, cluster, work, group, plan);
+    add_tuned_phases(topo, cluster, work, group, options.aggregate, plan);
     return plan;
   }
   if (p == 1) {

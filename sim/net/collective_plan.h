@@ -15,7 +15,8 @@
 //   all-to-allv: as pairwise, with a traffic matrix of bytes per (source, destination) pair; a
 //     round pays only for the pairs that move bytes.
 //   all-reduce, all-gather, reduce-scatter: the algorithm and protocol NCCL chooses
-//     (tuned_plan.h): NCCL's latency, then rings or trees of flows carrying bytes / efficiency.
+//     (tuned_plan.h): NCCL's latency, then rings or trees of flows carrying bytes / efficiency; a
+//     latency-bound ring's steps as one coflow.
 //
 // Aggregation (uniform all-to-all patterns): flows are N^2. When the group is symmetric -- the
 // same local ranks on every node it touches (whole nodes, or a tensor x expert layout's strided
@@ -57,6 +58,8 @@ struct CollectivePlan {
 
 struct PlanOptions {
   AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kPairwise;
+  // Symmetric all-to-all classes as weighted flows, an all-to-allv as one coflow, latency-bound
+  // rings' steps as one coflow; false: one flow per pair (per hop and step for rings).
   bool aggregate = true;
 };
 

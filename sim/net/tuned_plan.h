@@ -6,6 +6,19 @@
 //     node through different GPUs, and the c rings cross the network through c different NICs
 //     (NCCL builds one ring per channel this way; PXN is not modelled). Within one node, one ring
 //     in group order (the channels share the same links).
+//     Latency-bound rings -- their bytes alone take no longer than NCCL's latency: steps x b' / r
+//     <= latency, b' a hop's bytes in one step, r the fair share of the most crowded link (its
+//     capacity over the hops of every ring routed across it) -- run as one coflow carrying every
+//     step of every ring (`aggregate`, the default): a weighted flow whose weight on a link is the
+//     number of hops routed across it, which shares links max-min as that many flows would. Alone
+//     it takes ceil(steps x b' / r), where one flow per hop and step (the steps as repeats of a
+//     phase, each ending with its slowest hop) takes steps x ceil(b' / r): r is the slowest hop's
+//     max-min rate in both, and no other hop's end raises it (every flow on its bottleneck link
+//     has it), so they are less than 1 ns a step apart. It costs two flow events instead of two or
+//     more per step: rings over 128 ranks no longer solve their links' max-min components again
+//     127 times over. Other rings keep one flow per hop and step: beside changing traffic a coflow
+//     moves their many bytes differently (every hop at the slowest one's pace, no burst per step),
+//     which moves step times (docs/network.md).
 //   tree (all-reduce): one phase, pipelined as NCCL runs it: in every node a chain through its
 //     members (c chains, rotated as the rings) carries the reduction up and the result down, S / c
 //     each way per chain link; between nodes NCCL's double binary tree (two binary trees, the
@@ -24,9 +37,10 @@
 namespace moesim {
 
 // Appends the phases of `work` (not an all-to-all) over `group` to `plan`; nothing for one rank
-// or no bytes.
+// or no bytes. aggregate: latency-bound rings as one coflow (above); else one flow per hop and
+// step.
 void add_tuned_phases(const ClusterTopology& topo, const ClusterSpec& cluster, const CollectiveWork& work,
-                      const std::vector<int>& group, CollectivePlan& plan);
+                      const std::vector<int>& group, bool aggregate, CollectivePlan& plan);
 
 // The parent of node position r (0-based) in NCCL's binary tree over n positions, -1 for the root
 // (position 0): r with lowest set bit k hangs under r with bit k cleared and bit 2k set, or, when
