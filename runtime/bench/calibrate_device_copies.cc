@@ -1,5 +1,6 @@
 #include "runtime/bench/calibrate_device_copies.h"
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,23 @@ class LoopbackExchange {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   std::vector<AllToAllMember> members_;
 };
+
+// The fit of one rank count's times. Times that do not grow with the bytes are the host thread's
+// issue time, not the copies' (on an H200 a one-rank exchange of up to 16 MiB took the same time
+// at every size): that is the sizes' fault, named as such, not a fault of the program.
+LaunchBandwidthFit fit_device_copies(int p, const std::vector<std::int64_t>& sizes, const std::vector<double>& bytes,
+                                     const std::vector<double>& ns) {
+  try {
+    return fit_launch_and_bandwidth(bytes, ns);
+  } catch (const InternalError&) {
+    std::string times;
+    for (double t : ns) times += (times.empty() ? "" : ", ") + std::to_string(std::llround(t / 1e3)) + " us";
+    throw InputError("calibration: the loopback all-to-all of " + std::to_string(p) + " rank(s) took " + times +
+                     " at --loopback-bytes " + std::to_string(sizes.front()) + " to " + std::to_string(sizes.back()) +
+                     ": its time does not grow with its bytes (the host thread issuing its copies bounds it), so "
+                     "no bandwidth can be fitted; give larger --loopback-bytes");
+  }
+}
 
 // The GEMM loop beside the probe lasts this many times the copies' window alone: a copy that
 // waits for the running GEMM slows far more than the PCIe copies' cells do (on an H200, combines
@@ -105,7 +123,7 @@ DeviceCopyFigures measure_device_copies(DeviceOps& device, const CalibrationOpti
       bytes.push_back(2.0 * static_cast<double>(ranks * ranks) * static_cast<double>(b));
       ns.push_back(timer.per_op_ns([&] { exchange.run(b); }));
     }
-    const LaunchBandwidthFit fit = fit_launch_and_bandwidth(bytes, ns);
+    const LaunchBandwidthFit fit = fit_device_copies(p, o.loopback_bytes, bytes, ns);
     f.by_ranks[p] = KernelFigure{static_cast<TimeNs>(std::llround(fit.launch_ns)), fit.bytes_per_ns * 1e9};
     if (o.progress)
       o.progress("loopback all-to-all of " + std::to_string(p) + " rank(s): launch " +

@@ -76,7 +76,7 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
                         "64 (default 1,2,4,8; none: not timed)");
   calibrate->add_option("--loopback-bytes", a.loopback_bytes,
                         "bytes of the loopback all-to-all (the sum of its blocks), increasing, at least two (K, M, "
-                        "G; default 1M,16M,256M,1G)");
+                        "G; default 128M,256M,512M,1G)");
   calibrate->add_option("--copy-size", a.copy_size, "bytes of the large copies (K, M, G)")->capture_default_str();
   calibrate->add_option("--min-time-ms", a.min_time_ms, "each point repeats for at least this long (at most 1000 times)")
       ->transform(real(0, 10000, true))

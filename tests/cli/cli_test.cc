@@ -181,7 +181,7 @@ TEST_F(Cli, TimelineToStdoutAndOneStdoutOutputAtMost) {
   Result r = run(kExample + " --timeline -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("# moesim timeline v1\n", 0), 0u) << r.out.substr(0, 200);
-  EXPECT_NE(r.out.find("\nstep_ns 6166658\n"), std::string::npos);  // the summary's 6166.658 us
+  EXPECT_NE(r.out.find("\nstep_ns 6176178\n"), std::string::npos);  // the summary's 6176.178 us
   EXPECT_NE(r.out.find("\ntask 0 "), std::string::npos);
   EXPECT_NE(r.err.find("step time"), std::string::npos);  // the summary moved to stderr
   Result both = run(kExample + " --timeline - --trace -");

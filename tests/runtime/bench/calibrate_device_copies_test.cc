@@ -94,6 +94,24 @@ TEST(CalibrateDeviceCopies, FileLoadsBackAndPricesTheLoopbackAllToAll) {
             std::llround(2 * (3000 + 2 * 16384.0 / kHbmBytesPerNs)));
 }
 
+// Copies whose time does not grow with their bytes (the host issuing them bounds them) leave no
+// bandwidth to fit: an InputError that names the sizes and what to change, not an internal error.
+TEST(CalibrateDeviceCopies, HostBoundCopiesAskForLargerSizes) {
+  ModelledDevice dev;
+  dev.set_device_copy_model(DeviceCopyModel{3000, 1.0, true});
+  try {
+    calibrate(dev, copy_options());
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("the loopback all-to-all of 1 rank(s) took 3 us, 3 us, 3 us at --loopback-bytes 16384 to "
+                       "1048576: its time does not grow with its bytes"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("give larger --loopback-bytes"), std::string::npos) << msg;
+  }
+}
+
 TEST(CalibrateDeviceCopies, BadOptionsAreInputErrorsBeforeAnyDeviceWork) {
   const auto error = [](const std::function<void(CalibrationOptions&)>& change) -> std::string {
     CalibrationOptions o = copy_options();

@@ -39,6 +39,9 @@ constexpr double kFactor[2][2] = {{1.0, 0.9},   // computation with computation,
 struct DeviceCopyModel {
   double launch_ns = 0;
   double with_computation = 1.0;
+  // Every copy takes launch_ns whatever its bytes, as the host thread issuing small copies bounds
+  // them on a GPU.
+  bool host_bound = false;
 };
 
 // A batched launch runs its GEMMs at a rate that falls with the batch (the expert GEMMs' measured
@@ -114,7 +117,7 @@ class ModelledDevice final : public DeviceOps {
     const double b = static_cast<double>(bytes);
     advance(stream, from_host ? kH2dLatencyNs + b / kH2dBytesPerNs
                     : to_host ? kD2hLatencyNs + b / kD2hBytesPerNs
-                              : device_copy_.launch_ns + 2 * b / kHbmBytesPerNs,
+                              : device_copy_.launch_ns + (device_copy_.host_bound ? 0 : 2 * b / kHbmBytesPerNs),
             from_host || to_host ? kPcie : kDeviceCopy);
   }
   void copy_2d(void*, std::int64_t, const void*, std::int64_t, std::int64_t, std::int64_t, int) override {
