@@ -11,6 +11,7 @@
 namespace moesim {
 namespace {
 
+using testing::calibration_error;
 using testing::input_error_of;
 using testing::replaced;
 using testing::TempFiles;
@@ -37,12 +38,6 @@ const std::string kCalibration =
     "      - [20.25]   # m=128 n=2048\n"
     "      - [30]      # m=1024 n=256\n"
     "      - [150.125] # m=1024 n=2048\n";
-
-// The error loading `text` as a calibration file (bad.yaml).
-std::string calibration_error(TempFiles& t, const std::string& text) {
-  const std::string path = t.write("bad.yaml", text);
-  return input_error_of([&] { load_calibration(path); });
-}
 
 std::string node_with_calibration(const std::string& ref) {
   return "schema_version: 1\nkind: node\nname: n\ngpu: " + kRoot +

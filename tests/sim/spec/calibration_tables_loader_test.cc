@@ -12,6 +12,7 @@
 namespace moesim {
 namespace {
 
+using testing::calibration_error;
 using testing::input_error_of;
 using testing::replaced;
 using testing::TempFiles;
@@ -49,11 +50,6 @@ const std::string kTables =
     "  bf16:\n"
     "    decode_fwd: {launch: 4 us, bandwidth: 900 GB/s}\n";
 
-std::string error_of(TempFiles& t, const std::string& text) {
-  const std::string path = t.write("bad.yaml", text);
-  return input_error_of([&] { load_calibration(path); });
-}
-
 TEST(CalibrationTables, ReadAndAppliedToTheGpu) {
   TempFiles t;
   const std::string path = t.write("cal.yaml", kTables);
@@ -78,49 +74,49 @@ TEST(CalibrationTables, ReadAndAppliedToTheGpu) {
 TEST(CalibrationTables, HolesAndUnorderedAxesNameTheLine) {
   TempFiles t;
   // A missing (batch, m, n) row.
-  std::string msg = error_of(t, replaced(kTables, "      - [80, 150]  # batch=8 m=256\n", ""));
+  std::string msg = calibration_error(t, replaced(kTables, "      - [80, 150]  # batch=8 m=256\n", ""));
   EXPECT_NE(msg.find("bad.yaml:12:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has 3 rows; it needs one per (batch, m, n), batch-major then m: 2 x 2 x 1 = 4"), std::string::npos) << msg;
   // A missing time in a row.
-  msg = error_of(t, replaced(kTables, "[30, 36]", "[30]"));
+  msg = calibration_error(t, replaced(kTables, "[30, 36]", "[30]"));
   EXPECT_NE(msg.find("bad.yaml:14:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has 1 times; it needs one per k (2)"), std::string::npos) << msg;
   // Sizes out of order.
-  msg = error_of(t, replaced(kTables, "batch: [2, 8]", "batch: [8, 2]"));
+  msg = calibration_error(t, replaced(kTables, "batch: [2, 8]", "batch: [8, 2]"));
   EXPECT_NE(msg.find("bad.yaml:7:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the batch axis must be strictly increasing; 2 follows 8"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kTables, "k: [512, 1024]", "k: [1024, 1024]"));
+  msg = calibration_error(t, replaced(kTables, "k: [512, 1024]", "k: [1024, 1024]"));
   EXPECT_NE(msg.find("the k axis must be strictly increasing; 1024 follows 1024"), std::string::npos) << msg;
   // A batch of 1 belongs to the gemm table.
-  msg = error_of(t, replaced(kTables, "batch: [2, 8]", "batch: [1, 8]"));
+  msg = calibration_error(t, replaced(kTables, "batch: [2, 8]", "batch: [1, 8]"));
   EXPECT_NE(msg.find("the batch axis starts at 2"), std::string::npos) << msg;
   // A time that is not positive.
-  msg = error_of(t, replaced(kTables, "[10, 12]", "[0, 12]"));
+  msg = calibration_error(t, replaced(kTables, "[10, 12]", "[0, 12]"));
   EXPECT_NE(msg.find("bad.yaml:12:"), std::string::npos) << msg;
 }
 
 TEST(CalibrationTables, KernelFiguresMustBePlausible) {
   TempFiles t;
-  std::string msg = error_of(t, replaced(kTables, "bandwidth: 120 GB/s", "bandwidth: 0 GB/s"));
+  std::string msg = calibration_error(t, replaced(kTables, "bandwidth: 120 GB/s", "bandwidth: 0 GB/s"));
   EXPECT_NE(msg.find("bad.yaml:26:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("must be positive"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kTables, "bandwidth: 120 GB/s", "bandwidth: -5 GB/s"));
+  msg = calibration_error(t, replaced(kTables, "bandwidth: 120 GB/s", "bandwidth: -5 GB/s"));
   EXPECT_NE(msg.find("bad.yaml:26:"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kTables, "route_fwd:", "softmax:"));
+  msg = calibration_error(t, replaced(kTables, "route_fwd:", "softmax:"));
   EXPECT_NE(msg.find("softmax"), std::string::npos) << msg;
   EXPECT_NE(msg.find("route_fwd"), std::string::npos) << msg;  // the valid names
-  msg = error_of(t, replaced(kTables, "  fp32:\n    route_fwd", "  tf32:\n    route_fwd"));
+  msg = calibration_error(t, replaced(kTables, "  fp32:\n    route_fwd", "  tf32:\n    route_fwd"));
   EXPECT_NE(msg.find("tf32"), std::string::npos) << msg;  // kernels are keyed by storage
-  msg = error_of(t, replaced(kTables, "{launch: 9.5 us, bandwidth: 120 GB/s}", "{bandwidth: 120 GB/s}"));
+  msg = calibration_error(t, replaced(kTables, "{launch: 9.5 us, bandwidth: 120 GB/s}", "{bandwidth: 120 GB/s}"));
   EXPECT_NE(msg.find("launch"), std::string::npos) << msg;
 }
 
 TEST(CalibrationTables, NeedSchemaVersionTwo) {
   TempFiles t;
-  std::string msg = error_of(t, replaced(kTables, "schema_version: 2", "schema_version: 1"));
+  std::string msg = calibration_error(t, replaced(kTables, "schema_version: 2", "schema_version: 1"));
   EXPECT_NE(msg.find("bad.yaml:6:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("batched_gemm needs schema_version 2 (this file says 1)"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kTables, "schema_version: 2", "schema_version: 3"));
+  msg = calibration_error(t, replaced(kTables, "schema_version: 2", "schema_version: 3"));
   EXPECT_NE(msg.find("unsupported schema_version 3; supported schema_version: 1 to 2"), std::string::npos) << msg;
   // A version-1 file without them loads as it always did; so does a version-2 file of the old sections.
   const std::string v1 = "schema_version: 1\nkind: calibration\nname: old\ngpu: A100-SXM4-40GB\n"

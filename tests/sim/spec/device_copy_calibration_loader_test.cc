@@ -12,7 +12,7 @@
 namespace moesim {
 namespace {
 
-using testing::input_error_of;
+using testing::calibration_error;
 using testing::replaced;
 using testing::TempFiles;
 
@@ -29,11 +29,6 @@ const std::string kDeviceCopies =
     "    - {ranks: 2, launch: 21 us, bandwidth: 1.5 TB/s}\n"
     "    - {ranks: 8, launch: 310.25 us, bandwidth: 1300 GB/s}\n"
     "  with_computation: {factor: 0.0625, ranks: 1, bytes_per_peer: 16777216}\n";
-
-std::string error_of(TempFiles& t, const std::string& text) {
-  const std::string path = t.write("bad.yaml", text);
-  return input_error_of([&] { load_calibration(path); });
-}
 
 TEST(DeviceCopyCalibration, ReadAndAppliedToTheGpu) {
   TempFiles t;
@@ -60,30 +55,30 @@ TEST(DeviceCopyCalibration, ReadAndAppliedToTheGpu) {
 
 TEST(DeviceCopyCalibration, BadValuesNameTheLineAndTheRule) {
   TempFiles t;
-  std::string msg = error_of(t, replaced(kDeviceCopies, "bandwidth: 1400 GB/s", "bandwidth: 0 GB/s"));
+  std::string msg = calibration_error(t, replaced(kDeviceCopies, "bandwidth: 1400 GB/s", "bandwidth: 0 GB/s"));
   EXPECT_NE(msg.find("bad.yaml:7:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("must be positive"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "launch: 6.5 us", "launch: -1 us"));
+  msg = calibration_error(t, replaced(kDeviceCopies, "launch: 6.5 us", "launch: -1 us"));
   EXPECT_NE(msg.find("bad.yaml:7:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("must not be negative"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "{ranks: 2,", "{ranks: 9,"));
+  msg = calibration_error(t, replaced(kDeviceCopies, "{ranks: 2,", "{ranks: 9,"));
   EXPECT_NE(msg.find("bad.yaml:9:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the fits' ranks must be strictly increasing; 8 follows 9"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "{ranks: 1,", "{ranks: 0,"));
+  msg = calibration_error(t, replaced(kDeviceCopies, "{ranks: 1,", "{ranks: 0,"));
   EXPECT_NE(msg.find("bad.yaml:7:"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "{ranks: 1, launch: 6.5 us, ", "{ranks: 1, "));
+  msg = calibration_error(t, replaced(kDeviceCopies, "{ranks: 1, launch: 6.5 us, ", "{ranks: 1, "));
   EXPECT_NE(msg.find("launch"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "factor: 0.0625", "factor: 1.5"));
+  msg = calibration_error(t, replaced(kDeviceCopies, "factor: 0.0625", "factor: 1.5"));
   EXPECT_NE(msg.find("bad.yaml:10:"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "factor: 0.0625", "factor: 0"));
+  msg = calibration_error(t, replaced(kDeviceCopies, "factor: 0.0625", "factor: 0"));
   EXPECT_NE(msg.find("bad.yaml:10:"), std::string::npos) << msg;
-  msg = error_of(t, replaced(kDeviceCopies, "  fits:", "  fit:"));
+  msg = calibration_error(t, replaced(kDeviceCopies, "  fits:", "  fit:"));
   EXPECT_NE(msg.find("fits"), std::string::npos) << msg;
 }
 
 TEST(DeviceCopyCalibration, NeedsSchemaVersionTwo) {
   TempFiles t;
-  const std::string msg = error_of(t, replaced(kDeviceCopies, "schema_version: 2", "schema_version: 1"));
+  const std::string msg = calibration_error(t, replaced(kDeviceCopies, "schema_version: 2", "schema_version: 1"));
   EXPECT_NE(msg.find("bad.yaml:6:"), std::string::npos) << msg;  // the section's first line
   EXPECT_NE(msg.find("device_copy_collectives needs schema_version 2 (this file says 1)"), std::string::npos) << msg;
 }

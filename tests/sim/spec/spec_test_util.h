@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sim/core/error.h"
+#include "sim/spec/loader.h"
 
 namespace moesim::testing {
 
@@ -55,6 +56,12 @@ inline std::string input_error_of(const std::function<void()>& f) {
   }
   ADD_FAILURE() << "expected an InputError";
   return {};
+}
+
+// The message of the InputError raised when `text` is loaded as a calibration file (bad.yaml).
+inline std::string calibration_error(TempFiles& t, const std::string& text) {
+  const std::string path = t.write("bad.yaml", text);
+  return input_error_of([&] { load_calibration(path); });
 }
 
 // Replaces the first occurrence of `from` (which must occur) in `text`.
