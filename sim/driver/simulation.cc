@@ -28,6 +28,25 @@ const CostModelEntry& compute_model_for(const ClusterSpec& cluster, ComputeModel
   return entry;
 }
 
+// Which tasks hold a GPU's SMs and which queue behind them (sim/engine/kernel_queue.h): GEMMs
+// and memory-bound kernels hold them; device-to-device copies, and the collectives that run as
+// device copies (one rank's, and every collective of a loopback node's virtual ranks), queue.
+// NCCL's kernels between GPUs are not queued: their launch order beside GEMMs was not measured.
+std::vector<KernelRole> kernel_roles(const TaskGraph& graph, const ClusterSpec& cluster) {
+  std::vector<KernelRole> roles(graph.num_tasks(), KernelRole::kNone);
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
+    const Work& work = graph.task(i).work;
+    if (std::holds_alternative<GemmWork>(work) || std::holds_alternative<ElementwiseWork>(work)) {
+      roles[i] = KernelRole::kHoldsSms;
+    } else if (const auto* copy = std::get_if<CopyWork>(&work)) {
+      if (copy->direction == CopyDirection::kDeviceToDevice) roles[i] = KernelRole::kQueuesBehind;
+    } else if (const auto* c = std::get_if<CollectiveWork>(&work)) {
+      if (cluster.node.loopback || graph.group(c->group).size() == 1) roles[i] = KernelRole::kQueuesBehind;
+    }
+  }
+  return roles;
+}
+
 }  // namespace
 
 BuildOptions build_options_for(const ClusterSpec& cluster, const RunSpec& run, BuildOptions options) {
@@ -84,6 +103,7 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
     for (int r = 0; r < graph.world_size(); ++r) device[static_cast<std::size_t>(r)] = cluster.device_of(r);
     engine.share_devices(std::move(device));
   }
+  engine.queue_kernels(kernel_roles(graph, cluster));
   const CostModelEntry& compute = compute_model_for(cluster, choice.compute);
   for (std::unique_ptr<ActivityModel>& model : compute.make_compute(graph, cluster)) engine.add_model(std::move(model));
   if (!compute.prices_collectives) engine.add_model(make_collective_model(graph, cluster, choice));

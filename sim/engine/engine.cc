@@ -42,6 +42,11 @@ void Engine::share_devices(std::vector<int> device_of_rank) {
   device_of_rank_ = std::move(device_of_rank);
 }
 
+void Engine::queue_kernels(std::vector<KernelRole> role_of_task) {
+  MOESIM_CHECK(role_of_task.size() == graph_.num_tasks(), "queue_kernels needs one role per task of the graph");
+  kernel_roles_ = std::move(role_of_task);
+}
+
 namespace {
 
 // One run of the engine: the tasks' models, ranks and pending predecessors, what is ready and
@@ -49,10 +54,12 @@ namespace {
 class EngineRun {
  public:
   EngineRun(const TaskGraph& graph, const std::vector<std::unique_ptr<ActivityModel>>& models,
-            const std::vector<EngineObserver*>& observers, const std::vector<int>& device_of_rank)
+            const std::vector<EngineObserver*>& observers, const std::vector<int>& device_of_rank,
+            const std::vector<KernelRole>& kernel_roles)
       : graph_(graph), models_(models), observers_(observers), num_tasks_(graph.num_tasks()),
         model_of_(num_tasks_), ranks_(num_tasks_), pending_(num_tasks_), running_(num_tasks_, false),
         concurrency_(device_of_rank.empty() ? Concurrency(graph.world_size()) : Concurrency(device_of_rank)) {
+    if (!kernel_roles.empty()) kernels_ = KernelQueue(kernel_roles, graph.world_size());
     resolve_models();
     // The ranks of each shared device, so that a change on one rank reaches every rank of its
     // device (empty when every rank has its own).
@@ -123,6 +130,11 @@ class EngineRun {
   // for all of them first so each model sees the full set of tasks running at `now`.
   void start_ready(TimeNs now) {
     std::sort(ready_.begin(), ready_.end());
+    if (kernels_.active()) {
+      // Kernels starting now hold the SMs for the copies that can start now but arrived after them.
+      for (TaskIndex i : ready_) kernels_.started(i, devices_of(i));
+      hold_back_queued_kernels(now);
+    }
     for (TaskIndex i : ready_) {
       for (int r : ranks_[i]) {
         touch(r);
@@ -130,11 +142,34 @@ class EngineRun {
       }
     }
     for (TaskIndex i : ready_) {
-      for (EngineObserver* o : observers_) o->on_task_start(i, now);
+      if (!(kernels_.active() && kernels_.waited(i)))
+        for (EngineObserver* o : observers_) o->on_task_start(i, now);
       running_[i] = true;
       models_[model_of_[i]]->start(i, now, concurrency_);
     }
     ready_.clear();
+  }
+
+  // Removes from ready_ the tasks that wait for kernels already running on their device (the
+  // kernels starting now do not hold them back); KernelQueue releases them later. Observers see
+  // them start now, when their stream issues them, as the runtime's events time a kernel (its
+  // wait for the SMs inside its duration); their model starts them, and they count as busy,
+  // only once released.
+  void hold_back_queued_kernels(TimeNs now) {
+    std::erase_if(ready_, [&](TaskIndex i) {
+      if (!kernels_.defer(i, devices_of(i))) return false;
+      for (EngineObserver* o : observers_) o->on_task_start(i, now);
+      return true;
+    });
+  }
+
+  // The physical devices of a task's ranks, ascending and distinct.
+  std::vector<int> devices_of(TaskIndex i) const {
+    std::vector<int> devices;
+    for (int r : ranks_[i]) devices.push_back(concurrency_.device_of(r));
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    return devices;
   }
 
   // One concurrency notification per time step, for the ranks whose busy counts changed.
@@ -178,8 +213,12 @@ class EngineRun {
         concurrency_.add(r, graph_.task(i).stream, -1);
       }
       for (EngineObserver* o : observers_) o->on_task_end(i, now);
+      // Tasks that waited for this kernel start now (they were ready before: no second notice).
+      if (kernels_.active()) kernels_.ended(i, devices_of(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
         MOESIM_CHECK(pending_[s] > 0, "successor counted twice");
+        if (kernels_.active() && graph_.task(s).stream != graph_.task(i).stream)
+          kernels_.cross_stream_dependency_met(s, now);
         if (--pending_[s] == 0) {
           ready_.push_back(s);
           for (EngineObserver* o : observers_) o->on_task_ready(s, now);
@@ -198,6 +237,7 @@ class EngineRun {
   std::vector<bool> running_;
   Concurrency concurrency_;
   std::vector<std::vector<int>> ranks_of_device_;
+  KernelQueue kernels_;
   std::vector<TaskIndex> ready_;
   std::vector<TaskIndex> finished_;
   std::size_t num_done_ = 0;
@@ -206,6 +246,6 @@ class EngineRun {
 
 }  // namespace
 
-TimeNs Engine::run() { return EngineRun(graph_, models_, observers_, device_of_rank_).run(); }
+TimeNs Engine::run() { return EngineRun(graph_, models_, observers_, device_of_rank_, kernel_roles_).run(); }
 
 }  // namespace moesim

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/engine/activity_model.h"
+#include "sim/engine/kernel_queue.h"
 #include "sim/engine/observer.h"
 #include "sim/graph/task_graph.h"
 
@@ -27,6 +28,9 @@ class Engine {
   // Ranks with equal entries run on one physical device (loopback virtual ranks): models see
   // their busy streams together (Concurrency). Default: every rank its own device.
   void share_devices(std::vector<int> device_of_rank);
+  // One KernelRole per task: tasks that queue behind the kernels running on their device
+  // (sim/engine/kernel_queue.h). Default: no task waits for another's kernels.
+  void queue_kernels(std::vector<KernelRole> role_of_task);
 
   // Runs every task; returns the time the last one finished. Throws InternalError if a task has
   // no model or the run stalls (a model that never completes its activities).
@@ -37,6 +41,7 @@ class Engine {
   std::vector<std::unique_ptr<ActivityModel>> models_;
   std::vector<EngineObserver*> observers_;
   std::vector<int> device_of_rank_;
+  std::vector<KernelRole> kernel_roles_;
 };
 
 }  // namespace moesim

@@ -12,6 +12,8 @@ class EngineObserver {
   virtual ~EngineObserver() = default;
   // All predecessors of `task` finished at `now` (for a collective: all members arrived).
   virtual void on_task_ready(TaskIndex /*task*/, TimeNs /*now*/) {}
+  // Its stream issued `task`: it runs from now, or, queued behind the kernels running on its GPU
+  // (sim/engine/kernel_queue.h), waits for them inside its duration, as a GPU's events time it.
   virtual void on_task_start(TaskIndex /*task*/, TimeNs /*now*/) {}
   virtual void on_task_end(TaskIndex /*task*/, TimeNs /*now*/) {}
 };

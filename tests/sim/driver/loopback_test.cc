@@ -154,6 +154,44 @@ TEST(Loopback, WorkStartingMidwaySlowsWhatRuns) {
   EXPECT_EQ(u.records[combine].end_ns, 72000);
 }
 
+// A memory-bound kernel of 2e7 B (1000 + 2e7 / 1000 = 21000 ns) holds the SMs; a device-copy
+// all-to-all released at 500 by a host-to-device copy (5,000 B at 10 B/ns) queues behind it
+// (sim/engine/kernel_queue.h): issued at 500, it copies after the kernel, in its own time
+// (interference off): over two virtual ranks its 4 copies' launches, 4000 ns (> 2 * 1000 + 2 *
+// 4e4 / 1000); a group of one on a GPU of its own, 1000 + 2 * 1e4 / 1000 = 1020 ns. NCCL's
+// all-to-all between two GPUs does not queue: it ends inside the kernel's 21000 ns.
+TEST(Loopback, DeviceCopyCollectivesQueueBehindRunningKernels) {
+  ClusterSpec loopback = test_loopback(2);
+  for (auto& row : loopback.node.interference.factors) row.fill(1.0);
+  ClusterSpec two_gpus = loopback;
+  two_gpus.node.loopback = false;
+  two_gpus.node.intra_node = {1e10, 1.0, 0};
+  auto graph = [](bool one_rank_group) {
+    TaskGraph g(2, {0, 1});
+    const GroupId group = one_rank_group ? g.add_group({0}) : g.add_group({0, 1});
+    Task kernel;
+    kernel.id = "kernel";
+    kernel.rank = 0;
+    kernel.stream = StreamClass::kCompute;
+    kernel.work = ElementwiseWork{10000000, 10000000, 0};
+    g.add_task(kernel);
+    const auto h2d = g.add_task(copy_task("h2d", 0, CopyDirection::kHostToDevice, 5000));
+    const auto a2a = g.add_task(testing::all_to_all_task("a2a", group, 10000, StreamClass::kCommDispatch));
+    g.add_dependency(h2d, a2a);
+    return g;
+  };
+  for (const auto& [cluster, one_rank_group] :
+       {std::pair{loopback, false}, std::pair{two_gpus, true}}) {
+    const Trace t = simulate_graph(graph(one_rank_group), cluster).trace;
+    EXPECT_EQ(t.records[0].end_ns, 21000);
+    EXPECT_EQ(t.records[2].start_ns, 500);
+    EXPECT_EQ(t.records[2].end_ns, 21000 + (one_rank_group ? 1020 : 4000));
+  }
+  const Trace nccl = simulate_graph(graph(false), two_gpus).trace;
+  EXPECT_EQ(nccl.records[2].start_ns, 500);
+  EXPECT_LT(nccl.records[2].end_ns, 21000);
+}
+
 TEST(Loopback, NeedsEveryRankAndTheAlphaBetaModel) {
   const TaskGraph one_of_two(2, {0});
   EXPECT_NE(input_error_of([&] { simulate_graph(one_of_two, test_loopback(2)); }).find("every rank must be simulated"),

@@ -1,0 +1,60 @@
+#include "sim/engine/kernel_queue.h"
+
+#include <algorithm>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+
+KernelQueue::KernelQueue(std::vector<KernelRole> roles, int devices)
+    : roles_(std::move(roles)), arrival_(roles_.size(), 0), waited_(roles_.size(), false),
+      running_(static_cast<std::size_t>(devices)) {}
+
+void KernelQueue::cross_stream_dependency_met(TaskIndex task, TimeNs now) {
+  arrival_[task] = std::max(arrival_[task], now);
+}
+
+bool KernelQueue::defer(TaskIndex task, std::span<const int> devices) {
+  // A released task starts: kernels that began while it waited were launched after it.
+  if (roles_[task] != KernelRole::kQueuesBehind || waited_[task]) return false;
+  int holders = 0;
+  for (int d : devices) {
+    for (TaskIndex h : running_[static_cast<std::size_t>(d)]) {
+      if (arrival_[h] >= arrival_[task]) continue;
+      waiters_[h].push_back(task);
+      ++holders;
+    }
+  }
+  if (holders == 0) return false;
+  holders_left_[task] = holders;
+  waited_[task] = true;
+  return true;
+}
+
+void KernelQueue::started(TaskIndex task, std::span<const int> devices) {
+  if (roles_[task] != KernelRole::kHoldsSms) return;
+  for (int d : devices) running_[static_cast<std::size_t>(d)].push_back(task);
+}
+
+void KernelQueue::ended(TaskIndex task, std::span<const int> devices, std::vector<TaskIndex>& released) {
+  if (roles_[task] != KernelRole::kHoldsSms) return;
+  for (int d : devices) {
+    auto& running = running_[static_cast<std::size_t>(d)];
+    const auto at = std::find(running.begin(), running.end(), task);
+    MOESIM_CHECK(at != running.end(), "a kernel ended that was not running");
+    running.erase(at);
+  }
+  const auto it = waiters_.find(task);
+  if (it == waiters_.end()) return;
+  for (TaskIndex w : it->second) {
+    auto left = holders_left_.find(w);
+    MOESIM_CHECK(left != holders_left_.end() && left->second > 0, "a task waited for a kernel twice");
+    if (--left->second == 0) {
+      holders_left_.erase(left);
+      released.push_back(w);
+    }
+  }
+  waiters_.erase(it);
+}
+
+}  // namespace moesim

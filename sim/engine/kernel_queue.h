@@ -1,0 +1,70 @@
+// KernelQueue: the order in which one GPU hands its SMs to kernels of different streams.
+//
+// A GPU dispatches the thread blocks of a kernel only after the kernels that reached its queue
+// before it have dispatched all of theirs (absent stream priorities). A copy that reaches the
+// queue while a GEMM filling the GPU is running therefore waits for the GEMM's last wave, however
+// short the copy is. Measured on an H200 (validate/copy_overlap_probe.py,
+// validate/results/h200-2026-11-26, call 17): a 1 MiB device-to-device copy of 14 us, issued 40
+// us into an 8192^3 GEMM of 1.4 ms, ends within 0.1 ms of the GEMM's end; a cudaMemcpyAsync and a
+// copy kernel alike.
+//
+// When a kernel reaches the queue: the host launches far ahead of the GPU, so a kernel is queued
+// behind its own stream's earlier kernels from the start, and reaches the GPU's choice when the
+// last of its waits on other streams (events) resolves: its arrival is the latest end of its
+// predecessors on other streams (0 when it has none). Measured in the same runs (calls 12 and 14,
+// one GPU, 4 chunks): each chunk's combine, released by its fc2 while the next chunk's fc1 (whose
+// dispatch ended long before) follows fc2 on the compute stream, waits for that fc1 (~190 us for
+// a 10 us copy); the forward's dispatches, queued on their stream before any GEMM was released,
+// do not wait.
+//
+// The engine applies the rule to the tasks the driver marks: kHoldsSms tasks (kernels that fill
+// the SMs: GEMMs and memory-bound kernels) and kQueuesBehind tasks (copies that run on the SMs:
+// device-to-device copies and the device-copy collectives of one GPU). A kQueuesBehind task that
+// can start while kHoldsSms tasks that arrived before it run on its device (or start at that
+// instant) begins to copy when those have all ended; it is issued, and holds its stream, from the
+// moment it could start. Approximations: it begins at the end of those kernels rather than in
+// their last wave (too late by at most one wave: under 0.1 ms in the measurement); kernels that
+// arrive later are not held back by it; equal arrivals do not wait.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/core/units.h"
+#include "sim/graph/task.h"
+
+namespace moesim {
+
+enum class KernelRole : std::uint8_t { kNone, kHoldsSms, kQueuesBehind };
+
+class KernelQueue {
+ public:
+  KernelQueue() = default;
+  // One role per task of the graph; `devices` the number of physical devices.
+  KernelQueue(std::vector<KernelRole> roles, int devices);
+
+  bool active() const { return !roles_.empty(); }
+  // A predecessor of `task` on another stream ended at `now`.
+  void cross_stream_dependency_met(TaskIndex task, TimeNs now);
+  // `task` (on `devices`) starts now: a kHoldsSms task holds the SMs of its devices until it ends.
+  void started(TaskIndex task, std::span<const int> devices);
+  // `task` (on `devices`) can start: true when it must wait for kernels that arrived before it and
+  // run there (those started at this instant included); they release it when the last one ends.
+  bool defer(TaskIndex task, std::span<const int> devices);
+  // Whether `task` was held back (and so was issued before it began).
+  bool waited(TaskIndex task) const { return waited_[task]; }
+  // `task` ended: appends the waiting tasks it was the last to hold back.
+  void ended(TaskIndex task, std::span<const int> devices, std::vector<TaskIndex>& released);
+
+ private:
+  std::vector<KernelRole> roles_;
+  std::vector<TimeNs> arrival_;                  // by task
+  std::vector<bool> waited_;                     // by task: it has been held back once
+  std::vector<std::vector<TaskIndex>> running_;  // kHoldsSms tasks running, by device
+  std::unordered_map<TaskIndex, std::vector<TaskIndex>> waiters_;  // by the kernel they wait for
+  std::unordered_map<TaskIndex, int> holders_left_;               // by waiting task
+};
+
+}  // namespace moesim
