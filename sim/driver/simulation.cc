@@ -1,5 +1,6 @@
 #include "sim/driver/simulation.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "sim/driver/model_registry.h"
@@ -44,6 +45,8 @@ std::vector<KernelRole> kernel_roles(const TaskGraph& graph, const ClusterSpec& 
       if (cluster.node.loopback || graph.group(c->group).size() == 1) roles[i] = KernelRole::kQueuesBehind;
     }
   }
+  // Nothing queues: no kernel needs to be followed (a training step across GPUs).
+  if (std::find(roles.begin(), roles.end(), KernelRole::kQueuesBehind) == roles.end()) roles.clear();
   return roles;
 }
 
@@ -103,7 +106,8 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
     for (int r = 0; r < graph.world_size(); ++r) device[static_cast<std::size_t>(r)] = cluster.device_of(r);
     engine.share_devices(std::move(device));
   }
-  engine.queue_kernels(kernel_roles(graph, cluster));
+  if (std::vector<KernelRole> roles = kernel_roles(graph, cluster); !roles.empty())
+    engine.queue_kernels(std::move(roles));
   const CostModelEntry& compute = compute_model_for(cluster, choice.compute);
   for (std::unique_ptr<ActivityModel>& model : compute.make_compute(graph, cluster)) engine.add_model(std::move(model));
   if (!compute.prices_collectives) engine.add_model(make_collective_model(graph, cluster, choice));

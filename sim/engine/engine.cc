@@ -132,7 +132,8 @@ class EngineRun {
     std::sort(ready_.begin(), ready_.end());
     if (kernels_.active()) {
       // Kernels starting now hold the SMs for the copies that can start now but arrived after them.
-      for (TaskIndex i : ready_) kernels_.started(i, devices_of(i));
+      for (TaskIndex i : ready_)
+        if (kernels_.involves(i)) kernels_.started(i, devices_of(i));
       hold_back_queued_kernels(now);
     }
     for (TaskIndex i : ready_) {
@@ -142,7 +143,7 @@ class EngineRun {
       }
     }
     for (TaskIndex i : ready_) {
-      if (!(kernels_.active() && kernels_.waited(i)))
+      if (!(kernels_.involves(i) && kernels_.waited(i)))
         for (EngineObserver* o : observers_) o->on_task_start(i, now);
       running_[i] = true;
       models_[model_of_[i]]->start(i, now, concurrency_);
@@ -157,7 +158,7 @@ class EngineRun {
   // only once released.
   void hold_back_queued_kernels(TimeNs now) {
     std::erase_if(ready_, [&](TaskIndex i) {
-      if (!kernels_.defer(i, devices_of(i))) return false;
+      if (!kernels_.involves(i) || !kernels_.defer(i, devices_of(i))) return false;
       for (EngineObserver* o : observers_) o->on_task_start(i, now);
       return true;
     });
@@ -214,7 +215,7 @@ class EngineRun {
       }
       for (EngineObserver* o : observers_) o->on_task_end(i, now);
       // Tasks that waited for this kernel start now (they were ready before: no second notice).
-      if (kernels_.active()) kernels_.ended(i, devices_of(i), ready_);
+      if (kernels_.involves(i)) kernels_.ended(i, devices_of(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
         MOESIM_CHECK(pending_[s] > 0, "successor counted twice");
         if (kernels_.active() && graph_.task(s).stream != graph_.task(i).stream)

@@ -46,6 +46,8 @@ class KernelQueue {
   KernelQueue(std::vector<KernelRole> roles, int devices);
 
   bool active() const { return !roles_.empty(); }
+  // Whether `task` takes part (holds the SMs or queues behind them).
+  bool involves(TaskIndex task) const { return active() && roles_[task] != KernelRole::kNone; }
   // A predecessor of `task` on another stream ended at `now`.
   void cross_stream_dependency_met(TaskIndex task, TimeNs now);
   // `task` (on `devices`) starts now: a kHoldsSms task holds the SMs of its devices until it ends.
