@@ -94,9 +94,32 @@ void HostCopyModel::begin_moving(TaskIndex task, TimeNs now) {
   moving_.add(task, round_duration_ns(static_cast<double>(work.bytes) / own, work.bytes > 0), now, 1.0);
 }
 
+double HostCopyModel::alone_rate(TaskIndex task) const {
+  const Copy& c = copies_.at(task);
+  std::vector<std::pair<HostLinks::Link, double>> crossed{{c.own, 1.0}};
+  for (const WeightedLink& w : shared_.at(graph_.task(task).rank)[static_cast<std::size_t>(c.dir)])
+    crossed.emplace_back(w.link, w.weight);
+  std::stable_sort(crossed.begin(), crossed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double rate = kUnlimitedRate;
+  for (std::size_t i = 0; i < crossed.size();) {
+    const HostLinks::Link link = crossed[i].first;
+    double weight = 0;
+    for (; i < crossed.size() && crossed[i].first == link; ++i) weight += crossed[i].second;
+    const double capacity = link == c.own ? links_->capacity(link) * c.factor : links_->capacity(link);
+    if (weight > 1e-12) rate = std::min(rate, capacity / weight);
+  }
+  return std::max(rate, 0.0);
+}
+
 void HostCopyModel::share_links(TimeNs now) {
   const std::vector<TaskIndex> tasks = moving_.running();
   if (tasks.empty()) return;
+  if (tasks.size() == 1) {  // nothing to share: no solver (most host copies of a step move alone)
+    const double rate = alone_rate(tasks.front());
+    MOESIM_CHECK(rate > 0.0 && rate < kUnlimitedRate, "a host copy got no finite positive rate");
+    moving_.set_rate(tasks.front(), std::min(1.0, rate / links_->capacity(copies_.at(tasks.front()).own)), now);
+    return;
+  }
   // The links the moving copies cross, numbered densely for the solver. A GPU's own link runs at
   // its interference factor: its DMA engines slow down, the links behind it do not.
   std::map<HostLinks::Link, std::size_t> index;

@@ -83,6 +83,9 @@ class HostCopyModel final : public ActivityModel {
   void engage(TaskIndex task, TimeNs now);
   void begin_moving(TaskIndex task, TimeNs now);
   void share_links(TimeNs now);
+  // The max-min rate of a copy moving alone (bytes per ns): the lowest capacity / weight over the
+  // links it crosses, the weights of a link crossed twice summed in order, as the solver does.
+  double alone_rate(TaskIndex task) const;
   double factor_of(const Task& task, const Concurrency& concurrency) const;
 
   const TaskGraph& graph_;
