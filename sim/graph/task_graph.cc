@@ -135,23 +135,25 @@ TaskIndex TaskGraph::add_task(Task task) {
     throw InputError("task '" + task.id + "' is on rank " + std::to_string(task.rank) +
                      ", which this graph does not simulate");
   }
-  if (by_id_.count({key_rank, task.id}) != 0) {
+  const std::size_t id_key = id_hash(key_rank, task.id);
+  if (find_hashed(id_key, task.id, key_rank)) {
     throw InputError("duplicate task id '" + task.id + "'" +
                      (key_rank >= 0 ? " on rank " + std::to_string(key_rank) : std::string()));
   }
   check_buffer_uses(task);
   for (BufferId id : task.allocates) ++buffer_alloc_count_[id];
   for (BufferId id : task.frees) ++buffer_free_count_[id];
-  const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(task, graph_));
-  by_id_.emplace(std::make_pair(key_rank, graph_[index].id), index);
+  const StreamClass stream = task.stream;
+  const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(std::move(task), graph_));
+  by_id_.emplace(id_key, index);
 
   const std::vector<int> ranks = ranks_of(index);
   if (ranks.empty()) {
-    throw InputError("collective '" + task.id + "' has no member among the simulated ranks");
+    throw InputError("collective '" + graph_[index].id + "' has no member among the simulated ranks");
   }
   for (int r : ranks) {
-    auto& seq = streams_[{r, static_cast<int>(task.stream)}];
-    if (!seq.empty() && is_ordered_stream(task.stream)) add_dependency(seq.back(), index, DepKind::kStream);
+    auto& seq = streams_[{r, static_cast<int>(stream)}];
+    if (!seq.empty() && is_ordered_stream(stream)) add_dependency(seq.back(), index, DepKind::kStream);
     seq.push_back(index);
   }
   return index;
@@ -200,9 +202,16 @@ std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> TaskGraph::edges() const 
 }
 
 std::optional<TaskIndex> TaskGraph::find(std::string_view id, int rank) const {
-  auto it = by_id_.find(std::make_pair(rank, std::string(id)));
-  if (it == by_id_.end()) return std::nullopt;
-  return it->second;
+  return find_hashed(id_hash(rank, id), id, rank);
+}
+
+std::optional<TaskIndex> TaskGraph::find_hashed(std::size_t hash, std::string_view id, int rank) const {
+  const auto [first, last] = by_id_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    const Task& t = graph_[it->second];
+    if (t.rank == rank && t.id == id) return it->second;
+  }
+  return std::nullopt;
 }
 
 const std::vector<TaskIndex>& TaskGraph::stream_tasks(int rank, StreamClass stream) const {
