@@ -142,7 +142,7 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
       "the --ep ranks are virtual ranks sharing one GPU of the hardware, as `moesim run --loopback` runs "
       "them (shared compute, all-to-all as device copies; every rank simulated)");
   add_cluster_size_flags(app, a.gpus, a.nodes)->excludes(loopback);
-  app->add_option("--seed", a.seed, "random seed (recorded in the report)")
+  app->add_option("--seed", a.seed, "random seed: places zipf routing's hot experts (recorded in the report)")
       ->transform(whole(0, kMaxSeed))->capture_default_str();
   app->add_option("--strategy", a.strategy, "memory-reuse strategy: none|s1|s2|s3|s4 (MPipeMoE)")
       ->capture_default_str();
@@ -158,7 +158,8 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
                 "do not count gate scores and indices kept for backward (the papers' accounting)");
   app->add_option("--routing", a.routing,
                   "token routing: uniform (balanced, padded to capacity) | zipf:<s> | matrix:<csv file>; "
-                  "other than uniform, every rank is simulated with its own rows")
+                  "other than uniform, every rank is simulated with its own rows (--global-batch: the MoE layers "
+                  "compute the most loaded expert-parallel rank's rows, all-to-allv between)")
       ->capture_default_str();
 }
 

@@ -13,6 +13,7 @@
 #include "sim/cli/mpi_world.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
+#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
 #include "sim/search/planner.h"
@@ -88,11 +89,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   req.run.slots = a.slots;
   req.run.chunk_alignment = a.chunk_alignment;
   req.run.count_routing_data = !a.no_routing_data;
-  try {
-    req.run.routing = parse_routing_spec(a.routing, SourceLocation{});
-  } catch (const InputError& e) {
-    throw InputError("--routing: " + e.rule());
-  }
+  req.run.routing = parse_routing_flag(a.routing);
   req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
   req.run.network = parse_network_flag(a.network);
   req.run.compute = parse_compute_flag(a.compute);

@@ -12,6 +12,7 @@
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
+#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/driver/footprint.h"
 #include "sim/driver/simulation.h"
@@ -132,11 +133,7 @@ RunSpec to_run_spec(const StepArgs& a) {
     throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +
                      join(all_to_all_algorithm_names()));
   run.all_to_all = *a2a;
-  try {
-    run.routing = parse_routing_spec(a.routing, SourceLocation{});
-  } catch (const InputError& e) {
-    throw InputError("--routing: " + e.rule());
-  }
+  run.routing = parse_routing_flag(a.routing);
   return run;
 }
 

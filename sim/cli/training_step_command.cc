@@ -10,6 +10,7 @@
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
+#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/report/report.h"
 #include "sim/report/timeline.h"
@@ -79,6 +80,8 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.zero_stage = a.layout.zero_stage;
   spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
   spec.moe_chunks = a.chunks;
+  spec.routing = parse_routing_flag(a.routing);
+  spec.seed = a.seed;
   return spec;
 }
 
@@ -118,9 +121,8 @@ const std::vector<std::string>& training_step_only_flags() {
 const std::vector<std::string>& layer_only_flags() {
   static const std::vector<std::string> flags{
       "--run",      "--tokens",   "--chunk-align", "--order",      "--no-dtd",
-      "--grad-sync", "--checkpoint", "--layers", "--all-ranks",   "--loopback",   "--seed",
-      "--strategy", "--slots",    "--optimizer", "--a2a",         "--no-routing-data", "--routing",
-      "--calibration"};
+      "--grad-sync", "--checkpoint", "--layers", "--all-ranks",   "--loopback",
+      "--strategy", "--slots",    "--optimizer", "--a2a",         "--no-routing-data", "--calibration"};
   return flags;
 }
 

@@ -147,7 +147,11 @@ void read_moe_layer(const YamlMap& m, ModelSpec& model) {
     top_k.fail("top_k = " + std::to_string(model.top_k) + " must be in [1, num_experts = " +
                std::to_string(model.num_experts) + "]");
   }
-  model.capacity_factor = m.require("capacity_factor").as_double(0, 1024, true);
+  // Absent: a dropless model (ModelSpec::dropless), whose balanced layout is f = 1.
+  if (auto f = m.get("capacity_factor"))
+    model.capacity_factor = f->as_double(0, 1024, true);
+  else
+    model.dropless = true;
   if (auto s = m.get("shared_experts")) {
     const YamlMap se = s->as_map({"count", "d_ffn"});
     model.shared_experts.count = static_cast<int>(se.require("count").as_int(0, 1024));

@@ -36,6 +36,10 @@ struct ModelSpec {
   int num_experts = 0;            // E
   int top_k = 1;                  // k
   double capacity_factor = 1.0;   // f
+  // The model file gives no capacity_factor: no token is ever dropped (Megatron-Core's
+  // moe_expert_capacity_factor None). Balanced layouts use f = 1 (every expert gets its even
+  // share); an imbalanced routing in the training step keeps every routed row (sim/step/moe_routing.h).
+  bool dropless = false;
   DType dtype = DType::kFp32;     // storage type of activations and parameters
   DType gemm_dtype = DType::kFp32;  // math mode of GEMMs (tf32 on fp32 storage, as PyTorch 1.7-1.11)
   Activation activation = Activation::kGelu;

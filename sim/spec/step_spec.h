@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/schedule/pipeline_schedule.h"
+#include "sim/spec/routing_spec.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -77,6 +78,11 @@ struct StepSpec {
   // MoE sub-stage pipelining (--chunks): each microbatch's dispatch, experts and combine in this
   // many chunks of its rows (sim/step/moe_mlp.h); 1 runs them whole.
   int moe_chunks = 1;
+  // How the routers spread tokens over the experts (--routing): uniform, or a routing plan whose
+  // most loaded expert-parallel rank the MoE layers wait for (sim/step/moe_routing.h); `seed`
+  // (--seed) places zipf's hot experts.
+  RoutingSpec routing;
+  std::uint64_t seed = 1;
 
   PipelineSchedule effective_schedule() const {
     return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);

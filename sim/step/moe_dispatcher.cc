@@ -43,9 +43,14 @@ std::optional<TaskIndex> MoeDispatcher::routing_metadata(Chain& chain, int layer
 
 void MoeDispatcher::probs_all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
                                      const std::string& prefix, const ChunkRows& rows) {
-  e_.group_collective(chain, name(layer, pass, prefix + what + ".probs" + rows.suffix, prefix.empty() ? "a2a" : "recompute"),
-                      to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine, CollectiveOp::kAllToAll,
-                      e_.shape().expert_group(chain.stage), rows.rows * e_.shape().element_bytes);
+  const TaskName task = name(layer, pass, prefix + what + ".probs" + rows.suffix, prefix.empty() ? "a2a" : "recompute");
+  const StreamClass stream = to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine;
+  if (rows.traffic) {
+    e_.all_to_allv(chain, task, stream, e_.shape().expert_group(chain.stage), rows.traffic, !to_experts);
+    return;
+  }
+  e_.group_collective(chain, task, stream, CollectiveOp::kAllToAll, e_.shape().expert_group(chain.stage),
+                      rows.rows * e_.shape().element_bytes);
 }
 
 void MoeDispatcher::sort_chunks(Chain& chain, int layer, Pass pass, const std::string& what, bool probs,

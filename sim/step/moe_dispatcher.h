@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ struct MoeDims;
 struct ChunkRows {
   std::int64_t rows = 0;
   std::string suffix;
+  // Under an imbalanced routing, the chunk's probabilities' traffic (an all-to-allv); null: uniform.
+  std::shared_ptr<const TrafficMatrix> traffic = nullptr;
 };
 
 class MoeDispatcher {

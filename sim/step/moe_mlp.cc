@@ -33,6 +33,23 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks) {
   return d;
 }
 
+MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
+  MoeDims d = moe_dims(model, shape, spec.moe_chunks);
+  MoeRoutingShape routing;
+  routing.ep = shape.layout.ep;
+  routing.experts = d.experts;
+  routing.top_k = d.top_k;
+  routing.tokens = d.tokens;
+  routing.capacity = d.capacity;
+  routing.dropless = model.dropless;
+  routing.chunks = d.chunks;
+  routing.element_bytes = shape.element_bytes;
+  routing.row_bytes = d.hidden * shape.element_bytes;
+  if (std::optional<MoeRouting> plan = make_moe_routing(spec.routing, routing, spec.seed))
+    d.routing = std::make_shared<const MoeRouting>(std::move(*plan));
+  return d;
+}
+
 void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks) {
   if (chunks < 1) throw InputError("--chunks " + std::to_string(chunks) + " must be at least 1");
   if (chunks == 1) return;
@@ -48,12 +65,42 @@ void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks
 
 std::int64_t MoeDims::chunk_capacity(int c) const { return c == kWhole ? capacity : chunk_share(capacity, c, chunks); }
 
+namespace {
+// A routed rank's rows of chunk c, or of every chunk (kWhole).
+std::int64_t routed_rows(const std::vector<std::int64_t>& per_chunk, int c) {
+  if (c != MoeDims::kWhole) return per_chunk.at(static_cast<std::size_t>(c));
+  std::int64_t total = 0;
+  for (std::int64_t rows : per_chunk) total += rows;
+  return total;
+}
+}  // namespace
+
+std::int64_t MoeDims::rows_sent(int c) const {
+  if (routing) return routed_rows(routing->sent, c);
+  return static_cast<std::int64_t>(experts) * chunk_capacity(c);
+}
+
+std::int64_t MoeDims::rows_per_local_expert(int ep, int c) const {
+  // Routed: as the MoE-layer simulation's grouped GEMMs (Emitter::expert_rows), rounded up.
+  if (routing) return (local_rows(ep, c) + local_experts - 1) / local_experts;
+  return static_cast<std::int64_t>(ep) * gathered * chunk_capacity(c);
+}
+
+std::int64_t MoeDims::local_rows(int ep, int c) const {
+  if (routing) return routed_rows(routing->received, c) * gathered;
+  return local_experts * rows_per_local_expert(ep, c);
+}
+
 std::optional<TaskIndex> MoeMlp::all_to_all(const Chain& chain, int layer, Pass pass, const std::string& what,
                                             bool to_experts, const std::string& prefix, int c) {
   Chain own = chain;
-  return e_.group_collective(own, name(layer, pass, prefix + what + suffix(c), prefix.empty() ? "a2a" : "recompute"),
-                             to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine,
-                             CollectiveOp::kAllToAll, e_.shape().expert_group(chain.stage),
+  const TaskName task = name(layer, pass, prefix + what + suffix(c), prefix.empty() ? "a2a" : "recompute");
+  const StreamClass stream = to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine;
+  const std::vector<int> group = e_.shape().expert_group(chain.stage);
+  if (d_.routing)  // the combine direction sends the rows back: the transpose
+    return e_.all_to_allv(own, task, stream, group, d_.routing->rows_traffic.at(static_cast<std::size_t>(c)),
+                          !to_experts);
+  return e_.group_collective(own, task, stream, CollectiveOp::kAllToAll, group,
                              d_.rows_sent(c) * d_.hidden * e_.shape().element_bytes);
 }
 

@@ -11,7 +11,8 @@
 // (Megatron-Core's shared-expert overlap); their partial sums join the same reduction.
 //
 // Uniform routing: every source rank sends C = floor(k f N / E) rows to every expert (f the
-// capacity factor; dropless models have f = 1), so every local expert gets ep x C rows.
+// capacity factor; dropless models have f = 1), so every local expert gets ep x C rows. Any other
+// --routing: the rows of a routing plan's most loaded rank, and all-to-allv (moe_routing.h).
 //
 // Sub-stage pipelining (--chunks n, PipeMoE/MPipeMoE, as sim/build's MoE layer runs it): each
 // microbatch's dispatch, experts and combine are cut into n chunks along the rows, C split as
@@ -40,12 +41,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/spec/model_spec.h"
 #include "sim/step/moe_dispatcher.h"
+#include "sim/step/moe_routing.h"
 #include "sim/step/step_emitter.h"
 #include "sim/step/transformer_layer.h"
 
@@ -66,21 +69,28 @@ struct MoeDims {
   std::int64_t shared_ffn = 0;      // shared experts' activation width per rank (count x d_ffn / tp); 0 = none
   std::int64_t shared_fc1_out = 0;
   int chunks = 1;                   // n: the sub-stage pipelining's chunks (StepSpec::moe_chunks)
+  // An imbalanced routing (moe_routing.h): the rows of the group's most loaded rank; null: uniform.
+  std::shared_ptr<const MoeRouting> routing;
 
   // kWhole: the microbatch's rows, all chunks together.
   static constexpr int kWhole = -1;
   // Rows per (source rank, expert) in chunk c: floor(C/n), one more for the first C mod n chunks.
   std::int64_t chunk_capacity(int c = kWhole) const;
-  std::int64_t rows_sent(int c = kWhole) const { return static_cast<std::int64_t>(experts) * chunk_capacity(c); }
-  // A local expert's rows: from each of the ep ranks, gathered over etp when folded.
-  std::int64_t rows_per_local_expert(int ep, int c = kWhole) const {
-    return static_cast<std::int64_t>(ep) * gathered * chunk_capacity(c);
-  }
-  std::int64_t local_rows(int ep, int c = kWhole) const { return local_experts * rows_per_local_expert(ep, c); }
+  // Rows the rank sends (uniform: C to each of the E experts).
+  std::int64_t rows_sent(int c = kWhole) const;
+  // A local expert's rows: from each of the ep ranks, gathered over etp when folded (routed: the
+  // rank's rows spread evenly over its local experts, rounded up).
+  std::int64_t rows_per_local_expert(int ep, int c = kWhole) const;
+  // The local experts' rows together.
+  std::int64_t local_rows(int ep, int c = kWhole) const;
 };
 
 // `chunks`: StepSpec::moe_chunks, checked by check_moe_chunks.
 MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks = 1);
+
+// moe_dims with the step's --chunks and its routing (StepSpec::routing): the plan is made once, for
+// every MoE layer of the step. Throws InputError naming --routing for a matrix that does not fit.
+MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
 
 // --chunks n: at least 1, and for n > 1 a model with MoE layers whose capacity C (rows per source
 // rank and expert in a microbatch) is at least n, so that no chunk is empty. Throws InputError
@@ -116,9 +126,12 @@ class MoeMlp {
   std::vector<std::optional<TaskIndex>> to_experts(const Chain& chain, int layer, Pass pass, const std::string& what,
                                                    const std::string& prefix, std::optional<TaskIndex> host_wait);
   // Chunk c's rows sent (the probabilities' all-to-all) and id suffix.
-  ChunkRows rows_of(int c) const { return {d_.rows_sent(c), suffix(c)}; }
-  // Chunk c's rows the local experts hold (gathered over etp when folded: the dispatcher's sorts).
-  ChunkRows gathered_rows_of(int c) const { return {d_.rows_sent(c) * d_.gathered, suffix(c)}; }
+  ChunkRows rows_of(int c) const {
+    return {d_.rows_sent(c), suffix(c), d_.routing ? d_.routing->probs_traffic.at(static_cast<std::size_t>(c)) : nullptr};
+  }
+  // Chunk c's rows the local experts hold (gathered over etp when folded: the dispatcher's sorts;
+  // uniform: E x C x etp, what every rank sends).
+  ChunkRows gathered_rows_of(int c) const { return {d_.local_rows(e_.shape().layout.ep, c), suffix(c)}; }
   // The chain's last task (the un-permutation, which reads every chunk's rows) after each chunk's
   // all-to-all back (`back`; the chain went on from the last of them).
   void after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back);

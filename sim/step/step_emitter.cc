@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "sim/core/error.h"
+
 namespace moesim {
 
 std::string StepEmitter::id_of(const Chain& chain, const TaskName& name) const {
@@ -86,14 +88,29 @@ TaskIndex StepEmitter::sends(Chain& chain, const TaskName& name, StreamClass str
   traffic->size = size;
   traffic->row_bytes = bytes;
   traffic->rows = std::move(rows);
+  return all_to_allv_task(chain, name, stream, group, std::move(traffic), false, Op::kSendRecv);
+}
+
+std::optional<TaskIndex> StepEmitter::all_to_allv(Chain& chain, const TaskName& name, StreamClass stream,
+                                                  const std::vector<int>& group,
+                                                  std::shared_ptr<const TrafficMatrix> traffic, bool transposed) {
+  if (group.size() <= 1) return chain.last;
+  MOESIM_CHECK(traffic && traffic->size == static_cast<int>(group.size()), "all-to-allv traffic of another group");
+  return all_to_allv_task(chain, name, stream, group, std::move(traffic), transposed, Op::kAllToAllV);
+}
+
+TaskIndex StepEmitter::all_to_allv_task(Chain& chain, const TaskName& name, StreamClass stream,
+                                        const std::vector<int>& group, std::shared_ptr<const TrafficMatrix> traffic,
+                                        bool transposed, Op op) {
   Task t;
   t.id = id_of(chain, name);
   t.rank = -1;
   t.stream = stream;
   CollectiveWork w(CollectiveOp::kAllToAll, g_.add_group(group), 0);
   w.traffic = std::move(traffic);
+  w.transposed = transposed;
   t.work = std::move(w);
-  t.op = Op::kSendRecv;
+  t.op = op;
   t.layer = name.layer;
   t.pass = name.pass;
   t.stage = name.stage;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,6 +64,12 @@ class StepEmitter {
   // sends `bytes` to member pairs[i].second (positions in the sorted group).
   TaskIndex sends(Chain& chain, const TaskName& name, StreamClass stream, const std::vector<int>& group,
                   const std::vector<std::pair<int, int>>& pairs, std::int64_t bytes);
+  // An all-to-allv over `group` (members sorted) of `traffic`, whose rows index the members'
+  // positions (`transposed`: each pair's rows sent the other way, a combine's). Returns the
+  // chain's last task unchanged, emitting nothing, when the group has one member.
+  std::optional<TaskIndex> all_to_allv(Chain& chain, const TaskName& name, StreamClass stream,
+                                       const std::vector<int>& group, std::shared_ptr<const TrafficMatrix> traffic,
+                                       bool transposed);
   // A buffer on a stage's rank, allocated and freed by the tasks whose TaskName lists it.
   BufferId buffer(int stage, const std::string& name, std::int64_t bytes, MemoryCategory category,
                   bool resident = false);
@@ -94,6 +101,8 @@ class StepEmitter {
  private:
   std::string id_of(const Chain& chain, const TaskName& name) const;
   TaskIndex append(Chain& chain, Task task, bool side);
+  TaskIndex all_to_allv_task(Chain& chain, const TaskName& name, StreamClass stream, const std::vector<int>& group,
+                             std::shared_ptr<const TrafficMatrix> traffic, bool transposed, Op op);
 
   TaskGraph& g_;
   const StepShape& shape_;

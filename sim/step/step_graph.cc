@@ -36,7 +36,7 @@ class StepBuilder {
         out_(out),
         emitter_(out.graph, out.shape),
         dims_(transformer_dims(model, out.shape, spec)),
-        moe_dims_(model.has_moe_layers() ? moe_dims(model, out.shape, spec.moe_chunks) : MoeDims{}),
+        moe_dims_(model.has_moe_layers() ? step_moe_dims(model, out.shape, spec) : MoeDims{}),
         moe_(emitter_, moe_dims_),
         layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
@@ -55,6 +55,7 @@ class StepBuilder {
   }
 
   void build();
+  std::shared_ptr<const MoeRouting> routing() const { return moe_dims_.routing; }
 
  private:
   const StepShape& shape() const { return out_.shape; }
@@ -576,9 +577,10 @@ StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, c
                      std::string(to_string(spec.recompute)) +
                      ": the weight-gradient pass needs the activations recomputation re-creates for the input "
                      "gradient pass; use --recompute none");
-  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}};
+  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}, {}};
   StepBuilder builder(model, spec, out);
   builder.build();
+  out.routing = builder.routing();
   return out;
 }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sim/graph/task_graph.h"
@@ -24,6 +25,7 @@
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/step_spec.h"
+#include "sim/step/moe_routing.h"
 #include "sim/step/step_shape.h"
 
 namespace moesim {
@@ -44,6 +46,7 @@ struct StepGraph {
   TaskGraph graph;
   std::vector<std::int64_t> model_state_bytes;  // per stage, per GPU
   std::vector<PassSpan> passes;                 // in emission order
+  std::shared_ptr<const MoeRouting> routing;    // the MoE layers' routing plan (--routing); null: uniform
 };
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);

@@ -40,6 +40,34 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   return j;
 }
 
+// An imbalanced routing's plan: its spelling, seed and imbalance, and the rows the most loaded
+// expert-parallel rank (whose rows the stages compute) receives per microbatch and MoE layer.
+Json routing_json(const MoeRouting& routing, const StepSpec& spec) {
+  const RoutingStats& st = routing.stats;
+  Json j;
+  j["routing"] = st.routing;
+  j["seed"] = spec.seed;
+  j["simulated_ep_rank"] = routing.rank;
+  j["rows_received"] = routing.total_received();
+  j["rank_imbalance"] = st.rank_imbalance;
+  j["expert_imbalance"] = st.expert_imbalance;
+  j["busiest_expert"] = st.busiest_expert;
+  j["dropped_fraction"] = st.dropped_fraction();
+  return j;
+}
+
+std::string routing_line(const MoeRouting& routing, const StepSpec& spec) {
+  const RoutingStats& st = routing.stats;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                " (seed %llu): MoE layers compute expert-parallel rank %d's %lld rows per microbatch, %.2fx the "
+                "mean rank's; busiest expert %.2fx the mean; %.1f%% of choices dropped\n",
+                static_cast<unsigned long long>(spec.seed), routing.rank,
+                static_cast<long long>(routing.total_received()), st.rank_imbalance, st.expert_imbalance,
+                100 * st.dropped_fraction());
+  return "routing: " + st.routing + buf;
+}
+
 }  // namespace
 
 std::string step_report_json(const StepReport& r, const ModelSpec& model, const ClusterSpec& cluster,
@@ -49,6 +77,7 @@ std::string step_report_json(const StepReport& r, const ModelSpec& model, const 
   j["model"] = model.name;
   j["hardware"] = cluster.name;
   j["layout"] = layout_json(r, spec);
+  if (r.routing) j["routing"] = routing_json(*r.routing, spec);
   j["step_time_s"] = seconds(r.step_ns);
   j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
   j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
@@ -95,7 +124,9 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
       << " microbatches of " << r.shape.micro_batch << " x " << r.shape.seq << " tokens; recompute "
       << to_string(spec.recompute) << (spec.sequence_parallel ? ", sequence parallel" : "") << ", attention "
       << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs, ZeRO " << spec.zero_stage
-      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string()) << "\n\n";
+      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string()) << "\n";
+  if (r.routing) out << routing_line(*r.routing, spec);
+  out << "\n";
   std::snprintf(buf, sizeof buf,
                 "step time            %10.3f s\ntokens/s per GPU     %10.1f\nmodel TFLOP/s per GPU %9.1f  "
                 "(MFU %.1f%%, Megatron-LM's FLOPs formula)\nbubble fraction      %10.3f\n",

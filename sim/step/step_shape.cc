@@ -157,6 +157,9 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.storage_dtype = model.dtype;
   shape.element_bytes = model.element_bytes();
   check_moe_chunks(model, shape, spec.moe_chunks);
+  require(spec.routing.balanced() || model.has_moe_layers(),
+          "--routing " + spec.routing.to_string() + " spreads tokens over experts; " + model.name +
+              " has no MoE layer");
   return shape;
 }
 

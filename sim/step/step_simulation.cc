@@ -74,6 +74,7 @@ SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& 
   rep.shape = graph.shape;
   rep.step_ns = run.trace.makespan_ns();
   rep.tasks = graph.graph.num_tasks();
+  rep.routing = graph.routing;
   const double step_s = static_cast<double>(rep.step_ns) * 1e-9;
   const double gpus = rep.shape.layout.gpus;
   const double tokens = static_cast<double>(rep.shape.global_batch) * static_cast<double>(rep.shape.seq);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct StepReport {
   bool fits = false;
   std::vector<StageReport> stages;
   std::size_t tasks = 0;
+  std::shared_ptr<const MoeRouting> routing;  // an imbalanced routing's plan (StepGraph::routing)
 };
 
 struct SimulatedStep {

@@ -94,6 +94,17 @@ TEST(ModelLoaderTest, ValidFileLoadsWithDefaults) {
   EXPECT_EQ(m.origin.line, 1);
 }
 
+// A model without capacity_factor is dropless: f = 1 for the balanced layout, no cap on routed rows.
+TEST(ModelLoaderTest, NoCapacityFactorMeansDropless) {
+  TempFiles t;
+  const ModelSpec capped = load_model_spec(t.write("m.yaml", replaced(kModel, "capacity_factor: 1.0", "capacity_factor: 1.25")));
+  EXPECT_FALSE(capped.dropless);
+  EXPECT_DOUBLE_EQ(capped.capacity_factor, 1.25);
+  const ModelSpec dropless = load_model_spec(t.write("d.yaml", replaced(kModel, "capacity_factor: 1.0\n", "")));
+  EXPECT_TRUE(dropless.dropless);
+  EXPECT_DOUBLE_EQ(dropless.capacity_factor, 1.0);
+}
+
 TEST(ModelLoaderTest, SyntaxError) {
   TempFiles t;
   const std::string msg = model_error(t, replaced(kModel, "d_ffn: 3072", "d_ffn: [3072"));
