@@ -31,7 +31,7 @@
 // required; data_parallel (checked against gpus / (tp x cp x pp)), micro_batch_size, virtual_stages or
 // layers_per_virtual_stage, expert_parallel, expert_tensor_parallel (Megatron-Core's
 // --expert-tensor-parallel-size; without it the mapping's, else tp), context_parallel, precision (bf16, or fp8, fp8-cs,
-// fp8-blockwise: every FP8 recipe is moesim's fp8 GEMMs; case-insensitive; an empty cell is a
+// fp8-blockwise: every FP8 recipe is moesim's fp8 GEMMs with current scaling; case-insensitive; an empty cell is a
 // row that cannot be simulated, no column a 16-bit run), part_layers (the layers
 // of each of the pp x vpp model parts, space-separated, for an uneven split), sequence_parallel
 // (yes/no), recompute (none/selective/full),

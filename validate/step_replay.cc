@@ -73,8 +73,13 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   // dropout and the product with V as separate kernels and kept the s x s tensors for backward.
   spec.attention = d.attention;
   // fp16 or bf16 runs: both are 16-bit tensor-core math at the same peak on A100 and H100. FP8
-  // runs (every recipe: current scaling, blockwise) are moesim's fp8 GEMMs.
+  // runs are moesim's fp8 GEMMs with current scaling: FP8-CS is, and so is the Megatron-Bridge
+  // 26.02 tables' "FP8" on H100, whose rows' presets in Bridge's scripts/performance/configs are
+  // the FP8_CS ones (LLAMA3_70B_PRETRAIN_CONFIG_H100_FP8_CS_V2, QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_
+  // FP8_CS_V1; there is no delayed-scaling H100 preset). fp8-blockwise (scales per 1x128 and
+  // 128x128 block, computed in the cast kernel) is not modelled: run as current scaling.
   spec.gemm_precision = row.fp8 ? DType::kFp8 : DType::kBf16;
+  spec.fp8_recipe = Fp8Recipe::kCurrent;
   spec.overlap_grad_reduce = mapping.overlap_grad_reduce;
   return spec;
 }

@@ -187,6 +187,9 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
   app->add_option("--recompute", s.recompute, "activation recomputation (whole step): none|selective|full");
   app->add_flag("--sequence-parallel", s.sequence_parallel, "Megatron's sequence parallelism (whole step, --tp > 1)");
   app->add_option("--precision", s.precision, "GEMM precision (whole step): bf16 (the model's own math) | fp8");
+  app->add_option("--fp8-recipe", s.fp8_recipe,
+                  "FP8 scaling recipe (whole step, --precision fp8): current (default; per-tensor current scaling, "
+                  "FP8-CS) | delayed (amax history)");
   app->add_option("--attention", s.attention,
                   "attention kernel (whole step): flash | unfused (Megatron-LM 2021-22: s x s scores, softmax, dropout)");
   app->add_flag("--no-overlap-grad-reduce", s.no_overlap_grad_reduce,

@@ -77,6 +77,11 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   if (s.precision != "bf16" && s.precision != "fp8")
     throw InputError("--precision '" + s.precision + "' is not one of: bf16, fp8");
   spec.gemm_precision = s.precision == "fp8" ? DType::kFp8 : DType::kBf16;
+  if (!s.fp8_recipe.empty()) {
+    if (spec.gemm_precision != DType::kFp8)
+      throw InputError("--fp8-recipe '" + s.fp8_recipe + "' needs --precision fp8 (bf16 GEMMs have no scaling recipe)");
+    spec.fp8_recipe = parse_flag("--fp8-recipe", s.fp8_recipe, parse_fp8_recipe(s.fp8_recipe), fp8_recipe_names());
+  }
   spec.zero_stage = a.layout.zero_stage;
   spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
   spec.moe_chunks = a.chunks;
@@ -113,7 +118,7 @@ const std::vector<std::string>& training_step_only_flags() {
   static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
                                               "--cp",          "--etp",       "--schedule",  "--recompute",
                                               "--sequence-parallel",
-                                              "--precision",   "--attention", "--no-overlap-grad-reduce",
+                                              "--precision",   "--fp8-recipe", "--attention", "--no-overlap-grad-reduce",
                                               "--part-layers", "--html"};
   return flags;
 }

@@ -24,6 +24,7 @@ struct TrainingStepArgs {
   std::string recompute = "none";
   bool sequence_parallel = false;
   std::string precision = "bf16";
+  std::string fp8_recipe;  // empty: current scaling
   std::string attention = "flash";
   bool no_overlap_grad_reduce = false;
 };

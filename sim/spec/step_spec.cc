@@ -9,6 +9,7 @@ constexpr EnumNames<Recompute, 3> kRecompute{
     {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
 constexpr EnumNames<AttentionKernel, 2> kAttentionKernels{
     {{AttentionKernel::kFlash, "flash"}, {AttentionKernel::kUnfused, "unfused"}}};
+constexpr EnumNames<Fp8Recipe, 2> kFp8Recipes{{{Fp8Recipe::kCurrent, "current"}, {Fp8Recipe::kDelayed, "delayed"}}};
 
 }  // namespace
 
@@ -19,5 +20,9 @@ std::vector<std::string> recompute_names() { return names_of(kRecompute); }
 std::string_view to_string(AttentionKernel a) { return name_of(kAttentionKernels, a); }
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) { return parse_from(kAttentionKernels, s); }
 std::vector<std::string> attention_kernel_names() { return names_of(kAttentionKernels); }
+
+std::string_view to_string(Fp8Recipe r) { return name_of(kFp8Recipes, r); }
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_from(kFp8Recipes, s); }
+std::vector<std::string> fp8_recipe_names() { return names_of(kFp8Recipes); }
 
 }  // namespace moesim

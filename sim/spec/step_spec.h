@@ -33,6 +33,16 @@ std::string_view to_string(AttentionKernel a);
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view s);
 std::vector<std::string> attention_kernel_names();
 
+// FP8's scaling recipe (--fp8-recipe; Transformer Engine's per-tensor FP8 recipes, as Megatron-Core
+// runs them): current scaling (Float8CurrentScaling, Megatron-Bridge's "FP8-CS") computes each
+// tensor's absolute maximum (amax) just before its cast; delayed scaling (DelayedScaling) casts
+// with a scale from an amax history and updates the histories after every forward and backward
+// of a model chunk. sim/step/fp8_scaling.h emits what each does.
+enum class Fp8Recipe { kCurrent, kDelayed };
+std::string_view to_string(Fp8Recipe r);
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s);
+std::vector<std::string> fp8_recipe_names();
+
 // The parallel layout of a step over G GPUs, Megatron-Core's rank order tp-cp-ep-dp-pp (tensor
 // fastest): G = tp x cp x dp x pp, where dp is the data-parallel size of the dense blocks. The MoE
 // layers have their own layout over the same ranks of a stage (Megatron-Core's expert rank
@@ -70,6 +80,7 @@ struct StepSpec {
   bool sequence_parallel = false;
   AttentionKernel attention = AttentionKernel::kFlash;
   DType gemm_precision = DType::kBf16;  // bf16 or fp8 (the GEMMs' math; tensors stay in the model's dtype)
+  Fp8Recipe fp8_recipe = Fp8Recipe::kCurrent;  // with fp8: the scaling recipe (the H100 rows' FP8-CS)
   int zero_stage = 0;                   // 1: Megatron's distributed optimizer
   // Reduce each layer's gradients over the data-parallel group as soon as the last microbatch's
   // backward has produced them, overlapped with the rest of the backward (Megatron-Core's

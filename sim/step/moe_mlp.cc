@@ -5,8 +5,9 @@
 
 namespace moesim {
 
-MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks) {
+MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks, bool sequence_parallel) {
   MoeDims d;
+  d.sequence_parallel = sequence_parallel;
   const int tp = shape.layout.tp;
   const int etp = shape.layout.expert_tp();
   d.folded = shape.layout.folded();
@@ -34,7 +35,7 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks) {
 }
 
 MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
-  MoeDims d = moe_dims(model, shape, spec.moe_chunks);
+  MoeDims d = moe_dims(model, shape, spec.moe_chunks, spec.sequence_parallel);
   MoeRoutingShape routing;
   routing.ep = shape.layout.ep;
   routing.experts = d.experts;
@@ -143,13 +144,18 @@ void MoeMlp::fp8_input(Chain& chain, int layer, const std::string& what, std::in
                        std::int64_t input_elems, const std::string& prefix, const std::string& chunk) {
   if (!e_.fp8()) return;
   if (prefix.empty()) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, what, "fp8"), weight_elems);
-  e_.kernel(chain,
-            name(layer, Pass::kForward, prefix + what + ".fp8.input" + chunk, prefix.empty() ? "fp8" : "recompute"),
-            e_.fp8_cast(input_elems));
+  Fp8Amax amax;
+  if (d_.sequence_parallel && what == "shared.fc1") amax.reduce_over = e_.shape().tensor_group(chain.stage);
+  e_.fp8_quantize(chain,
+                  name(layer, Pass::kForward, prefix + what + ".fp8.input" + chunk, prefix.empty() ? "fp8" : "recompute"),
+                  input_elems, amax);
 }
 
 void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems, const std::string& chunk) {
-  if (e_.fp8()) e_.kernel(chain, name(layer, Pass::kBackward, what + ".fp8.grad" + chunk, "fp8"), e_.fp8_cast(elems));
+  if (!e_.fp8()) return;
+  Fp8Amax amax;
+  if (d_.sequence_parallel && what == "shared.fc2") amax.reduce_over = e_.shape().tensor_group(chain.stage);
+  e_.fp8_quantize(chain, name(layer, Pass::kBackward, what + ".fp8.grad" + chunk, "fp8"), elems, amax);
 }
 
 void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {

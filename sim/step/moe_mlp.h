@@ -71,6 +71,7 @@ struct MoeDims {
   int chunks = 1;                   // n: the sub-stage pipelining's chunks (StepSpec::moe_chunks)
   // An imbalanced routing (moe_routing.h): the rows of the group's most loaded rank; null: uniform.
   std::shared_ptr<const MoeRouting> routing;
+  bool sequence_parallel = false;   // the shared experts' FP8 amax reductions (StepSpec::sequence_parallel)
 
   // kWhole: the microbatch's rows, all chunks together.
   static constexpr int kWhole = -1;
@@ -86,7 +87,7 @@ struct MoeDims {
 };
 
 // `chunks`: StepSpec::moe_chunks, checked by check_moe_chunks.
-MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks = 1);
+MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks = 1, bool sequence_parallel = false);
 
 // moe_dims with the step's --chunks and its routing (StepSpec::routing): the plan is made once, for
 // every MoE layer of the step. Throws InputError naming --routing for a matrix that does not fit.
@@ -105,6 +106,9 @@ class MoeMlp {
   // the rank's shard of the block input to its shard of the output, no block collectives).
   void forward(Chain& chain, int layer, const std::string& prefix);
   bool folded() const { return d_.folded; }
+  // FP8 GEMMs of the MLP's Transformer Engine modules: the shared experts' fc1 and fc2, and a
+  // grouped linear per fc whose num_gemms is the local experts' count (TE GroupedLinear).
+  int fp8_gemms() const { return (d_.shared_ffn > 0 ? 2 : 0) + 2 * d_.local_experts; }
   void backward(Chain& chain, int layer, BackwardPart part);
 
  private:
@@ -144,7 +148,11 @@ class MoeMlp {
   void shared_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
                             const std::string& prefix);
   // FP8 (--precision fp8), before a GEMM of `what`: its input quantised, and in the step's first
-  // microbatch its weights (cached for the others); in backward its output gradient.
+  // microbatch its weights (cached for the others); in backward its output gradient. Current
+  // scaling: the amax in a pass of its own, reduced over the tensor-parallel group with sequence
+  // parallelism for the shared experts' fc1 input and fc2 gradient (column- and row-parallel TE
+  // linears); the routed experts' grouped linears reduce none (Megatron-Core runs them without a
+  // tensor-parallel mode: explicit expert communication).
   void fp8_input(Chain& chain, int layer, const std::string& what, std::int64_t weight_elems,
                  std::int64_t input_elems, const std::string& prefix, const std::string& chunk = "");
   void fp8_grad(Chain& chain, int layer, const std::string& what, std::int64_t elems, const std::string& chunk);

@@ -156,12 +156,43 @@ ElementwiseWork StepEmitter::fp8_cast(std::int64_t elems) const {
   return w;
 }
 
+std::optional<TaskIndex> StepEmitter::amax_all_reduce(Chain& chain, const TaskName& name, const std::vector<int>& group,
+                                                      std::int64_t whole_bytes) {
+  const auto n = static_cast<std::int64_t>(group.size());
+  return collective(chain, name, StreamClass::kCommDispatch, CollectiveOp::kAllReduce, group, (whole_bytes + n - 1) / n);
+}
+
+TaskIndex StepEmitter::fp8_quantize(Chain& chain, const TaskName& name, std::int64_t elems, const Fp8Amax& amax) {
+  if (shape_.fp8_recipe == Fp8Recipe::kCurrent) {
+    constexpr std::int64_t kFp32 = 4;  // the amax and the scale: one fp32 each
+    TaskName step{name.where, name.layer, name.pass, name.name + ".amax", name.stage};
+    if (!amax.fused) {
+      ElementwiseWork pass;
+      pass.bytes_read = elems * shape_.element_bytes;
+      pass.bytes_written = kFp32;
+      pass.flops = elems;
+      kernel(chain, step, pass);
+    }
+    if (!amax.reduce_over.empty()) {
+      step.name = name.name + ".amax.allreduce";
+      amax_all_reduce(chain, step, amax.reduce_over, kFp32);
+    }
+    step.name = name.name + ".scale";
+    ElementwiseWork scale;
+    scale.bytes_read = kFp32;
+    scale.bytes_written = kFp32;
+    scale.flops = 1;
+    kernel(chain, step, scale);
+  }
+  return kernel(chain, name, fp8_cast(elems));
+}
+
 std::optional<TaskIndex> StepEmitter::fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems) {
   if (!fp8_weights_cached_.emplace(chain.stage, name.where + "." + name.name).second) return std::nullopt;
   name.allocates = {buffer(chain.stage, name.where + "." + name.name + ".fp8_weights", 2 * elems,
                            MemoryCategory::kTemporary)};
   name.name += ".fp8.weight";
-  return kernel(chain, name, fp8_cast(elems));
+  return fp8_quantize(chain, name, elems);
 }
 
 ElementwiseWork StepEmitter::elementwise(std::int64_t read_elems, std::int64_t written_elems,

@@ -38,6 +38,18 @@ struct TaskName {
   Op kernel = Op::kElementwise;
 };
 
+// Under current scaling, where a quantisation's absolute maximum (amax) comes from.
+struct Fp8Amax {
+  // Computed by the kernel that wrote the tensor: TE's layer norm feeding a linear layer
+  // (LayerNormLinear) returns it (normalization.cpp, FUSED_NORM_AMAX_FP8), so no pass of its own.
+  bool fused = false;
+  // The group whose ranks quantise shards of one tensor and all-reduce its amax (MAX, one fp32)
+  // first: the tensor-parallel group for the sequence-parallel input of a column-parallel
+  // layer and the output gradient of a row-parallel one (TE linear.py, layernorm_linear.py:
+  // set_quantizer_amax_reduction_group). Empty: none.
+  std::vector<int> reduce_over = {};
+};
+
 class StepEmitter {
  public:
   StepEmitter(TaskGraph& graph, const StepShape& shape) : g_(graph), shape_(shape) {}
@@ -85,14 +97,26 @@ class StepEmitter {
   bool fp8() const { return shape_.gemm_dtype == DType::kFp8; }
   // Quantising `elems` values of the storage dtype to FP8 for a GEMM: read once, written twice
   // (row-wise for this GEMM and column-wise, transposed, for the other pass's GEMM, as Transformer
-  // Engine's cast-transpose does), with the absolute maximum for the scaling factor.
+  // Engine's cast-transpose does).
   ElementwiseWork fp8_cast(std::int64_t elems) const;
-  // The cast of a linear layer's `elems` weights (name.name is the layer's, e.g. "fc1") in the
-  // first forward that reaches them on the chain's stage, kept for the step's other microbatches
+  // The quantisation of `elems` values for a GEMM as the step's FP8 recipe does it; `name` is the
+  // cast's task ("qkv.fp8.input"). Current scaling (TE Float8CurrentScalingQuantizer::quantize_impl):
+  // an amax kernel reading the tensor (`.amax`, unless fused), the amax all-reduce
+  // (`.amax.allreduce`), the scale kernel (`.scale`: nvte_compute_scale_from_amax, one fp32 read
+  // and written), then the cast. Delayed scaling: the cast alone, which records the amax for the
+  // history (the histories' update is sim/step/fp8_scaling.h).
+  TaskIndex fp8_quantize(Chain& chain, const TaskName& name, std::int64_t elems, const Fp8Amax& amax = {});
+  // An all-reduce (MAX) of `whole_bytes` of fp32 amaxes over `group` on the tensor-parallel
+  // collectives' stream; CollectiveWork counts an all-reduce's buffer per member, so each member's
+  // share is rounded up to a whole byte (a 4-byte amax over 8 ranks prices 8 bytes: latency-bound).
+  std::optional<TaskIndex> amax_all_reduce(Chain& chain, const TaskName& name, const std::vector<int>& group,
+                                           std::int64_t whole_bytes);
+  // The quantisation of a linear layer's `elems` weights (name.name is the layer's, e.g. "fc1") in
+  // the first forward that reaches them on the chain's stage, kept for the step's other microbatches
   // (Megatron-Core passes is_first_microbatch to Transformer Engine): a buffer of both FP8 copies,
   // alive from the cast on. Later forwards emit nothing. Programs are emitted in each stage's
   // order, so the first call is the stage's first forward of that layer, whichever microbatch
-  // (DualPipe's reverse direction starts with the second half's).
+  // (DualPipe's reverse direction starts with the second half's). The weights' amax is not reduced.
   std::optional<TaskIndex> fp8_weight_cast(Chain& chain, TaskName name, std::int64_t elems);
   // A memory-bound kernel over elements of the model's dtype (`mask_elems`: one-byte dropout
   // masks written or read on top).

@@ -8,6 +8,7 @@
 #include "sim/memory/activations.h"
 #include "sim/memory/model_states.h"
 #include "sim/spec/model_parameters.h"
+#include "sim/step/fp8_scaling.h"
 #include "sim/step/model_ends.h"
 #include "sim/step/moe_mlp.h"
 #include "sim/step/optimizer_step.h"
@@ -81,6 +82,9 @@ class StepBuilder {
   void transfer(Chain& chain, int part, const Produced& from, bool gradient);
   void forward(Chain& chain, int part);
   void backward(Chain& chain, int part, BackwardPart bpart, bool last_of_chunk);
+  // FP8 delayed scaling: the amax histories' update after a model part's forward or backward
+  // (sim/step/fp8_scaling.h); nothing for other recipes.
+  void fp8_scaling_update(Chain& chain, int part, Pass pass);
   void setup_stage_buffers();
   void layer_buffers(int stage, int microbatch, int layer);
   void emit_programs();
@@ -299,6 +303,7 @@ void StepBuilder::forward(Chain& chain, int part) {
                    gathered.ids());
     gather_weights(chain, l, Pass::kForward, first, gathered);
   }
+  fp8_scaling_update(chain, part, Pass::kForward);
   if (part + 1 == shape().num_parts()) {
     if (head_act_ > 0)
       ends_kept_[2 * mb + 1] = emitter_.buffer(chain.stage, "mb" + std::to_string(mb) + ".head.act", head_act_,
@@ -306,6 +311,13 @@ void StepBuilder::forward(Chain& chain, int part) {
     ends_.head_forward(chain, some(ends_kept_[2 * mb + 1]));
     mtp_forward(chain);
   }
+}
+
+void StepBuilder::fp8_scaling_update(Chain& chain, int part, Pass pass) {
+  const StepShape::Part& p = shape().parts[static_cast<std::size_t>(part)];
+  std::int64_t gemms = 0;
+  for (int l = p.first_layer; l < p.first_layer + p.layers; ++l) gemms += layer_.fp8_gemms(l);
+  fp8_delayed_scaling_update(emitter_, chain, {"part" + std::to_string(part), p.first_layer, pass, "fp8", "fp8"}, gemms);
 }
 
 void StepBuilder::mtp_forward(Chain& chain) {
@@ -345,6 +357,7 @@ void StepBuilder::backward(Chain& chain, int part, BackwardPart bpart, bool last
     ends_.head_backward(chain, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : some(ends_kept_[2 * mb + 1]));
   }
   for (int l = p.first_layer + p.layers - 1; l >= p.first_layer; --l) backward_layer(chain, l, bpart, last_of_chunk);
+  if (bpart != BackwardPart::kWeight) fp8_scaling_update(chain, part, Pass::kBackward);
   if (part == 0 && bpart != BackwardPart::kWeight) ends_.embedding_backward(chain, some(ends_kept_[2 * mb]));
 }
 

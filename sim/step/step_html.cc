@@ -38,7 +38,8 @@ const char* layout_name(const std::string& key) {
       {"edp", "experts' data parallel (edp)"}, {"global_batch", "global batch (sequences)"}, {"micro_batch", "micro-batch"},
       {"microbatches_per_pipeline", "microbatches per pipeline"}, {"seq", "sequence length"},
       {"schedule", "schedule"}, {"recompute", "recompute"}, {"sequence_parallel", "sequence parallel (SP)"},
-      {"attention", "attention"}, {"gemm_dtype", "precision (GEMMs)"}, {"zero", "ZeRO stage"},
+      {"attention", "attention"}, {"gemm_dtype", "precision (GEMMs)"}, {"fp8_recipe", "FP8 scaling"},
+      {"zero", "ZeRO stage"},
       {"overlap_grad_reduce", "gradient reduction overlapped"}, {"moe_chunks", "MoE chunks"}};
   for (const auto& [k, name] : names)
     if (key == k) return name;

@@ -34,6 +34,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["sequence_parallel"] = spec.sequence_parallel;
   j["attention"] = std::string(to_string(spec.attention));
   j["gemm_dtype"] = std::string(to_string(r.shape.gemm_dtype));
+  if (r.shape.gemm_dtype == DType::kFp8) j["fp8_recipe"] = std::string(to_string(r.shape.fp8_recipe));
   j["zero"] = spec.zero_stage;
   j["overlap_grad_reduce"] = spec.overlap_grad_reduce;
   j["moe_chunks"] = spec.moe_chunks;
@@ -123,7 +124,9 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
   out << "; schedule " << to_string(r.shape.schedule) << ", " << r.shape.pipeline.microbatches
       << " microbatches of " << r.shape.micro_batch << " x " << r.shape.seq << " tokens; recompute "
       << to_string(spec.recompute) << (spec.sequence_parallel ? ", sequence parallel" : "") << ", attention "
-      << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs, ZeRO " << spec.zero_stage
+      << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs"
+      << (r.shape.gemm_dtype == DType::kFp8 ? " (" + std::string(to_string(r.shape.fp8_recipe)) + " scaling)" : std::string())
+      << ", ZeRO " << spec.zero_stage
       << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string()) << "\n";
   if (r.routing) out << routing_line(*r.routing, spec);
   out << "\n";

@@ -155,6 +155,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline), spec.part_layers);
   shape.gemm_dtype = step_gemm_dtype(model, cluster, spec.gemm_precision);
   shape.storage_dtype = model.dtype;
+  shape.fp8_recipe = spec.fp8_recipe;
   shape.element_bytes = model.element_bytes();
   check_moe_chunks(model, shape, spec.moe_chunks);
   require(spec.routing.balanced() || model.has_moe_layers(),
@@ -209,6 +210,12 @@ std::vector<int> StepShape::tensor_group(int stage) const {
 std::vector<int> StepShape::context_group(int stage) const {
   std::vector<int> out;
   for (int c = 0; c < layout.cp; ++c) out.push_back(stage_rank(stage) + c * layout.tp);
+  return out;
+}
+
+std::vector<int> StepShape::stage_group(int stage) const {
+  std::vector<int> out;
+  for (int r = 0; r < layout.stage_size(); ++r) out.push_back(stage_rank(stage) + r);
   return out;
 }
 

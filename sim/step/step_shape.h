@@ -38,6 +38,7 @@ struct StepShape {
   std::vector<Part> parts;
   DType gemm_dtype = DType::kBf16;     // linear layers' GEMMs (--precision)
   DType storage_dtype = DType::kBf16;  // the model's tensors, and the GEMMs FP8 training keeps in it
+  Fp8Recipe fp8_recipe = Fp8Recipe::kCurrent;  // with fp8 GEMMs: how the quantisations are scaled
   int element_bytes = 2;
 
   // Tokens of one microbatch on one rank: micro_batch x seq / cp (each context-parallel rank
@@ -50,6 +51,9 @@ struct StepShape {
   // Sorted members of the groups of a stage's representative rank.
   std::vector<int> tensor_group(int stage) const;
   std::vector<int> context_group(int stage) const;
+  // Every rank of the stage (tp x cp x dp): Megatron-Core's FP8 amax reduction group
+  // (parallel_state.get_amax_reduction_group(with_context_parallel=True)).
+  std::vector<int> stage_group(int stage) const;
   // The gradient groups: DualPipe's stages s and p - 1 - s hold the same two model parts, so
   // their replicas are one group (2 dp x cp, 2 cp x dp / ep) that sums both copies' gradients.
   std::vector<int> data_group(int stage) const;         // the dense blocks' data-parallel ranks (dp x cp)

@@ -88,14 +88,33 @@ void TransformerLayer::tp_collective(Chain& chain, int layer, Pass pass, const s
                       tokens * d_.hidden * e_.shape().element_bytes);
 }
 
+Fp8Amax TransformerLayer::input_amax(int stage, const LinearShape& l) const {
+  Fp8Amax amax;
+  amax.fused = l.name == "qkv" || l.name == "fc1" || l.name == "q_up" || l.name == "kv_up";
+  const bool column_parallel = amax.fused || l.name == "q";
+  if (d_.sequence_parallel && column_parallel) amax.reduce_over = e_.shape().tensor_group(stage);
+  return amax;
+}
+
+Fp8Amax TransformerLayer::grad_amax(int stage, const LinearShape& l) const {
+  Fp8Amax amax;
+  if (d_.sequence_parallel && (l.name == "proj" || l.name == "fc2")) amax.reduce_over = e_.shape().tensor_group(stage);
+  return amax;
+}
+
+int TransformerLayer::fp8_gemms(int layer) const {
+  const int attention = static_cast<int>(d_.attention_in.size()) + 1;
+  return attention + (moe_layer(layer) ? moe_->fp8_gemms() : 2);
+}
+
 void TransformerLayer::linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix) {
   const std::string stage = prefix.empty() ? l.name : "recompute";
   if (e_.fp8()) {
     // The weight is quantised in the stage's first forward of the layer and cached for the other
     // microbatches (StepEmitter::fp8_weight_cast); the input is quantised for every pass.
     if (prefix.empty()) e_.fp8_weight_cast(chain, name(layer, Pass::kForward, l.name, "fp8"), l.in * l.out);
-    e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name + ".fp8.input", prefix.empty() ? "fp8" : stage),
-              e_.fp8_cast(d_.tokens * l.in));
+    e_.fp8_quantize(chain, name(layer, Pass::kForward, prefix + l.name + ".fp8.input", prefix.empty() ? "fp8" : stage),
+                    d_.tokens * l.in, input_amax(chain.stage, l));
   }
   e_.kernel(chain, name(layer, Pass::kForward, prefix + l.name, stage), e_.gemm(1, d_.tokens, l.out, l.in));
 }
@@ -105,7 +124,8 @@ void TransformerLayer::linear_backward(Chain& chain, int layer, const LinearShap
   if (part != BackwardPart::kWeight) {
     // FP8: the output gradient quantised (and transposed for dW) before both of its GEMMs.
     if (e_.fp8())
-      e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".fp8.grad", "fp8"), e_.fp8_cast(d_.tokens * l.out));
+      e_.fp8_quantize(chain, name(layer, Pass::kBackward, l.name + ".fp8.grad", "fp8"), d_.tokens * l.out,
+                      grad_amax(chain.stage, l));
     // dX = dY W^T
     e_.kernel(chain, name(layer, Pass::kBackward, l.name + ".dgrad", l.name), e_.gemm(1, d_.tokens, l.in, l.out, GemmLayout::kNT));
   }

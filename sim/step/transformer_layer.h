@@ -79,6 +79,9 @@ class TransformerLayer {
   // last task (ln1's backward) frees `input_frees` (ZeRO-3's gathered weights).
   void backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees,
                 const std::vector<BufferId>& input_frees = {});
+  // The FP8 GEMMs of a layer's Transformer Engine modules (TE's num_gemms, which sizes their amax
+  // histories): one per attention projection, proj, and the MLP's fc1 and fc2 (MoE: MoeMlp::fp8_gemms).
+  int fp8_gemms(int layer) const;
 
  private:
   TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const;
@@ -87,6 +90,14 @@ class TransformerLayer {
   void linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix);
   void linear_backward(Chain& chain, int layer, const LinearShape& l, BackwardPart part, bool gathered_input,
                        const std::vector<BufferId>& wgrad_frees = {});
+  // Current scaling's amax of a linear layer's input and output gradient, as Megatron-Core's
+  // Transformer Engine layer spec builds the layers: the layer norm's kernel returns the input's for
+  // the layers it feeds (TELayerNormColumnParallelLinear: qkv, the dense fc1, and MLA's q_up and
+  // kv_up after their latents' norms, qk_layernorm); with sequence parallelism the column-parallel
+  // layers' inputs (not proj, fc2, nor MLA's replicated down projections) and the row-parallel
+  // layers' (proj, fc2) output gradients are reduced over the tensor-parallel group.
+  Fp8Amax input_amax(int stage, const LinearShape& l) const;
+  Fp8Amax grad_amax(int stage, const LinearShape& l) const;
   void core_forward(Chain& chain, int layer, const std::string& prefix, const std::vector<BufferId>& allocates = {});
   // Flash attention with context parallelism (Megatron-Core's ring attention): the core in cp
   // blocks, block j > 0 on the keys and values that the j-th step of the ring brought.
