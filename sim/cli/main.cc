@@ -228,7 +228,8 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_option("--calibration", a.calibration_path, "calibration YAML measured by `moesim calibrate`");
   add_cluster_size_flags(plan, a.gpus, a.nodes);
   plan->add_option("--tokens", a.tokens, "tokens per GPU: one count or a list (2048,4096)");
-  plan->add_option("--chunks,-n", a.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity)");
+  plan->add_option("--chunks,-n", a.chunks, "pipeline degrees to try: list or ranges (default 1-16, capped by capacity; with "
+                   "--global-batch the MoE layers' sub-stage chunks, default 1,2,4)");
   plan->add_option("--strategies", a.strategies,
                    "memory strategies: all (with --checkpoint: none) or a list of none,s1,s2,s3,s4")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "sim/cli/cluster_flags.h"
+#include "sim/cli/list_args.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/progress.h"
@@ -40,17 +41,23 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
     throw InputError("--attention '" + s.attention + "' is not valid; valid: " + YamlValue::join_names(attention_kernel_names()));
   r.attention = *attention;
   r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
+  if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;
 }
 
-std::string layout_words(const PlannedLayout& p) {
+// `moe`: the model has MoE layers, whose layouts also say etp and the sub-stage chunks (a dense
+// model's are always etp = tp and 1, so its output leaves them out).
+std::string layout_words(const PlannedLayout& p, bool moe) {
   const StepSpec& s = p.candidate.spec;
   std::ostringstream out;
   out << "tp " << s.layout.tp << ", cp " << s.layout.cp << ", pp " << s.layout.pp << ", vpp " << s.layout.vpp
-      << ", ep " << s.layout.ep << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch << ", recompute " << to_string(s.recompute)
-      << ", ZeRO " << s.zero_stage;
+      << ", ep " << s.layout.ep;
+  if (moe) out << ", etp " << s.layout.expert_tp();
+  out << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch;
+  if (moe) out << ", chunks " << s.moe_chunks;
+  out << ", recompute " << to_string(s.recompute) << ", ZeRO " << s.zero_stage;
   return out.str();
 }
 
@@ -70,28 +77,47 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
   }
 }
 
-void print_table(std::ostream& out, const LayoutPlan& plan, int top) {
+// One row of the table; `moe` adds the etp and chunks columns (layout_words).
+std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe) {
+  const StepSpec& s = p.candidate.spec;
+  const StepReport& r = *p.simulated;
+  char buf[256];
+  std::string row;
+  std::snprintf(buf, sizeof buf, "%4zu  %2d  %2d  %2d  %3d  %3d", rank, s.layout.tp, s.layout.cp, s.layout.pp,
+                s.layout.vpp, s.layout.ep);
+  row += buf;
+  if (moe) {
+    std::snprintf(buf, sizeof buf, "  %3d", s.layout.expert_tp());
+    row += buf;
+  }
+  std::snprintf(buf, sizeof buf, "  %3d  %3lld", s.layout.dp(), static_cast<long long>(s.micro_batch));
+  row += buf;
+  if (moe) {
+    std::snprintf(buf, sizeof buf, "  %6d", s.moe_chunks);
+    row += buf;
+  }
+  std::snprintf(buf, sizeof buf, "  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
+                std::string(to_string(s.recompute)).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
+                r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu,
+                r.bubble_fraction, gib(r.peak_memory_bytes), r.fits ? "yes" : "no");
+  return row + buf;
+}
+
+void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe) {
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
   }
-  out << "\nrank  tp  cp  pp  vpp   ep   dp   mb  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  "
-         "bubble  peak GiB  fits\n";
-  char buf[256];
-  for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k) {
-    const PlannedLayout& p = plan.simulated[k];
-    const StepSpec& s = p.candidate.spec;
-    const StepReport& r = *p.simulated;
-    std::snprintf(buf, sizeof buf,
-                  "%4zu  %2d  %2d  %2d  %3d  %3d  %3d  %3lld  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
-                  k + 1, s.layout.tp, s.layout.cp, s.layout.pp, s.layout.vpp, s.layout.ep, s.layout.dp(),
-                  static_cast<long long>(s.micro_batch), std::string(to_string(s.recompute)).c_str(), s.zero_stage,
-                  static_cast<double>(r.step_ns) * 1e-9, r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu,
-                  r.model_tflops_per_gpu, 100 * r.mfu, r.bubble_fraction, gib(r.peak_memory_bytes), r.fits ? "yes" : "no");
-    out << buf;
-  }
+  out << "\nrank  tp  cp  pp  vpp   ep" << (moe ? "  etp" : "") << "   dp   mb" << (moe ? "  chunks" : "")
+      << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
+  for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k)
+    out << table_row(k + 1, plan.simulated[k], moe);
   out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample; sequence "
-         "parallel with tp > 1; schedule 1f1b, interleaved with vpp > 1)\n";
+         "parallel with tp > 1; schedule 1f1b, interleaved with vpp > 1"
+      << (moe ? "; etp: the experts' tensor-parallel size, folded where it is not tp; chunks: the MoE layers' "
+                "sub-stage pipelining"
+              : "")
+      << ")\n";
 }
 
 Json layout_json(const PlannedLayout& p) {
@@ -103,8 +129,10 @@ Json layout_json(const PlannedLayout& p) {
   j["pp"] = s.layout.pp;
   j["vpp"] = s.layout.vpp;
   j["ep"] = s.layout.ep;
+  j["etp"] = s.layout.expert_tp();
   j["dp"] = s.layout.dp();
   j["micro_batch"] = s.micro_batch;
+  j["moe_chunks"] = s.moe_chunks;
   j["schedule"] = std::string(to_string(s.effective_schedule()));
   j["recompute"] = std::string(to_string(s.recompute));
   j["sequence_parallel"] = s.sequence_parallel;
@@ -178,7 +206,7 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
     if (st.best) {
       std::snprintf(buf, sizeof buf, "%.4g tokens a day (%s) with ", st.tokens_per_day,
                     st.tokens_per_day >= target ? "reaches" : "below");
-      out << buf << layout_words(*st.best) << "\n";
+      out << buf << layout_words(*st.best, r.model.has_moe_layers()) << "\n";
       js["tokens_per_day"] = st.tokens_per_day;
       js["best"] = layout_json(*st.best);
     } else {
@@ -212,7 +240,7 @@ const std::vector<std::string>& step_plan_only_flags() {
 
 const std::vector<std::string>& layer_plan_only_flags() {
   static const std::vector<std::string> flags{
-      "--tokens", "--chunks", "--strategies", "--objective", "--method", "--order", "--ep", "--tp",
+      "--tokens", "--strategies", "--objective", "--method", "--order", "--ep", "--tp",
       "--no-dtd", "--grad-sync", "--zero", "--checkpoint", "--layers", "--slots", "--chunk-align",
       "--optimizer", "--no-routing-data", "--routing", "--memory-limit", "--fit", "--max-step-ms"};
   return flags;
@@ -237,7 +265,7 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());
   print_header(out, r, plan);
-  print_table(out, plan, r.top);
+  print_table(out, plan, r.top, r.model.has_moe_layers());
   if (!a.json_path.empty()) {
     Json j = request_json(r, version);
     j["plan"] = plan_json(r, plan);

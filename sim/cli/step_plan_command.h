@@ -1,7 +1,8 @@
 // `moesim plan --global-batch N ...`: the layout planner of the whole training step
-// (sim/search/layout_planner.h): the fastest layouts of a dense model on the cluster, or with
-// --target-tokens-per-day the fewest whole nodes that reach a token rate. The MoE-layer plan's
-// flags (--tokens, --chunks, --tp, ...) are refused with --global-batch, and these flags without it.
+// (sim/search/layout_planner.h): the fastest layouts of a model on the cluster, or with
+// --target-tokens-per-day the fewest whole nodes that reach a token rate. --chunks is the list of
+// the MoE layers' sub-stage chunk counts to try; the MoE-layer plan's other flags (--tokens, --tp,
+// ...) are refused with --global-batch, and these flags without it.
 #pragma once
 
 #include <functional>

@@ -30,10 +30,41 @@ std::vector<int> virtual_stages(int layers, int pp) {
   return out;
 }
 
+// Tensor-parallel degrees: the divisors of a node's GPUs that divide the cluster's.
+std::vector<int> tensor_degrees(const ClusterSpec& cluster) {
+  std::vector<int> out;
+  for (int tp : divisors(cluster.node.gpus_per_node))
+    if (cluster.num_gpus() % tp == 0) out.push_back(tp);
+  return out;
+}
+
 // 1 for a dense model; every divisor of the experts for an MoE model (derive_step_shape rejects,
 // under its rule, those the data-parallel ranks do not hold).
 std::vector<int> expert_degrees(const ModelSpec& model) {
   return model.has_moe_layers() ? divisors(model.num_experts) : std::vector<int>{1};
+}
+
+// The experts' tensor-parallel sizes (StepLayout::etp) with tensor parallelism tp: 0 (etp = tp,
+// the unfolded layout) first; for an MoE model then every other tensor-parallel degree, the folded
+// layouts, which derive_step_shape rejects under its --etp rules where they do not fit the stage.
+std::vector<int> expert_tensor_degrees(const LayoutRequest& r, int tp) {
+  std::vector<int> out{0};
+  if (!r.model.has_moe_layers()) return out;
+  for (int etp : tensor_degrees(r.cluster))
+    if (etp != tp) out.push_back(etp);
+  return out;
+}
+
+// The sub-stage pipelining's chunk counts (StepSpec::moe_chunks), ascending and each once: the
+// request's, or by default kDefaultMoeChunks for an MoE model and 1 for a dense one.
+std::vector<int> moe_chunk_counts(const LayoutRequest& r) {
+  if (r.moe_chunks.empty())
+    return r.model.has_moe_layers() ? std::vector<int>(kDefaultMoeChunks.begin(), kDefaultMoeChunks.end())
+                                    : std::vector<int>{1};
+  std::vector<int> out = r.moe_chunks;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::vector<Recompute> recomputations(AttentionKernel attention) {
@@ -41,7 +72,7 @@ std::vector<Recompute> recomputations(AttentionKernel attention) {
   return {Recompute::kNone, Recompute::kFull};
 }
 
-void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, std::vector<StepSpec>& out) {
+void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int chunks, std::vector<StepSpec>& out) {
   // A global batch the data-parallel size does not divide still gets one candidate, which the
   // batch rule then rejects under its own name.
   const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
@@ -58,23 +89,33 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, std::v
         s.sequence_parallel = layout.tp > 1;
         s.attention = r.attention;
         s.zero_stage = zero;
+        s.moe_chunks = chunks;
         out.push_back(s);
       }
     }
   }
 }
 
+// The MoE layers' variants of one dense layout: ep, etp and the sub-stage pipelining's chunks.
+void add_expert_variants(const LayoutRequest& r, StepLayout layout, std::vector<StepSpec>& out) {
+  for (int ep : expert_degrees(r.model))
+    for (int etp : expert_tensor_degrees(r, layout.tp))
+      for (int chunks : moe_chunk_counts(r)) {
+        layout.ep = ep;
+        layout.etp = etp;
+        add_batch_variants(r, layout, chunks, out);
+      }
+}
+
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
   const int gpus = r.cluster.num_gpus();
   const int layers = r.model.num_layers;
   std::vector<StepSpec> out;
-  for (int tp : divisors(r.cluster.node.gpus_per_node)) {
-    if (gpus % tp != 0) continue;
+  for (int tp : tensor_degrees(r.cluster)) {
     for (int cp = 1; gpus % (tp * cp) == 0; cp *= 2) {
       for (int pp : divisors(gpus / (tp * cp))) {
         if (pp > layers) break;
-        for (int vpp : virtual_stages(layers, pp))
-          for (int ep : expert_degrees(r.model)) add_batch_variants(r, StepLayout{gpus, tp, pp, vpp, ep, cp}, out);
+        for (int vpp : virtual_stages(layers, pp)) add_expert_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
       }
       if (tp * cp == gpus) break;
     }

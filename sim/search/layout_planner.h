@@ -1,6 +1,7 @@
 // The layout planner of a whole training step (issue 23 item 9; `moesim plan --global-batch`):
-// which tp x cp x pp (x vpp) layout, micro-batch, recomputation and ZeRO stage trains a dense
-// model fastest on a cluster at a given global batch, and how many GPUs a token rate needs.
+// which tp x cp x pp (x vpp) layout, micro-batch, recomputation and ZeRO stage (and for an MoE
+// model which ep, experts' tensor-parallel size and sub-stage pipelining) trains a model fastest
+// on a cluster at a given global batch, and how many GPUs a token rate needs.
 //
 // 1. enumerate_layouts walks the candidates (below) and keeps those derive_step_shape accepts and
 //    whose closed-form peak (model states + the stage's activations at the schedule's in-flight
@@ -24,10 +25,17 @@
 //   sequence parallelism on whenever tp > 1: Megatron-LM recommends it with tensor parallelism
 //                (the same communication volume, activations of the norms and dropouts / tp);
 //   ZeRO 0 and 1 (the distributed optimizer), 1 only where the data-parallel group has > 1 rank;
-//   ep 1 (dense models), schedule 1f1b, or interleaved with vpp > 1 (not gpipe; not zb-h1 or
-//   dualpipe either, whose split backward passes the step estimate refuses to time).
+//   ep   1 (dense models); every divisor of the experts (MoE models);
+//   etp  the experts' tensor-parallel size (Megatron-Core's parallel folding, --etp): tp (the
+//        unfolded layout) and, for MoE models, every other tp value (the folded layouts);
+//   chunks  MoE sub-stage pipelining (--chunks): LayoutRequest::moe_chunks, by default
+//        kDefaultMoeChunks for MoE models and 1 for dense ones;
+//   schedule 1f1b, or interleaved with vpp > 1 (not gpipe; not zb-h1 or dualpipe either, whose
+//   split backward passes the step estimate refuses to time).
+// The step's own rules (derive_step_shape: --etp's, --chunks', ...) reject what they refuse.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -39,6 +47,12 @@
 
 namespace moesim::search {
 
+// The sub-stage pipelining's chunk counts an MoE model's layouts try unless the request names
+// others: whole, halves and quarters. docs/training-step.md's table (Qwen3-30B-A3B on 16 H100s,
+// DeepSeek-V3 on 1,024) has its fastest step at 2 chunks, then 4; from 8 the experts' GEMMs are
+// so small that the step is slower than unchunked. Each count multiplies the MoE candidates.
+inline constexpr std::array<int, 3> kDefaultMoeChunks{1, 2, 4};
+
 struct LayoutRequest {
   ModelSpec model;
   ClusterSpec cluster;
@@ -46,6 +60,7 @@ struct LayoutRequest {
   std::int64_t seq = 0;           // 0: the model's seq_len
   AttentionKernel attention = AttentionKernel::kFlash;
   NetworkChoice network;
+  std::vector<int> moe_chunks;  // the sub-stage pipelining's chunk counts to try; empty: the default above
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };
@@ -70,7 +85,7 @@ struct LayoutEnumeration {
 // layout the activation accounting refuses.
 std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape);
 
-// Throws InputError (naming --model) for a model with MoE layers or without an architecture.
+// Throws InputError (naming --model) for a model without an architecture.
 LayoutEnumeration enumerate_layouts(const LayoutRequest& request);
 
 struct PlannedLayout {

@@ -30,6 +30,29 @@ TEST_F(Cli, StepPlanPrintsTheSimulatedRankingAndWritesItAsJson) {
   EXPECT_EQ(plan["estimated"], plan["fitting"]);
 }
 
+TEST_F(Cli, StepPlanOfAnMoeModelShowsTheExpertsTensorParallelSizeAndChunks) {
+  const std::string moe = "plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr "
+                          "--global-batch 16 --jobs 2 --gpus 8 --top 2 --chunks 1,2";
+  const Result r = run(moe + " --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank  tp  cp  pp  vpp   ep  etp   dp   mb  chunks  recompute"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chunks: the MoE layers' sub-stage pipelining"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  for (const auto& layout : j["plan"]["layouts"]) {
+    EXPECT_TRUE(layout["etp"].is_number_integer()) << layout;
+    EXPECT_TRUE(layout["moe_chunks"] == 1 || layout["moe_chunks"] == 2) << layout;
+  }
+  // A dense model's layouts are etp = tp and unchunked: its table keeps its columns, its JSON says so.
+  const Result dense = run(kTinyPlan + " --gpus 8 --top 1 --json " + (dir_ / "dense.json").string());
+  ASSERT_EQ(dense.exit_code, 0) << dense.err;
+  EXPECT_NE(dense.out.find("rank  tp  cp  pp  vpp   ep   dp   mb  recompute"), std::string::npos) << dense.out;
+  const auto d = nlohmann::json::parse(read_file(dir_ / "dense.json"));
+  for (const auto& layout : d["plan"]["layouts"]) {
+    EXPECT_EQ(layout["etp"], layout["tp"]);
+    EXPECT_EQ(layout["moe_chunks"], 1);
+  }
+}
+
 TEST_F(Cli, StepPlanFindsTheNodesForATokenRate) {
   // Any positive rate one node reaches: the search stops at 1 node.
   const Result r = run(kTinyPlan + " --top 1 --target-tokens-per-day 1e6 --max-nodes 2");
@@ -45,6 +68,8 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
   const std::pair<std::string, std::string> cases[] = {
       {kTinyPlan + " --tokens 4096", "--tokens belongs to the MoE-layer plan"},
       {kTinyPlan + " --tp 2", "--tp belongs to the MoE-layer plan"},
+      {kTinyPlan + " --chunks 0", "--chunks"},
+      {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},
       {kTinyPlan + " --attention fast", "--attention 'fast' is not valid; valid: flash, unfused"},
       {kTinyPlan + " --target-tokens-per-day 0", "--target-tokens-per-day"},

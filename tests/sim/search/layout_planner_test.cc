@@ -38,14 +38,21 @@ LayoutRequest request(const std::string& model, int gpus, std::int64_t global_ba
 std::string key(const StepSpec& s) {
   const StepLayout& l = s.layout;
   return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.pp) + "/" + std::to_string(l.vpp) +
-         "/" + std::to_string(s.micro_batch) + "/" + std::string(to_string(s.recompute)) + "/" +
-         std::to_string(s.zero_stage);
+         "/" + std::to_string(l.ep) + "/" + std::to_string(l.expert_tp()) + "/" + std::to_string(s.moe_chunks) + "/" +
+         std::to_string(s.micro_batch) + "/" + std::string(to_string(s.recompute)) + "/" + std::to_string(s.zero_stage);
 }
 
 // tests/sim/search/data/tiny-gpt.yaml: 4 layers of width 512, quick to plan.
 LayoutRequest tiny(int gpus, std::int64_t global_batch) {
   LayoutRequest r = request("gpt-1.7b", gpus, global_batch, 0);
   r.model = load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/tests/sim/search/data/tiny-gpt.yaml");
+  return r;
+}
+
+// tests/sim/search/data/tiny-moe.yaml: tiny-gpt's shape with 4 experts (top-2) in every layer.
+LayoutRequest tiny_moe(int gpus, std::int64_t global_batch) {
+  LayoutRequest r = tiny(gpus, global_batch);
+  r.model = load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/tests/sim/search/data/tiny-moe.yaml");
   return r;
 }
 
@@ -71,6 +78,8 @@ TEST(LayoutPlanner, KeepsOnlyLegalLayoutsThatFitAndCountsEveryOtherCandidate) {
     EXPECT_LE(c.memory_estimate_bytes, usable);
     EXPECT_EQ(c.spec.sequence_parallel, c.spec.layout.tp > 1);
     EXPECT_EQ(c.spec.layout.ep, 1);
+    EXPECT_EQ(c.spec.layout.etp, 0) << "a dense model's layouts keep etp = tp";
+    EXPECT_EQ(c.spec.moe_chunks, 1);
     distinct.insert(key(c.spec));
   }
   EXPECT_EQ(distinct.size(), e.fitting.size()) << "a layout enumerated twice";
@@ -109,6 +118,72 @@ TEST(LayoutPlanner, EnumeratesExpertParallelDegreesOfMoeModels) {
   EXPECT_GT(count_of(e, "--ep N does not divide --cp x data-parallel size = N (the expert-parallel group lies inside "
                         "them)"),
             0);
+}
+
+TEST(LayoutPlanner, EnumeratesTheExpertsTensorParallelSizesAndSubStageChunksOfMoeModels) {
+  const LayoutRequest r = tiny_moe(8, 8);
+  const LayoutEnumeration e = enumerate_layouts(r);
+  std::set<int> etps, chunks;
+  std::set<std::string> distinct;
+  bool folded = false;
+  for (const LayoutCandidate& c : e.fitting) {
+    const StepLayout& l = c.spec.layout;
+    EXPECT_NO_THROW(derive_step_shape(r.model, r.cluster, c.spec));
+    EXPECT_NE(l.etp, l.tp) << "etp = tp is written 0 (the unfolded layout), as --etp's default";
+    folded |= l.folded();
+    etps.insert(l.expert_tp());
+    chunks.insert(c.spec.moe_chunks);
+    distinct.insert(key(c.spec));
+  }
+  EXPECT_TRUE(folded);
+  EXPECT_EQ(etps, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(chunks, (std::set<int>{1, 2, 4}));
+  EXPECT_EQ(distinct.size(), e.fitting.size()) << "a layout enumerated twice";
+}
+
+TEST(LayoutPlanner, CountsTheCandidatesOfASmallMoeModelByHand) {
+  // 8 GPUs of one node, 4 layers, a batch of 1 sequence. tp x cp x pp (x vpp), pp <= 4 layers:
+  //   tp 1: cp 1: pp 1, 2 (vpp 1, 2), 4; cp 2: the same 4; cp 4: pp 1, 2 (vpp 1, 2); cp 8: pp 1   12
+  //   tp 2: cp 1: pp 1, 2 (vpp 1, 2), 4; cp 2: pp 1, 2 (vpp 1, 2); cp 4: pp 1                      8
+  //   tp 4: cp 1: pp 1, 2 (vpp 1, 2); cp 2: pp 1                                                   4
+  //   tp 8: pp 1                                                                                   1
+  // 25 layouts, each with micro-batch 1 (the per-replica batch is at most 1), recompute none and
+  // full, ZeRO 0 and 1, except ZeRO 1 where cp x dp = 1 (tp 2 pp 4, tp 4 pp 2 vpp 1 and 2, tp 8):
+  // 25 x 4 - 4 x 2 = 92 for the dense model. The MoE model adds ep 1, 2, 4 (the divisors of its 4
+  // experts) x etp 1, 2, 4, 8 (tp and the three others) x chunks 1, 2, 4: 92 x 36 = 3,312.
+  EXPECT_EQ(enumerate_layouts(tiny(8, 1)).considered, 92);
+  LayoutRequest moe = tiny_moe(8, 1);
+  EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4 * 3);
+  moe.moe_chunks = {4, 1, 2, 2};  // each count once, in any order
+  EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4 * 3);
+  moe.moe_chunks = {1};
+  EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4);
+}
+
+TEST(LayoutPlanner, RejectsIllegalExpertTensorParallelSizesUnderTheStepsOwnRules) {
+  // The etp x ep rule, counted by hand over the 25 layouts above (batch 1: 4 batch variants, 2
+  // where cp x dp = 1) and the folded pairs (etp != tp, ep) whose etp x ep does not divide a
+  // stage's S = 8 / pp ranks: S = 8: (4, 4), (8, 2), (8, 4); S = 4: (2, 4), (4, 2), (4, 4), (8, 1),
+  // (8, 2), (8, 4); S = 2: those and (1, 4), (2, 2), (4, 1), less the pairs with etp = tp.
+  //   tp 1: 4 layouts of S 8 x 4 x 3 pairs + 6 of S 4 x 4 x 6 + 2 of S 2 x 4 x 8           = 256
+  //   tp 2: 3 of S 8 x 4 x 3 + 4 of S 4 x 4 x 5 + 1 of S 2 (cp x dp = 1) x 2 x 7             = 130
+  //   tp 4: 2 of S 8 x 4 x 2 + 2 of S 4 (cp x dp = 1) x 2 x 4                                =  32
+  //   tp 8: 1 of S 8 (cp x dp = 1) x 2 x 1                                                   =   2
+  // 420, for each of the 3 chunk counts: 1,260.
+  const LayoutRequest r = tiny_moe(8, 1);
+  const LayoutEnumeration e = enumerate_layouts(r);
+  EXPECT_EQ(count_of(e, "--etp x --ep = N does not divide the N ranks of a pipeline stage (--tp x --cp x "
+                        "data-parallel size; the experts' layout etp x ep x expert data-parallel fills them)"),
+            1260);
+  // Experts 1,028 wide (4 x 257): etp 8 does not divide their columns. Every folded etp 8 (the
+  // 24 layouts with tp != 8: 92 - 2 batch variants) x 3 ep x 3 chunks: 810.
+  LayoutRequest narrow = r;
+  narrow.model.d_ffn = 1028;
+  const LayoutEnumeration n = enumerate_layouts(narrow);
+  EXPECT_EQ(count_of(n, "--etp N does not divide the experts' d_ffn N of Tiny-MoE (their columns are split over the "
+                        "etp ranks)"),
+            810);
+  for (const LayoutCandidate& c : n.fitting) EXPECT_NE(c.spec.layout.expert_tp(), 8);
 }
 
 TEST(LayoutPlanner, RanksTheSimulatedLayoutsByTheirSimulatedStep) {

@@ -81,6 +81,30 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationOnAGridOfSmallLayouts) 
   std::printf("largest error %.2f%%\n", 100 * worst);
 }
 
+// The MoE layouts the planner adds: Qwen3-30B-A3B with its experts folded (etp 1 under tp 2,
+// the expert-parallel group on one node) and their MLPs in sub-stage chunks, 1F1B and interleaved.
+TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeLayouts) {
+  struct MoeCase {
+    int pp, vpp, etp, chunks;
+  };
+  const ModelSpec model = preset("qwen3-30b-a3b");
+  const ClusterSpec cl = cluster(16);
+  for (const MoeCase c : {MoeCase{2, 1, 1, 1}, MoeCase{2, 1, 1, 2}, MoeCase{2, 2, 1, 4}, MoeCase{2, 1, 2, 2}}) {
+    StepSpec spec = spec_of({"qwen3-30b-a3b", 16, 2, 1, c.pp, c.vpp, 16, 1, Recompute::kNone, 0});
+    spec.layout.ep = 4;
+    spec.layout.etp = c.etp;
+    spec.moe_chunks = c.chunks;
+    const StepEstimate est = estimate_training_step(model, cl, spec);
+    const StepReport full = simulate_training_step(model, cl, spec).report;
+    const double error = static_cast<double>(est.step_ns - full.step_ns) / static_cast<double>(full.step_ns);
+    std::printf("Qwen3-30B-A3B 16 GPUs tp 2 pp %d vpp %d ep 4 etp %d chunks %d: full %.4f s, estimate %.4f s (%+.2f%%)\n",
+                c.pp, c.vpp, c.etp, c.chunks, static_cast<double>(full.step_ns) * 1e-9,
+                static_cast<double>(est.step_ns) * 1e-9, 100 * error);
+    EXPECT_FALSE(est.exact);
+    EXPECT_LE(std::abs(error), kTolerance) << "pp " << c.pp << " vpp " << c.vpp << " etp " << c.etp << " chunks " << c.chunks;
+  }
+}
+
 TEST(StepEstimate, IsTheSimulationItselfWhenTheSampleIsTheWholeStep) {
   // One microbatch per pipeline: the sample is the step.
   const StepSpec spec = spec_of({"gpt-1.7b", 16, 2, 1, 4, 1, 2, 1, Recompute::kNone, 0});
