@@ -8,6 +8,7 @@
 
 #include "sim/core/checked_math.h"
 #include "sim/core/error.h"
+#include "sim/net/nccl_channels.h"
 
 namespace moesim {
 namespace {
@@ -84,7 +85,26 @@ double transfer_ns(CollectiveOp op, NcclAlgorithm a, double bytes, const NcclGro
   return t;
 }
 
+// NCCL's threads per channel for (a, q) (sim/net/nccl_channels.h).
+int max_threads(NcclAlgorithm a, NcclProtocol q, const NcclGroup& g, const NcclLinks& links) {
+  if (a == NcclAlgorithm::kRing && q == NcclProtocol::kSimple) {
+    const double ring = g.most() > 1 ? links.intra : links.inter;
+    if (ring <= kNcclPciBytesPerNs) return kNcclSlowRingSimpleThreads;
+  }
+  return kNcclMaxThreads[static_cast<std::size_t>(q)];
+}
+
 }  // namespace
+
+int nccl_channels_used(const NcclTuning& t, NcclAlgorithm a, NcclProtocol q, double bytes, const NcclGroup& g,
+                       const NcclLinks& links) {
+  const double threads = max_threads(a, q, g, links);
+  double threshold = kNcclBytesPerThread[static_cast<std::size_t>(q)];
+  if (a == NcclAlgorithm::kRing && q == NcclProtocol::kLL) threshold *= g.ranks;
+  int nc = t.channels;
+  while (nc >= 2 && bytes < nc * threads * threshold) --nc;
+  return nc;
+}
 
 NcclGroup nccl_group(const std::vector<int>& group, int gpus_per_node) {
   std::map<int, int> members;
@@ -152,7 +172,15 @@ NcclRun choose_nccl(const NcclTuning& t, CollectiveOp op, double bytes, const Nc
   if (!std::isfinite(best_estimate))
     throw InputError(std::string("the nccl section enables no algorithm and protocol a ") + std::string(to_string(op)) +
                      " can use (all-gather and reduce-scatter run on rings only)");
-  if (g.ranks <= 1 || bytes <= 0) best.time_ns = best.latency_ns = 0;
+  if (g.ranks <= 1 || bytes <= 0) {
+    best.time_ns = best.latency_ns = 0;
+    return best;
+  }
+  // NCCL chooses as if every channel ran, then runs the size on the channels it fills, at that
+  // share of the bandwidth (sim/net/nccl_channels.h).
+  best.efficiency *= static_cast<double>(nccl_channels_used(t, best.algorithm, best.protocol, bytes, g, links)) /
+                     t.channels;
+  best.time_ns = best.latency_ns + transfer_ns(op, best.algorithm, bytes, g, links, c) / best.efficiency;
   return best;
 }
 

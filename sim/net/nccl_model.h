@@ -26,10 +26,14 @@
 // The choice uses moesim's link bandwidths (the hardware file's intra_node and inter_node), not
 // NCCL's per-channel graph bandwidths, so both models pick the same pair for the same group; like
 // NCCL it scales the tree's bandwidth by NCCL's correction factors for medium sizes when choosing
-// (only then). The time is the chosen pair's estimate without that correction.
+// (only then), and it estimates every pair on all of its channels.
+// Channels: NCCL then runs the chosen pair on the channels the size fills, fewer for small sizes
+// (sim/net/nccl_channels.h), each moving the link's bandwidth over the tuning's `channels`. The
+// time is the chosen pair's estimate without the tree's correction and with the bandwidth scaled
+// by channels used / channels; `efficiency` carries that share to the flow model.
 // Not modelled: NVLS and CollNet (in-switch reduction), NCCL's per-channel bandwidth caps (LL's,
-// LL128's, the tree's), fewer channels for small messages, the single-node tree's LL128 factor
-// (7/9 instead of 120/128), the ring's "plateau" latency across nodes.
+// LL128's, the tree's), fewer threads per channel for the smallest sizes, the single-node tree's
+// LL128 factor (7/9 instead of 120/128), the ring's "plateau" latency across nodes.
 //
 // All-to-all is per-peer send/recv (NCCL has no tuning entry for it): one kernel launch, NCCL's
 // Simple base latency, then p-1 rounds -- in round d every member sends to the member d places
@@ -74,7 +78,7 @@ struct NcclRun {
   NcclAlgorithm algorithm = NcclAlgorithm::kRing;
   NcclProtocol protocol = NcclProtocol::kSimple;
   double latency_ns = 0;
-  double efficiency = 1;
+  double efficiency = 1;  // the protocol's, times the share of NCCL's channels the size runs on
   int channels = 1;  // rings (trees) side by side, each leaving a node through its own NIC
   double time_ns = 0;  // latency + traffic / efficiency
 };

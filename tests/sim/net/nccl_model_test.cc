@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/net/nccl_channels.h"
 #include "sim/net/tuned_plan.h"
 #include "tests/sim/net/net_test_util.h"
 
@@ -154,6 +155,64 @@ TEST(NcclModel, SmallAllReducesAcrossManyNodesTakeTheTree) {
   // Disabled algorithms are never chosen.
   c.node.nccl.algorithms = {true, false};
   EXPECT_EQ(choose_nccl(c.node.nccl, CollectiveOp::kAllReduce, 64e3, g, links).algorithm, NcclAlgorithm::kRing);
+}
+
+TEST(NcclModel, ChannelsFollowNcclsBytesPerThread) {
+  const NcclTuning t;  // 32 channels
+  const NcclGroup eight{8, 1, 8};
+  const auto used = [&](NcclAlgorithm a, NcclProtocol q, double s, const NcclGroup& g, const NcclLinks& l) {
+    return nccl_channels_used(t, a, q, s, g, l);
+  };
+  const auto ring = NcclAlgorithm::kRing;
+  // Ring LL: 8 bytes per thread x 8 ranks, 512 threads: 32 KiB per channel.
+  EXPECT_EQ(used(ring, NcclProtocol::kLL, 1024, eight, kLinks), 1);
+  EXPECT_EQ(used(ring, NcclProtocol::kLL, 256 * 1024, eight, kLinks), 8);
+  EXPECT_EQ(used(ring, NcclProtocol::kLL, 256 * 1024 - 1, eight, kLinks), 7);
+  EXPECT_EQ(used(ring, NcclProtocol::kLL, 1024 * 1024, eight, kLinks), 32);
+  EXPECT_EQ(used(ring, NcclProtocol::kLL, 64.0 * 1024 * 1024, eight, kLinks), 32);
+  // 16 ranks: 64 KiB per channel.
+  EXPECT_EQ(used(ring, NcclProtocol::kLL, 1024 * 1024, {16, 2, 8}, kLinks), 16);
+  // LL128: 8 bytes x 640 threads = 5,120 B per channel, whatever the ranks.
+  EXPECT_EQ(used(ring, NcclProtocol::kLL128, 64 * 1024, eight, kLinks), 12);
+  EXPECT_EQ(used(ring, NcclProtocol::kLL128, 256 * 1024, eight, kLinks), 32);
+  // Simple: 64 bytes x 512 threads = 32 KiB; on a ring of at most 12 GB/s, 256 threads: 16 KiB.
+  EXPECT_EQ(used(ring, NcclProtocol::kSimple, 256 * 1024, eight, kLinks), 8);
+  EXPECT_EQ(used(ring, NcclProtocol::kSimple, 256 * 1024, eight, NcclLinks{12.0, 0, 0}), 16);
+  // The tree's LL threshold is not scaled by the ranks: 8 x 512 = 4 KiB per channel.
+  EXPECT_EQ(used(NcclAlgorithm::kTree, NcclProtocol::kLL, 64 * 1024, eight, kLinks), 16);
+}
+
+TEST(NcclModel, SmallSizesRunOnTheChannelsTheyFill) {
+  // HGX H100, 8 ranks: NVLink 450 GB/s x 0.82 = 369 B/ns; ring LL's latency 6.6 + 14 x 0.6 us.
+  const ClusterSpec c = net_test::preset("nodes/hgx-h100.yaml");
+  const NcclGroup g{8, 1, 8};
+  const NcclLinks links = nccl_links(c, g);
+  ASSERT_DOUBLE_EQ(links.intra, 369.0);
+  const auto run = [&](double s) { return choose_nccl(c.node.nccl, CollectiveOp::kAllReduce, s, g, links); };
+  // 256 KiB: LL on 8 of the 32 channels: 7/4 x 262,144 B at 369 x 1/4 x 8/32 B/ns.
+  const NcclRun quarter = run(256 * 1024);
+  EXPECT_EQ(quarter.protocol, NcclProtocol::kLL);
+  EXPECT_DOUBLE_EQ(quarter.efficiency, 0.25 * 8 / 32);
+  EXPECT_NEAR(quarter.time_ns, 15000 + 458752 / (369 * 0.25 * 8 / 32), 1e-6);
+  // 1 MiB fills all 32: four times the bytes in the same time.
+  const NcclRun mib = run(1024 * 1024);
+  EXPECT_DOUBLE_EQ(mib.efficiency, 0.25);
+  EXPECT_NEAR(mib.time_ns, 15000 + 1835008 / (369 * 0.25), 1e-6);
+  EXPECT_NEAR(mib.time_ns, quarter.time_ns, 1e-6);
+  // 64 MiB: Simple (8.4 + 14 x 3.4 us of latency) on every channel, as before channels were
+  // counted.
+  const NcclRun large = run(64.0 * 1024 * 1024);
+  EXPECT_EQ(large.protocol, NcclProtocol::kSimple);
+  EXPECT_DOUBLE_EQ(large.efficiency, 1.0);
+  EXPECT_NEAR(large.time_ns, 56000 + 7.0 / 4 * 64 * 1024 * 1024 / 369, 1e-6);
+  // nccl-tests' sizes, doubling: the time never falls as the size grows. (Between them it can:
+  // a size just under two channels' worth runs on one channel, as in NCCL.)
+  double last = 0;
+  for (double s = 8; s < 1e10; s *= 2) {
+    const double time = run(s).time_ns;
+    EXPECT_GE(time, last) << s;
+    last = time;
+  }
 }
 
 TEST(NcclModel, NothingToMoveCostsNothing) {

@@ -35,14 +35,16 @@ TEST(RingCoflow, OneCoflowCarriesEveryStepOfEveryRing) {
   const PlanPhase& ring = plan.phases[1];
   EXPECT_EQ(ring.repeat, 1);
   ASSERT_EQ(ring.flows.size(), 1u);
-  EXPECT_DOUBLE_EQ(ring.flows[0].bytes, 7 * 1000 / 0.25);  // 7 steps of LL, which moves 4x its data
+  // 7 steps of LL, which moves 4x its data, on 1 of NCCL's 32 channels (8,000 B fill less than
+  // one channel's 32 KiB): 1/32 of the bandwidth, as 32x the bytes.
+  EXPECT_DOUBLE_EQ(ring.flows[0].bytes, 7 * 1000 / 0.25 * 32);
   EXPECT_EQ(ring.flows[0].links.size(), 16u);              // 8 ports out, 8 in, each crossed once
   for (const WeightedLink& l : ring.flows[0].links) EXPECT_EQ(l.weight, 1.0);
-  // One flow per hop and step: 8 flows of 4,000 B, 7 times.
+  // One flow per hop and step: 8 flows of 128,000 B, 7 times.
   const CollectivePlan steps = ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), false);
   EXPECT_EQ(steps.phases[1].repeat, 7);
   ASSERT_EQ(steps.phases[1].flows.size(), 8u);
-  EXPECT_DOUBLE_EQ(steps.phases[1].flows[0].bytes, 1000 / 0.25);
+  EXPECT_DOUBLE_EQ(steps.phases[1].flows[0].bytes, 1000 / 0.25 * 32);
   // Two DGX A100 nodes: one ring per channel (8), each with 1/8 of the bytes, all in one coflow;
   // every ring crosses the network twice (into the second node and back) through NICs of its
   // own, so the coflow crosses every NIC once each way.
@@ -87,17 +89,18 @@ TEST(RingCoflow, OnlyLatencyBoundRingsRunAsCoflows) {
 }
 
 TEST(RingCoflow, AloneTakesTheLatencyAndTheStepsAtTheHopRate) {
-  // 8 H100s, an all-gather of 1,000 B per rank: LL, latency 6.6 us + 7 hops x 0.6 us; each step
-  // moves 4,000 B over NVSwitch ports of 18 x 25 GB/s x 0.82 = 369 B/ns. As one coflow the 7 steps
-  // take ceil(7 x 4000 / 369) = ceil(75.9) = 76 ns; one flow per hop and step rounds each step up
-  // to whole ns, 7 x ceil(10.84) = 77 ns.
+  // 8 H100s, an all-gather of 1,000 B per rank: LL, latency 6.6 us + 7 hops x 0.6 us, on one of
+  // NCCL's 32 channels; each step moves 1000 x 4 x 32 = 128,000 B over NVSwitch ports of 18 x
+  // 25 GB/s x 0.82 = 369 B/ns. As one coflow the 7 steps take ceil(7 x 128,000 / 369) =
+  // ceil(2428.2) = 2429 ns; one flow per hop and step rounds each step up to whole ns,
+  // 7 x ceil(346.9) = 2429 ns.
   const ClusterSpec c = preset("nodes/hgx-h100.yaml");
   const ClusterTopology t(c);
-  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), true)), 10800 + 76);
-  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), false)), 10800 + 77);
-  // 369 B per rank: 1,476 B a step, 4 ns exactly: both 7 x 4 ns.
-  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 369, iota(8), true)), 10800 + 28);
-  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 369, iota(8), false)), 10800 + 28);
+  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), true)), 10800 + 2429);
+  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), false)), 10800 + 2429);
+  // 369 B per rank: 47,232 B a step, 128 ns exactly: both 7 x 128 ns.
+  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 369, iota(8), true)), 10800 + 896);
+  EXPECT_EQ(run(t, ring_plan(t, c, CollectiveOp::kAllGather, 369, iota(8), false)), 10800 + 896);
 }
 
 TEST(RingCoflow, AloneWithinANanosecondPerStepOfOneFlowPerHopAndStep) {
@@ -154,27 +157,27 @@ std::vector<TimeNs> run_together(const ClusterTopology& t, const std::vector<Col
 }
 
 TEST(RingCoflow, SharesItsBottleneckAsOneFlowPerHop) {
-  // 8 H100s: an all-gather of 1,000 B per rank (latency 10.8 us, then 7 steps of 4,000 B a hop)
-  // beside a transfer from GPU 0 to GPU 4 of 369 x 20,000 B, both started at 0. The transfer runs
-  // alone at B = 369 B/ns through the ring's latency; then it shares GPU 0's port out with hop
-  // 0 -> 1 and GPU 4's port in with hop 3 -> 4: B/2 each, so the ring moves at B/2 and takes
-  // ceil(28,000 / 184.5) = 152 ns. The transfer has lost 152 x B/2 = 76 x B bytes by then and ends
-  // 76 ns after it would alone: at 20,076.
+  // 8 H100s: an all-gather of 1,000 B per rank (latency 10.8 us, then 7 steps of 128,000 B a hop:
+  // LL on one of 32 channels) beside a transfer from GPU 0 to GPU 4 of 369 x 20,000 B, both
+  // started at 0. The transfer runs alone at B = 369 B/ns through the ring's latency; then it
+  // shares GPU 0's port out with hop 0 -> 1 and GPU 4's port in with hop 3 -> 4: B/2 each, so the
+  // ring moves at B/2 and takes ceil(896,000 / 184.5) = 4857 ns. The transfer has lost
+  // 4857 x B/2 bytes by then and ends 2428.5 ns after it would alone: at 22,428.5.
   const ClusterSpec c = preset("nodes/hgx-h100.yaml");
   const ClusterTopology t(c);
   CollectivePlan transfer;
   transfer.phases.push_back(PlanPhase{0, {pair_flow(t, 0, 4, 369.0 * 20000)}, 1});
   const std::vector<TimeNs> ends =
       run_together(t, {ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), true), transfer});
-  EXPECT_EQ(ends[0], 10800 + 152);
-  EXPECT_NEAR(static_cast<double>(ends[1]), 20076, 1.0);
+  EXPECT_EQ(ends[0], 10800 + 4857);
+  EXPECT_NEAR(static_cast<double>(ends[1]), 22428.5, 1.0);
   // One flow per hop and step: each step ends with hops 0 -> 1 and 3 -> 4 at B/2 after
-  // ceil(4,000 / 184.5) = 22 ns (the other hops end at 11 ns and leave no link the transfer uses):
-  // the ring takes 7 x 22 = 154 ns and the transfer loses 77 x B bytes.
+  // ceil(128,000 / 184.5) = 694 ns (the other hops end at 347 ns and leave no link the transfer
+  // uses): the ring takes 7 x 694 = 4858 ns and the transfer loses 2429 x B bytes.
   const std::vector<TimeNs> per_step =
       run_together(t, {ring_plan(t, c, CollectiveOp::kAllGather, 1000, iota(8), false), transfer});
-  EXPECT_EQ(per_step[0], 10800 + 154);
-  EXPECT_NEAR(static_cast<double>(per_step[1]), 20077, 1.0);
+  EXPECT_EQ(per_step[0], 10800 + 4858);
+  EXPECT_NEAR(static_cast<double>(per_step[1]), 22429, 1.0);
 }
 
 }  // namespace

@@ -83,10 +83,11 @@ TEST(TunedPlan, PlansPayNcclsLatencyOnceThenMoveBytes) {
   ASSERT_EQ(plan.phases.size(), 2u);
   EXPECT_EQ(plan.phases[0].local_ns, 6600 + 14 * 600);  // LL for 1 KiB
   EXPECT_TRUE(plan.phases[0].flows.empty());
-  // One ring, its 14 steps as one coflow; LL moves 4x its data.
+  // One ring, its 14 steps as one coflow; LL moves 4x its data, and 1 KiB runs on one of NCCL's
+  // 32 channels (under 32 KiB, 8 B x 8 ranks x 512 threads): 1/32 of the bandwidth.
   EXPECT_EQ(plan.phases[1].repeat, 1);
   EXPECT_EQ(plan.phases[1].flows.size(), 1u);
-  EXPECT_DOUBLE_EQ(plan.phases[1].flows[0].bytes, 14 * 128 / 0.25);
+  EXPECT_DOUBLE_EQ(plan.phases[1].flows[0].bytes, 14 * 128 / (0.25 / 32));
   // Nothing to move, or one rank: nothing to run.
   EXPECT_TRUE(plan_collective(t, c, CollectiveWork{CollectiveOp::kAllReduce, 0, 0}, iota(8), {}).phases.empty());
   EXPECT_TRUE(plan_collective(t, c, CollectiveWork{CollectiveOp::kAllReduce, 0, 64}, {3}, {}).phases.empty());
