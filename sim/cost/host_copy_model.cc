@@ -94,18 +94,26 @@ void HostCopyModel::begin_moving(TaskIndex task, TimeNs now) {
   moving_.add(task, round_duration_ns(static_cast<double>(work.bytes) / own, work.bytes > 0), now, 1.0);
 }
 
-double HostCopyModel::alone_rate(TaskIndex task) const {
+std::vector<HostCopyModel::Crossed> HostCopyModel::crossed_links(TaskIndex task) const {
   const Copy& c = copies_.at(task);
-  std::vector<std::pair<HostLinks::Link, double>> crossed{{c.own, 1.0}};
+  std::vector<Crossed> crossed{{c.own, 1.0, links_->capacity(c.own) * c.factor}};
   for (const WeightedLink& w : shared_.at(graph_.task(task).rank)[static_cast<std::size_t>(c.dir)])
-    crossed.emplace_back(w.link, w.weight);
-  std::stable_sort(crossed.begin(), crossed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    crossed.push_back({w.link, w.weight, links_->capacity(w.link)});
+  return crossed;
+}
+
+double HostCopyModel::alone_rate(TaskIndex task) const {
+  std::vector<Crossed> crossed = crossed_links(task);
+  std::stable_sort(crossed.begin(), crossed.end(), [](const Crossed& a, const Crossed& b) { return a.link < b.link; });
   double rate = kUnlimitedRate;
   for (std::size_t i = 0; i < crossed.size();) {
-    const HostLinks::Link link = crossed[i].first;
+    const HostLinks::Link link = crossed[i].link;
     double weight = 0;
-    for (; i < crossed.size() && crossed[i].first == link; ++i) weight += crossed[i].second;
-    const double capacity = link == c.own ? links_->capacity(link) * c.factor : links_->capacity(link);
+    double capacity = kUnlimitedRate;  // the lowest given, as share_links' slots keep
+    for (; i < crossed.size() && crossed[i].link == link; ++i) {
+      weight += crossed[i].weight;
+      capacity = std::min(capacity, crossed[i].capacity);
+    }
     if (weight > 1e-12) rate = std::min(rate, capacity / weight);
   }
   return std::max(rate, 0.0);
@@ -120,8 +128,7 @@ void HostCopyModel::share_links(TimeNs now) {
     moving_.set_rate(tasks.front(), std::min(1.0, rate / links_->capacity(copies_.at(tasks.front()).own)), now);
     return;
   }
-  // The links the moving copies cross, numbered densely for the solver. A GPU's own link runs at
-  // its interference factor: its DMA engines slow down, the links behind it do not.
+  // The links the moving copies cross, numbered densely for the solver (crossed_links).
   std::map<HostLinks::Link, std::size_t> index;
   std::vector<double> capacity;
   auto slot = [&](HostLinks::Link l, double cap) {
@@ -136,10 +143,8 @@ void HostCopyModel::share_links(TimeNs now) {
   std::vector<std::vector<WeightedLink>> flows;
   flows.reserve(tasks.size());
   for (TaskIndex task : tasks) {
-    const Copy& c = copies_.at(task);
-    std::vector<WeightedLink> flow{{static_cast<LinkId>(slot(c.own, links_->capacity(c.own) * c.factor)), 1.0}};
-    for (const WeightedLink& w : shared_.at(graph_.task(task).rank)[static_cast<std::size_t>(c.dir)])
-      flow.push_back({static_cast<LinkId>(slot(w.link, links_->capacity(w.link))), w.weight});
+    std::vector<WeightedLink> flow;
+    for (const Crossed& x : crossed_links(task)) flow.push_back({static_cast<LinkId>(slot(x.link, x.capacity)), x.weight});
     flows.push_back(std::move(flow));
   }
   std::vector<std::span<const WeightedLink>> spans(flows.begin(), flows.end());

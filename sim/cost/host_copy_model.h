@@ -83,6 +83,15 @@ class HostCopyModel final : public ActivityModel {
   void engage(TaskIndex task, TimeNs now);
   void begin_moving(TaskIndex task, TimeNs now);
   void share_links(TimeNs now);
+  // A link a copy crosses: its weight and capacity (bytes per ns; the GPU's own link at the copy's
+  // interference factor: its DMA engines slow down, the links behind it do not).
+  struct Crossed {
+    HostLinks::Link link;
+    double weight;
+    double capacity;
+  };
+  // The copy's own link first, then the shared path of its GPU and direction.
+  std::vector<Crossed> crossed_links(TaskIndex task) const;
   // The max-min rate of a copy moving alone (bytes per ns): the lowest capacity / weight over the
   // links it crosses, the weights of a link crossed twice summed in order, as the solver does.
   double alone_rate(TaskIndex task) const;

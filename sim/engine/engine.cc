@@ -151,8 +151,8 @@ class EngineRun {
     ready_.clear();
   }
 
-  // Removes from ready_ the tasks that wait for kernels already running on their device (the
-  // kernels starting now do not hold them back); KernelQueue releases them later. Observers see
+  // Removes from ready_ the tasks that wait for kernels that arrived on their device before them
+  // (running, or starting now: start_ready registered those first); KernelQueue releases them later. Observers see
   // them start now, when their stream issues them, as the runtime's events time a kernel (its
   // wait for the SMs inside its duration); their model starts them, and they count as busy,
   // only once released.
