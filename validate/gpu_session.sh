@@ -111,14 +111,19 @@ step() {
   shift 2
   local left=$((deadline - SECONDS))
   if [ "$left" -lt 5 ]; then
-    printf '%-28s skipped (budget spent)  %s\n' "$name" "$*" | tee -a "$summary"
+    local shown="$*"
+    printf '%-28s skipped (budget spent)  %s\n' "$name" "${shown//$work\//RESULTS/}" | tee -a "$summary"
     return
   fi
   [ "$left" -lt "$limit" ] && limit=$left
   local start=$SECONDS
   timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1
   local rc=$?
-  printf '%-28s exit %3d  %4d s  %s\n' "$name" "$rc" "$((SECONDS - start))" "$*" | tee -a "$summary"
+  local shown="$*"
+  # The scratch folder is named RESULTS/ in the summary: recompare_gpu_results.sh re-runs these
+  # commands against the committed results folder.
+  printf '%-28s exit %3d  %4d s  %s\n' "$name" "$rc" "$((SECONDS - start))" "${shown//$work\//RESULTS/}" |
+    tee -a "$summary"
   pack
 }
 
