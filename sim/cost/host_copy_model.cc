@@ -194,6 +194,7 @@ void HostCopyModel::advance_to(TimeNs now, std::vector<TaskIndex>& finished) {
       const TaskIndex next = queue.front();
       queue.pop_front();
       engage(next, now);
+      served_.emplace_back(next, now);
     }
   }
   for (const auto& [task, c] : copies_) {
@@ -203,6 +204,11 @@ void HostCopyModel::advance_to(TimeNs now, std::vector<TaskIndex>& finished) {
     }
   }
   if (changed) share_links(now);
+}
+
+void HostCopyModel::take_served(std::vector<std::pair<TaskIndex, TimeNs>>& served) {
+  served.insert(served.end(), served_.begin(), served_.end());
+  served_.clear();
 }
 
 double HostCopyModel::rate_bytes_per_ns(TaskIndex task) const {

@@ -11,8 +11,8 @@
 //     the two directions are separate); they meet only in host memory;
 //   - a GPU runs at most pcie.copy_engines copies per direction at once (a loopback GPU's
 //     virtual ranks, several copy streams); more wait, in the order they started, for an engine,
-//     and pay their latency when they get one (the trace shows a copy from when its stream
-//     issued it, its wait included, as a CUDA stream's timing events would);
+//     and pay their latency when they get one; the trace starts a copy when it gets its engine,
+//     as the events of a copy engine's stream time it (EngineObserver::on_task_served);
 //   - copies of the GPUs behind one PCIe switch share its uplink, and all GPUs of a CPU share its
 //     memory.
 // Interference (MPipeMoE Fig. 3): the memcpy factor of the copy's stream on its rank scales the
@@ -63,6 +63,8 @@ class HostCopyModel final : public ActivityModel {
                              const Concurrency& concurrency) override;
   TimeNs next_completion() const override;
   void advance_to(TimeNs now, std::vector<TaskIndex>& finished) override;
+  // The copies that waited for an engine and got one (their trace start).
+  void take_served(std::vector<std::pair<TaskIndex, TimeNs>>& served) override;
 
   // Bytes per ns a copy moving bytes gets now; InternalError when it is not moving bytes.
   double rate_bytes_per_ns(TaskIndex task) const;
@@ -104,6 +106,7 @@ class HostCopyModel final : public ActivityModel {
   std::map<TaskIndex, Copy> copies_;                  // started and not finished
   std::map<std::pair<int, int>, int> engaged_;        // (device, dir) -> copies holding an engine
   std::map<std::pair<int, int>, std::deque<TaskIndex>> waiting_;
+  std::vector<std::pair<TaskIndex, TimeNs>> served_;  // engaged after a wait, not yet taken
   RatedActivities moving_;                            // work: bytes at the GPU's own rate
 };
 

@@ -61,6 +61,9 @@ class ActivityModel {
   // Advances progress to `now` (never past next_completion()) and appends the tasks that finished
   // at `now`, in ascending task index.
   virtual void advance_to(TimeNs now, std::vector<TaskIndex>& finished) = 0;
+  // Moves out the tasks that waited inside this model for a resource and got it since the last
+  // call (EngineObserver::on_task_served), with when; the engine asks after each advance_to.
+  virtual void take_served(std::vector<std::pair<TaskIndex, TimeNs>>& /*served*/) {}
 };
 
 }  // namespace moesim

@@ -202,6 +202,10 @@ class EngineRun {
   void finish(ActivityModel& model, TimeNs now) {
     finished_.clear();
     model.advance_to(now, finished_);
+    served_.clear();
+    model.take_served(served_);
+    for (const auto& [task, at] : served_)
+      for (EngineObserver* o : observers_) o->on_task_served(task, at);
     for (TaskIndex i : finished_) {
       MOESIM_CHECK(i < num_tasks_ && running_[i], "model '" + std::string(model.name()) + "' finished task " +
                                                       std::to_string(i) + ", which is not running");
@@ -241,6 +245,7 @@ class EngineRun {
   KernelQueue kernels_;
   std::vector<TaskIndex> ready_;
   std::vector<TaskIndex> finished_;
+  std::vector<std::pair<TaskIndex, TimeNs>> served_;
   std::size_t num_done_ = 0;
   std::map<int, BusyCounts> touched_;  // busy counts of the ranks touched this step, as they were before it
 };
