@@ -361,14 +361,16 @@ void add_graph(CLI::App& app, GraphArgs& g) {
   g.check_cmd->add_option("file", g.check_path, "graph JSON written by `moesim graph export`")->required();
 }
 
-// `moesim validate published`, `steps` and `layers`.
+// `moesim validate published`, `steps`, `layers` and `calibration`.
 struct ValidateCommands {
   ValidatePublishedArgs published_args;
   ValidateStepsArgs steps_args;
   ValidateLayersArgs layers_args;
+  ValidateCalibrationArgs calibration_args;
   CLI::App* published = nullptr;
   CLI::App* steps = nullptr;
   CLI::App* layers = nullptr;
+  CLI::App* calibration = nullptr;
 };
 
 void add_validate(CLI::App& app, ValidateCommands& v) {
@@ -389,6 +391,15 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
       "layers", "simulate the published per-layer times of validate/data/ and print each error (docs/validation.md)");
   v.layers->add_option("--data", v.layers_args.data_dir, "folder of datasets (default validate/data)");
   v.layers->add_option("--network", v.layers_args.network, kNetworkFlagHelp)->capture_default_str();
+  v.calibration = validate_cmd->add_subcommand(
+      "calibration", "a calibration file's measured GEMM times against the datasheet model of a node of that GPU "
+                     "(docs/validation.md)");
+  v.calibration->add_option("--calibration", v.calibration_args.calibration_path, "calibration YAML (`moesim calibrate`)")
+      ->required();
+  v.calibration->add_option("--hardware", v.calibration_args.hardware_path,
+                            "node, cluster or GPU YAML or bundled preset name, without a calibration of its own")
+      ->required();
+  v.calibration->add_option("--csv", v.calibration_args.csv_path, "write one row per point ('-' for stdout)");
 }
 
 CLI::App* add_presets(CLI::App& app, PresetsArgs& a) {
@@ -528,6 +539,7 @@ int main_impl(int argc, char** argv) {
   if (validate.published->parsed()) return run_validate_published(validate.published_args);
   if (validate.steps->parsed()) return run_validate_steps(validate.steps_args);
   if (validate.layers->parsed()) return run_validate_layers(validate.layers_args);
+  if (validate.calibration->parsed()) return run_validate_calibration(validate.calibration_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (cost_models_cmd->parsed()) return run_cost_models(cost_models_args, std::cout);

@@ -10,6 +10,8 @@
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/spec/presets.h"
+#include "sim/spec/loader.h"
+#include "validate/calibration_replay.h"
 #include "validate/layer_replay.h"
 #include "validate/published_replay.h"
 #include "validate/step_replay.h"
@@ -124,6 +126,20 @@ int run_validate_published(const ValidatePublishedArgs& a) {
     reports.push_back(validate::replay_dataset(validate::read_dataset_source(dir), network));
   return print_reports(reports, a.csv_path, validate::print_dataset_report, validate::print_goal_summary,
                        validate::write_csv);
+}
+
+int run_validate_calibration(const ValidateCalibrationArgs& a) {
+  check_outputs({{"--csv", a.csv_path}});
+  const CalibrationSpec calibration = load_calibration(a.calibration_path);
+  const ClusterSpec datasheet = load_hardware_spec(a.hardware_path);
+  const validate::CalibrationReplay replay = validate::replay_calibration_gemms(calibration, datasheet);
+  if (a.csv_path != "-") validate::print_calibration_replay(replay, std::cout);
+  if (!a.csv_path.empty()) {
+    std::ostringstream csv;
+    validate::write_calibration_replay_csv(replay, csv);
+    write_output("--csv", a.csv_path, csv.str());
+  }
+  return 0;
 }
 
 }  // namespace moesim::cli

@@ -1,4 +1,4 @@
-// `moesim validate published`, `moesim validate steps` and `moesim validate layers`.
+// `moesim validate published`, `steps`, `layers` and `calibration`.
 //
 // `moesim validate published`: every published measurement under validate/data/ (validate/published.h)
 // replayed on moesim's models, per point and per dataset, with the accuracy goals and whether each
@@ -39,5 +39,15 @@ struct ValidateLayersArgs {
 };
 
 int run_validate_layers(const ValidateLayersArgs& args);
+
+// `moesim validate calibration`: a calibration file's measured GEMM times against the datasheet
+// shape model of a node with the same GPU (validate/calibration_replay.h).
+struct ValidateCalibrationArgs {
+  std::string calibration_path;
+  std::string hardware_path;  // a node (or cluster, or GPU) without a calibration of its own
+  std::string csv_path;       // one row per point ("-" for stdout)
+};
+
+int run_validate_calibration(const ValidateCalibrationArgs& args);
 
 }  // namespace moesim::cli

@@ -4,6 +4,7 @@
 // --alltoall-log it fits the node's network to an nccl-tests log, on any build.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -485,3 +486,23 @@ TEST_F(Cli, CalibrateRefusesLogsItCannotFit) {
 }
 
 }  // namespace
+
+// `moesim validate calibration`: a committed H200 calibration's 9,684 GEMM times against the
+// datasheet node, a table row per section and dtype, and one CSV row per point.
+TEST_F(Cli, ValidateCalibrationReplaysEveryGemmOfACommittedCalibration) {
+  const std::string csv = (dir_ / "points.csv").string();
+  const Result r = run("validate calibration --calibration hardware/calibration/h200-sxm-2026-11-27-call1.yaml "
+                       "--hardware hardware/nodes/hgx-h200.yaml --csv " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* row : {"gemm             bf16    1728", "batched_gemm     tf32     500", "batched_gemm_tn  bf16     500"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  EXPECT_NE(r.out.find("all 9684 points: median |error| "), std::string::npos) << r.out;
+  const std::string points = read_file(csv);
+  EXPECT_EQ(std::count(points.begin(), points.end(), '\n'), 9685);
+  // The calibration on another GPU's node is refused, naming both.
+  const Result h100 = run("validate calibration --calibration hardware/calibration/h200-sxm-2026-11-27-call1.yaml "
+                          "--hardware hardware/nodes/hgx-h100.yaml");
+  EXPECT_EQ(h100.exit_code, 2);
+  EXPECT_NE(h100.err.find("measured on 'H200-SXM-141GB' and cannot be applied to 'H100-SXM5-80GB'"),
+            std::string::npos) << h100.err;
+}
