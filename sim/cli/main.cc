@@ -256,8 +256,10 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_flag("--no-routing-data", a.no_routing_data, "do not count gate scores and indices (the papers' accounting)");
   plan->add_option("--routing", a.routing,
                    "token routing: uniform | zipf:<s> | matrix:<csv file> (the simulate method; the model-based "
-                   "methods assume balanced routing)")
+                   "methods assume balanced routing; with --global-batch uniform or zipf:<s>)")
       ->capture_default_str();
+  plan->add_option("--seed", a.seed, "random seed: places zipf routing's hot experts")
+      ->transform(whole(0, kMaxSeed))->capture_default_str();
   plan->add_option("--json", a.json_path, "write the plan as JSON ('-' for stdout)");
   plan->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
   plan->add_option("--jobs,-j", a.jobs, "simulations in parallel (0 = every core)")

@@ -90,6 +90,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   req.run.chunk_alignment = a.chunk_alignment;
   req.run.count_routing_data = !a.no_routing_data;
   req.run.routing = parse_routing_flag(a.routing);
+  req.run.seed = a.seed;
   req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
   req.run.network = parse_network_flag(a.network);
   req.run.compute = parse_compute_flag(a.compute);

@@ -35,6 +35,7 @@ struct PlanArgs {
   std::string optimizer = "adam";
   bool no_routing_data = false;
   std::string routing = "uniform";  // --routing, as for simulate
+  std::uint64_t seed = 1;            // --seed: where zipf routing puts its hot experts
   std::string json_path;           // "-" = stdout (the table then goes to stderr)
   int jobs = 0;                    // 0 = every hardware thread
   bool fit = false;

@@ -13,6 +13,7 @@
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/progress.h"
+#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/search/layout_planner.h"
 #include "sim/search/thread_pool.h"
@@ -42,6 +43,8 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.attention = *attention;
   r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
   if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
+  r.routing = parse_routing_flag(a.routing);
+  r.seed = a.seed;
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;
@@ -65,7 +68,9 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
   const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
   out << "moesim: layouts of " << r.model.name << " on " << r.cluster.num_gpus() << " x " << r.cluster.node.gpu.name
       << " (" << r.cluster.name << "), global batch " << r.global_batch << " x " << seq << " tokens, "
-      << to_string(r.attention) << " attention\n";
+      << to_string(r.attention) << " attention"
+      << (r.routing.balanced() ? std::string() : ", routing " + r.routing.to_string() + " (seed " + std::to_string(r.seed) + ")")
+      << "\n";
   const auto& e = plan.enumeration;
   out << "candidates: " << e.considered << " considered, " << e.fitting.size() << " legal and fit (closed-form memory), "
       << plan.estimates.size() << " estimated, the best " << plan.simulated.size() << " simulated in full\n";
@@ -176,6 +181,8 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   j["attention"] = std::string(to_string(r.attention));
   j["network"] = std::string(to_string(resolve_network_model(r.cluster, r.network.model)));
   j["top"] = r.top;
+  j["routing"] = r.routing.to_string();
+  j["seed"] = r.seed;
   return j;
 }
 
@@ -242,7 +249,7 @@ const std::vector<std::string>& layer_plan_only_flags() {
   static const std::vector<std::string> flags{
       "--tokens", "--strategies", "--objective", "--method", "--order", "--ep", "--tp",
       "--no-dtd", "--grad-sync", "--zero", "--checkpoint", "--layers", "--slots", "--chunk-align",
-      "--optimizer", "--no-routing-data", "--routing", "--memory-limit", "--fit", "--max-step-ms"};
+      "--optimizer", "--no-routing-data", "--memory-limit", "--fit", "--max-step-ms"};
   return flags;
 }
 

@@ -90,6 +90,8 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
         s.attention = r.attention;
         s.zero_stage = zero;
         s.moe_chunks = chunks;
+        s.routing = r.routing;
+        s.seed = r.seed;
         out.push_back(s);
       }
     }
@@ -165,6 +167,12 @@ std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec
 
 LayoutEnumeration enumerate_layouts(const LayoutRequest& r) {
   require_architecture(r.model);
+  if (r.routing.kind == RoutingKind::kMatrix)
+    throw InputError("--routing " + r.routing.to_string() + ": a routing matrix fixes the expert-parallel size, which the "
+                     "layout plan varies; plan with uniform or zipf:<s>, or simulate one layout with simulate --global-batch");
+  if (!r.routing.balanced() && !r.model.has_moe_layers())
+    throw InputError("--routing " + r.routing.to_string() + " spreads tokens over experts; " + r.model.name +
+                     " has no MoE layer");
   LayoutEnumeration out;
   std::map<std::string, std::int64_t> rejected;
   const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;

@@ -61,6 +61,10 @@ struct LayoutRequest {
   AttentionKernel attention = AttentionKernel::kFlash;
   NetworkChoice network;
   std::vector<int> moe_chunks;  // the sub-stage pipelining's chunk counts to try; empty: the default above
+  // The MoE layers' routing for every layout (StepSpec::routing): uniform, or zipf (a matrix fixes
+  // the expert-parallel size, which the planner varies: refused by plan_layouts).
+  RoutingSpec routing;
+  std::uint64_t seed = 1;
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };

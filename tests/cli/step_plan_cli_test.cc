@@ -53,6 +53,39 @@ TEST_F(Cli, StepPlanOfAnMoeModelShowsTheExpertsTensorParallelSizeAndChunks) {
   }
 }
 
+// --routing zipf:<s> --seed N: every layout is simulated with that routing, so a planned layout's
+// step is the one `simulate --global-batch` gives it with the same routing (and not the uniform one).
+TEST_F(Cli, StepPlanSimulatesEveryLayoutWithItsRouting) {
+  const std::string routing = " --routing zipf:1.5 --seed 3";
+  const Result r = run("plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 "
+                       "--jobs 2 --gpus 8 --top 8 --chunks 1" + routing + " --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("flash attention, routing zipf:1.5 (seed 3)"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  EXPECT_EQ(j["routing"], "zipf:1.5");
+  EXPECT_EQ(j["seed"], 3);
+  const nlohmann::json* spread = nullptr;  // a layout whose experts lie on several ranks
+  for (const auto& layout : j["plan"]["layouts"])
+    if (layout["ep"].get<int>() > 1) {
+      spread = &layout;
+      break;
+    }
+  ASSERT_NE(spread, nullptr) << j.dump(1);
+  const nlohmann::json& l = *spread;
+  const std::string simulate =
+      "simulate --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --gpus 8 --global-batch 16 "
+      "--tp " + l["tp"].dump() + " --cp " + l["cp"].dump() + " --pp " + l["pp"].dump() + " --ep " + l["ep"].dump() +
+      " --etp " + l["etp"].dump() + " --micro-batch " + l["micro_batch"].dump() + " --zero " + l["zero"].dump() +
+      " --chunks " + l["moe_chunks"].dump() + " --recompute " + l["recompute"].get<std::string>();
+  const Result routed = run(simulate + routing + " --json " + (dir_ / "routed.json").string());
+  const Result uniform = run(simulate + " --json " + (dir_ / "uniform.json").string());
+  ASSERT_EQ(routed.exit_code, 0) << routed.err;
+  ASSERT_EQ(uniform.exit_code, 0) << uniform.err;
+  const double planned = l["step_time_s"].get<double>();
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(read_file(dir_ / "routed.json"))["step_time_s"].get<double>(), planned);
+  EXPECT_NE(nlohmann::json::parse(read_file(dir_ / "uniform.json"))["step_time_s"].get<double>(), planned);
+}
+
 TEST_F(Cli, StepPlanFindsTheNodesForATokenRate) {
   // Any positive rate one node reaches: the search stops at 1 node.
   const Result r = run(kTinyPlan + " --top 1 --target-tokens-per-day 1e6 --max-nodes 2");
@@ -78,6 +111,10 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --seq 1024 --tokens 4096",
        "--seq belongs to the whole step's layout plan: give --global-batch"},
       {"plan --model moe-gpt-s-64e --hardware adira-8x-dgx-a100", "--tokens is required"},
+      {kTinyPlan + " --routing zipf:1.2", "--routing zipf:1.2 spreads tokens over experts; Tiny-GPT has no MoE layer"},
+      {"plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 --routing "
+       "matrix:tests/docs/bad_inputs/three-ranks.csv",
+       "a routing matrix fixes the expert-parallel size, which the layout plan varies"},
   };
   for (const auto& [args, message] : cases) {
     const Result r = run(args);
