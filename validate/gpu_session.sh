@@ -13,6 +13,8 @@
 #   calibrate  `moesim calibrate` of this GPU, and of the all-to-all between its GPUs if it has several
 #   measure    `moesim run` of each configuration, its simulation, and `moesim compare` of the two
 #              (with the datasheet node, and with this GPU's calibration when there is one)
+#   holdout    `moesim run` of configurations no model change was built from, simulated and
+#              compared as in measure (the simulator judged out of sample; not by default)
 #   bench      the layer against its GEMMs alone, and plain PyTorch on the same GPU
 #   sanitize   compute-sanitizer memcheck and initcheck over the small GPU tests (not by default)
 #
@@ -47,7 +49,7 @@ case "$mode" in
     ;;
   run) shift ;;
   *)
-    echo "usage: $0 build | run [tests|calibrate|measure|bench|sanitize]..." >&2
+    echo "usage: $0 build | run [tests|calibrate|measure|holdout|bench|sanitize]..." >&2
     exit 2
     ;;
 esac
@@ -56,9 +58,9 @@ phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(tests calibrate measure) # bench and sanitize: calls of their own
 for p in "${phases[@]}"; do
   case "$p" in
-    tests | calibrate | measure | bench | sanitize) ;;
+    tests | calibrate | measure | holdout | bench | sanitize) ;;
     *)
-      echo "$0: unknown phase '$p' (tests, calibrate, measure, bench, sanitize)" >&2
+      echo "$0: unknown phase '$p' (tests, calibrate, measure, holdout, bench, sanitize)" >&2
       exit 2
       ;;
   esac
@@ -200,6 +202,21 @@ phase_measure() {
     MEASURE_MODEL=$xl MEASURE_TOKENS=16384 measure_one "xl16-tf32-n$n" 1 --chunks $n --strategy none
     MEASURE_MODEL=$xl_bf16 MEASURE_TOKENS=16384 measure_one "xl16-bf16-n$n" 1 --chunks $n --strategy none
   done
+}
+
+phase_holdout() {
+  # Configurations that no model change has been built from (the measure grid has been, call by
+  # call): other token counts, chunk counts and strategies, four and two virtual ranks, four
+  # layers, MoE-GPT-XL-16E in bf16 at half its tokens. Compared as measure compares.
+  MEASURE_TOKENS=8192 measure_one holdout-t8192-s1-n2 1 --chunks 2 --strategy s1 --check
+  MEASURE_TOKENS=2048 measure_one holdout-t2048-s3-n8 1 --chunks 8 --strategy s3 --check
+  measure_one holdout-s2-n2 1 --chunks 2 --strategy s2 --check
+  measure_one holdout-layers4-none-n2 1 --chunks 2 --strategy none --layers 4 --check
+  measure_one holdout-loopback4-s4-n2 4 --chunks 2 --strategy s4 --loopback --check
+  measure_one holdout-loopback2-none-n4 2 --chunks 4 --strategy none --loopback --check
+  local xl_bf16="$work/moe-gpt-xl-16e-bf16.yaml"
+  sed -e 's/^dtype: .*/dtype: bf16/' -e 's/^gemm_precision: .*/gemm_precision: bf16/' models/moe-gpt-xl-16e.yaml >"$xl_bf16"
+  MEASURE_MODEL=$xl_bf16 MEASURE_TOKENS=8192 measure_one holdout-xl16-bf16-t8192-s4-n2 1 --chunks 2 --strategy s4
 }
 
 phase_bench() {

@@ -44,17 +44,17 @@ session() { # OUT-DIR ARGS...: runs the script, prints its exit code
 # 1. The measure phase with a calibration: every simulation runs, every run says why it cannot.
 out=$work/measure
 mkdir -p "$out"
-rc=$(MOESIM_CALIBRATION="$work/h100-cal.yaml" session "$out" run measure)
-[ "$rc" = 0 ] || fail "run measure exited $rc: $(cat "$out.log")"
+rc=$(MOESIM_CALIBRATION="$work/h100-cal.yaml" session "$out" run measure holdout)
+[ "$rc" = 0 ] || fail "run measure holdout exited $rc: $(cat "$out.log")"
 summary=$out/summary.txt
 [ -s "$summary" ] || fail "no summary.txt"
 [ -s "$out/gpu-results.tar.gz" ] || fail "no gpu-results.tar.gz"
 sims=$(grep -cE '^sim(cal)?-' "$summary")
-[ "$sims" = 36 ] || fail "expected 36 simulate steps (18 configurations, datasheet and calibrated), got $sims"
+[ "$sims" = 50 ] || fail "expected 50 simulate steps (18 + 7 holdout configurations, datasheet and calibrated), got $sims"
 bad=$(grep -E '^sim(cal)?-' "$summary" | grep -v 'exit   0')
 [ -z "$bad" ] || fail "simulate steps failed: $bad"
 runs=$(grep -cE '^run-.*exit   2 ' "$summary")
-[ "$runs" = 18 ] || fail "expected 18 moesim run steps with exit 2 (no GPU), got $runs: $(grep '^run-' "$summary")"
+[ "$runs" = 25 ] || fail "expected 25 moesim run steps with exit 2 (no GPU), got $runs: $(grep '^run-' "$summary")"
 mkdir -p "$out/unpacked"
 tar -xzf "$out/gpu-results.tar.gz" -C "$out/unpacked" || fail "the archive does not unpack"
 [ -s "$out/unpacked/gpu-results/simcal-loopback8-s1-n4.json" ] || fail "the archive lacks the calibrated loopback simulation"
