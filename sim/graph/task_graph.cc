@@ -145,7 +145,7 @@ TaskIndex TaskGraph::add_task(Task task) {
   for (BufferId id : task.frees) ++buffer_free_count_[id];
   const StreamClass stream = task.stream;
   const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(std::move(task), graph_));
-  by_id_.emplace(id_key, index);
+  by_id_.insert(id_key, index);
 
   const std::vector<int> ranks = ranks_of(index);
   if (ranks.empty()) {
@@ -206,12 +206,10 @@ std::optional<TaskIndex> TaskGraph::find(std::string_view id, int rank) const {
 }
 
 std::optional<TaskIndex> TaskGraph::find_hashed(std::size_t hash, std::string_view id, int rank) const {
-  const auto [first, last] = by_id_.equal_range(hash);
-  for (auto it = first; it != last; ++it) {
-    const Task& t = graph_[it->second];
-    if (t.rank == rank && t.id == id) return it->second;
-  }
-  return std::nullopt;
+  return by_id_.find(hash, [&](TaskIndex i) {
+    const Task& t = graph_[i];
+    return t.rank == rank && t.id == id;
+  });
 }
 
 const std::vector<TaskIndex>& TaskGraph::stream_tasks(int rank, StreamClass stream) const {

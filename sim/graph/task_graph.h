@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -25,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/graph/hash_index.h"
 #include "sim/graph/task.h"
 
 namespace moesim {
@@ -109,7 +109,7 @@ class TaskGraph {
     return std::hash<std::string_view>{}(id) * 31 + static_cast<std::size_t>(rank);
   }
   std::optional<TaskIndex> find_hashed(std::size_t hash, std::string_view id, int rank) const;
-  std::unordered_multimap<std::size_t, TaskIndex> by_id_;
+  HashIndex by_id_;
   std::map<std::pair<int, int>, std::vector<TaskIndex>> streams_;  // (rank, stream) -> tasks
   Graph graph_;
 };

@@ -110,9 +110,9 @@ void MaxMinSolver::heap_place(std::size_t at, const HeapEntry& e) {
 
 void MaxMinSolver::heap_fix(std::size_t at) {
   const HeapEntry e = heap_[at];
-  while (at > 0 && heap_less(e, heap_[(at - 1) / 2])) {
-    heap_place(at, heap_[(at - 1) / 2]);
-    at = (at - 1) / 2;
+  while (at > 0 && heap_less(e, heap_[(at - 1) / kHeapArity])) {
+    heap_place(at, heap_[(at - 1) / kHeapArity]);
+    at = (at - 1) / kHeapArity;
   }
   heap_place(at, e);
   heap_sift_down(at);
@@ -120,10 +120,14 @@ void MaxMinSolver::heap_fix(std::size_t at) {
 
 void MaxMinSolver::heap_sift_down(std::size_t at) {
   const HeapEntry e = heap_[at];
+  const std::size_t n = heap_.size();
   for (;;) {
-    std::size_t c = 2 * at + 1;
-    if (c >= heap_.size()) break;
-    if (c + 1 < heap_.size() && heap_less(heap_[c + 1], heap_[c])) ++c;
+    const std::size_t first = kHeapArity * at + 1;
+    if (first >= n) break;
+    std::size_t c = first;
+    const std::size_t end = std::min(first + kHeapArity, n);
+    for (std::size_t k = first + 1; k < end; ++k)
+      if (heap_less(heap_[k], heap_[c])) c = k;
     if (!heap_less(heap_[c], e)) break;
     heap_place(at, heap_[c]);
     at = c;
@@ -134,7 +138,8 @@ void MaxMinSolver::heap_sift_down(std::size_t at) {
 void MaxMinSolver::heap_build() {
   for (std::size_t at = 0; at < heap_.size(); ++at)
     pos_[static_cast<std::size_t>(heap_[at].link)] = static_cast<std::ptrdiff_t>(at);
-  for (std::size_t at = heap_.size() / 2; at-- > 0;) heap_sift_down(at);
+  if (heap_.size() < 2) return;
+  for (std::size_t at = (heap_.size() - 2) / kHeapArity + 1; at-- > 0;) heap_sift_down(at);
 }
 
 void MaxMinSolver::heap_lower(LinkId l, double level) {
