@@ -95,16 +95,13 @@ class StepBuilder {
   // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
   // data-parallel group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;
-  void reduce_layer_grads(const Chain& chain, int layer);
+  // `counted`: its bytes join what the per-layer reductions cover (once per layer).
+  void reduce_layer_grads(const Chain& chain, int layer, bool counted = true);
   // ZeRO-3: the layer's weights all-gathered over their data-parallel groups before its pass
-  // (whose first task is `first`), one layer ahead: the gather may start when the stage's previous
-  // layer pass started (FSDP's prefetch of the next layer). The gathered weights are buffers
-  // (gathered_weights: dense, routed experts; none below ZeRO 3 or for a group of one) that each
-  // gather allocates and the pass's last task frees.
-  struct Gathered {
-    BufferId dense, expert;
-    std::vector<BufferId> ids() const;
-  };
+  // (first task `first`), one layer ahead: from the start of the stage's previous layer pass (FSDP's
+  // prefetch). The gathered weights are buffers (dense, routed experts; none below ZeRO 3 or for a
+  // group of one) that each gather allocates and the pass's last task frees.
+  struct Gathered { BufferId dense, expert; std::vector<BufferId> ids() const; };
   Gathered gathered_weights(int stage, int microbatch, int layer, Pass pass);
   void gather_weights(const Chain& chain, int layer, Pass pass, TaskIndex first, const Gathered& buffers);
 
@@ -143,7 +140,6 @@ constexpr std::int64_t kGradBytes = 4;
 constexpr BufferId kNoBuffer = static_cast<BufferId>(-1);
 
 std::vector<BufferId> some(BufferId b) { return b == kNoBuffer ? std::vector<BufferId>{} : std::vector<BufferId>{b}; }
-
 
 std::optional<Produced> StepBuilder::input_of(int stage, const PipeAction& a, bool& ready) const {
   ready = true;
@@ -198,7 +194,7 @@ std::pair<std::int64_t, std::int64_t> StepBuilder::layer_params(int layer) const
   return {dense, expert};
 }
 
-void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
+void StepBuilder::reduce_layer_grads(const Chain& chain, int l, bool counted) {
   // DualPipe: the layer's other copy (on the mirror stage) joins the same reduction; it is emitted
   // once, when the second copy's gradients are done, after the first's.
   std::optional<TaskIndex> first_copy;
@@ -222,7 +218,7 @@ void StepBuilder::reduce_layer_grads(const Chain& chain, int l) {
     also_after(task, chain.last, {first_copy});
     for (int s : stages) {
       grad_reductions_[static_cast<std::size_t>(s)].push_back(*task);
-      reduced[static_cast<std::size_t>(s)] += bytes;
+      if (counted) reduced[static_cast<std::size_t>(s)] += bytes;
     }
   };
   reduce(shape().data_group(chain.stage), dense, "grad.reduce", reduced_dense_bytes_);
@@ -376,7 +372,11 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   }
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathered.ids());
   if (bpart != BackwardPart::kWeight) gather_weights(chain, l, Pass::kBackward, first, gathered);
-  if (last_of_chunk && spec_.overlap_grad_reduce && bpart != BackwardPart::kInput) reduce_layer_grads(chain, l);
+  if (!spec_.overlap_grad_reduce || bpart == BackwardPart::kInput) return;
+  // ZeRO 2-3 keep a shard of the gradients: each microbatch's are reduce-scattered (DeepSpeed,
+  // FSDP); below, the last microbatch reduces the buffer. DualPipe's two copies reduce once.
+  const bool every_microbatch = spec_.zero_stage >= 2 && shape().replica_stages(chain.stage).size() == 1;
+  if (every_microbatch || last_of_chunk) reduce_layer_grads(chain, l, last_of_chunk);
 }
 
 void StepBuilder::emit(int stage, std::size_t index) {

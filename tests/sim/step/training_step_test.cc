@@ -277,9 +277,18 @@ TEST(TrainingStep, ZeroThreeGathersEachLayersWeightsBeforeItsPasses) {
   EXPECT_EQ(g.group(std::get<CollectiveWork>(g.task(*gather).work).group), (std::vector<int>{0, 2}));
   // No gather of whole weights after the optimizer: they stay sharded.
   EXPECT_FALSE(g.find("stage0.bwd.weights.allgather", -1).has_value());
+  // Sharded gradients: every microbatch's backward reduce-scatters each layer's, where ZeRO-1's
+  // whole gradient buffer accumulates and is reduced once, after the last microbatch (and each of
+  // the 2 stages reduces the rest, its embedding or head, once).
+  EXPECT_EQ(count_tasks(g, ".grad.reduce"), 24 * 8 + 2);
   StepSpec one = small_step();
   one.zero_stage = 1;
-  EXPECT_TRUE(simulate_training_step(preset("gpt-1.7b"), cluster(16), one).graph.graph.find("stage0.bwd.weights.allgather", -1));
+  const SimulatedStep z1 = simulate_training_step(preset("gpt-1.7b"), cluster(16), one);
+  EXPECT_TRUE(z1.graph.graph.find("stage0.bwd.weights.allgather", -1));
+  EXPECT_EQ(count_tasks(z1.graph.graph, ".grad.reduce"), 24 + 2);
+  StepSpec two = small_step();
+  two.zero_stage = 2;
+  EXPECT_EQ(count_tasks(simulate_training_step(preset("gpt-1.7b"), cluster(16), two).graph.graph, ".grad.reduce"), 24 * 8 + 2);
 }
 
 TEST(TrainingStepSplit, PartLayersGiveAnUnevenSplitWithTheSameModelStates) {
