@@ -10,14 +10,14 @@ SequentialMLP: three GEMMs and the activation per expert and pass) and one batch
 projection (grouped). Each is timed issued eagerly from Python and replayed from a CUDA graph (the
 GPU's time alone); CUDA events, medians of 10 runs. Run it on a GPU:
 
-    python3 validate/small_expert_probe.py
+    python3 validate/small_expert_probe.py [--hidden 2048 --ffn 768 --experts 16 --rows 2048]
 """
+import argparse
 import statistics
 import sys
 
 import torch
 
-HIDDEN, FFN, EXPERTS, ROWS = 2048, 768, 16, 2048
 
 
 def median_ms(run, reps=10):
@@ -42,6 +42,13 @@ def main():
     if not torch.cuda.is_available():
         print("no GPU", file=sys.stderr)
         return 1
+    p = argparse.ArgumentParser()
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--ffn", type=int, default=768)
+    p.add_argument("--experts", type=int, default=16)
+    p.add_argument("--rows", type=int, default=2048)
+    a = p.parse_args()
+    HIDDEN, FFN, EXPERTS, ROWS = a.hidden, a.ffn, a.experts, a.rows  # noqa: N806
     dt = torch.bfloat16
     torch.manual_seed(1)
     x = torch.randn(EXPERTS, ROWS, HIDDEN, device="cuda", dtype=dt, requires_grad=True)
