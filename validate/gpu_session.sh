@@ -181,6 +181,14 @@ measure_one() {
   fi
 }
 
+# MoE-GPT-XL-16E in bf16 (the bench's dtype): a copy of the model file with both dtype keys set
+# to bf16, written to the results (the simulate commands name it). Prints its path.
+xl16_bf16_model() {
+  local copy="$work/moe-gpt-xl-16e-bf16.yaml"
+  sed -e 's/^dtype: .*/dtype: bf16/' -e 's/^gemm_precision: .*/gemm_precision: bf16/' models/moe-gpt-xl-16e.yaml >"$copy"
+  echo "$copy"
+}
+
 phase_measure() {
   # In the model's own dtypes (fp32 storage, TF32 GEMMs) so that `moesim simulate` describes the
   # same layer. Most telling first: every strategy at n = 4 (checked against the reference), eight
@@ -195,9 +203,9 @@ phase_measure() {
     for n in 1 4; do MEASURE_TOKENS=$t measure_one "t$t-none-n$n" 1 --chunks $n --strategy none; done
   done
   # A layer whose GEMMs dominate: MoE-GPT-XL-16E, 16,384 tokens on one GPU, in its own TF32 and in
-  # bf16 (the bench's dtype; a copy of the model file with both dtype keys set to bf16).
-  local xl=models/moe-gpt-xl-16e.yaml xl_bf16="$work/moe-gpt-xl-16e-bf16.yaml"
-  sed -e 's/^dtype: .*/dtype: bf16/' -e 's/^gemm_precision: .*/gemm_precision: bf16/' $xl >"$xl_bf16"
+  # bf16 (xl16_bf16_model).
+  local xl=models/moe-gpt-xl-16e.yaml xl_bf16
+  xl_bf16=$(xl16_bf16_model)
   for n in 1 4; do
     MEASURE_MODEL=$xl MEASURE_TOKENS=16384 measure_one "xl16-tf32-n$n" 1 --chunks $n --strategy none
     MEASURE_MODEL=$xl_bf16 MEASURE_TOKENS=16384 measure_one "xl16-bf16-n$n" 1 --chunks $n --strategy none
@@ -214,8 +222,8 @@ phase_holdout() {
   measure_one holdout-layers4-none-n2 1 --chunks 2 --strategy none --layers 4 --check
   measure_one holdout-loopback4-s4-n2 4 --chunks 2 --strategy s4 --loopback --check
   measure_one holdout-loopback2-none-n4 2 --chunks 4 --strategy none --loopback --check
-  local xl_bf16="$work/moe-gpt-xl-16e-bf16.yaml"
-  sed -e 's/^dtype: .*/dtype: bf16/' -e 's/^gemm_precision: .*/gemm_precision: bf16/' models/moe-gpt-xl-16e.yaml >"$xl_bf16"
+  local xl_bf16
+  xl_bf16=$(xl16_bf16_model)
   MEASURE_MODEL=$xl_bf16 MEASURE_TOKENS=8192 measure_one holdout-xl16-bf16-t8192-s4-n2 1 --chunks 2 --strategy s4
 }
 

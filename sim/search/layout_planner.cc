@@ -9,6 +9,7 @@
 #include "sim/memory/activations.h"
 #include "sim/memory/model_states.h"
 #include "sim/search/thread_pool.h"
+#include "sim/step/step_shape.h"
 #include "sim/spec/model_parameters.h"
 
 namespace moesim::search {
@@ -170,9 +171,7 @@ LayoutEnumeration enumerate_layouts(const LayoutRequest& r) {
   if (r.routing.kind == RoutingKind::kMatrix)
     throw InputError("--routing " + r.routing.to_string() + ": a routing matrix fixes the expert-parallel size, which the "
                      "layout plan varies; plan with uniform or zipf:<s>, or simulate one layout with simulate --global-batch");
-  if (!r.routing.balanced() && !r.model.has_moe_layers())
-    throw InputError("--routing " + r.routing.to_string() + " spreads tokens over experts; " + r.model.name +
-                     " has no MoE layer");
+  check_step_routing(r.model, r.routing);  // every candidate would be refused for it
   LayoutEnumeration out;
   std::map<std::string, std::int64_t> rejected;
   const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;

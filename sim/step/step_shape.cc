@@ -158,10 +158,13 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.fp8_recipe = spec.fp8_recipe;
   shape.element_bytes = model.element_bytes();
   check_moe_chunks(model, shape, spec.moe_chunks);
-  require(spec.routing.balanced() || model.has_moe_layers(),
-          "--routing " + spec.routing.to_string() + " spreads tokens over experts; " + model.name +
-              " has no MoE layer");
+  check_step_routing(model, spec.routing);
   return shape;
+}
+
+void check_step_routing(const ModelSpec& model, const RoutingSpec& routing) {
+  require(routing.balanced() || model.has_moe_layers(),
+          "--routing " + routing.to_string() + " spreads tokens over experts; " + model.name + " has no MoE layer");
 }
 
 ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec) {

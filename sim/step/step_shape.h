@@ -78,5 +78,7 @@ std::vector<std::vector<int>> stage_layers(const StepShape& shape);
 // Checks `spec` against the model and the cluster (whose GPU count the layout must fill) and
 // derives the shape. Throws InputError naming the flag and the rule.
 StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);
+// derive_step_shape's rule for --routing: an imbalanced routing needs MoE layers (InputError).
+void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
 
 }  // namespace moesim
