@@ -15,7 +15,8 @@
 #              (with the datasheet node, and with this GPU's calibration when there is one)
 #   holdout    `moesim run` of configurations no model change was built from, simulated and
 #              compared as in measure (the simulator judged out of sample; not by default)
-#   bench      the layer against its GEMMs alone, and plain PyTorch on the same GPU
+#   bench      the layer against its GEMMs alone, plain PyTorch on the same GPU, and PyTorch's host
+#              time per launched kernel (validate/host_launch_probe.py)
 #   sanitize   compute-sanitizer memcheck and initcheck over the small GPU tests (not by default)
 #
 # The device tool kills a command at its time limit (600 s, or less when the session's device
@@ -232,6 +233,8 @@ phase_bench() {
   # (target <= 1.25x), and the same layer in plain PyTorch on the same GPU.
   step bench-layer 240 "$dist/bin/moesim_moe_layer_gpu"
   step bench-torch 180 env PYTHONUNBUFFERED=1 python3 bench/moe_layer_torch.py
+  # The host's time per launched kernel in PyTorch (what `simulate --host-launch-us` asks for).
+  step bench-host-launch 120 env PYTHONUNBUFFERED=1 python3 validate/host_launch_probe.py
 }
 
 phase_sanitize() {

@@ -194,6 +194,11 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
                   "attention kernel (whole step): flash | unfused (Megatron-LM 2021-22: s x s scores, softmax, dropout)");
   app->add_flag("--no-overlap-grad-reduce", s.no_overlap_grad_reduce,
                 "reduce the gradients once after the backward instead of per layer during it (whole step)");
+  app->add_option("--host-launch-us", s.host_launch_us,
+                  "host time per launched kernel, copy or collective in microseconds (whole step): each rank's host "
+                  "issues its tasks in program order and waits for the values it reads (the MoE dispatcher's split "
+                  "sizes, the gradient norm); default: the host is not modelled (docs/training-step.md#host-launches)")
+      ->transform(real(0, 1000));
 }
 
 CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, SimulateOutputs& outputs) {
@@ -389,6 +394,10 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
   v.steps->add_option("--csv", v.steps_args.csv_path, "write one row per dataset row ('-' for stdout)");
   v.steps->add_option("--network", v.steps_args.network, kNetworkFlagHelp)->capture_default_str();
   v.steps->add_option("--only", v.steps_args.only, "DATASET, DATASET:LINE or DATASET:MODEL, comma-separated (default: every row)");
+  v.steps->add_option("--host-launch-us", v.steps_args.host_launch_us,
+                      "simulate every row with the host's launches, this many microseconds each (simulate's "
+                      "--host-launch-us; default: the host is not modelled)")
+      ->transform(real(0, 1000));
   v.layers = validate_cmd->add_subcommand(
       "layers", "simulate the published per-layer times of validate/data/ and print each error (docs/validation.md)");
   v.layers->add_option("--data", v.layers_args.data_dir, "folder of datasets (default validate/data)");

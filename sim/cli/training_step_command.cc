@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -87,6 +88,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.moe_chunks = a.chunks;
   spec.routing = parse_routing_flag(a.routing);
   spec.seed = a.seed;
+  if (s.host_launch_us >= 0) spec.host_launch_ns = std::llround(s.host_launch_us * 1e3);
   return spec;
 }
 
@@ -119,7 +121,7 @@ const std::vector<std::string>& training_step_only_flags() {
                                               "--cp",          "--etp",       "--schedule",  "--recompute",
                                               "--sequence-parallel",
                                               "--precision",   "--fp8-recipe", "--attention", "--no-overlap-grad-reduce",
-                                              "--part-layers", "--html"};
+                                              "--part-layers", "--html", "--host-launch-us"};
   return flags;
 }
 

@@ -27,6 +27,7 @@ struct TrainingStepArgs {
   std::string fp8_recipe;  // empty: current scaling
   std::string attention = "flash";
   bool no_overlap_grad_reduce = false;
+  double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
 };
 
 // The flags only the whole step reads (TrainingStepArgs), and those only the MoE-layer

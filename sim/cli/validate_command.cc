@@ -1,6 +1,7 @@
 #include "sim/cli/validate_command.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -85,7 +86,8 @@ int run_validate_steps(const ValidateStepsArgs& a) {
   std::size_t done = 0;
   for (std::size_t i = 0; i < selected.datasets.size(); ++i) {
     validate::StepDatasetReport r{selected.datasets[i], {}, {}, network};
-    for (const auto& row : selected.rows[i]) {
+    for (validate::PreparedStepRow row : selected.rows[i]) {
+      if (a.host_launch_us >= 0) row.spec.host_launch_ns = std::llround(a.host_launch_us * 1e3);
       const auto start = std::chrono::steady_clock::now();
       r.rows.push_back(validate::simulate_step_row(r.dataset, row, network));
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -99,6 +101,8 @@ int run_validate_steps(const ValidateStepsArgs& a) {
     r.speedups = validate::pair_speedups(r.rows);
     reports.push_back(std::move(r));
   }
+  if (a.host_launch_us >= 0 && a.csv_path != "-")
+    std::cout << "Host launches: " << a.host_launch_us << " us each (--host-launch-us; docs/training-step.md#host-launches)\n\n";
   return print_reports(reports, a.csv_path, validate::print_step_report, validate::print_step_summary,
                        validate::write_step_csv);
 }

@@ -27,6 +27,7 @@ struct ValidateStepsArgs {
   // on 64 GPUs, GPT-39B on 512: docs/validation.md) for 1.6 times the simulation time.
   std::string network = "alpha-beta";
   std::string only;      // DATASET[:LINE|:MODEL],...
+  double host_launch_us = -1;  // --host-launch-us for every row; negative: the host is not modelled
 };
 
 int run_validate_steps(const ValidateStepsArgs& args);

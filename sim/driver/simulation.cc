@@ -94,8 +94,10 @@ std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec
   return out;
 }
 
-EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice choice) {
+EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice choice,
+                         const HostIssueSpec* host) {
   Engine engine(graph);
+  if (host != nullptr) engine.issue_from_host(*host);
   if (cluster.node.loopback) {
     // (A world larger than the node is refused by the collective model, as on any cluster.)
     if (static_cast<int>(graph.simulated_ranks().size()) != graph.world_size())

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "sim/engine/host_issue.h"
 #include "sim/engine/trace.h"
 #include "sim/build/moe_graph.h"
 #include "sim/graph/task_graph.h"
@@ -71,8 +72,10 @@ std::unique_ptr<CollectiveModel> make_collective_model(const TaskGraph& graph, c
 std::vector<TimeNs> isolated_durations(const TaskGraph& graph, const ClusterSpec& cluster,
                                        NetworkChoice network = {});
 
-// Runs the engine over an existing graph on `cluster`, tracking memory.
-EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice network = {});
+// Runs the engine over an existing graph on `cluster`, tracking memory; with `host`, every rank's
+// host issues the tasks it gates (sim/engine/host_issue.h).
+EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, NetworkChoice network = {},
+                         const HostIssueSpec* host = nullptr);
 
 // Builds the MoE graph for the specs (with build_options_for(cluster, run, options)) and simulates it.
 SimulationResult simulate_step(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <queue>
 #include <string>
 
 #include "sim/core/error.h"
@@ -47,6 +49,11 @@ void Engine::queue_kernels(std::vector<KernelRole> role_of_task) {
   kernel_roles_ = std::move(role_of_task);
 }
 
+void Engine::issue_from_host(HostIssueSpec spec) {
+  MOESIM_CHECK(spec.launch_ns.size() == graph_.num_tasks(), "issue_from_host needs one launch time per task of the graph");
+  host_issue_ = std::move(spec);
+}
+
 namespace {
 
 // One run of the engine: the tasks' models, ranks and pending predecessors, what is ready and
@@ -55,7 +62,7 @@ class EngineRun {
  public:
   EngineRun(const TaskGraph& graph, const std::vector<std::unique_ptr<ActivityModel>>& models,
             const std::vector<EngineObserver*>& observers, const std::vector<int>& device_of_rank,
-            const std::vector<KernelRole>& kernel_roles)
+            const std::vector<KernelRole>& kernel_roles, const HostIssueSpec& host_issue)
       : graph_(graph), models_(models), observers_(observers), num_tasks_(graph.num_tasks()),
         model_of_(num_tasks_), ranks_(num_tasks_), pending_(num_tasks_), running_(num_tasks_, false),
         concurrency_(device_of_rank.empty() ? Concurrency(graph.world_size()) : Concurrency(device_of_rank)) {
@@ -68,11 +75,22 @@ class EngineRun {
       for (std::size_t r = 0; r < device_of_rank.size(); ++r)
         ranks_of_device_[static_cast<std::size_t>(device_of_rank[r])].push_back(static_cast<int>(r));
     }
+    if (!host_issue.launch_ns.empty()) {
+      host_ = HostIssuer(host_issue, ranks_, graph.world_size());
+      // A gated task's issue counts as one more predecessor.
+      for (TaskIndex i = 0; i < num_tasks_; ++i)
+        if (host_.gates(i)) ++pending_[i];
+    }
     for (TaskIndex i = 0; i < num_tasks_; ++i) {
       if (pending_[i] == 0) {
         ready_.push_back(i);
         for (EngineObserver* o : observers_) o->on_task_ready(i, 0);
       }
+    }
+    if (host_.active()) {
+      host_.begin(newly_issued_);
+      queue_issued();
+      release_issued(0);
     }
   }
 
@@ -82,8 +100,9 @@ class EngineRun {
       start_ready(now);
       notify_concurrency(now);
       if (num_done_ == num_tasks_) return now;
-      now = next_completion(now);
+      now = next_event(now);
       for (const auto& model : models_) finish(*model, now);
+      release_issued(now);
     }
   }
 
@@ -185,8 +204,35 @@ class EngineRun {
     }
   }
 
-  TimeNs next_completion(TimeNs now) const {
-    TimeNs next = kNever;
+  // Moves the tasks the hosts issued into the queue of future issues.
+  void queue_issued() {
+    for (const auto& entry : newly_issued_) issues_.push(entry);
+    newly_issued_.clear();
+  }
+
+  // Tasks issued by `now` lose their issue as a pending predecessor: a kernel reaches its GPU's
+  // queue when the host launches it, as when an event it waits for resolves.
+  void release_issued(TimeNs now) {
+    while (!issues_.empty() && issues_.top().first <= now) {
+      const TaskIndex i = issues_.top().second;
+      issues_.pop();
+      if (kernels_.active()) kernels_.cross_stream_dependency_met(i, now);
+      satisfy(i, now);
+    }
+  }
+
+  // One predecessor (or the issue) of `task` is met at `now`.
+  void satisfy(TaskIndex task, TimeNs now) {
+    MOESIM_CHECK(pending_[task] > 0, "successor counted twice");
+    if (--pending_[task] == 0) {
+      ready_.push_back(task);
+      for (EngineObserver* o : observers_) o->on_task_ready(task, now);
+    }
+  }
+
+  // The next completion of any model, or the next issue of a task by its host.
+  TimeNs next_event(TimeNs now) const {
+    TimeNs next = issues_.empty() ? kNever : issues_.top().first;
     for (const auto& model : models_) next = std::min(next, model->next_completion());
     if (next == kNever) {
       throw InternalError("simulation stalled at " + std::to_string(now) + " ns: " +
@@ -221,14 +267,14 @@ class EngineRun {
       // Tasks that waited for this kernel start now (they were ready before: no second notice).
       if (kernels_.involves(i)) kernels_.ended(i, devices_of(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
-        MOESIM_CHECK(pending_[s] > 0, "successor counted twice");
         if (kernels_.active() && graph_.task(s).stream != graph_.task(i).stream)
           kernels_.cross_stream_dependency_met(s, now);
-        if (--pending_[s] == 0) {
-          ready_.push_back(s);
-          for (EngineObserver* o : observers_) o->on_task_ready(s, now);
-        }
+        satisfy(s, now);
       });
+      if (host_.active()) {
+        host_.ended(i, now, newly_issued_);
+        queue_issued();
+      }
     }
   }
 
@@ -248,10 +294,14 @@ class EngineRun {
   std::vector<std::pair<TaskIndex, TimeNs>> served_;
   std::size_t num_done_ = 0;
   std::map<int, BusyCounts> touched_;  // busy counts of the ranks touched this step, as they were before it
+  HostIssuer host_;
+  HostIssuer::Issued newly_issued_;
+  // Issues not yet reached, earliest first (ties by task index, for determinism).
+  std::priority_queue<std::pair<TimeNs, TaskIndex>, std::vector<std::pair<TimeNs, TaskIndex>>, std::greater<>> issues_;
 };
 
 }  // namespace
 
-TimeNs Engine::run() { return EngineRun(graph_, models_, observers_, device_of_rank_, kernel_roles_).run(); }
+TimeNs Engine::run() { return EngineRun(graph_, models_, observers_, device_of_rank_, kernel_roles_, host_issue_).run(); }
 
 }  // namespace moesim

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/engine/activity_model.h"
+#include "sim/engine/host_issue.h"
 #include "sim/engine/kernel_queue.h"
 #include "sim/engine/observer.h"
 #include "sim/graph/task_graph.h"
@@ -31,6 +32,9 @@ class Engine {
   // One KernelRole per task: tasks that queue behind the kernels running on their device
   // (sim/engine/kernel_queue.h). Default: no task waits for another's kernels.
   void queue_kernels(std::vector<KernelRole> role_of_task);
+  // Tasks wait for their ranks' hosts to issue them (sim/engine/host_issue.h). Default: the host
+  // is not modelled; a task starts when its predecessors end.
+  void issue_from_host(HostIssueSpec spec);
 
   // Runs every task; returns the time the last one finished. Throws InternalError if a task has
   // no model or the run stalls (a model that never completes its activities).
@@ -42,6 +46,7 @@ class Engine {
   std::vector<EngineObserver*> observers_;
   std::vector<int> device_of_rank_;
   std::vector<KernelRole> kernel_roles_;
+  HostIssueSpec host_issue_;
 };
 
 }  // namespace moesim

@@ -94,6 +94,9 @@ struct StepSpec {
   // (--seed) places zipf's hot experts.
   RoutingSpec routing;
   std::uint64_t seed = 1;
+  // Host time to launch each kernel, copy or collective (--host-launch-us), and the host's waits
+  // for the values it reads (sim/engine/host_issue.h); unset: the host is not modelled.
+  std::optional<std::int64_t> host_launch_ns;
 
   PipelineSchedule effective_schedule() const {
     return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);

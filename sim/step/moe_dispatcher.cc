@@ -38,6 +38,8 @@ std::optional<TaskIndex> MoeDispatcher::routing_metadata(Chain& chain, int layer
   for (std::size_t i = 0; i < bytes.size(); ++i)
     e_.copy(copies, name(layer, Pass::kForward, prefix + "splits.d2h" + std::to_string(i), stage),
             CopyWork{bytes[i], CopyDirection::kDeviceToHost});
+  // The dispatcher sizes the all-to-alls' buffers from them on the host (a blocking .cpu()).
+  if (copies.last) e_.host_reads(*copies.last);
   return copies.last;
 }
 

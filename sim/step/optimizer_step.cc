@@ -93,6 +93,8 @@ void OptimizerStep::scalar_allreduce(std::vector<Chain>& chains, const std::stri
   // each stage's next kernel waits for the last.
   if (reductions.empty()) return;
   for (Chain& c : chains) c.last = reductions.back();
+  // The optimizer reads the result on the host (found_inf's and the norm's .item()).
+  e_.host_reads(reductions.back());
 }
 
 void OptimizerStep::step(const std::vector<StageOptimizerInput>& stages) {

@@ -55,6 +55,10 @@ class StepEmitter {
   StepEmitter(TaskGraph& graph, const StepShape& shape) : g_(graph), shape_(shape) {}
 
   const StepShape& shape() const { return shape_; }
+  // Tasks whose result the host reads (a copy to the host, a value read by `.item()`): the host
+  // issues nothing after one until it ends (sim/engine/host_issue.h).
+  void host_reads(TaskIndex task) { host_reads_.push_back(task); }
+  const std::vector<TaskIndex>& host_reads() const { return host_reads_; }
   TaskGraph& graph() { return g_; }
 
   // A kernel on the compute stream after the chain; it moves the chain unless `side`. Its op is
@@ -131,6 +135,7 @@ class StepEmitter {
   TaskGraph& g_;
   const StepShape& shape_;
   std::set<std::pair<int, std::string>> fp8_weights_cached_;  // (stage, "L3.fc1")
+  std::vector<TaskIndex> host_reads_;
 };
 
 }  // namespace moesim

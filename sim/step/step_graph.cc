@@ -470,8 +470,7 @@ void StepBuilder::finish() {
     const std::vector<int> replicas = shape().replica_stages(s);
     if (replicas.front() == s) reduce_rest(replicas);  // once for DualPipe's mirror pair
   }
-  // The optimizer step (optimizer_step.h) of every stage waits for its reductions and the tied
-  // embedding's.
+  // The optimizer step (optimizer_step.h) of every stage waits for its reductions and the tied embedding's.
   std::vector<StageOptimizerInput> inputs;
   for (int s = 0; s < stages; ++s) {
     const auto st = static_cast<std::size_t>(s);
@@ -480,6 +479,7 @@ void StepBuilder::finish() {
     inputs.push_back(std::move(in));
   }
   optimizer_.step(inputs);
+  out_.host_reads = emitter_.host_reads();
 }
 
 // Whether `task` is one just emitted (an emitter call that had nothing to do returns the chain's
@@ -590,7 +590,7 @@ StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, c
                      std::string(to_string(spec.recompute)) +
                      ": the weight-gradient pass needs the activations recomputation re-creates for the input "
                      "gradient pass; use --recompute none");
-  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}, {}};
+  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}, {}, {}};
   StepBuilder builder(model, spec, out);
   builder.build();
   out.routing = builder.routing();

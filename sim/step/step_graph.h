@@ -47,6 +47,7 @@ struct StepGraph {
   std::vector<std::int64_t> model_state_bytes;  // per stage, per GPU
   std::vector<PassSpan> passes;                 // in emission order
   std::shared_ptr<const MoeRouting> routing;    // the MoE layers' routing plan (--routing); null: uniform
+  std::vector<TaskIndex> host_reads;            // tasks whose end the issuing host waits for
 };
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);

@@ -49,6 +49,7 @@ Lane stage_lane(const Json& stage) { return Lane{stage_label(stage), stage_toolt
 const std::vector<StageTimeField>& stage_time_fields() {
   static const std::vector<StageTimeField> fields{
       {"compute_busy_s", "compute busy", "#1f77b4"},       {"bubble_s", "bubble", "#bdbdbd"},
+      {"host_wait_s", "host wait", "#8c564b"},
       {"exposed_tp_s", "exposed tp", "#ff7f0e"},           {"exposed_p2p_s", "exposed p2p", "#9467bd"},
       {"exposed_grad_s", "exposed gradient reduction", "#2ca02c"}, {"exposed_a2a_s", "exposed all-to-all", "#d62728"}};
   return fields;

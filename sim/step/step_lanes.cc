@@ -13,7 +13,7 @@ namespace {
 using Interval = std::pair<TimeNs, TimeNs>;
 
 // Everything the rank runs but pipeline transfers, as disjoint intervals: the complement is the
-// stage's bubble, as StageReport counts it.
+// stage's bubble and host wait, as StageReport counts them.
 std::vector<Interval> busy_intervals(const TaskGraph& g, const Trace& trace, int rank) {
   std::vector<Interval> all;
   for (int s = 0; s < kNumStreamClasses; ++s) {

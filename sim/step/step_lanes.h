@@ -14,8 +14,9 @@
 //           start is kept (true_start_ns);
 //   other   the rank runs something other than pipeline transfers outside every pass: the
 //           optimizer, gradient reductions and weight gathers, the embedding's all-reduce;
-//   bubble  the rank runs nothing but pipeline transfers: the StageReport's bubble_ns is the sum
-//           of a lane's bubbles.
+//   bubble  the rank runs nothing but pipeline transfers: the sum of a lane's bubbles is the
+//           StageReport's bubble_ns plus its host_wait_ns (idle while tasks wait for their
+//           launch, --host-launch-us; not drawn apart).
 #pragma once
 
 #include <vector>

@@ -38,6 +38,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["zero"] = spec.zero_stage;
   j["overlap_grad_reduce"] = spec.overlap_grad_reduce;
   j["moe_chunks"] = spec.moe_chunks;
+  if (spec.host_launch_ns) j["host_launch_s"] = seconds(*spec.host_launch_ns);
   return j;
 }
 
@@ -98,6 +99,7 @@ std::string step_report_json(const StepReport& r, const ModelSpec& model, const 
     st["layers"] = s.layers;
     st["compute_busy_s"] = seconds(s.compute_busy_ns);
     st["bubble_s"] = seconds(s.bubble_ns);
+    st["host_wait_s"] = seconds(s.host_wait_ns);
     st["exposed_tp_s"] = seconds(s.exposed_tp_ns);
     st["exposed_p2p_s"] = seconds(s.exposed_p2p_ns);
     st["exposed_grad_s"] = seconds(s.exposed_grad_ns);
@@ -127,7 +129,12 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
       << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs"
       << (r.shape.gemm_dtype == DType::kFp8 ? " (" + std::string(to_string(r.shape.fp8_recipe)) + " scaling)" : std::string())
       << ", ZeRO " << spec.zero_stage
-      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string()) << "\n";
+      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string());
+  if (spec.host_launch_ns) {
+    std::snprintf(buf, sizeof buf, "; host launches %g us each", static_cast<double>(*spec.host_launch_ns) * 1e-3);
+    out << buf;
+  }
+  out << "\n";
   if (r.routing) out << routing_line(*r.routing, spec);
   out << "\n";
   std::snprintf(buf, sizeof buf,
@@ -139,13 +146,21 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
                 gib(r.peak_memory_bytes), gib(r.memory_capacity_bytes), gib(kStepMemoryReserve),
                 r.fits ? "fits" : "does NOT fit");
   out << buf;
-  out << "stage  layers  compute (s)  bubble (s)  exposed tp (s)  exposed p2p (s)  exposed grad (s)  exposed a2a (s)  "
-         "peak memory (GiB)\n";
+  // The host's column only where the host is modelled (--host-launch-us).
+  const bool host = spec.host_launch_ns.has_value();
+  out << "stage  layers  compute (s)  bubble (s)  " << (host ? "host wait (s)  " : "")
+      << "exposed tp (s)  exposed p2p (s)  exposed grad (s)  exposed a2a (s)  peak memory (GiB)\n";
   for (const StageReport& s : r.stages) {
-    std::snprintf(buf, sizeof buf, "%5d  %6lld  %11.3f  %10.3f  %14.3f  %15.3f  %16.3f  %15.3f  %17.2f\n", s.stage,
-                  static_cast<long long>(s.layers), seconds(s.compute_busy_ns), seconds(s.bubble_ns),
-                  seconds(s.exposed_tp_ns), seconds(s.exposed_p2p_ns), seconds(s.exposed_grad_ns),
-                  seconds(s.exposed_a2a_ns), gib(s.peak_memory_bytes));
+    std::snprintf(buf, sizeof buf, "%5d  %6lld  %11.3f  %10.3f  ", s.stage, static_cast<long long>(s.layers),
+                  seconds(s.compute_busy_ns), seconds(s.bubble_ns));
+    out << buf;
+    if (host) {
+      std::snprintf(buf, sizeof buf, "%13.3f  ", seconds(s.host_wait_ns));
+      out << buf;
+    }
+    std::snprintf(buf, sizeof buf, "%14.3f  %15.3f  %16.3f  %15.3f  %17.2f\n", seconds(s.exposed_tp_ns),
+                  seconds(s.exposed_p2p_ns), seconds(s.exposed_grad_ns), seconds(s.exposed_a2a_ns),
+                  gib(s.peak_memory_bytes));
     out << buf;
   }
   return out.str();

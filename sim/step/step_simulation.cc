@@ -9,23 +9,30 @@
 namespace moesim {
 namespace {
 
-// Per stage: the intervals its rank runs anything but pipeline transfers, and its compute.
+// Per stage: the intervals its rank runs anything but pipeline transfers, its compute, and with
+// the host modelled the intervals its tasks waited for their launch after their predecessors.
 struct StageIntervals {
-  std::vector<std::pair<TimeNs, TimeNs>> busy, compute;
+  std::vector<std::pair<TimeNs, TimeNs>> busy, compute, host_wait;
 };
 
-std::vector<StageIntervals> stage_intervals(const StepGraph& sg, const EngineRun& run) {
+std::vector<StageIntervals> stage_intervals(const StepGraph& sg, const EngineRun& run, bool host_issued) {
   std::vector<StageIntervals> out(static_cast<std::size_t>(sg.shape.stages()));
   const TaskGraph& g = sg.graph;
+  const auto& records = run.trace.records;
   const int stage_size = sg.shape.layout.stage_size();
   for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
     const Task& t = g.task(i);
     if (t.stream == StreamClass::kCommPipeline) continue;
-    const TaskRecord& rec = run.trace.records[i];
+    const TaskRecord& rec = records[i];
+    // A task is ready when its predecessors have ended and its host has issued it.
+    TimeNs after_predecessors = 0;
+    if (host_issued)
+      for (TaskIndex p : g.predecessors(i)) after_predecessors = std::max(after_predecessors, records[p].end_ns);
     for (int rank : g.ranks_of(i)) {
       StageIntervals& st = out[static_cast<std::size_t>(rank / stage_size)];
       st.busy.emplace_back(rec.start_ns, rec.end_ns);
       if (t.stream == StreamClass::kCompute) st.compute.emplace_back(rec.start_ns, rec.end_ns);
+      if (host_issued && rec.ready_ns > after_predecessors) st.host_wait.emplace_back(after_predecessors, rec.ready_ns);
     }
   }
   return out;
@@ -41,7 +48,11 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
   for (int c = 0; c < chunks_per_stage(sg.shape.schedule, sg.shape.pipeline); ++c)
     r.layers += sg.shape.parts[static_cast<std::size_t>(model_part(sg.shape.schedule, sg.shape.pipeline, stage, c))].layers;
   r.compute_busy_ns = union_length(std::move(intervals.compute));
-  r.bubble_ns = step_ns - union_length(std::move(intervals.busy));
+  const TimeNs busy = union_length(intervals.busy);
+  // Idle time while a task waited for its launch is the host's, not the pipeline's.
+  intervals.host_wait.insert(intervals.host_wait.end(), intervals.busy.begin(), intervals.busy.end());
+  r.host_wait_ns = union_length(std::move(intervals.host_wait)) - busy;
+  r.bubble_ns = step_ns - busy - r.host_wait_ns;
   MOESIM_CHECK(m.rank == r.rank, "stage metrics of another rank");
   auto exposed = [&](const char* stage_name) {
     TimeNs sum = 0;
@@ -60,6 +71,27 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
   return r;
 }
 
+// Launches the host issues for `task`: one, but a batched GEMM's one per local expert, as
+// Transformer Engine's GroupedLinear calls cuBLAS once for each expert's GEMM.
+std::int64_t launches(const Task& task) {
+  const auto* gemm = std::get_if<GemmWork>(&task.work);
+  return gemm != nullptr ? gemm->batch : 1;
+}
+
+// Every task but the pipeline's point-to-point transfers is launched by its ranks' hosts. A
+// transfer is emitted with the stage that receives it, after the sender's later actions, so its
+// index is not the sender's program order; its launch is not counted.
+HostIssueSpec host_issue(const StepGraph& sg, std::int64_t launch_ns) {
+  HostIssueSpec spec;
+  spec.launch_ns.resize(sg.graph.num_tasks());
+  for (TaskIndex i = 0; i < sg.graph.num_tasks(); ++i) {
+    const Task& task = sg.graph.task(i);
+    spec.launch_ns[i] = task.op == Op::kSendRecv ? kNotIssued : launch_ns * launches(task);
+  }
+  spec.host_reads = sg.host_reads;
+  return spec;
+}
+
 }  // namespace
 
 SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
@@ -67,7 +99,9 @@ SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& 
   // Built in place: a task graph is copied, not moved (Boost's adjacency_list has no move), and a
   // whole step's graph holds hundreds of thousands of tasks.
   SimulatedStep out{build_step_graph(model, cluster, spec), {}, {}};
-  out.run = simulate_graph(out.graph.graph, cluster, network);
+  std::optional<HostIssueSpec> host;
+  if (spec.host_launch_ns) host = host_issue(out.graph, *spec.host_launch_ns);
+  out.run = simulate_graph(out.graph.graph, cluster, network, host ? &*host : nullptr);
   const StepGraph& graph = out.graph;
   const EngineRun& run = out.run;
   StepReport rep;
@@ -86,7 +120,7 @@ SimulatedStep simulate_training_step(const ModelSpec& model, const ClusterSpec& 
   rep.mfu = peak == cluster.node.gpu.peak_flops.end() ? 0 : rep.model_tflops_per_gpu * 1e12 / peak->second;
   rep.memory_capacity_bytes = cluster.node.gpu.hbm_capacity_bytes;
   double bubbles = 0;
-  std::vector<StageIntervals> intervals = stage_intervals(graph, run);
+  std::vector<StageIntervals> intervals = stage_intervals(graph, run, host.has_value());
   std::vector<int> stage_ranks;
   for (int s = 0; s < rep.shape.stages(); ++s) stage_ranks.push_back(graph.shape.stage_rank(s));
   const std::vector<StepMetrics> metrics = compute_ranks_metrics(graph.graph, run.trace, stage_ranks);

@@ -39,7 +39,8 @@ struct StageReport {
   int rank = 0;                 // its representative rank
   std::int64_t layers = 0;
   TimeNs compute_busy_ns = 0;   // union of its compute-stream tasks
-  TimeNs bubble_ns = 0;
+  TimeNs bubble_ns = 0;         // idle, but not waiting for the host
+  TimeNs host_wait_ns = 0;      // idle while a task whose predecessors ended waited for its launch (--host-launch-us)
   TimeNs exposed_tp_ns = 0;
   TimeNs exposed_p2p_ns = 0;
   TimeNs exposed_grad_ns = 0;

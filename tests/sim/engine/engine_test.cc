@@ -35,22 +35,13 @@ class EventLog final : public EngineObserver {
   std::vector<std::pair<TaskIndex, TimeNs>> ends;
 };
 
-bool any_task(const Task&) { return true; }
 
 using testing::all_to_all_task;
+using testing::any_task;
 using testing::FixedModel;
+using testing::run_fixed;
 using testing::host_task;
 
-Trace run_fixed(const TaskGraph& g, TimeNs default_ns = 100) {
-  Engine engine(g);
-  engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task, default_ns));
-  TraceRecorder rec(g.num_tasks());
-  engine.add_observer(&rec);
-  const TimeNs end = engine.run();
-  Trace trace = rec.take();
-  EXPECT_EQ(end, trace.makespan_ns());
-  return trace;
-}
 
 TEST(Engine, EmptyGraphFinishesAtZero) {
   TaskGraph g(1, {0});
@@ -212,12 +203,7 @@ Trace run_real(const TaskGraph& g, const ClusterSpec& c) {
   Engine engine(g);
   engine.add_model(std::make_unique<LocalTaskModel>(g, c));
   engine.add_model(std::make_unique<AlphaBetaNetwork>(g, c));
-  TraceRecorder rec(g.num_tasks());
-  engine.add_observer(&rec);
-  const TimeNs end = engine.run();
-  Trace trace = rec.take();
-  EXPECT_EQ(end, trace.makespan_ns());
-  return trace;
+  return testing::run_traced(engine, g);
 }
 
 // GEMM 100x100x480: 9.6e6 FLOP / 1e12 = 9600 ns isolated (memory: 424000 B / 1e12 = 424 ns).

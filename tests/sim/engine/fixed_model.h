@@ -1,13 +1,18 @@
-// A fake activity model for the engine tests: fixed durations, no slow-down.
+// A fake activity model for the engine tests (fixed durations, no slow-down), and a run of a graph with it.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "sim/engine/activity_model.h"
+#include "sim/engine/engine.h"
 #include "sim/engine/rated_activities.h"
+#include "sim/engine/trace.h"
 #include "sim/graph/task_graph.h"
 
 namespace moesim::testing {
@@ -40,5 +45,25 @@ class FixedModel final : public ActivityModel {
   TimeNs default_ns_;
   RatedActivities activities_;
 };
+
+inline bool any_task(const Task&) { return true; }
+
+// Runs `engine` over `g` and returns the trace, checking that the engine's end is its makespan.
+inline Trace run_traced(Engine& engine, const TaskGraph& g) {
+  TraceRecorder rec(g.num_tasks());
+  engine.add_observer(&rec);
+  const TimeNs end = engine.run();
+  Trace trace = rec.take();
+  EXPECT_EQ(end, trace.makespan_ns());
+  return trace;
+}
+
+// Runs `g` with one FixedModel for every task (and `host` issuing them, when given).
+inline Trace run_fixed(const TaskGraph& g, TimeNs default_ns = 100, const HostIssueSpec* host = nullptr) {
+  Engine engine(g);
+  engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task, default_ns));
+  if (host != nullptr) engine.issue_from_host(*host);
+  return run_traced(engine, g);
+}
 
 }  // namespace moesim::testing

@@ -44,6 +44,13 @@ StepSpec moe_step() {
   return s;
 }
 
+// The same with a host that launches each task in 40 us (--host-launch-us): idle time the host causes.
+StepSpec host_bound_moe_step() {
+  StepSpec s = moe_step();
+  s.host_launch_ns = 40'000;
+  return s;
+}
+
 struct Case {
   const char* name;
   const char* model;
@@ -55,7 +62,8 @@ std::vector<Case> cases() {
           {"1f1b", "gpt-1.7b", gpt_step(PipelineSchedule::kOneFOneB)},
           {"interleaved", "gpt-1.7b", gpt_step(PipelineSchedule::kInterleaved, 2)},
           {"zb-h1", "gpt-1.7b", gpt_step(PipelineSchedule::kZeroBubbleH1)},
-          {"moe", "qwen3-30b-a3b", moe_step()}};
+          {"moe", "qwen3-30b-a3b", moe_step()},
+          {"moe, host launches", "qwen3-30b-a3b", host_bound_moe_step()}};
 }
 
 SimulatedStep simulate(const Case& c) {
@@ -87,7 +95,8 @@ TEST(StepLanes, CoverTheStepWithOneSegmentPerPassAndTheReportsBubbles) {
           EXPECT_LE(s.true_start_ns, s.start_ns);
         }
       }
-      EXPECT_EQ(bubble, sim.report.stages[static_cast<std::size_t>(lane.stage)].bubble_ns);
+      const StageReport& stage = sim.report.stages[static_cast<std::size_t>(lane.stage)];
+      EXPECT_EQ(bubble, stage.bubble_ns + stage.host_wait_ns);
       std::size_t actions = 0;
       for (const PassSpan& p : sim.graph.passes) actions += p.stage == lane.stage;
       EXPECT_EQ(passes.size(), actions);

@@ -1,0 +1,64 @@
+#include "sim/engine/host_issue.h"
+
+#include <algorithm>
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace moesim {
+
+HostIssuer::HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& ranks_of_task, int world_size)
+    : spec_(std::move(spec)), ranks_of_task_(&ranks_of_task) {
+  const std::size_t n = ranks_of_task.size();
+  MOESIM_CHECK(spec_.launch_ns.size() == n, "the host issue model needs one launch time per task");
+  hosts_.resize(static_cast<std::size_t>(world_size));
+  ranks_left_.assign(n, 0);
+  issued_at_.assign(n, 0);
+  host_read_.assign(n, false);
+  for (TaskIndex i = 0; i < n; ++i) {
+    const TimeNs launch = spec_.launch_ns[i];
+    if (launch == kNotIssued) continue;
+    MOESIM_CHECK(launch >= 0, "a negative host launch time");
+    MOESIM_CHECK(!ranks_of_task[i].empty(), "an issued task runs on no simulated rank");
+    for (int r : ranks_of_task[i]) {
+      MOESIM_CHECK(r >= 0 && r < world_size, "an issued task's rank is outside the world");
+      hosts_[static_cast<std::size_t>(r)].order.push_back(i);
+    }
+    ranks_left_[i] = static_cast<std::uint32_t>(ranks_of_task[i].size());
+  }
+  for (TaskIndex i : spec_.host_reads) {
+    MOESIM_CHECK(i < n && spec_.launch_ns[i] != kNotIssued,
+                 "a host read (task " + std::to_string(i) + ") that the host does not issue");
+    host_read_[i] = true;
+  }
+}
+
+void HostIssuer::begin(Issued& out) {
+  for (std::size_t r = 0; r < hosts_.size(); ++r) advance(static_cast<int>(r), out);
+}
+
+void HostIssuer::ended(TaskIndex task, TimeNs now, Issued& out) {
+  if (!active() || !host_read_[task]) return;
+  for (int r : (*ranks_of_task_)[task]) {
+    Host& h = hosts_[static_cast<std::size_t>(r)];
+    // The host issued this read last and has waited for it since (a gated task cannot end before
+    // every one of its ranks has issued it).
+    MOESIM_CHECK(h.blocked && h.next > 0 && h.order[h.next - 1] == task, "a host read ended that its host did not wait for");
+    h.blocked = false;
+    h.clock = std::max(h.clock, now);
+    advance(r, out);
+  }
+}
+
+void HostIssuer::advance(int rank, Issued& out) {
+  Host& h = hosts_[static_cast<std::size_t>(rank)];
+  while (!h.blocked && h.next < h.order.size()) {
+    const TaskIndex task = h.order[h.next++];
+    h.clock += spec_.launch_ns[task];
+    issued_at_[task] = std::max(issued_at_[task], h.clock);
+    if (--ranks_left_[task] == 0) out.emplace_back(issued_at_[task], task);
+    h.blocked = host_read_[task];
+  }
+}
+
+}  // namespace moesim
