@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 
+#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/calibrate_command.h"
 #include "sim/cli/cli11_validators.h"
 #include "sim/cli/collective_command.h"
@@ -163,6 +164,10 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
       ->capture_default_str();
 }
 
+void add_host_launch_flag(CLI::App* app, double& us) {
+  app->add_option("--host-launch-us", us, kHostLaunchFlagHelp)->transform(real(0, kMaxHostLaunchUs));
+}
+
 void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
   app->add_option("--global-batch", s.global_batch,
                   "sequences per step: simulate the whole training step of a model with an architecture section "
@@ -194,11 +199,7 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
                   "attention kernel (whole step): flash | unfused (Megatron-LM 2021-22: s x s scores, softmax, dropout)");
   app->add_flag("--no-overlap-grad-reduce", s.no_overlap_grad_reduce,
                 "reduce the gradients once after the backward instead of per layer during it (whole step)");
-  app->add_option("--host-launch-us", s.host_launch_us,
-                  "host time per launched kernel, copy or collective in microseconds (whole step): each rank's host "
-                  "issues its tasks in program order and waits for the values it reads (the MoE dispatcher's split "
-                  "sizes, the gradient norm); default: the host is not modelled (docs/training-step.md#host-launches)")
-      ->transform(real(0, 1000));
+  add_host_launch_flag(app, s.host_launch_us);
 }
 
 CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, SimulateOutputs& outputs) {
@@ -228,6 +229,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_option("--target-tokens-per-day", s.target_tokens_per_day, "the fewest nodes reaching this token rate")
       ->transform(real(0, 1e30, true));
   plan->add_option("--attention", s.attention, "attention kernel of the whole step: flash | unfused");
+  add_host_launch_flag(plan, s.host_launch_us);
   plan->add_option("--model", a.model_path, "model YAML or bundled preset name (`moesim presets models`)")->required();
   plan->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML or bundled preset name")->required();
   plan->add_option("--calibration", a.calibration_path, "calibration YAML measured by `moesim calibrate`");
@@ -394,10 +396,7 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
   v.steps->add_option("--csv", v.steps_args.csv_path, "write one row per dataset row ('-' for stdout)");
   v.steps->add_option("--network", v.steps_args.network, kNetworkFlagHelp)->capture_default_str();
   v.steps->add_option("--only", v.steps_args.only, "DATASET, DATASET:LINE or DATASET:MODEL, comma-separated (default: every row)");
-  v.steps->add_option("--host-launch-us", v.steps_args.host_launch_us,
-                      "simulate every row with the host's launches, this many microseconds each (simulate's "
-                      "--host-launch-us; default: the host is not modelled)")
-      ->transform(real(0, 1000));
+  add_host_launch_flag(v.steps, v.steps_args.host_launch_us);
   v.layers = validate_cmd->add_subcommand(
       "layers", "simulate the published per-layer times of validate/data/ and print each error (docs/validation.md)");
   v.layers->add_option("--data", v.layers_args.data_dir, "folder of datasets (default validate/data)");

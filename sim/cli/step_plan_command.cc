@@ -1,3 +1,4 @@
+#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/step_plan_command.h"
 
 #include <cmath>
@@ -45,6 +46,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
   r.routing = parse_routing_flag(a.routing);
   r.seed = a.seed;
+  r.host_launch_ns = host_launch_ns(s.host_launch_us);
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;
@@ -64,13 +66,21 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   return out.str();
 }
 
+// ", host launches X us each" when the host is modelled (--host-launch-us), else nothing.
+std::string host_launch_text(const search::LayoutRequest& r) {
+  if (!r.host_launch_ns) return {};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ", host launches %g us each", static_cast<double>(*r.host_launch_ns) * 1e-3);
+  return buf;
+}
+
 void print_header(std::ostream& out, const search::LayoutRequest& r, const LayoutPlan& plan) {
   const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
   out << "moesim: layouts of " << r.model.name << " on " << r.cluster.num_gpus() << " x " << r.cluster.node.gpu.name
       << " (" << r.cluster.name << "), global batch " << r.global_batch << " x " << seq << " tokens, "
       << to_string(r.attention) << " attention"
       << (r.routing.balanced() ? std::string() : ", routing " + r.routing.to_string() + " (seed " + std::to_string(r.seed) + ")")
-      << "\n";
+      << host_launch_text(r) << "\n";
   const auto& e = plan.enumeration;
   out << "candidates: " << e.considered << " considered, " << e.fitting.size() << " legal and fit (closed-form memory), "
       << plan.estimates.size() << " estimated, the best " << plan.simulated.size() << " simulated in full\n";
@@ -183,6 +193,7 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   j["top"] = r.top;
   j["routing"] = r.routing.to_string();
   j["seed"] = r.seed;
+  if (r.host_launch_ns) j["host_launch_s"] = static_cast<double>(*r.host_launch_ns) * 1e-9;
   return j;
 }
 
@@ -200,7 +211,8 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
   const search::TokenRateSearch s = search::plan_for_token_rate(r, target, max_nodes, progress_bar());
   const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
   out << "moesim: GPUs for " << r.model.name << " on " << r.cluster.node.gpu.name << " (" << r.cluster.name
-      << "), global batch " << r.global_batch << " x " << seq << " tokens, " << to_string(r.attention) << " attention\n";
+      << "), global batch " << r.global_batch << " x " << seq << " tokens, " << to_string(r.attention) << " attention"
+      << host_launch_text(r) << "\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "target: %.4g tokens a day; node counts 1 to %d of %d GPUs each (--max-nodes)\n",
                 target, max_nodes, r.cluster.node.gpus_per_node);
@@ -241,7 +253,8 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
 }  // namespace
 
 const std::vector<std::string>& step_plan_only_flags() {
-  static const std::vector<std::string> flags{"--seq", "--top", "--target-tokens-per-day", "--attention"};
+  static const std::vector<std::string> flags{"--seq", "--top", "--target-tokens-per-day", "--attention",
+                                              "--host-launch-us"};
   return flags;
 }
 

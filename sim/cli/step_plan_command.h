@@ -19,6 +19,7 @@ struct StepPlanArgs {
   int top = 5;                       // --top K
   double target_tokens_per_day = 0;  // 0: not given
   std::string attention = "flash";
+  double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
 };
 
 // The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.

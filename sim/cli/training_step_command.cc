@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
 #include "sim/cli/cluster_flags.h"
+#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/routing_flag.h"
@@ -88,7 +88,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.moe_chunks = a.chunks;
   spec.routing = parse_routing_flag(a.routing);
   spec.seed = a.seed;
-  if (s.host_launch_us >= 0) spec.host_launch_ns = std::llround(s.host_launch_us * 1e3);
+  spec.host_launch_ns = host_launch_ns(s.host_launch_us);
   return spec;
 }
 

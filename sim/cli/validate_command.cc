@@ -1,7 +1,7 @@
+#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/validate_command.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -87,7 +87,7 @@ int run_validate_steps(const ValidateStepsArgs& a) {
   for (std::size_t i = 0; i < selected.datasets.size(); ++i) {
     validate::StepDatasetReport r{selected.datasets[i], {}, {}, network};
     for (validate::PreparedStepRow row : selected.rows[i]) {
-      if (a.host_launch_us >= 0) row.spec.host_launch_ns = std::llround(a.host_launch_us * 1e3);
+      row.spec.host_launch_ns = host_launch_ns(a.host_launch_us);
       const auto start = std::chrono::steady_clock::now();
       r.rows.push_back(validate::simulate_step_row(r.dataset, row, network));
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;

@@ -93,6 +93,7 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
         s.moe_chunks = chunks;
         s.routing = r.routing;
         s.seed = r.seed;
+        s.host_launch_ns = r.host_launch_ns;
         out.push_back(s);
       }
     }

@@ -65,6 +65,7 @@ struct LayoutRequest {
   // the expert-parallel size, which the planner varies: refused by plan_layouts).
   RoutingSpec routing;
   std::uint64_t seed = 1;
+  std::optional<std::int64_t> host_launch_ns;  // StepSpec::host_launch_ns for every layout
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };

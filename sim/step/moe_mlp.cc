@@ -184,14 +184,14 @@ void MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix,
   const std::int64_t local_rows = d_.local_rows(ep, c);
   fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
             prefix, chunk);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
-            e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
+  e_.grouped_gemm(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
+                  e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + chunk, stage, Op::kActivation),
             e_.elementwise(local_rows * d_.expert_fc1_out, local_rows * d_.expert_ffn));
   fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
             prefix, chunk);
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.fc2" + chunk, stage),
-            e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
+  e_.grouped_gemm(chain, name(layer, Pass::kForward, prefix + "experts.fc2" + chunk, stage),
+                  e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
 }
 
 void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
@@ -244,16 +244,18 @@ void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnB
     return name(layer, Pass::kBackward, f.what + what + f.chunk, f.what);
   };
   if (input) fp8_grad(chain, layer, f.what + ".fc2", f.batch * f.gemm_rows * d_.hidden, f.chunk);
-  if (input) e_.kernel(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden, GemmLayout::kNT));
-  if (weight) e_.kernel(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows, GemmLayout::kTN), side);
+  if (input) e_.grouped_gemm(chain, task(".fc2.dgrad"), e_.gemm(f.batch, f.gemm_rows, f.ffn, d_.hidden, GemmLayout::kNT));
+  if (weight)
+    e_.grouped_gemm(chain, task(".fc2.wgrad"), e_.gemm(f.batch, f.ffn, d_.hidden, f.gemm_rows, GemmLayout::kTN), side);
   if (input) {
     TaskName act = task(".act");
     act.kernel = Op::kActivation;
     e_.kernel(chain, act, e_.elementwise(f.act_rows * (f.fc1_out + f.ffn), f.act_rows * f.fc1_out));
   }
   if (input) fp8_grad(chain, layer, f.what + ".fc1", f.batch * f.gemm_rows * f.fc1_out, f.chunk);
-  if (input) e_.kernel(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out, GemmLayout::kNT));
-  if (weight) e_.kernel(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows, GemmLayout::kTN), side);
+  if (input) e_.grouped_gemm(chain, task(".fc1.dgrad"), e_.gemm(f.batch, f.gemm_rows, d_.hidden, f.fc1_out, GemmLayout::kNT));
+  if (weight)
+    e_.grouped_gemm(chain, task(".fc1.wgrad"), e_.gemm(f.batch, d_.hidden, f.fc1_out, f.gemm_rows, GemmLayout::kTN), side);
 }
 
 void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {

@@ -20,6 +20,16 @@
 
 namespace moesim {
 
+// What the host model (sim/engine/host_issue.h) needs to know of a step's tasks beyond their ops.
+struct HostLaunchNotes {
+  // Tasks whose result the host reads (a copy to the host, a value read by `.item()`): the host
+  // issues nothing after one until it ends.
+  std::vector<TaskIndex> host_reads;
+  // The MoE experts' GEMMs, one per local expert (the task's GEMM batch), which the framework
+  // launches one by one (Transformer Engine's GroupedLinear calls cuBLAS once per expert).
+  std::vector<TaskIndex> grouped_gemms;
+};
+
 struct Chain {
   int stage = 0;
   int microbatch = -1;         // -1: a stage-wide task
@@ -55,15 +65,21 @@ class StepEmitter {
   StepEmitter(TaskGraph& graph, const StepShape& shape) : g_(graph), shape_(shape) {}
 
   const StepShape& shape() const { return shape_; }
-  // Tasks whose result the host reads (a copy to the host, a value read by `.item()`): the host
-  // issues nothing after one until it ends (sim/engine/host_issue.h).
-  void host_reads(TaskIndex task) { host_reads_.push_back(task); }
-  const std::vector<TaskIndex>& host_reads() const { return host_reads_; }
+  // Marks a task whose result the host reads (HostLaunchNotes).
+  void host_reads(TaskIndex task) { launch_notes_.host_reads.push_back(task); }
+  const HostLaunchNotes& launch_notes() const { return launch_notes_; }
   TaskGraph& graph() { return g_; }
 
   // A kernel on the compute stream after the chain; it moves the chain unless `side`. Its op is
   // op_for(work, name.kernel), as are the collectives'; sends() are send_recv.
   TaskIndex kernel(Chain& chain, const TaskName& name, const Work& work, bool side = false);
+  // A kernel() of the MoE experts' GEMMs, one per local expert (HostLaunchNotes::grouped_gemms;
+  // a batch of one, the shared experts', is one launch and not noted).
+  TaskIndex grouped_gemm(Chain& chain, const TaskName& name, const GemmWork& gemm, bool side = false) {
+    const TaskIndex task = kernel(chain, name, gemm, side);
+    if (gemm.batch > 1) launch_notes_.grouped_gemms.push_back(task);
+    return task;
+  }
   // A host <-> device copy on its direction's copy stream after the chain (moves the chain).
   TaskIndex copy(Chain& chain, const TaskName& name, const CopyWork& work);
   // A collective over `group` (members sorted) on `stream`, after the chain. Returns the chain's
@@ -135,7 +151,7 @@ class StepEmitter {
   TaskGraph& g_;
   const StepShape& shape_;
   std::set<std::pair<int, std::string>> fp8_weights_cached_;  // (stage, "L3.fc1")
-  std::vector<TaskIndex> host_reads_;
+  HostLaunchNotes launch_notes_;
 };
 
 }  // namespace moesim

@@ -479,7 +479,7 @@ void StepBuilder::finish() {
     inputs.push_back(std::move(in));
   }
   optimizer_.step(inputs);
-  out_.host_reads = emitter_.host_reads();
+  out_.launch_notes = emitter_.launch_notes();
 }
 
 // Whether `task` is one just emitted (an emitter call that had nothing to do returns the chain's

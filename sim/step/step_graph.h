@@ -26,6 +26,7 @@
 #include "sim/spec/model_spec.h"
 #include "sim/spec/step_spec.h"
 #include "sim/step/moe_routing.h"
+#include "sim/step/step_emitter.h"
 #include "sim/step/step_shape.h"
 
 namespace moesim {
@@ -47,7 +48,7 @@ struct StepGraph {
   std::vector<std::int64_t> model_state_bytes;  // per stage, per GPU
   std::vector<PassSpan> passes;                 // in emission order
   std::shared_ptr<const MoeRouting> routing;    // the MoE layers' routing plan (--routing); null: uniform
-  std::vector<TaskIndex> host_reads;            // tasks whose end the issuing host waits for
+  HostLaunchNotes launch_notes;                 // for the host model (--host-launch-us)
 };
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);

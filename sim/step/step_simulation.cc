@@ -71,24 +71,17 @@ StageReport stage_report(const StepGraph& sg, const EngineRun& run, int stage, S
   return r;
 }
 
-// Launches the host issues for `task`: one, but a batched GEMM's one per local expert, as
-// Transformer Engine's GroupedLinear calls cuBLAS once for each expert's GEMM.
-std::int64_t launches(const Task& task) {
-  const auto* gemm = std::get_if<GemmWork>(&task.work);
-  return gemm != nullptr ? gemm->batch : 1;
-}
-
 // Every task but the pipeline's point-to-point transfers is launched by its ranks' hosts. A
 // transfer is emitted with the stage that receives it, after the sender's later actions, so its
 // index is not the sender's program order; its launch is not counted.
 HostIssueSpec host_issue(const StepGraph& sg, std::int64_t launch_ns) {
   HostIssueSpec spec;
   spec.launch_ns.resize(sg.graph.num_tasks());
-  for (TaskIndex i = 0; i < sg.graph.num_tasks(); ++i) {
-    const Task& task = sg.graph.task(i);
-    spec.launch_ns[i] = task.op == Op::kSendRecv ? kNotIssued : launch_ns * launches(task);
-  }
-  spec.host_reads = sg.host_reads;
+  for (TaskIndex i = 0; i < sg.graph.num_tasks(); ++i)
+    spec.launch_ns[i] = sg.graph.task(i).op == Op::kSendRecv ? kNotIssued : launch_ns;
+  // The experts' grouped GEMMs: one launch per local expert (StepEmitter::grouped_gemm).
+  for (TaskIndex i : sg.launch_notes.grouped_gemms) spec.launch_ns[i] = launch_ns * std::get<GemmWork>(sg.graph.task(i).work).batch;
+  spec.host_reads = sg.launch_notes.host_reads;
   return spec;
 }
 

@@ -28,7 +28,7 @@ TEST(HostLaunchStep, TheHostReadsEachLayersSplitSizesAndTheGradientStatistics) {
   const SimulatedStep sim = simulate(qwen_step(std::nullopt));
   const TaskGraph& g = sim.graph.graph;
   int splits = 0, scalars = 0;
-  for (TaskIndex i : sim.graph.host_reads) {
+  for (TaskIndex i : sim.graph.launch_notes.host_reads) {
     const Task& t = g.task(i);
     if (t.id.ends_with(".splits.d2h3")) {
       EXPECT_EQ(t.op, Op::kCopyD2H);
@@ -41,6 +41,14 @@ TEST(HostLaunchStep, TheHostReadsEachLayersSplitSizesAndTheGradientStatistics) {
   // 48 MoE layers x 2 microbatches, each forward's last copy; the gradient norm's all-reduce (bf16: no loss scale, no found_inf).
   EXPECT_EQ(splits, 48 * 2);
   EXPECT_EQ(scalars, 1);
+  // Launched once per local expert: the routed experts' six GEMMs (fc1 and fc2 forward, their
+  // input and weight gradients) of every layer and microbatch, and nothing else (attention's
+  // batched GEMMs are one kernel each).
+  for (TaskIndex i : sim.graph.launch_notes.grouped_gemms) {
+    EXPECT_NE(g.task(i).id.find(".experts.fc"), std::string::npos) << g.task(i).id;
+    EXPECT_EQ(std::get<GemmWork>(g.task(i).work).batch, 32) << g.task(i).id;
+  }
+  EXPECT_EQ(sim.graph.launch_notes.grouped_gemms.size(), 48u * 2 * 6);
 }
 
 TEST(HostLaunchStep, FreeLaunchesCostOnlyTheHostsWaits) {
@@ -64,6 +72,7 @@ TEST(HostLaunchStep, ASlowerHostNeverMakesTheStepFasterAndAVerySlowOneSetsItsPac
   constexpr std::int64_t kLaunch = 500'000;
   const SimulatedStep slow = simulate(qwen_step(kLaunch));
   const TaskGraph& g = slow.graph.graph;
+  const auto& grouped = slow.graph.launch_notes.grouped_gemms;
   for (int stage = 0; stage < 2; ++stage) {
     const int rank = slow.graph.shape.stage_rank(stage);
     std::int64_t launches = 0;
@@ -71,8 +80,8 @@ TEST(HostLaunchStep, ASlowerHostNeverMakesTheStepFasterAndAVerySlowOneSetsItsPac
       const Task& t = g.task(i);
       const std::vector<int> ranks = g.ranks_of(i);
       if (t.op == Op::kSendRecv || std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
-      const auto* gemm = std::get_if<GemmWork>(&t.work);
-      launches += gemm != nullptr ? gemm->batch : 1;
+      const bool per_expert = std::find(grouped.begin(), grouped.end(), i) != grouped.end();
+      launches += per_expert ? std::get<GemmWork>(t.work).batch : 1;
     }
     EXPECT_GE(slow.report.step_ns, launches * kLaunch) << stage;
     EXPECT_GT(launches, 48 / 2 * 2 * 32 * 6) << stage;  // at least the experts' GEMMs: 32 x 6 a layer and microbatch
