@@ -76,7 +76,7 @@ class EngineRun {
         ranks_of_device_[static_cast<std::size_t>(device_of_rank[r])].push_back(static_cast<int>(r));
     }
     if (!host_issue.launch_ns.empty()) {
-      host_ = HostIssuer(host_issue, ranks_, graph.world_size());
+      host_ = HostIssuer(host_issue, ranks_, graph);
       // A gated task's issue counts as one more predecessor.
       for (TaskIndex i = 0; i < num_tasks_; ++i)
         if (host_.gates(i)) ++pending_[i];
@@ -216,7 +216,7 @@ class EngineRun {
     while (!issues_.empty() && issues_.top().first <= now) {
       const TaskIndex i = issues_.top().second;
       issues_.pop();
-      if (kernels_.active()) kernels_.cross_stream_dependency_met(i, now);
+      if (kernels_.active()) kernels_.arrives_no_earlier_than(i, now);
       satisfy(i, now);
     }
   }
@@ -237,7 +237,9 @@ class EngineRun {
     if (next == kNever) {
       throw InternalError("simulation stalled at " + std::to_string(now) + " ns: " +
                           std::to_string(num_tasks_ - num_done_) +
-                          " tasks remain but no activity model has a next completion");
+                          " tasks remain but no activity model has a next completion" +
+                          (host_.active() ? std::string(" and no host can issue (a host waits for a read that cannot end)")
+                                          : std::string()));
     }
     MOESIM_CHECK(next >= now, "an activity model reported a completion in the past (" + std::to_string(next) +
                                   " < " + std::to_string(now) + ")");
@@ -268,7 +270,7 @@ class EngineRun {
       if (kernels_.involves(i)) kernels_.ended(i, devices_of(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
         if (kernels_.active() && graph_.task(s).stream != graph_.task(i).stream)
-          kernels_.cross_stream_dependency_met(s, now);
+          kernels_.arrives_no_earlier_than(s, now);
         satisfy(s, now);
       });
       if (host_.active()) {

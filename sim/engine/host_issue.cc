@@ -7,8 +7,9 @@
 
 namespace moesim {
 
-HostIssuer::HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& ranks_of_task, int world_size)
+HostIssuer::HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& ranks_of_task, const TaskGraph& graph)
     : spec_(std::move(spec)), ranks_of_task_(&ranks_of_task) {
+  const int world_size = graph.world_size();
   const std::size_t n = ranks_of_task.size();
   MOESIM_CHECK(spec_.launch_ns.size() == n, "the host issue model needs one launch time per task");
   hosts_.resize(static_cast<std::size_t>(world_size));
@@ -26,10 +27,26 @@ HostIssuer::HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& 
     }
     ranks_left_[i] = static_cast<std::uint32_t>(ranks_of_task[i].size());
   }
+  check_program_order(graph);
   for (TaskIndex i : spec_.host_reads) {
     MOESIM_CHECK(i < n && spec_.launch_ns[i] != kNotIssued,
                  "a host read (task " + std::to_string(i) + ") that the host does not issue");
     host_read_[i] = true;
+  }
+}
+
+void HostIssuer::check_program_order(const TaskGraph& graph) const {
+  const auto& ranks = *ranks_of_task_;
+  for (TaskIndex i = 0; i < ranks.size(); ++i) {
+    if (spec_.launch_ns[i] == kNotIssued) continue;
+    for (TaskIndex p : graph.predecessors(i)) {
+      if (p < i || spec_.launch_ns[p] == kNotIssued) continue;
+      for (int r : ranks[i])
+        if (std::find(ranks[p].begin(), ranks[p].end(), r) != ranks[p].end())
+          throw InternalError("rank " + std::to_string(r) + " would issue task '" + graph.task(i).id +
+                              "' before its predecessor '" + graph.task(p).id +
+                              "': the graph's emission order is not the rank's program order (host issue model)");
+    }
   }
 }
 

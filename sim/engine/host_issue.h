@@ -21,6 +21,7 @@
 
 #include "sim/core/units.h"
 #include "sim/graph/task.h"
+#include "sim/graph/task_graph.h"
 
 namespace moesim {
 
@@ -38,8 +39,10 @@ class HostIssuer {
   using Issued = std::vector<std::pair<TimeNs, TaskIndex>>;
 
   HostIssuer() = default;  // inactive: nothing is gated
-  // `ranks_of_task`: the simulated ranks each task runs on; `world_size` bounds them.
-  HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& ranks_of_task, int world_size);
+  // `ranks_of_task`: the simulated ranks each task runs on; `world_size` bounds them. Throws
+  // InternalError when a rank would issue a task before one of its own predecessors (the graph's
+  // emission order is not that rank's program order): its host would wait for itself.
+  HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& ranks_of_task, const TaskGraph& graph);
 
   bool active() const { return !spec_.launch_ns.empty(); }
   // Whether `task` waits for its issue besides its predecessors.
@@ -57,6 +60,7 @@ class HostIssuer {
     bool blocked = false;          // waiting for the end of the task it issued last (a host read)
   };
   void advance(int rank, Issued& out);
+  void check_program_order(const TaskGraph& graph) const;
 
   HostIssueSpec spec_;
   std::vector<Host> hosts_;

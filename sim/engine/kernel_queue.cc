@@ -10,7 +10,7 @@ KernelQueue::KernelQueue(std::vector<KernelRole> roles, int devices)
     : roles_(std::move(roles)), arrival_(roles_.size(), 0), waited_(roles_.size(), false),
       running_(static_cast<std::size_t>(devices)) {}
 
-void KernelQueue::cross_stream_dependency_met(TaskIndex task, TimeNs now) {
+void KernelQueue::arrives_no_earlier_than(TaskIndex task, TimeNs now) {
   arrival_[task] = std::max(arrival_[task], now);
 }
 

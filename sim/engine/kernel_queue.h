@@ -48,8 +48,9 @@ class KernelQueue {
   bool active() const { return !roles_.empty(); }
   // Whether `task` takes part (holds the SMs or queues behind them).
   bool involves(TaskIndex task) const { return active() && roles_[task] != KernelRole::kNone; }
-  // A predecessor of `task` on another stream ended at `now`.
-  void cross_stream_dependency_met(TaskIndex task, TimeNs now);
+  // `task` reaches its GPU's queue no earlier than `now`: a predecessor on another stream ended,
+  // or (the host model, sim/engine/host_issue.h) its host launched it.
+  void arrives_no_earlier_than(TaskIndex task, TimeNs now);
   // `task` (on `devices`) starts now: a kHoldsSms task holds the SMs of its devices until it ends.
   void started(TaskIndex task, std::span<const int> devices);
   // `task` (on `devices`) can start: true when it must wait for kernels that arrived before it and

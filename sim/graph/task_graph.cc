@@ -95,28 +95,35 @@ BufferId TaskGraph::add_buffer(Buffer buffer) {
 
 // A buffer is allocated by at most one task and freed by at most one, never if resident, and only
 // by a task that runs on the buffer's rank.
+void TaskGraph::check_buffer_use(const Task& task, BufferId id, const char* verb, const std::vector<int>& counts) const {
+  if (id >= buffers_.size()) throw InputError("task '" + task.id + "' " + verb + " unknown buffer " + std::to_string(id));
+  const Buffer& b = buffers_[id];
+  if (b.resident)
+    throw InputError("task '" + task.id + "' " + verb + " resident buffer '" + b.name +
+                     "' (resident buffers live for the whole step)");
+  if (counts[id] != 0)
+    throw InputError("buffer '" + b.name + "' on rank " + std::to_string(b.rank) + " is " + verb +
+                     " by more than one task (again by '" + task.id + "')");
+  bool on_rank = task.rank == b.rank;
+  if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
+    const std::vector<int>& members = groups_.at(c->group);
+    on_rank = std::binary_search(members.begin(), members.end(), b.rank);
+  }
+  if (!on_rank)
+    throw InputError("task '" + task.id + "' " + verb + " buffer '" + b.name + "' of rank " + std::to_string(b.rank) +
+                     ", where it does not run");
+}
+
 void TaskGraph::check_buffer_uses(const Task& task) const {
-  const auto check = [&](BufferId id, const char* verb, const std::vector<int>& counts) {
-    if (id >= buffers_.size())
-      throw InputError("task '" + task.id + "' " + verb + " unknown buffer " + std::to_string(id));
-    const Buffer& b = buffers_[id];
-    if (b.resident)
-      throw InputError("task '" + task.id + "' " + verb + " resident buffer '" + b.name +
-                       "' (resident buffers live for the whole step)");
-    if (counts[id] != 0)
-      throw InputError("buffer '" + b.name + "' on rank " + std::to_string(b.rank) + " is " + verb +
-                       " by more than one task (again by '" + task.id + "')");
-    bool on_rank = task.rank == b.rank;
-    if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
-      const std::vector<int>& members = groups_.at(c->group);
-      on_rank = std::binary_search(members.begin(), members.end(), b.rank);
-    }
-    if (!on_rank)
-      throw InputError("task '" + task.id + "' " + verb + " buffer '" + b.name + "' of rank " +
-                       std::to_string(b.rank) + ", where it does not run");
-  };
-  for (BufferId id : task.allocates) check(id, "allocates", buffer_alloc_count_);
-  for (BufferId id : task.frees) check(id, "frees", buffer_free_count_);
+  for (BufferId id : task.allocates) check_buffer_use(task, id, "allocates", buffer_alloc_count_);
+  for (BufferId id : task.frees) check_buffer_use(task, id, "frees", buffer_free_count_);
+}
+
+void TaskGraph::allocate_at(TaskIndex task, BufferId buffer) {
+  if (task >= num_tasks()) throw InternalError("allocate_at: no task " + std::to_string(task));
+  check_buffer_use(graph_[task], buffer, "allocates", buffer_alloc_count_);
+  graph_[task].allocates.push_back(buffer);
+  ++buffer_alloc_count_[buffer];
 }
 
 TaskIndex TaskGraph::add_task(Task task) {

@@ -79,6 +79,10 @@ class TaskGraph {
   // All edges in a deterministic order (by source, then target; duplicates are merged).
   std::vector<std::tuple<TaskIndex, TaskIndex, DepKind>> edges() const;
 
+  // Adds `buffer` to what an existing task allocates at its start, for a buffer whose need is
+  // known only after that task was added; the checks of add_task.
+  void allocate_at(TaskIndex task, BufferId buffer);
+
   // Registers a buffer; tasks refer to it by id in Task::allocates / Task::frees. Throws
   // InputError for a negative size, a rank the graph does not simulate, or a duplicate
   // (rank, name).
@@ -96,6 +100,7 @@ class TaskGraph {
   int world_size_;
   std::vector<int> simulated_ranks_;
   void check_buffer_uses(const Task& task) const;
+  void check_buffer_use(const Task& task, BufferId id, const char* verb, const std::vector<int>& counts) const;
 
   std::vector<std::vector<int>> groups_;
   std::vector<Buffer> buffers_;

@@ -89,11 +89,16 @@ void OptimizerStep::scalar_allreduce(std::vector<Chain>& chains, const std::stri
       if (c.last) e_.graph().add_dependency(*c.last, index);
     reductions.push_back(index);
   }
+  // The optimizer reads the result on the host (found_inf's and the norm's .item()): the
+  // reduction's, or with no group to reduce over each stage's own statistic kernel's.
+  if (reductions.empty()) {
+    for (const Chain& c : chains)
+      if (c.last) e_.host_reads(*c.last);
+    return;
+  }
   // Every group holds every stage's rank, whose comm.grad stream runs the reductions in order:
   // each stage's next kernel waits for the last.
-  if (reductions.empty()) return;
   for (Chain& c : chains) c.last = reductions.back();
-  // The optimizer reads the result on the host (found_inf's and the norm's .item()).
   e_.host_reads(reductions.back());
 }
 

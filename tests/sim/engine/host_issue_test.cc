@@ -134,5 +134,53 @@ TEST(HostIssue, AHostReadTheHostDoesNotIssueIsRefused) {
   EXPECT_THROW(engine.run(), InternalError);
 }
 
+TEST(HostIssue, AHostReadOnTwoRanksHoldsBothHostsUntilItEnds) {
+  // The all-to-all over ranks 0 and 1 is read by both hosts: each issues its next task only
+  // after it ends (issued at 10 on both, 100 long).
+  TaskGraph g(2, {0, 1});
+  const GroupId both = g.add_group({0, 1});
+  const auto a2a = g.add_task(all_to_all_task("a2a", both, 1));
+  const auto x = g.add_task(host_task("x", 0, StreamClass::kCompute, 100));
+  const auto y = g.add_task(host_task("y", 1, StreamClass::kCompute, 100));
+  const Trace t = run_issued(g, {{10, 10, 10}, {a2a}});
+  EXPECT_EQ(t.records[a2a].start_ns, 10);
+  EXPECT_EQ(t.records[x].start_ns, t.records[a2a].end_ns + 10);
+  EXPECT_EQ(t.records[y].start_ns, t.records[a2a].end_ns + 10);
+}
+
+TEST(HostIssue, AKernelReachesTheGpuQueueWhenItsHostLaunchesIt) {
+  // A copy on the SMs that could start at 0 but is launched at 50, after a GEMM-like kernel that
+  // started at 10 and fills the SMs until 110: it arrived after the kernel, so it waits for it.
+  TaskGraph g(1, {0});
+  const auto k = g.add_task(host_task("k", 0, StreamClass::kCompute, 100));
+  const auto c = g.add_task(host_task("c", 0, StreamClass::kCommDispatch, 5));
+  Engine engine(g);
+  engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task));
+  engine.queue_kernels({KernelRole::kHoldsSms, KernelRole::kQueuesBehind});
+  engine.issue_from_host({{10, 40}, {}});
+  const Trace t = testing::run_traced(engine, g);
+  EXPECT_EQ(t.records[k].start_ns, 10);
+  EXPECT_EQ(t.records[c].end_ns, 110 + 5);
+}
+
+TEST(HostIssue, ATaskIssuedBeforeItsOwnPredecessorIsRefused) {
+  // b (index 1) must wait for c (index 2) on the same rank: issued in index order, the host would
+  // issue b first and wait for itself; the engine names the two tasks instead of stalling.
+  TaskGraph g(1, {0});
+  g.add_task(host_task("a", 0, StreamClass::kCompute, 10));
+  const auto b = g.add_task(host_task("b", 0, StreamClass::kCopyD2H, 10));
+  const auto c = g.add_task(host_task("c", 0, StreamClass::kCopyH2D, 10));
+  g.add_dependency(c, b);
+  Engine engine(g);
+  engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task));
+  engine.issue_from_host({{10, 10, 10}, {}});
+  try {
+    engine.run();
+    ADD_FAILURE() << "no error";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("'b' before its predecessor 'c'"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace moesim

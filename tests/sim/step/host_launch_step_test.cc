@@ -105,5 +105,36 @@ TEST(HostLaunchStep, IdleTimeWaitingForLaunchesIsTheHostsNotABubble) {
   }
 }
 
+TEST(HostLaunchStep, ZeroThreesWeightGathersAreIssuedBeforeTheLayerThatWaitsForThem) {
+  // ZeRO-3's gathers precede their layer's first task, which precedes the split sizes' host read:
+  // issued in that order the step runs, and no slower than the GPU alone.
+  StepSpec s = qwen_step(10'000);
+  s.zero_stage = 3;
+  const SimulatedStep sim = simulate(s);
+  const TaskGraph& g = sim.graph.graph;
+  const auto gather = g.find("mb0.L0.fwd.weights.allgather", -1);
+  const auto norm = g.find("mb0.L0.fwd.ln1", 0);
+  ASSERT_TRUE(gather && norm);
+  EXPECT_LT(*gather, *norm);
+  s.host_launch_ns.reset();
+  EXPECT_GE(sim.report.step_ns, simulate(s).report.step_ns);
+}
+
+TEST(HostLaunchStep, WithNoGroupToReduceOverTheHostReadsTheNormKernel) {
+  // tp 1, pp 1, ZeRO 0 on 8 GPUs: the statistics reduce over the model-parallel group, one rank,
+  // so there is no all-reduce, but the host still reads the norm.
+  StepSpec s;
+  s.layout.gpus = 8;
+  s.global_batch = 8;
+  s.seq = 256;
+  s.host_launch_ns = 10'000;
+  const SimulatedStep sim =
+      simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(8), s);
+  std::vector<std::string> reads;
+  for (TaskIndex i : sim.graph.launch_notes.host_reads) reads.push_back(sim.graph.graph.task(i).id);
+  // fp16: the found-inf check after unscaling, then the norm.
+  EXPECT_EQ(reads, (std::vector<std::string>{"stage0.bwd.unscale", "stage0.bwd.grad_norm"}));
+}
+
 }  // namespace
 }  // namespace moesim

@@ -4,6 +4,7 @@
 // memory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <cstdio>
 
 #include <algorithm>
 #include <string>
@@ -147,16 +148,15 @@ TEST(OptimizerStep, Bf16HasNoLossScalingAndFp32NoCopyToTheModel) {
 }
 
 // One stage, one microbatch, no recomputation: GPT-1.7B over dp 8. The forward of layer l holds
-// its gathered weights and layer l + 1's (prefetched when l's pass starts); the last forward layer
-// holds its own and its backward's; the head's passes only the last layer's backward copy; the
-// backward of layer l its own and layer l - 1's. So the peak adds W + max(W, head) to the
-// embedding's and every layer's kept activations, W = one layer's weights in fp16.
-TEST(OptimizerStep, ZeroThreePeakHoldsTwoLayersOfGatheredWeights) {
+// its gathered weights and layer l + 1's (prefetched when l's pass starts); the head's passes
+// only the last layer's backward copy; the backward of layer l its own gathered weights W (one
+// layer in fp16) and, from its first task to the end of their reduce-scatter, its whole fp32
+// gradients 2W. The head's activations are freed before layer 23's backward begins, so the peak
+// is there: the embedding's and every layer's kept activations, W and 2W.
+TEST(OptimizerStep, ZeroThreePeakHoldsTheGatheredWeightsAndTheUnshardedGradients) {
   const ModelSpec model = preset("gpt-1.7b");
   const LayerParameters p = layer_parameters(model, 0);
   const std::int64_t w = 2 * (p.attention + p.norms + p.dense_mlp + p.shared_experts + p.router + p.routed_experts);
-  // 1,024 tokens: the head's activations outweigh a layer's weights (the peak is in the head's
-  // passes, with one gathered layer); 256 tokens: they do not (the peak has two gathered layers).
   for (const std::int64_t seq : {1024, 256}) {
     SCOPED_TRACE("seq " + std::to_string(seq));
     StepSpec spec;
@@ -169,13 +169,18 @@ TEST(OptimizerStep, ZeroThreePeakHoldsTwoLayersOfGatheredWeights) {
     const std::int64_t embed = embedding_activations(model, layout);
     const std::int64_t head = output_activations(model, layout);
     const std::int64_t layer = layer_activations(model, layout, 1, 0).kept_bytes;
-    EXPECT_EQ(head > w, seq == 1024);
+    ASSERT_LT(head, 2 * w);  // 219 MB at 1,024 tokens, 55 MB at 256: less than the gradients
     const std::int64_t states = three.report.stages[0].model_state_bytes;
-    EXPECT_EQ(three.report.stages[0].peak_memory_bytes, states + embed + 24 * layer + w + std::max(w, head));
-    // ZeRO 2 (whole weights resident, nothing gathered): the same activations, no gathered weights.
+    EXPECT_EQ(three.report.stages[0].peak_memory_bytes, states + embed + 24 * layer + w + 2 * w);
+    // ZeRO 2 (whole weights resident, nothing gathered): at least layer 23's gradients and layer
+    // 22's, allocated while layer 23's reduce-scatter (255 MB over 8 ranks) still runs; at 256
+    // tokens the layers' backward passes are shorter than their reduce-scatters, which queue on
+    // the gradient stream with every waiting layer's gradients (no bucket bounds them).
     spec.zero_stage = 2;
     const SimulatedStep two = simulate_training_step(model, cluster(8), spec);
-    EXPECT_EQ(two.report.stages[0].peak_memory_bytes, two.report.stages[0].model_state_bytes + embed + 24 * layer + head);
+    const std::int64_t two_layers = two.report.stages[0].model_state_bytes + embed + 23 * layer + 2 * (2 * w);
+    if (seq == 1024) EXPECT_EQ(two.report.stages[0].peak_memory_bytes, two_layers);
+    else EXPECT_GT(two.report.stages[0].peak_memory_bytes, two_layers + 8 * (2 * w));
   }
 }
 

@@ -1,0 +1,84 @@
+// ZeRO 2-3's unsharded gradients in the step's memory (sim/step/step_gradients.cc): each layer's
+// whole gradients exist from its backward until the reduce-scatter has left each rank its shard,
+// which is all the model states count of them. GPT-1.7B (24 layers, d 2,304, d_ffn 9,216, biases,
+// layer norms) on 16 A100s: tp 2, pp 4, dp 2 (testing::small_gpt_step).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "sim/step/step_simulation.h"
+#include "tests/sim/step_presets.h"
+
+namespace moesim {
+namespace {
+
+constexpr std::int64_t kD = 2304, kFfn = 9216, kTp = 2;
+// One layer's parameters on one GPU, by hand: attention (QKV and output projections with their
+// biases, 4d^2 + 4d) and MLP (fc1, fc2 and their biases, 2 d d_ffn + d_ffn + d) over tp, the two
+// layer norms (weight and bias, 4d) on every rank. (Megatron keeps the two row-parallel output
+// biases, 2d, whole on every rank; moesim's parameter accounting splits them with their layers:
+// 2,304 parameters of 31.9 million here.)
+constexpr std::int64_t kLayerParams = (4 * kD * kD + 4 * kD + 2 * kD * kFfn + kFfn + kD) / kTp + 4 * kD;
+static_assert(kLayerParams == 31'870'080);
+
+SimulatedStep simulate(int zero) {
+  StepSpec s = testing::small_gpt_step();
+  s.zero_stage = zero;
+  return simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(16), s);
+}
+
+// The task that allocates / frees buffer `b` (the graph allows one of each).
+std::optional<TaskIndex> user_of(const TaskGraph& g, BufferId b, bool allocates) {
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    const auto& list = allocates ? g.task(i).allocates : g.task(i).frees;
+    if (std::find(list.begin(), list.end(), b) != list.end()) return i;
+  }
+  return std::nullopt;
+}
+
+std::vector<BufferId> unsharded(const TaskGraph& g) {
+  std::vector<BufferId> out;
+  for (BufferId b = 0; b < g.num_buffers(); ++b)
+    if (g.buffer(b).name.ends_with(".grad.unsharded")) out.push_back(b);
+  return out;
+}
+
+TEST(ZeroGradients, EachMicrobatchsLayerHoldsItsWholeGradientsUntilTheirReduceScatterEnds) {
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE("ZeRO " + std::to_string(zero));
+    const SimulatedStep sim = simulate(zero);
+    const TaskGraph& g = sim.graph.graph;
+    const std::vector<BufferId> grads = unsharded(g);
+    // 24 layers x 8 microbatches per pipeline, each on its stage's rank.
+    ASSERT_EQ(grads.size(), 24u * 8);
+    for (BufferId b : grads) {
+      const Buffer& buf = g.buffer(b);
+      EXPECT_EQ(buf.bytes, 4 * kLayerParams) << buf.name;  // fp32 main gradients
+      EXPECT_EQ(buf.category, MemoryCategory::kTemporary);
+      const auto from = user_of(g, b, true), to = user_of(g, b, false);
+      ASSERT_TRUE(from && to) << buf.name;
+      // Allocated by the layer's first backward task, freed by its gradients' reduce-scatter.
+      const std::string layer = buf.name.substr(0, buf.name.find(".grad.unsharded"));  // "mb3.L17"
+      EXPECT_TRUE(g.task(*from).id.starts_with(layer + ".bwd.")) << g.task(*from).id;
+      EXPECT_EQ(g.task(*to).id, layer + ".bwd.grad.reduce");
+      EXPECT_EQ(std::get<CollectiveWork>(g.task(*to).work).op, CollectiveOp::kReduceScatter);
+      // And the simulation keeps them apart: the buffer lives from the one's start to the other's end.
+      EXPECT_LE(sim.run.trace.records[*from].start_ns, sim.run.trace.records[*to].end_ns);
+    }
+  }
+}
+
+TEST(ZeroGradients, ZeroOneKeepsItsWholeGradientBufferInTheModelStatesAndNoTransientCopy) {
+  const SimulatedStep one = simulate(1);
+  EXPECT_TRUE(unsharded(one.graph.graph).empty());
+  // ZeRO-2's model states hold a shard of the gradients where ZeRO-1's hold them whole: stage 1
+  // (6 layers, no embedding or head) saves half its layers' fp32 gradients over dp 2.
+  const SimulatedStep two = simulate(2);
+  EXPECT_EQ(one.report.stages[1].model_state_bytes - two.report.stages[1].model_state_bytes,
+            6 * 4 * kLayerParams / 2);
+}
+
+}  // namespace
+}  // namespace moesim
