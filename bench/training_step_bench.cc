@@ -47,6 +47,15 @@ void BM_DeepSeekV3Step1024(benchmark::State& state) {
 }
 BENCHMARK(BM_DeepSeekV3Step1024)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
+// The same with the host's launches (--host-launch-us 10, sim/engine/host_issue.h): the engine's
+// issue queue and the hosts' waits on every layer's split sizes.
+void BM_DeepSeekV3Step1024HostLaunches(benchmark::State& state) {
+  moesim::StepSpec s = deepseek_v3_1024();
+  s.host_launch_ns = 10'000;
+  run(state, "deepseek-v3.yaml", cluster("dgx-h100-ndr.yaml", 1024), s);
+}
+BENCHMARK(BM_DeepSeekV3Step1024HostLaunches)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
 void BM_DeepSeekV3Step1024Flow(benchmark::State& state) {
   run(state, "deepseek-v3.yaml", cluster("dgx-h100-ndr.yaml", 1024), deepseek_v3_1024(), moesim::NetworkModel::kFlow);
 }
