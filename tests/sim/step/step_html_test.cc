@@ -150,6 +150,19 @@ std::string* StepHtml::html_ = nullptr;
 Json* StepHtml::json_ = nullptr;
 TimeNs StepHtml::step_ns_ = 0;
 
+TEST(StepHtmlHost, NamesTheHostsLaunchTimeAndDrawsItsWait) {
+  const Case c = cases().back();  // the MoE step with host launches of 40 us
+  ASSERT_TRUE(c.spec.host_launch_ns.has_value());
+  const ModelSpec model = testing::model_preset(c.model);
+  const ClusterSpec cluster = testing::a100_cluster(c.spec.layout.gpus);
+  const SimulatedStep sim = simulate_training_step(model, cluster, c.spec);
+  const std::string html = step_html(sim, model, cluster, c.spec, "test");
+  EXPECT_THAT(between(html, "data-table=\"layout\"", "</table>"), ::testing::HasSubstr("host time per launch (s)"));
+  EXPECT_THAT(html, ::testing::HasSubstr("title=\"4e-05\""));  // the JSON's host_launch_s
+  EXPECT_THAT(html, ::testing::HasSubstr("host wait"));
+  EXPECT_GT(sim.report.stages[0].host_wait_ns, 0);
+}
+
 TEST_F(StepHtml, IsWellFormedAndSelfContained) {
   const std::string& html = *html_;
   EXPECT_EQ(unbalanced_tag(html), "");
