@@ -19,12 +19,13 @@ time for it replayed from a CUDA graph, and the host's microseconds per kernel. 
 
     python3 validate/host_launch_probe.py [--hidden 2048 --ffn 768 --experts 16 --rows 2048]
 """
-import argparse
 import statistics
 import sys
 import time
 
 import torch
+
+from moe_probe_shapes import expert_shape_args, swiglu
 
 
 def kernels_per_iteration(step):
@@ -72,11 +73,6 @@ def graph_us(step, reps=10):
     return statistics.median(times[2:])
 
 
-def swiglu(h):
-    gate, up = h.chunk(2, dim=-1)
-    return torch.nn.functional.silu(gate) * up
-
-
 def workloads(a):
     dt = torch.bfloat16
     small = torch.zeros(1024, device="cuda")
@@ -112,12 +108,7 @@ def main():
     if not torch.cuda.is_available():
         print("no GPU", file=sys.stderr)
         return 1
-    p = argparse.ArgumentParser()
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--ffn", type=int, default=768)
-    p.add_argument("--experts", type=int, default=16)
-    p.add_argument("--rows", type=int, default=2048)
-    a = p.parse_args()
+    a = expert_shape_args()
     print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}; hidden {a.hidden}, {a.experts} experts of "
           f"d_ffn {a.ffn} x {a.rows} rows, bf16, forward + one backward")
     print("# workload: kernels | host us per iteration | GPU us (CUDA graph) | host us per kernel")

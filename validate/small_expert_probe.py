@@ -12,11 +12,12 @@ GPU's time alone); CUDA events, medians of 10 runs. Run it on a GPU:
 
     python3 validate/small_expert_probe.py [--hidden 2048 --ffn 768 --experts 16 --rows 2048]
 """
-import argparse
 import statistics
 import sys
 
 import torch
+
+from moe_probe_shapes import expert_shape_args, swiglu
 
 
 
@@ -33,21 +34,11 @@ def median_ms(run, reps=10):
     return statistics.median(times[2:])
 
 
-def swiglu(h):
-    gate, up = h.chunk(2, dim=-1)
-    return torch.nn.functional.silu(gate) * up
-
-
 def main():
     if not torch.cuda.is_available():
         print("no GPU", file=sys.stderr)
         return 1
-    p = argparse.ArgumentParser()
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--ffn", type=int, default=768)
-    p.add_argument("--experts", type=int, default=16)
-    p.add_argument("--rows", type=int, default=2048)
-    a = p.parse_args()
+    a = expert_shape_args()
     HIDDEN, FFN, EXPERTS, ROWS = a.hidden, a.ffn, a.experts, a.rows  # noqa: N806
     dt = torch.bfloat16
     torch.manual_seed(1)

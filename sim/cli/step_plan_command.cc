@@ -68,10 +68,7 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
 
 // ", host launches X us each" when the host is modelled (--host-launch-us), else nothing.
 std::string host_launch_text(const search::LayoutRequest& r) {
-  if (!r.host_launch_ns) return {};
-  char buf[64];
-  std::snprintf(buf, sizeof buf, ", host launches %g us each", static_cast<double>(*r.host_launch_ns) * 1e-3);
-  return buf;
+  return r.host_launch_ns ? ", " + host_launch_phrase(*r.host_launch_ns) : std::string();
 }
 
 void print_header(std::ostream& out, const search::LayoutRequest& r, const LayoutPlan& plan) {

@@ -1,5 +1,7 @@
 #include "sim/spec/step_spec.h"
 
+#include <cstdio>
+
 #include "sim/core/enum_names.h"
 
 namespace moesim {
@@ -24,5 +26,11 @@ std::vector<std::string> attention_kernel_names() { return names_of(kAttentionKe
 std::string_view to_string(Fp8Recipe r) { return name_of(kFp8Recipes, r); }
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_from(kFp8Recipes, s); }
 std::vector<std::string> fp8_recipe_names() { return names_of(kFp8Recipes); }
+
+std::string host_launch_phrase(std::int64_t launch_ns) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "host launches %g us each", static_cast<double>(launch_ns) * 1e-3);
+  return buf;
+}
 
 }  // namespace moesim

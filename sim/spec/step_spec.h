@@ -67,6 +67,10 @@ struct StepLayout {
   bool folded() const { return expert_tp() != tp; }
 };
 
+// "host launches X us each" for a host launch time (StepSpec::host_launch_ns), as the step's and
+// the layout plan's headers print it.
+std::string host_launch_phrase(std::int64_t launch_ns);
+
 struct StepSpec {
   StepLayout layout;
   std::int64_t global_batch = 0;  // sequences per step, over every data-parallel replica

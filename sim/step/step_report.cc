@@ -130,10 +130,7 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
       << (r.shape.gemm_dtype == DType::kFp8 ? " (" + std::string(to_string(r.shape.fp8_recipe)) + " scaling)" : std::string())
       << ", ZeRO " << spec.zero_stage
       << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string());
-  if (spec.host_launch_ns) {
-    std::snprintf(buf, sizeof buf, "; host launches %g us each", static_cast<double>(*spec.host_launch_ns) * 1e-3);
-    out << buf;
-  }
+  if (spec.host_launch_ns) out << "; " << host_launch_phrase(*spec.host_launch_ns);
   out << "\n";
   if (r.routing) out << routing_line(*r.routing, spec);
   out << "\n";
