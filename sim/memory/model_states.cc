@@ -26,9 +26,9 @@ void check_layout(const ModelSpec& m, const TrainingLayout& l) {
 
 // Adds one layer's parameters as one GPU of its stage holds them.
 void add_layer(StageModelStates& s, const LayerParameters& p, const TrainingLayout& l) {
-  s.dense_params += static_cast<double>(p.attention + p.dense_mlp + p.shared_experts) / l.tp +
-                    static_cast<double>(p.norms + p.router);
-  s.expert_params += static_cast<double>(p.routed_experts) / (static_cast<double>(l.ep) * l.expert_tp());
+  const LocalLayerParameters local = local_layer_parameters(p, l.tp, l.ep, l.expert_tp());
+  s.dense_params += static_cast<double>(local.dense);
+  s.expert_params += static_cast<double>(local.expert);
 }
 
 // The bytes of `params` parameters whose states are replicated over `replicas` GPUs.
@@ -97,7 +97,8 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const Tra
     for (int layer : layers) add_layer(s, layer_parameters(m, layer), l);
     const bool end_stage = st == 0 || st == l.pp - 1;
     if (st == 0 || (end_stage && l.ends_on_both_end_stages))
-      s.dense_params += static_cast<double>(c.embedding + c.positions) / l.tp;
+      // The vocabulary-parallel table over tp; learned positions whole on every rank (Megatron-LM).
+      s.dense_params += static_cast<double>(c.embedding) / l.tp + static_cast<double>(c.positions);
     if (st == l.pp - 1 || (end_stage && l.ends_on_both_end_stages)) add_last_stage(s, m, c, l);
     // The stage's ranks over the tensor-parallel ones: ep x dp with etp = tp.
     add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp * l.expert_tp() / l.tp, m, l.zero_stage);

@@ -7,7 +7,9 @@
 // stage also holding the input embedding, the last the final norm, the output head (with tied
 // embeddings and several stages, a copy of the embedding) and the MTP modules. Within a stage:
 //   - attention, dense MLPs and shared experts are tensor parallel (1/tp each), as are the
-//     embedding and the output head (vocabulary-parallel); norms and routers are replicated;
+//     embedding and the output head (vocabulary-parallel); norms, routers, learned positions and
+//     what LayerParameters::tp_replicated names (row-parallel biases, qk norms, MLA's down
+//     projections) are replicated (local_layer_parameters, sim/spec/model_parameters.h);
 //   - routed experts are split over the ep ranks, each expert's matrices over the etp ranks (1/(ep x
 //     etp); etp = tp is Megatron-Core's default expert-tensor-parallel size and TED's layout, and
 //     another etp its "parallel folding", the experts laid out etp x ep x dp over the stage's ranks);

@@ -49,6 +49,22 @@ std::int64_t grouped_attention_params(const ModelSpec& m) {
   return p;
 }
 
+// What of one layer's attention every tensor-parallel rank holds whole (LayerParameters::tp_replicated).
+std::int64_t attention_tp_replicated(const ModelSpec& m) {
+  const AttentionSpec& a = m.architecture.attention;
+  if (a.kind == AttentionKind::kMla) {
+    std::int64_t p = checked_mul(m.d_model, a.kv_lora_rank + a.qk_rope_head_dim) + norm_params(m, a.kv_lora_rank);
+    if (a.q_lora_rank > 0) p = checked_add(p, checked_mul(m.d_model, a.q_lora_rank) + norm_params(m, a.q_lora_rank));
+    return p;
+  }
+  std::int64_t p = m.architecture.linear_bias ? m.d_model : 0;
+  if (a.qk_norm) p = checked_add(p, 2 * norm_params(m, a.head_dim));
+  return p;
+}
+
+// An MLP's down-projection bias, added after the row-parallel reduction.
+std::int64_t mlp_tp_replicated(const ModelSpec& m) { return m.architecture.linear_bias ? m.d_model : 0; }
+
 std::int64_t attention_params(const ModelSpec& m) {
   return m.architecture.attention.kind == AttentionKind::kMla ? mla_params(m) : grouped_attention_params(m);
 }
@@ -62,15 +78,28 @@ std::int64_t router_params(const ModelSpec& m) {
 LayerParameters layer_parameters(const ModelSpec& m, int layer) {
   LayerParameters p;
   p.attention = attention_params(m);
+  p.tp_replicated = attention_tp_replicated(m);
   p.norms = 2 * norm_params(m, m.d_model);
   if (is_moe_layer(m, layer)) {
     p.routed_experts = checked_mul(m.num_experts, mlp_params(m, m.d_ffn));
+    p.routed_tp_replicated = checked_mul(m.num_experts, mlp_tp_replicated(m));
     p.shared_experts = checked_mul(m.shared_experts.count, mlp_params(m, m.shared_experts.d_ffn));
+    p.tp_replicated = checked_add(p.tp_replicated, checked_mul(m.shared_experts.count, mlp_tp_replicated(m)));
     p.router = router_params(m);
   } else {
     p.dense_mlp = mlp_params(m, m.architecture.dense_d_ffn);
+    p.tp_replicated = checked_add(p.tp_replicated, mlp_tp_replicated(m));
   }
   return p;
+}
+
+LocalLayerParameters local_layer_parameters(const LayerParameters& p, int tp, int ep, int expert_tp) {
+  const std::int64_t split = p.attention + p.dense_mlp + p.shared_experts - p.tp_replicated;
+  const std::int64_t expert_split = p.routed_experts - p.routed_tp_replicated;
+  LocalLayerParameters out;
+  out.dense = split / tp + p.tp_replicated + p.norms + p.router;
+  out.expert = (expert_split / expert_tp + p.routed_tp_replicated) / ep;
+  return out;
 }
 
 std::int64_t model_norm_parameters(const ModelSpec& m) { return norm_params(m, m.d_model); }

@@ -52,8 +52,24 @@ struct LayerParameters {
   std::int64_t routed_experts = 0;
   std::int64_t shared_experts = 0;
   std::int64_t router = 0;
+  // Of attention, dense_mlp and shared_experts: what every tensor-parallel rank holds whole, as
+  // Megatron-LM places it: the row-parallel projections' output biases (added after the
+  // reduction), qk norms, and MLA's down projections with their latent norms (sim/step/
+  // transformer_layer.cc runs those replicated too).
+  std::int64_t tp_replicated = 0;
+  // Of routed_experts: the experts' down-projection biases, whole on each expert-tensor-parallel rank.
+  std::int64_t routed_tp_replicated = 0;
 };
 LayerParameters layer_parameters(const ModelSpec& model, int layer);
+
+// One GPU's share of a layer's parameters: `dense` (attention, norms, dense MLP, shared experts,
+// router) under tensor parallelism tp, `expert` (the routed experts) split over ep expert-parallel
+// and expert_tp expert-tensor-parallel ranks. Norms and the router are replicated.
+struct LocalLayerParameters {
+  std::int64_t dense = 0;
+  std::int64_t expert = 0;
+};
+LocalLayerParameters local_layer_parameters(const LayerParameters& p, int tp, int ep, int expert_tp);
 // The norm of width d_model (the model's final norm; an MTP module has three).
 std::int64_t model_norm_parameters(const ModelSpec& model);
 // An MTP module's parameters outside its transformer layer: the 2d x d projection and three norms.

@@ -100,6 +100,10 @@ class StepBuilder {
   void also_after(std::optional<TaskIndex> task, std::optional<TaskIndex> before,
                   const std::vector<std::optional<TaskIndex>>& others);
   void reduce_rest(const std::vector<int>& stages);
+  // ZeRO 2-3: notes the stage's first task (from `first` on, if any was emitted) that writes
+  // gradients reduce_rest() reduces (the embedding's, the head's, or every layer's when the
+  // reduction does not overlap the backward); their whole fp32 buffer lives from there to it.
+  void note_rest_grads(int stage, TaskIndex first, BackwardPart part);
   // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
   // data-parallel group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;
@@ -146,6 +150,7 @@ class StepBuilder {
   std::vector<BufferId> mtp_kept_;           // by microbatch x MTP depth: each module's own tensors
   std::vector<double> stage_dense_params_, stage_expert_params_;  // per GPU, per stage
   std::vector<std::optional<TaskIndex>> previous_layer_start_;    // per stage, for ZeRO-3's prefetch
+  std::vector<std::optional<TaskIndex>> rest_grads_from_;         // per stage: note_rest_grads()
   std::vector<std::optional<TaskIndex>> first_copy_done_;  // per layer slot: DualPipe's first copy's last backward
   std::optional<LayerActivations> dense_act_, moe_act_;
   std::int64_t embedding_act_ = 0, head_act_ = 0, mtp_act_ = 0;

@@ -8,13 +8,9 @@
 namespace moesim::step_build {
 
 std::pair<std::int64_t, std::int64_t> StepBuilder::layer_params(int layer) const {
-  // Norms and the router are replicated on the tensor-parallel ranks, routed experts split over
-  // the expert-parallel and the experts' tensor-parallel ranks.
-  const LayerParameters p = layer_parameters(model_, kind_layer(layer));
-  const int tp = shape().layout.tp;
-  const std::int64_t dense = (p.attention + p.dense_mlp + p.shared_experts) / tp + p.norms + p.router;
-  const std::int64_t expert = p.routed_experts / (static_cast<std::int64_t>(shape().layout.ep) * shape().layout.expert_tp());
-  return {dense, expert};
+  const LocalLayerParameters p = local_layer_parameters(layer_parameters(model_, kind_layer(layer)), shape().layout.tp,
+                                                       shape().layout.ep, shape().layout.expert_tp());
+  return {p.dense, p.expert};
 }
 
 void StepBuilder::reduce_layer_grads(const Chain& chain, int l, bool counted, std::optional<TaskIndex> unsharded_from) {
@@ -113,11 +109,20 @@ void StepBuilder::reduce_rest(const std::vector<int>& stages) {
   std::vector<std::optional<TaskIndex>> others;
   for (std::size_t k = 1; k < stages.size(); ++k) others.push_back(last_action_task_[static_cast<std::size_t>(stages[k])]);
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  // ZeRO 2-3 (one stage; DualPipe's pair keeps whole gradients, as its layers do): the whole
+  // gradients are a buffer from the first task that writes them until this reduce-scatter.
+  const std::optional<TaskIndex> unsharded_from = stages.size() == 1 ? rest_grads_from_[st] : std::nullopt;
   auto reduce = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
     if (rest <= 0 || group.size() <= 1) return;
     Chain grad = chain;
-    const auto task = emitter_.group_collective(grad, {"stage" + std::to_string(lead), 0, Pass::kBackward, what, "grad"},
-                                                StreamClass::kCommGrad, op, group, rest, true);
+    TaskName name{"stage" + std::to_string(lead), 0, Pass::kBackward, what, "grad"};
+    if (unsharded_from) {
+      const BufferId grads = emitter_.buffer(lead, "stage" + std::to_string(lead) + "." + what + ".unsharded", rest,
+                                             MemoryCategory::kTemporary);
+      out_.graph.allocate_at(*unsharded_from, grads);
+      name.frees = {grads};
+    }
+    const auto task = emitter_.group_collective(grad, name, StreamClass::kCommGrad, op, group, rest, true);
     also_after(task, chain.last, others);
     for (int s : stages) grad_reductions_[static_cast<std::size_t>(s)].push_back(*task);
   };

@@ -134,12 +134,24 @@ void StepBuilder::backward(Chain& chain, int part, BackwardPart bpart, bool last
   const StepShape::Part& p = shape().parts[static_cast<std::size_t>(part)];
   const std::size_t mb = static_cast<std::size_t>(chain.microbatch);
   if (part + 1 == shape().num_parts()) {
+    const auto head = static_cast<TaskIndex>(out_.graph.num_tasks());
     mtp_backward(chain, bpart, last_of_chunk);
     ends_.head_backward(chain, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : some(ends_kept_[2 * mb + 1]));
+    note_rest_grads(chain.stage, head, bpart);
   }
   for (int l = p.first_layer + p.layers - 1; l >= p.first_layer; --l) backward_layer(chain, l, bpart, last_of_chunk);
   if (bpart != BackwardPart::kWeight) fp8_scaling_update(chain, part, Pass::kBackward);
-  if (part == 0 && bpart != BackwardPart::kWeight) ends_.embedding_backward(chain, some(ends_kept_[2 * mb]));
+  if (part == 0 && bpart != BackwardPart::kWeight) {
+    const auto embedding = static_cast<TaskIndex>(out_.graph.num_tasks());
+    ends_.embedding_backward(chain, some(ends_kept_[2 * mb]));
+    note_rest_grads(chain.stage, embedding, bpart);
+  }
+}
+
+void StepBuilder::note_rest_grads(int stage, TaskIndex first, BackwardPart part) {
+  std::optional<TaskIndex>& from = rest_grads_from_[static_cast<std::size_t>(stage)];
+  if (spec_.zero_stage < 2 || part == BackwardPart::kInput || from || first >= out_.graph.num_tasks()) return;
+  from = first;
 }
 
 void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool last_of_chunk) {
@@ -157,6 +169,7 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   }
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathers.ids());
   if (bpart != BackwardPart::kWeight) gathered(chain, gathers, first);
+  if (!spec_.overlap_grad_reduce) note_rest_grads(chain.stage, first, bpart);
   if (!spec_.overlap_grad_reduce || bpart == BackwardPart::kInput) return;
   // ZeRO 2-3 keep a shard of the gradients: each microbatch's are reduce-scattered (DeepSpeed,
   // FSDP); below, the last microbatch reduces the buffer. DualPipe's two copies reduce once.
@@ -287,6 +300,7 @@ void StepBuilder::build() {
   grad_reductions_.assign(static_cast<std::size_t>(stages), {});
   reduced_dense_bytes_.assign(static_cast<std::size_t>(stages), 0);
   previous_layer_start_.assign(static_cast<std::size_t>(stages), std::nullopt);
+  rest_grads_from_.assign(static_cast<std::size_t>(stages), std::nullopt);
   first_copy_done_.assign(static_cast<std::size_t>(layer_slots()), std::nullopt);
   reduced_expert_bytes_.assign(static_cast<std::size_t>(stages), 0);
   const int v = chunks();

@@ -57,13 +57,7 @@ TEST(ModelFlops, MoeLayersCountTopKAndSharedExpertsAndGqaItsGroups) {
 
 TEST(ModelFlops, MlaTermsAndMtpModules) {
   ModelSpec m = dense_gpt(16, 2, 32, 100);
-  m.architecture.attention = {.kind = AttentionKind::kMla,
-                              .num_heads = 2,
-                              .q_lora_rank = 4,
-                              .kv_lora_rank = 3,
-                              .qk_nope_head_dim = 2,
-                              .qk_rope_head_dim = 1,
-                              .v_head_dim = 2};
+  m.architecture.attention = testing::tiny_mla();
   const double q_term = 4 * (16 + 2 * 3 + 1);
   const double kv_term = 3 * (16 + 2 * (2 + 2) + 1) + 16 * 1;
   const double core = 32 * 2 * 3 / 2.0 + 32 * 2 * 2 / 2.0;

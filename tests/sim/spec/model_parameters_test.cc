@@ -16,6 +16,7 @@ namespace moesim {
 namespace {
 
 using moesim::testing::input_error_of;
+using moesim::testing::tiny_mla;
 using ::testing::HasSubstr;
 
 // d 8, 2 layers, GQA 4 heads of 2 in 2 groups, every layer MoE: 4 experts of ff 3 (swiglu), top 2,
@@ -71,19 +72,43 @@ TEST(ModelParameters, BiasesNormsAndSinksByHand) {
 
 TEST(ModelParameters, MultiHeadLatentAttentionByHand) {
   ModelSpec m = tiny_gqa();
-  m.architecture.attention = {.kind = AttentionKind::kMla,
-                              .num_heads = 2,
-                              .q_lora_rank = 4,
-                              .kv_lora_rank = 3,
-                              .qk_nope_head_dim = 2,
-                              .qk_rope_head_dim = 1,
-                              .v_head_dim = 2};
+  m.architecture.attention = tiny_mla();
   const ParameterCount c = count_parameters(m);
   // q: 8x4 + norm 4 + 4x(2 x 3); kv: 8x(3 + 1) + norm 3 + 3x(2 x 4); o: (2 x 2)x8.
   const std::int64_t per_layer = (32 + 4 + 24) + (32 + 3 + 24) + 32;
   EXPECT_EQ(c.attention, 2 * per_layer);
   m.architecture.attention.q_lora_rank = 0;  // queries straight from the hidden state: 8 x (2 x 3)
   EXPECT_EQ(count_parameters(m).attention, 2 * (48 + 59 + 32));
+}
+
+// One GPU's share under tensor parallelism: Megatron-LM splits the column-parallel projections
+// with their biases and the row-parallel ones without theirs (added after the reduction); norms,
+// qk norms, the router and MLA's down projections stay whole on every rank.
+TEST(ModelParameters, LocalShareKeepsRowParallelBiasesAndNormsWhole) {
+  ModelSpec m = tiny_gqa();
+  m.architecture.linear_bias = true;
+  m.architecture.norm = NormKind::kLayerNorm;
+  m.architecture.attention.qk_norm = true;
+  const LayerParameters p = layer_parameters(m, 0);
+  // o bias 8 + qk LayerNorms 2 x 4; experts: down bias 8 each.
+  EXPECT_EQ(p.tp_replicated, 8 + 8);
+  EXPECT_EQ(p.routed_tp_replicated, 4 * 8);
+  // tp 2: attention 192 weights + 16 column biases split, 16 whole; 2 LayerNorms of 16; router 36.
+  const LocalLayerParameters two = local_layer_parameters(p, 2, 2, 2);
+  EXPECT_EQ(two.dense, (192 + 16) / 2 + 16 + 32 + 36);
+  // Experts over ep 2 and expert tp 2: each keeps its down bias (8) whole, splits 72 + 6.
+  EXPECT_EQ(two.expert, 4 * ((72 + 6) / 2 + 8) / 2);
+  // tp 1 keeps everything.
+  const LocalLayerParameters one = local_layer_parameters(p, 1, 1, 1);
+  EXPECT_EQ(one.dense, p.attention + p.norms + p.router);
+  EXPECT_EQ(one.expert, p.routed_experts);
+
+  m.architecture.attention = tiny_mla();
+  m.architecture.norm = NormKind::kRmsNorm;
+  const LayerParameters mla = layer_parameters(m, 0);
+  // q down 8x4 + its norm 4, kv down 8x(3 + 1) + its norm 3; the experts' down biases.
+  EXPECT_EQ(mla.tp_replicated, 36 + 35);
+  EXPECT_EQ(local_layer_parameters(mla, 2, 1, 2).dense, (mla.attention - 71) / 2 + 71 + 16 + 36);
 }
 
 TEST(ModelParameters, LayerPatternDenseFirstThenEveryMthLayer) {

@@ -17,6 +17,17 @@
 
 namespace moesim::testing {
 
+// MLA of 2 heads: q LoRA rank 4, kv LoRA rank 3, 2 no-rope and 1 rope dims, values of 2.
+inline AttentionSpec tiny_mla() {
+  return {.kind = AttentionKind::kMla,
+          .num_heads = 2,
+          .q_lora_rank = 4,
+          .kv_lora_rank = 3,
+          .qk_nope_head_dim = 2,
+          .qk_rope_head_dim = 1,
+          .v_head_dim = 2};
+}
+
 class TempFiles {
  public:
   TempFiles() {

@@ -15,13 +15,13 @@ namespace moesim {
 namespace {
 
 constexpr std::int64_t kD = 2304, kFfn = 9216, kTp = 2;
-// One layer's parameters on one GPU, by hand: attention (QKV and output projections with their
-// biases, 4d^2 + 4d) and MLP (fc1, fc2 and their biases, 2 d d_ffn + d_ffn + d) over tp, the two
-// layer norms (weight and bias, 4d) on every rank. (Megatron keeps the two row-parallel output
-// biases, 2d, whole on every rank; moesim's parameter accounting splits them with their layers:
-// 2,304 parameters of 31.9 million here.)
-constexpr std::int64_t kLayerParams = (4 * kD * kD + 4 * kD + 2 * kD * kFfn + kFfn + kD) / kTp + 4 * kD;
-static_assert(kLayerParams == 31'870'080);
+// One layer's parameters on one GPU, by hand: attention (QKV and output projections, 4d^2, the
+// QKV biases 3d) and MLP (fc1, fc2, 2 d d_ffn, fc1's bias d_ffn) over tp; on every rank the two
+// row-parallel output biases (2d, added after the reduction, as Megatron-LM keeps them) and the
+// two layer norms (weight and bias, 4d).
+constexpr std::int64_t kLayerParams = (4 * kD * kD + 3 * kD + 2 * kD * kFfn + kFfn) / kTp + 2 * kD + 4 * kD;
+static_assert(kLayerParams == 31'872'384);
+constexpr std::int64_t kVocab = 51200, kSeqPositions = 2048;
 
 SimulatedStep simulate(int zero) {
   StepSpec s = testing::small_gpt_step();
@@ -70,9 +70,42 @@ TEST(ZeroGradients, EachMicrobatchsLayerHoldsItsWholeGradientsUntilTheirReduceSc
   }
 }
 
+// What the per-layer reductions leave, reduced once after the backward: stage 0's embedding table
+// (its tp slice) and learned positions (whole on each rank), stage 3's copy of the tied table for
+// the head and the final layer norm (2d). Their whole fp32 gradients live from the first task that
+// writes them, the first microbatch's head or embedding backward, to that reduce-scatter's end.
+TEST(ZeroGradients, TheEmbeddingAndHeadGradientsStayWholeUntilTheStagesLastReduceScatter) {
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE("ZeRO " + std::to_string(zero));
+    const SimulatedStep sim = simulate(zero);
+    const TaskGraph& g = sim.graph.graph;
+    const std::pair<int, std::int64_t> expected[] = {{0, kVocab * kD / kTp + kSeqPositions * kD},
+                                                     {3, kVocab * kD / kTp + 2 * kD}};
+    for (const auto& [stage, params] : expected) {
+      const std::string name = "stage" + std::to_string(stage) + ".grad.reduce";
+      std::optional<BufferId> found;
+      for (BufferId b = 0; b < g.num_buffers(); ++b)
+        if (g.buffer(b).name == name + ".unsharded") found = b;
+      ASSERT_TRUE(found) << name;
+      EXPECT_EQ(g.buffer(*found).bytes, 4 * params);
+      const auto from = user_of(g, *found, true), to = user_of(g, *found, false);
+      ASSERT_TRUE(from && to);
+      EXPECT_TRUE(g.task(*from).id.starts_with(stage == 0 ? "mb0.embed.bwd." : "mb0.head.bwd."))
+          << g.task(*from).id;
+      EXPECT_EQ(g.task(*to).id, "stage" + std::to_string(stage) + ".bwd.grad.reduce");
+      EXPECT_EQ(std::get<CollectiveWork>(g.task(*to).work).op, CollectiveOp::kReduceScatter);
+    }
+    // The middle stages' layers are all reduced per layer: nothing is left for them.
+    for (BufferId b = 0; b < g.num_buffers(); ++b)
+      EXPECT_FALSE(g.buffer(b).name.starts_with("stage1.") || g.buffer(b).name.starts_with("stage2.")) << g.buffer(b).name;
+  }
+}
+
 TEST(ZeroGradients, ZeroOneKeepsItsWholeGradientBufferInTheModelStatesAndNoTransientCopy) {
   const SimulatedStep one = simulate(1);
   EXPECT_TRUE(unsharded(one.graph.graph).empty());
+  for (BufferId b = 0; b < one.graph.graph.num_buffers(); ++b)
+    EXPECT_FALSE(one.graph.graph.buffer(b).name.ends_with(".unsharded")) << one.graph.graph.buffer(b).name;
   // ZeRO-2's model states hold a shard of the gradients where ZeRO-1's hold them whole: stage 1
   // (6 layers, no embedding or head) saves half its layers' fp32 gradients over dp 2.
   const SimulatedStep two = simulate(2);
