@@ -44,6 +44,8 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.attention = *attention;
   r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
   if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
+  if (!s.zero_stages.empty())
+    for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
   r.routing = parse_routing_flag(a.routing);
   r.seed = a.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
@@ -71,13 +73,21 @@ std::string host_launch_text(const search::LayoutRequest& r) {
   return r.host_launch_ns ? ", " + host_launch_phrase(*r.host_launch_ns) : std::string();
 }
 
+// ", ZeRO stages 0,1,2,3" when --zero-stages names them, else nothing (the default 0,1).
+std::string zero_stages_text(const search::LayoutRequest& r) {
+  if (r.zero_stages.empty()) return "";
+  std::string out = ", ZeRO stages ";
+  for (int z : search::zero_stages(r)) out += (out.back() == ' ' ? "" : ",") + std::to_string(z);
+  return out;
+}
+
 void print_header(std::ostream& out, const search::LayoutRequest& r, const LayoutPlan& plan) {
   const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
   out << "moesim: layouts of " << r.model.name << " on " << r.cluster.num_gpus() << " x " << r.cluster.node.gpu.name
       << " (" << r.cluster.name << "), global batch " << r.global_batch << " x " << seq << " tokens, "
       << to_string(r.attention) << " attention"
       << (r.routing.balanced() ? std::string() : ", routing " + r.routing.to_string() + " (seed " + std::to_string(r.seed) + ")")
-      << host_launch_text(r) << "\n";
+      << host_launch_text(r) << zero_stages_text(r) << "\n";
   const auto& e = plan.enumeration;
   out << "candidates: " << e.considered << " considered, " << e.fitting.size() << " legal and fit (closed-form memory), "
       << plan.estimates.size() << " estimated, the best " << plan.simulated.size() << " simulated in full\n";
@@ -191,6 +201,7 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   j["routing"] = r.routing.to_string();
   j["seed"] = r.seed;
   if (r.host_launch_ns) j["host_launch_s"] = static_cast<double>(*r.host_launch_ns) * 1e-9;
+  j["zero_stages"] = search::zero_stages(r);
   return j;
 }
 
@@ -209,7 +220,7 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
   const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
   out << "moesim: GPUs for " << r.model.name << " on " << r.cluster.node.gpu.name << " (" << r.cluster.name
       << "), global batch " << r.global_batch << " x " << seq << " tokens, " << to_string(r.attention) << " attention"
-      << host_launch_text(r) << "\n";
+      << host_launch_text(r) << zero_stages_text(r) << "\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "target: %.4g tokens a day; node counts 1 to %d of %d GPUs each (--max-nodes)\n",
                 target, max_nodes, r.cluster.node.gpus_per_node);
@@ -251,7 +262,7 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
 
 const std::vector<std::string>& step_plan_only_flags() {
   static const std::vector<std::string> flags{"--seq", "--top", "--target-tokens-per-day", "--attention",
-                                              "--host-launch-us"};
+                                              "--host-launch-us", "--zero-stages"};
   return flags;
 }
 

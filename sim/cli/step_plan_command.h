@@ -20,6 +20,7 @@ struct StepPlanArgs {
   double target_tokens_per_day = 0;  // 0: not given
   std::string attention = "flash";
   double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
+  std::string zero_stages;     // --zero-stages: "" = search::kDefaultZeroStages; "0-3", "1,3"
 };
 
 // The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.

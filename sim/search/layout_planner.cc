@@ -79,8 +79,8 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
   const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
   for (std::int64_t mb = 1; mb <= replica_batch; mb *= 2) {
     for (Recompute recompute : recomputations(r.attention)) {
-      for (int zero : {0, 1}) {
-        if (zero == 1 && layout.cp * layout.dp() == 1) continue;  // nothing to shard over
+      for (int zero : zero_stages(r)) {
+        if (zero >= 1 && layout.cp * layout.dp() == 1) continue;  // nothing to shard over
         StepSpec s;
         s.layout = layout;
         s.global_batch = r.global_batch;
@@ -150,18 +150,53 @@ constexpr const char* kDoesNotFit =
 
 }  // namespace
 
+namespace {
+
+// ZeRO 2-3's transient whole tensors on a stage (docs/training-step.md, ZeRO): two layers' whole
+// fp32 gradients (the layer in backward and the one whose reduce-scatter runs), the whole
+// gradients of what the layers do not hold (embedding, head, final norm), and with 3 two layers'
+// gathered weights (the layer in use and the one prefetched). An approximation of the simulated
+// peak, which holds every layer whose reduce-scatter still waits.
+std::int64_t zero_transient_bytes(const ModelSpec& model, const StepShape& shape, int zero,
+                                  const std::vector<int>& layers, const StageModelStates& st) {
+  if (zero < 2) return 0;
+  const StepLayout& l = shape.layout;
+  std::int64_t largest = 0, in_layers = 0;
+  for (int layer : layers) {
+    const LocalLayerParameters p = local_layer_parameters(layer_parameters(model, layer), l.tp, l.ep, l.expert_tp());
+    largest = std::max(largest, p.dense + p.expert);
+    in_layers += p.dense + p.expert;
+  }
+  const auto rest = std::max<std::int64_t>(0, static_cast<std::int64_t>(st.dense_params + st.expert_params) - in_layers);
+  std::int64_t bytes = 4 * (2 * largest + rest);
+  if (zero >= 3) bytes += 2 * largest * shape.element_bytes;
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<int> zero_stages(const LayoutRequest& r) {
+  if (r.zero_stages.empty()) return {kDefaultZeroStages.begin(), kDefaultZeroStages.end()};
+  std::vector<int> out = r.zero_stages;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape) {
   const StepLayout& l = shape.layout;
   const ActivationLayout act = activation_layout(shape, spec);
   // The same model-state layout the step builder gives its stages (sim/step/step_shape.h).
-  const auto states = model_states_per_gpu(model, states_layout(shape, spec.zero_stage), stage_layers(shape));
+  const std::vector<std::vector<int>> layers = stage_layers(shape);
+  const auto states = model_states_per_gpu(model, states_layout(shape, spec.zero_stage), layers);
   const PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches};
   std::int64_t peak = 0;
   for (int s = 0; s < l.pp; ++s) {
     const StageModelStates& st = states[static_cast<std::size_t>(s)];
     const std::int64_t bytes = static_cast<std::int64_t>(st.weight_bytes) + static_cast<std::int64_t>(st.grad_bytes) +
                                static_cast<std::int64_t>(st.optimizer_bytes) +
-                               stage_activations(model, act, l.ep, pipe, s).bytes();
+                               stage_activations(model, act, l.ep, pipe, s).bytes() +
+                               zero_transient_bytes(model, shape, spec.zero_stage, layers[static_cast<std::size_t>(s)], st);
     peak = std::max(peak, bytes);
   }
   return peak;

@@ -24,7 +24,8 @@
 //                re-runs nothing, the kernel recomputes its scores itself, so it would be none);
 //   sequence parallelism on whenever tp > 1: Megatron-LM recommends it with tensor parallelism
 //                (the same communication volume, activations of the norms and dropouts / tp);
-//   ZeRO 0 and 1 (the distributed optimizer), 1 only where the data-parallel group has > 1 rank;
+//   ZeRO LayoutRequest::zero_stages, by default kDefaultZeroStages: 0 and 1 (the distributed
+//        optimizer); stages above 0 only where the data-parallel group has > 1 rank;
 //   ep   1 (dense models); every divisor of the experts (MoE models);
 //   etp  the experts' tensor-parallel size (Megatron-Core's parallel folding, --etp): tp (the
 //        unfolded layout) and, for MoE models, every other tp value (the folded layouts);
@@ -53,6 +54,11 @@ namespace moesim::search {
 // so small that the step is slower than unchunked. Each count multiplies the MoE candidates.
 inline constexpr std::array<int, 3> kDefaultMoeChunks{1, 2, 4};
 
+// The ZeRO stages tried unless the request names others: none and Megatron's distributed
+// optimizer. 2 and 3 add per-microbatch reduce-scatters (and 3 the weights' all-gathers) to save
+// memory, so they are tried on request (`plan --zero-stages 0-3`), where a layout would not fit.
+inline constexpr std::array<int, 2> kDefaultZeroStages{0, 1};
+
 struct LayoutRequest {
   ModelSpec model;
   ClusterSpec cluster;
@@ -61,6 +67,7 @@ struct LayoutRequest {
   AttentionKernel attention = AttentionKernel::kFlash;
   NetworkChoice network;
   std::vector<int> moe_chunks;  // the sub-stage pipelining's chunk counts to try; empty: the default above
+  std::vector<int> zero_stages;  // the ZeRO stages to try (0-3); empty: kDefaultZeroStages
   // The MoE layers' routing for every layout (StepSpec::routing): uniform, or zipf (a matrix fixes
   // the expert-parallel size, which the planner varies: refused by plan_layouts).
   RoutingSpec routing;
@@ -69,6 +76,9 @@ struct LayoutRequest {
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };
+
+// The request's ZeRO stages, sorted and unique (kDefaultZeroStages when it names none).
+std::vector<int> zero_stages(const LayoutRequest& r);
 
 struct LayoutCandidate {
   StepSpec spec;

@@ -83,7 +83,11 @@ class SampleSpans {
     }
     // Recomputation re-runs forward work inside the backward pass.
     const bool backward = t.pass == Pass::kBackward || t.stage == "recompute";
-    at(backward, t.chunk, part_of(layer)).add(rec.start_ns, rec.end_ns);
+    // ZeRO-3's weight gathers are prefetched during the stage's previous pass: they start no pass
+    // (one that ends late delays the pass's own tasks, which then start later).
+    Span& span = at(backward, t.chunk, part_of(layer));
+    if (t.stage == "zero3") span.end = std::max(span.end, rec.end_ns);
+    else span.add(rec.start_ns, rec.end_ns);
   }
 
   const StepShape& shape_;

@@ -30,6 +30,20 @@ TEST_F(Cli, StepPlanPrintsTheSimulatedRankingAndWritesItAsJson) {
   EXPECT_EQ(plan["estimated"], plan["fitting"]);
 }
 
+// --zero-stages: the ZeRO stages tried, named in the header and the JSON's request; every layout
+// shown is one of them (the default, 0 and 1, is not named in the header).
+TEST_F(Cli, StepPlanTriesTheZeroStagesItIsGiven) {
+  const Result r = run(kTinyPlan + " --gpus 8 --top 4 --zero-stages 3,2 --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("flash attention, ZeRO stages 2,3\n"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  EXPECT_EQ(j["zero_stages"], nlohmann::json::parse("[2, 3]"));
+  for (const auto& l : j["plan"]["layouts"]) EXPECT_GE(l["zero"].get<int>(), 2) << l.dump();
+  const Result defaults = run(kTinyPlan + " --gpus 8 --top 1 --json -");
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err;
+  EXPECT_EQ(nlohmann::json::parse(defaults.out)["zero_stages"], nlohmann::json::parse("[0, 1]"));
+}
+
 TEST_F(Cli, StepPlanOfAnMoeModelShowsTheExpertsTensorParallelSizeAndChunks) {
   const std::string moe = "plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr "
                           "--global-batch 16 --jobs 2 --gpus 8 --top 2 --chunks 1,2";
@@ -104,6 +118,10 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --chunks 0", "--chunks"},
       {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},
+      {kTinyPlan + " --zero-stages 0,4", "--zero-stages: 4 is outside [0, 3]"},
+      {kTinyPlan + " --zero-stages 2-1", "--zero-stages: range '2-1' is empty"},
+      {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --tokens 4096 --zero-stages 1",
+       "--zero-stages belongs to the whole step's layout plan: give --global-batch"},
       {kTinyPlan + " --attention fast", "--attention 'fast' is not valid; valid: flash, unfused"},
       {kTinyPlan + " --target-tokens-per-day 0", "--target-tokens-per-day"},
       {kTinyPlan + " --target-tokens-per-day 1e12 --gpus 16", "drop --gpus and --nodes"},

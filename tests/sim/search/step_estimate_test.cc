@@ -57,6 +57,10 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationOnAGridOfSmallLayouts) 
       {"gpt-1.7b", 16, 1, 2, 4, 1, 32, 1, Recompute::kNone, 1},
       {"gpt-22b", 32, 8, 1, 4, 1, 16, 1, Recompute::kNone, 0},
       {"gpt-22b", 32, 4, 1, 8, 2, 16, 1, Recompute::kFull, 0},
+      // ZeRO 2 and 3 (plan --zero-stages): every microbatch's reduce-scatters, and 3's gathers.
+      {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kNone, 2},
+      {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kNone, 3},
+      {"gpt-1.7b", 16, 1, 1, 4, 2, 64, 2, Recompute::kFull, 3},
   };
   double worst = 0;
   for (const Case& c : cases) {
