@@ -128,6 +128,11 @@ void read_layout(const RowCells& c, StepRow& r) {
   if (c.has("context_parallel")) r.cp = static_cast<int>(c.whole("context_parallel", 1));
   if (c.has("expert_parallel")) r.ep = static_cast<int>(c.whole("expert_parallel", 1));
   if (c.has("expert_tensor_parallel")) r.etp = static_cast<int>(c.whole("expert_tensor_parallel", 1));
+  if (c.has("fsdp")) {
+    const std::string f = c.get("fsdp");
+    if (f == "On" || f == "on") r.fsdp = true;
+    else if (!f.empty() && f != "/") r.fsdp = c.whole("fsdp", 0) > 0;
+  }
   const std::int64_t model_parallel = std::int64_t{r.tp} * r.cp * r.pp;
   const std::string named = r.cp > 1 ? "tensor_parallel x context_parallel x pipeline_parallel"
                                       : "tensor_parallel x pipeline_parallel";

@@ -93,6 +93,9 @@ struct StepRow {
   int vpp = 1;
   int ep = 1, cp = 1;
   int etp = 0;                   // the expert_tensor_parallel column; 0: not in the CSV
+  // The fsdp column: "On" or a sharding size > 0 (fully sharded data parallelism, simulated as
+  // ZeRO 3); empty, "/" or 0 for none.
+  bool fsdp = false;
   bool fp8 = false;              // the precision column names an FP8 recipe
   bool precision_stated = false;  // the row has a precision cell
   std::vector<int> part_layers;  // empty: an even split

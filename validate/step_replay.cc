@@ -81,6 +81,10 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   spec.gemm_precision = row.fp8 ? DType::kFp8 : DType::kBf16;
   spec.fp8_recipe = Fp8Recipe::kCurrent;
   spec.overlap_grad_reduce = mapping.overlap_grad_reduce;
+  // Fully sharded data parallelism (Megatron-FSDP, the fsdp column) shards weights, gradients and
+  // optimizer states over the data-parallel replicas: ZeRO 3, its weights gathered before each
+  // layer's passes and its gradients reduce-scattered every microbatch.
+  if (row.fsdp) spec.zero_stage = 3;
   return spec;
 }
 

@@ -102,6 +102,28 @@ TEST(StepReplay, SimulatesEachRowAsSimulateTrainingStepDoes) {
   EXPECT_DOUBLE_EQ(pairs[0].simulated_pct, 100 * (done[0].simulated_step_s / done[1].simulated_step_s - 1));
 }
 
+// The fsdp column (Megatron-Bridge: a sharding size, 0 for DDP; the ModelZoo: "On" or "/"): a
+// fully sharded row is simulated as ZeRO 3, the others as before; a word other than On is bad data.
+TEST(StepReplay, FullyShardedRowsRunAsZeroThree) {
+  const TempFiles tmp;
+  const std::string header = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",fsdp\n";
+  const std::string row = "TINY,4,256,8,2,2,2,8,16,2,256,1024,,no,full,0.010,";
+  const std::filesystem::path dir = tiny_copy_with_csv(tmp, header + row + "2\n" + row + "On\n" + row + "0\n" + row + "/\n");
+  const StepDataset d = read_step_dataset(dir);
+  const std::vector<StepRow> rows = read_step_rows(d);
+  ASSERT_EQ(rows.size(), 4u);
+  const bool expected[] = {true, true, false, false};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].fsdp, expected[i]) << "line " << rows[i].line;
+    EXPECT_EQ(prepare_step_row(d, rows[i]).spec.zero_stage, expected[i] ? 3 : 0) << "line " << rows[i].line;
+  }
+  const TempFiles other;
+  const std::filesystem::path bad = tiny_copy_with_csv(other, header + row + "yes\n");
+  const std::string message = input_error_of([&] { read_step_rows(read_step_dataset(bad)); });
+  EXPECT_NE(message.find("steps.csv:2"), std::string::npos) << message;
+  EXPECT_NE(message.find("fsdp"), std::string::npos) << message;
+}
+
 StepComparison compared_row(int line, double measured, double simulated) {
   StepComparison c;
   c.row.line = line;
