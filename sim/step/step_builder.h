@@ -151,6 +151,10 @@ class StepBuilder {
   std::vector<double> stage_dense_params_, stage_expert_params_;  // per GPU, per stage
   std::vector<std::optional<TaskIndex>> previous_layer_start_;    // per stage, for ZeRO-3's prefetch
   std::vector<std::optional<TaskIndex>> rest_grads_from_;         // per stage: note_rest_grads()
+  // Per stage x layer slot, DualPipe with ZeRO 2 (a layer's copies reduced once, after the step's
+  // last microbatch): the first task writing the copy's weight gradients, where its whole fp32
+  // gradients begin.
+  std::vector<std::optional<TaskIndex>> pair_grads_from_;
   std::vector<std::optional<TaskIndex>> first_copy_done_;  // per layer slot: DualPipe's first copy's last backward
   std::optional<LayerActivations> dense_act_, moe_act_;
   std::int64_t embedding_act_ = 0, head_act_ = 0, mtp_act_ = 0;

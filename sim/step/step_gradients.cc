@@ -29,19 +29,25 @@ void StepBuilder::reduce_layer_grads(const Chain& chain, int l, bool counted, st
   const std::int64_t dense = kGradBytes * dense_params, expert = kGradBytes * expert_params;
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   const std::vector<int> stages = shape().replica_stages(chain.stage);
+  // ZeRO 2-3: the layer's whole gradients live from its backward until their reduce-scatter has
+  // left each rank its shard, which is all the model states count of them: per microbatch, or
+  // (DualPipe, ZeRO 2) on each copy's stage from its first weight gradients to the one reduction.
+  std::vector<std::pair<int, TaskIndex>> holders;
+  if (unsharded_from) holders.emplace_back(chain.stage, *unsharded_from);
+  if (first_copy)
+    for (int s : stages)
+      if (const auto& from = pair_grads_from_[static_cast<std::size_t>(s * layer_slots() + l)]) holders.emplace_back(s, *from);
   auto reduce = [&](const std::vector<int>& group, std::int64_t bytes, const std::string& what,
                     std::vector<std::int64_t>& reduced) {
     if (group.size() <= 1 || bytes == 0) return;
     Chain side = chain;
     TaskName name{"L" + std::to_string(l), l, Pass::kBackward, what + ".reduce", "grad"};
-    // ZeRO 2-3: the layer's whole gradients live from its backward until their reduce-scatter has
-    // left each rank its shard, which is all the model states count of them.
-    if (unsharded_from) {
-      const BufferId grads = emitter_.buffer(
-          chain.stage, "mb" + std::to_string(chain.microbatch) + ".L" + std::to_string(l) + "." + what + ".unsharded",
-          bytes, MemoryCategory::kTemporary);
-      out_.graph.allocate_at(*unsharded_from, grads);
-      name.frees = {grads};
+    for (const auto& [stage, from] : holders) {
+      const std::string owner = first_copy ? "stage" + std::to_string(stage) : "mb" + std::to_string(chain.microbatch);
+      const BufferId grads = emitter_.buffer(stage, owner + ".L" + std::to_string(l) + "." + what + ".unsharded", bytes,
+                                             MemoryCategory::kTemporary);
+      out_.graph.allocate_at(from, grads);
+      name.frees.push_back(grads);
     }
     const auto task = emitter_.group_collective(side, name, StreamClass::kCommGrad, op, group, bytes, true);
     also_after(task, chain.last, {first_copy});
@@ -109,18 +115,19 @@ void StepBuilder::reduce_rest(const std::vector<int>& stages) {
   std::vector<std::optional<TaskIndex>> others;
   for (std::size_t k = 1; k < stages.size(); ++k) others.push_back(last_action_task_[static_cast<std::size_t>(stages[k])]);
   const auto op = spec_.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-  // ZeRO 2-3 (one stage; DualPipe's pair keeps whole gradients, as its layers do): the whole
-  // gradients are a buffer from the first task that writes them until this reduce-scatter.
-  const std::optional<TaskIndex> unsharded_from = stages.size() == 1 ? rest_grads_from_[st] : std::nullopt;
+  // ZeRO 2-3: on each stage (DualPipe: both of the pair), the whole gradients are a buffer from
+  // the first task that writes them until this reduce-scatter.
   auto reduce = [&](const std::vector<int>& group, std::int64_t rest, const char* what) {
     if (rest <= 0 || group.size() <= 1) return;
     Chain grad = chain;
     TaskName name{"stage" + std::to_string(lead), 0, Pass::kBackward, what, "grad"};
-    if (unsharded_from) {
-      const BufferId grads = emitter_.buffer(lead, "stage" + std::to_string(lead) + "." + what + ".unsharded", rest,
+    for (int s : stages) {
+      const std::optional<TaskIndex>& from = rest_grads_from_[static_cast<std::size_t>(s)];
+      if (!from) continue;
+      const BufferId grads = emitter_.buffer(s, "stage" + std::to_string(s) + "." + what + ".unsharded", rest,
                                              MemoryCategory::kTemporary);
-      out_.graph.allocate_at(*unsharded_from, grads);
-      name.frees = {grads};
+      out_.graph.allocate_at(*from, grads);
+      name.frees.push_back(grads);
     }
     const auto task = emitter_.group_collective(grad, name, StreamClass::kCommGrad, op, group, rest, true);
     also_after(task, chain.last, others);

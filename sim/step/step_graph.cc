@@ -170,11 +170,16 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathers.ids());
   if (bpart != BackwardPart::kWeight) gathered(chain, gathers, first);
   if (!spec_.overlap_grad_reduce) note_rest_grads(chain.stage, first, bpart);
+  const bool emitted = first < out_.graph.num_tasks();
+  const bool pair = shape().replica_stages(chain.stage).size() > 1;
+  if (pair && spec_.zero_stage >= 2 && bpart != BackwardPart::kInput && emitted) {
+    std::optional<TaskIndex>& from = pair_grads_from_[static_cast<std::size_t>(chain.stage * layer_slots() + l)];
+    if (!from) from = first;
+  }
   if (!spec_.overlap_grad_reduce || bpart == BackwardPart::kInput) return;
   // ZeRO 2-3 keep a shard of the gradients: each microbatch's are reduce-scattered (DeepSpeed,
   // FSDP); below, the last microbatch reduces the buffer. DualPipe's two copies reduce once.
-  const bool every_microbatch = spec_.zero_stage >= 2 && shape().replica_stages(chain.stage).size() == 1;
-  const bool emitted = first < out_.graph.num_tasks();
+  const bool every_microbatch = spec_.zero_stage >= 2 && !pair;
   if (every_microbatch || last_of_chunk)
     reduce_layer_grads(chain, l, last_of_chunk, every_microbatch && emitted ? std::optional<TaskIndex>(first) : std::nullopt);
 }
@@ -301,6 +306,7 @@ void StepBuilder::build() {
   reduced_dense_bytes_.assign(static_cast<std::size_t>(stages), 0);
   previous_layer_start_.assign(static_cast<std::size_t>(stages), std::nullopt);
   rest_grads_from_.assign(static_cast<std::size_t>(stages), std::nullopt);
+  pair_grads_from_.assign(static_cast<std::size_t>(stages * layer_slots()), std::nullopt);
   first_copy_done_.assign(static_cast<std::size_t>(layer_slots()), std::nullopt);
   reduced_expert_bytes_.assign(static_cast<std::size_t>(stages), 0);
   const int v = chunks();

@@ -101,6 +101,43 @@ TEST(ZeroGradients, TheEmbeddingAndHeadGradientsStayWholeUntilTheStagesLastReduc
   }
 }
 
+// DualPipe reduces a layer's two copies once, after the step's last microbatch: with ZeRO 2 each
+// copy's whole fp32 gradients are a buffer on its stage from its first weight-gradient task to that
+// one reduce-scatter (on top of the shard the model states count: more than ZeRO 1 holds), and so
+// are the ends' on both end stages.
+TEST(ZeroGradients, DualPipeHoldsEachCopysWholeGradientsUntilTheOneReduceScatter) {
+  StepSpec s = testing::small_gpt_step();
+  s.schedule = PipelineSchedule::kDualPipe;
+  s.zero_stage = 2;
+  const SimulatedStep sim = simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(16), s);
+  const TaskGraph& g = sim.graph.graph;
+  int layer_buffers = 0, end_buffers = 0;
+  for (BufferId b = 0; b < g.num_buffers(); ++b) {
+    const Buffer& buf = g.buffer(b);
+    if (!buf.name.ends_with(".unsharded")) continue;
+    const auto from = user_of(g, b, true), to = user_of(g, b, false);
+    ASSERT_TRUE(from && to) << buf.name;
+    EXPECT_EQ(std::get<CollectiveWork>(g.task(*to).work).op, CollectiveOp::kReduceScatter) << buf.name;
+    if (buf.name.ends_with(".grad.reduce.unsharded")) {  // stage0 and stage3: the embedding and head
+      ++end_buffers;
+      continue;
+    }
+    ++layer_buffers;
+    EXPECT_EQ(buf.bytes, 4 * kLayerParams) << buf.name;
+    // "stage2.L17.grad.unsharded": written first by a backward task of L17, freed by L17's reduction.
+    const std::string layer = buf.name.substr(buf.name.find(".L") + 1, buf.name.find(".grad") - buf.name.find(".L") - 1);
+    EXPECT_NE(g.task(*from).id.find("." + layer + ".bwd."), std::string::npos) << buf.name << " " << g.task(*from).id;
+    EXPECT_TRUE(g.task(*to).id.ends_with(layer + ".bwd.grad.reduce")) << buf.name << " " << g.task(*to).id;
+    EXPECT_LE(sim.run.trace.records[*from].start_ns, sim.run.trace.records[*to].end_ns);
+  }
+  EXPECT_EQ(layer_buffers, 2 * 24);  // each layer's two copies
+  EXPECT_EQ(end_buffers, 2);         // the ends' (embedding, head, final norm) on each end stage
+  StepSpec one = s;
+  one.zero_stage = 1;
+  const SimulatedStep zero1 = simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(16), one);
+  EXPECT_GT(sim.report.stages[0].peak_memory_bytes, zero1.report.stages[0].peak_memory_bytes);
+}
+
 TEST(ZeroGradients, ZeroOneKeepsItsWholeGradientBufferInTheModelStatesAndNoTransientCopy) {
   const SimulatedStep one = simulate(1);
   EXPECT_TRUE(unsharded(one.graph.graph).empty());
