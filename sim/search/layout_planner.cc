@@ -79,8 +79,10 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
   const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
   for (std::int64_t mb = 1; mb <= replica_batch; mb *= 2) {
     for (Recompute recompute : recomputations(r.attention)) {
-      for (int zero : zero_stages(r)) {
-        if (zero >= 1 && layout.cp * layout.dp() == 1) continue;  // nothing to shard over
+      const std::vector<int> zeros = zero_stages(r);
+      for (int zero : zeros) {
+        // Nothing to shard over: every stage is ZeRO 0, tried once (as the smallest requested).
+        if (zero != zeros.front() && layout.cp * layout.dp() == 1) continue;
         StepSpec s;
         s.layout = layout;
         s.global_batch = r.global_batch;

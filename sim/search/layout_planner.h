@@ -25,7 +25,8 @@
 //   sequence parallelism on whenever tp > 1: Megatron-LM recommends it with tensor parallelism
 //                (the same communication volume, activations of the norms and dropouts / tp);
 //   ZeRO LayoutRequest::zero_stages, by default kDefaultZeroStages: 0 and 1 (the distributed
-//        optimizer); stages above 0 only where the data-parallel group has > 1 rank;
+//        optimizer); where the data-parallel group has one rank (every stage is ZeRO 0) only the
+//        smallest requested stage;
 //   ep   1 (dense models); every divisor of the experts (MoE models);
 //   etp  the experts' tensor-parallel size (Megatron-Core's parallel folding, --etp): tp (the
 //        unfolded layout) and, for MoE models, every other tp value (the folded layouts);

@@ -103,7 +103,7 @@ class StepBuilder {
   // ZeRO 2-3: notes the stage's first task (from `first` on, if any was emitted) that writes
   // gradients reduce_rest() reduces (the embedding's, the head's, or every layer's when the
   // reduction does not overlap the backward); their whole fp32 buffer lives from there to it.
-  void note_rest_grads(int stage, TaskIndex first, BackwardPart part);
+  void note_rest_grads(int stage, TaskIndex first);
   // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
   // data-parallel group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;

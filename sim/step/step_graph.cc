@@ -137,20 +137,21 @@ void StepBuilder::backward(Chain& chain, int part, BackwardPart bpart, bool last
     const auto head = static_cast<TaskIndex>(out_.graph.num_tasks());
     mtp_backward(chain, bpart, last_of_chunk);
     ends_.head_backward(chain, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : some(ends_kept_[2 * mb + 1]));
-    note_rest_grads(chain.stage, head, bpart);
+    note_rest_grads(chain.stage, head);
   }
   for (int l = p.first_layer + p.layers - 1; l >= p.first_layer; --l) backward_layer(chain, l, bpart, last_of_chunk);
   if (bpart != BackwardPart::kWeight) fp8_scaling_update(chain, part, Pass::kBackward);
   if (part == 0 && bpart != BackwardPart::kWeight) {
     const auto embedding = static_cast<TaskIndex>(out_.graph.num_tasks());
     ends_.embedding_backward(chain, some(ends_kept_[2 * mb]));
-    note_rest_grads(chain.stage, embedding, bpart);
+    note_rest_grads(chain.stage, embedding);
   }
 }
 
-void StepBuilder::note_rest_grads(int stage, TaskIndex first, BackwardPart part) {
+void StepBuilder::note_rest_grads(int stage, TaskIndex first) {
+  // Any part: a split backward writes the final norm's and the embedding's gradients in its B pass.
   std::optional<TaskIndex>& from = rest_grads_from_[static_cast<std::size_t>(stage)];
-  if (spec_.zero_stage < 2 || part == BackwardPart::kInput || from || first >= out_.graph.num_tasks()) return;
+  if (spec_.zero_stage < 2 || from || first >= out_.graph.num_tasks()) return;
   from = first;
 }
 
@@ -169,7 +170,7 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   }
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathers.ids());
   if (bpart != BackwardPart::kWeight) gathered(chain, gathers, first);
-  if (!spec_.overlap_grad_reduce) note_rest_grads(chain.stage, first, bpart);
+  if (!spec_.overlap_grad_reduce) note_rest_grads(chain.stage, first);
   const bool emitted = first < out_.graph.num_tasks();
   const bool pair = shape().replica_stages(chain.stage).size() > 1;
   if (pair && spec_.zero_stage >= 2 && bpart != BackwardPart::kInput && emitted) {

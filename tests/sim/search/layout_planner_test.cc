@@ -109,22 +109,23 @@ TEST(LayoutPlanner, CountsLayoutsWhoseClosedFormPeakExceedsTheGpu) {
 // sharding where the data-parallel group (cp x dp) has one rank.
 TEST(LayoutPlanner, TriesTheRequestedZeroStagesWhereThereIsAGroupToShardOver) {
   LayoutRequest r = tiny(8, 8);
-  auto stages_of = [](const LayoutEnumeration& e) {
+  // Where the data-parallel group has one rank, only the smallest requested stage (all are ZeRO 0).
+  auto stages_of = [](const LayoutEnumeration& e, int smallest) {
     std::set<int> out;
     for (const LayoutCandidate& c : e.fitting) {
       out.insert(c.spec.zero_stage);
-      if (c.spec.zero_stage > 0) {
-        EXPECT_GT(c.spec.layout.cp * c.spec.layout.dp(), 1) << key(c.spec);
+      if (c.spec.layout.cp * c.spec.layout.dp() == 1) {
+        EXPECT_EQ(c.spec.zero_stage, smallest) << key(c.spec);
       }
     }
     return out;
   };
   const LayoutEnumeration defaults = enumerate_layouts(r);
-  EXPECT_EQ(stages_of(defaults), (std::set<int>{0, 1}));
+  EXPECT_EQ(stages_of(defaults, 0), (std::set<int>{0, 1}));
   r.zero_stages = {3, 0, 2, 3};
   EXPECT_EQ(zero_stages(r), (std::vector<int>{0, 2, 3}));
   const LayoutEnumeration asked = enumerate_layouts(r);
-  EXPECT_EQ(stages_of(asked), (std::set<int>{0, 2, 3}));
+  EXPECT_EQ(stages_of(asked, 0), (std::set<int>{0, 2, 3}));
   // The ZeRO 0 layouts are the same; every other is one of them sharded.
   std::set<std::string> zero0_defaults, zero0_asked, layouts_asked;
   for (const LayoutCandidate& c : defaults.fitting)
@@ -137,6 +138,17 @@ TEST(LayoutPlanner, TriesTheRequestedZeroStagesWhereThereIsAGroupToShardOver) {
   }
   EXPECT_EQ(zero0_asked, zero0_defaults);
   EXPECT_EQ(layouts_asked, zero0_defaults);
+  // Without 0 a layout of one data-parallel rank is still tried, once, as the smallest stage.
+  r.zero_stages = {3, 2};
+  const LayoutEnumeration no_zero = enumerate_layouts(r);
+  EXPECT_EQ(stages_of(no_zero, 2), (std::set<int>{2, 3}));
+  std::set<std::string> layouts_no_zero;
+  for (const LayoutCandidate& c : no_zero.fitting) {
+    StepSpec unsharded = c.spec;
+    unsharded.zero_stage = 0;
+    layouts_no_zero.insert(key(unsharded));
+  }
+  EXPECT_EQ(layouts_no_zero, zero0_defaults);
 }
 
 // The closed form adds ZeRO 2-3's transient whole tensors (two layers' fp32 gradients, the ends'

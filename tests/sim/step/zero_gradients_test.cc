@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,10 @@ constexpr std::int64_t kLayerParams = (4 * kD * kD + 3 * kD + 2 * kD * kFfn + kF
 static_assert(kLayerParams == 31'872'384);
 constexpr std::int64_t kVocab = 51200, kSeqPositions = 2048;
 
-SimulatedStep simulate(int zero) {
+SimulatedStep simulate(int zero, std::optional<PipelineSchedule> schedule = std::nullopt) {
   StepSpec s = testing::small_gpt_step();
   s.zero_stage = zero;
+  if (schedule) s.schedule = *schedule;
   return simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(16), s);
 }
 
@@ -101,15 +103,26 @@ TEST(ZeroGradients, TheEmbeddingAndHeadGradientsStayWholeUntilTheStagesLastReduc
   }
 }
 
+// ZB-H1 splits the backward: the embedding's gradients are written in the B pass (the W pass has
+// none of them), and the head's final norm's too; the ends' buffers exist all the same.
+TEST(ZeroGradients, ASplitBackwardHoldsTheEndsWholeGradientsToo) {
+  const SimulatedStep sim = simulate(2, PipelineSchedule::kZeroBubbleH1);
+  const TaskGraph& g = sim.graph.graph;
+  for (const char* name : {"stage0.grad.reduce.unsharded", "stage3.grad.reduce.unsharded"}) {
+    std::optional<BufferId> found;
+    for (BufferId b = 0; b < g.num_buffers(); ++b)
+      if (g.buffer(b).name == name) found = b;
+    ASSERT_TRUE(found) << name;
+    ASSERT_TRUE(user_of(g, *found, true) && user_of(g, *found, false)) << name;
+  }
+}
+
 // DualPipe reduces a layer's two copies once, after the step's last microbatch: with ZeRO 2 each
 // copy's whole fp32 gradients are a buffer on its stage from its first weight-gradient task to that
 // one reduce-scatter (on top of the shard the model states count: more than ZeRO 1 holds), and so
 // are the ends' on both end stages.
 TEST(ZeroGradients, DualPipeHoldsEachCopysWholeGradientsUntilTheOneReduceScatter) {
-  StepSpec s = testing::small_gpt_step();
-  s.schedule = PipelineSchedule::kDualPipe;
-  s.zero_stage = 2;
-  const SimulatedStep sim = simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(16), s);
+  const SimulatedStep sim = simulate(2, PipelineSchedule::kDualPipe);
   const TaskGraph& g = sim.graph.graph;
   int layer_buffers = 0, end_buffers = 0;
   for (BufferId b = 0; b < g.num_buffers(); ++b) {
@@ -132,9 +145,7 @@ TEST(ZeroGradients, DualPipeHoldsEachCopysWholeGradientsUntilTheOneReduceScatter
   }
   EXPECT_EQ(layer_buffers, 2 * 24);  // each layer's two copies
   EXPECT_EQ(end_buffers, 2);         // the ends' (embedding, head, final norm) on each end stage
-  StepSpec one = s;
-  one.zero_stage = 1;
-  const SimulatedStep zero1 = simulate_training_step(testing::model_preset("gpt-1.7b"), testing::a100_cluster(16), one);
+  const SimulatedStep zero1 = simulate(1, PipelineSchedule::kDualPipe);
   EXPECT_GT(sim.report.stages[0].peak_memory_bytes, zero1.report.stages[0].peak_memory_bytes);
 }
 
