@@ -18,6 +18,7 @@
 #include "sim/spec/loader.h"
 #include "sim/spec/presets.h"
 #include "sim/spec/run_spec.h"
+#include "sim/spec/yaml_reader.h"
 #include "sim/step/step_html.h"
 #include "sim/step/step_simulation.h"
 
@@ -86,6 +87,10 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.zero_stage = a.layout.zero_stage;
   spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
   spec.moe_chunks = a.chunks;
+  const auto strategy = parse_memory_strategy(a.strategy);
+  if (!strategy)
+    throw InputError("--strategy '" + a.strategy + "' is not valid; valid: " + YamlValue::join_names(memory_strategy_names()));
+  spec.moe_strategy = *strategy;
   spec.routing = parse_routing_flag(a.routing);
   spec.seed = a.seed;
   spec.host_launch_ns = host_launch_ns(s.host_launch_us);
@@ -129,7 +134,7 @@ const std::vector<std::string>& layer_only_flags() {
   static const std::vector<std::string> flags{
       "--run",      "--tokens",   "--chunk-align", "--order",      "--no-dtd",
       "--grad-sync", "--checkpoint", "--layers", "--all-ranks",   "--loopback",
-      "--strategy", "--slots",    "--optimizer", "--a2a",         "--no-routing-data", "--calibration"};
+      "--slots",    "--optimizer", "--a2a",         "--no-routing-data", "--calibration"};
   return flags;
 }
 

@@ -126,6 +126,13 @@ void TaskGraph::allocate_at(TaskIndex task, BufferId buffer) {
   ++buffer_alloc_count_[buffer];
 }
 
+void TaskGraph::free_at(TaskIndex task, BufferId buffer) {
+  if (task >= num_tasks()) throw InternalError("free_at: no task " + std::to_string(task));
+  check_buffer_use(graph_[task], buffer, "frees", buffer_free_count_);
+  graph_[task].frees.push_back(buffer);
+  ++buffer_free_count_[buffer];
+}
+
 TaskIndex TaskGraph::add_task(Task task) {
   if (!task.op) {
     task.op = op_for(task.work);

@@ -82,6 +82,8 @@ class TaskGraph {
   // Adds `buffer` to what an existing task allocates at its start, for a buffer whose need is
   // known only after that task was added; the checks of add_task.
   void allocate_at(TaskIndex task, BufferId buffer);
+  // Adds `buffer` to what an existing task frees at its end (the same checks).
+  void free_at(TaskIndex task, BufferId buffer);
 
   // Registers a buffer; tasks refer to it by id in Task::allocates / Task::frees. Throws
   // InputError for a negative size, a rank the graph does not simulate, or a duplicate

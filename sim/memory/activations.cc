@@ -30,6 +30,7 @@ struct Dims {
   bool sp = false;
   bool dropout = false;
   AttentionKernel kernel = AttentionKernel::kFlash;
+  MemoryStrategy strategy = MemoryStrategy::kNone;
 };
 
 void require(bool ok, const std::string& rule) {
@@ -59,6 +60,13 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   d.sp = l.sequence_parallel;
   d.dropout = m.architecture.dropout > 0;
   d.kernel = l.attention;
+  d.strategy = l.moe_strategy;
+  // The step restores T_DI and T_M per chunk in the experts' own layout (sim/step/moe_reuse.h),
+  // which parallel folding changes (the rows gathered over etp): not built.
+  require(d.strategy == MemoryStrategy::kNone || d.et == d.t,
+          "--strategy " + std::string(to_string(d.strategy)) + " needs the experts' tensor-parallel size equal to tp "
+          "(--etp " + std::to_string(d.et) + ", --tp " + std::to_string(d.t) + "): the restore of folded experts' "
+          "rows is not built");
   return d;
 }
 
@@ -173,8 +181,9 @@ std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
            checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e}) + checked_mul({own, m.d_model, d.e});
   }
   const std::int64_t rows = routed_rows(m, d.n);
-  bytes += checked_mul({rows, m.d_model, d.e}) + checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e}) +
-           checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);
+  bytes += checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);
+  if (d.strategy == MemoryStrategy::kNone)
+    bytes += checked_mul({rows, m.d_model, d.e}) + checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e});
   return bytes;
 }
 
@@ -277,6 +286,12 @@ LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayou
   check_ep(m, ep, l);
   require(m.has_moe_layers(), "model " + m.name + " has no MoE layers");
   return with_recompute(attention_part(m, d), moe_mlp(m, d), m, d, l.recompute);
+}
+
+MoeReusedTensors moe_reused_tensors(const ModelSpec& m, const ActivationLayout& l) {
+  const Dims d = resolve(m, l);
+  const std::int64_t rows = routed_rows(m, d.n);
+  return {checked_mul({rows, m.d_model, d.e}), checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e})};
 }
 
 LayerActivations layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep, int layer) {

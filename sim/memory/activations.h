@@ -44,7 +44,19 @@ struct ActivationLayout {
   bool sequence_parallel = false;  // Megatron's SP: the d_model-wide tensors split over t
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // s1-s4 (StepSpec::moe_strategy): the MoE MLP keeps neither T_DI (its experts' dispatched input
+  // rows) nor T_M (their hidden columns); moe_restored_bytes gives what the backward restores.
+  MemoryStrategy moe_strategy = MemoryStrategy::kNone;
 };
+
+// The bytes of an MoE layer's T_DI (the rows dispatched to the rank's experts, d_model wide) and
+// T_M (the experts' hidden columns the backward reads: fc1's output and the activation's), per
+// microbatch: what strategies s1-s4 do not keep and restore in the backward.
+struct MoeReusedTensors {
+  std::int64_t t_di = 0;
+  std::int64_t t_m = 0;
+};
+MoeReusedTensors moe_reused_tensors(const ModelSpec& model, const ActivationLayout& layout);
 
 struct LayerActivations {
   // Kept from the layer's forward until its backward, per microbatch, per GPU.

@@ -93,6 +93,11 @@ struct StepSpec {
   // MoE sub-stage pipelining (--chunks): each microbatch's dispatch, experts and combine in this
   // many chunks of its rows (sim/step/moe_mlp.h); 1 runs them whole.
   int moe_chunks = 1;
+  // MPipeMoE's memory reuse in the step's MoE layers (--strategy, sim/step/moe_reuse.h): s1-s4 keep
+  // neither the experts' dispatched input T_DI nor their hidden columns T_M from a microbatch's
+  // forward to its backward, and restore them per chunk before the experts' backward (offload to
+  // the host and prefetch, re-dispatch, or recompute). none keeps both.
+  MemoryStrategy moe_strategy = MemoryStrategy::kNone;
   // How the routers spread tokens over the experts (--routing): uniform, or a routing plan whose
   // most loaded expert-parallel rank the MoE layers wait for (sim/step/moe_routing.h); `seed`
   // (--seed) places zipf's hot experts.

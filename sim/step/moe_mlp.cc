@@ -26,6 +26,9 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks, boo
   const bool gated = model.activation == Activation::kSwiglu;
   d.expert_ffn = model.d_ffn / etp;
   d.expert_fc1_out = gated ? 2 * d.expert_ffn : d.expert_ffn;
+  // The columns the backward reads (sim/memory/activations.cc's mlp_columns): fc1's output, which
+  // ReLU's backward does not need, and the activation's.
+  d.expert_kept_cols = (model.activation == Activation::kRelu ? 0 : d.expert_fc1_out) + d.expert_ffn;
   if (model.shared_experts.count > 0) {
     d.shared_ffn = static_cast<std::int64_t>(model.shared_experts.count) * model.shared_experts.d_ffn / tp;
     d.shared_fc1_out = gated ? 2 * d.shared_ffn : d.shared_ffn;
@@ -36,6 +39,7 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks, boo
 
 MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
   MoeDims d = moe_dims(model, shape, spec.moe_chunks, spec.sequence_parallel);
+  d.strategy = spec.moe_strategy;
   MoeRoutingShape routing;
   routing.ep = shape.layout.ep;
   routing.experts = d.experts;
@@ -176,7 +180,7 @@ void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) 
 }
 
 // Chunk c's local experts: fc1, the activation and fc2 as batched GEMMs over the rows it received.
-void MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix, int c) {
+TaskIndex MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix, int c) {
   const std::string stage = prefix.empty() ? "experts" : "recompute";
   const std::string chunk = suffix(c);
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
@@ -184,14 +188,15 @@ void MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix,
   const std::int64_t local_rows = d_.local_rows(ep, c);
   fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, local_rows * d_.hidden,
             prefix, chunk);
-  e_.grouped_gemm(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
-                  e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
+  const TaskIndex fc1 = e_.grouped_gemm(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + chunk, stage),
+                                        e_.gemm(d_.local_experts, per_expert, d_.expert_fc1_out, d_.hidden));
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + chunk, stage, Op::kActivation),
             e_.elementwise(local_rows * d_.expert_fc1_out, local_rows * d_.expert_ffn));
   fp8_input(chain, layer, "experts.fc2", d_.local_experts * d_.expert_ffn * d_.hidden, local_rows * d_.expert_ffn,
             prefix, chunk);
   e_.grouped_gemm(chain, name(layer, Pass::kForward, prefix + "experts.fc2" + chunk, stage),
                   e_.gemm(d_.local_experts, per_expert, d_.hidden, d_.expert_ffn));
+  return fc1;
 }
 
 void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
@@ -216,7 +221,8 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
       expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.allgather" + suffix(c), CollectiveOp::kAllGather,
                            d_.local_rows(ep, c), prefix);
     dispatcher_.sort_chunks(chain, layer, Pass::kForward, "dispatch", true, prefix, gathered_rows_of(c));
-    experts_forward(chain, layer, prefix, c);
+    const TaskIndex fc1 = experts_forward(chain, layer, prefix, c);
+    if (d_.strategy != MemoryStrategy::kNone && prefix.empty()) offload(chain, layer, c, fc1);
     dispatcher_.sort_chunks(chain, layer, Pass::kForward, "combine", false, prefix, gathered_rows_of(c));
     if (d_.folded)
       expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.reducescatter" + suffix(c),
@@ -288,6 +294,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   }
   e_.kernel(chain, name(layer, Pass::kBackward, "unpermute", "router", Op::kDecode),
             e_.elementwise(d_.tokens * d_.hidden + rows * d_.hidden, rows * d_.hidden));
+  const std::optional<TaskIndex> start = chain.last;
   Chain shared = chain;
   const std::vector<std::optional<TaskIndex>> gradients =
       to_experts(chain, layer, Pass::kBackward, "combine", "", std::nullopt);
@@ -300,7 +307,11 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
       expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.allgather" + suffix(c), CollectiveOp::kAllGather,
                            d_.local_rows(ep, c), "");
     dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "", gathered_rows_of(c));
+    const bool reuses = d_.strategy != MemoryStrategy::kNone;
+    const Restored restored = reuses ? restore(chain, layer, c, start) : Restored{};
+    const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
     experts_backward(chain, layer, part, c);
+    if (reuses) release(restored, first, *chain.last);
     dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "", gathered_rows_of(c));
     if (d_.folded)
       expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.reducescatter" + suffix(c),

@@ -41,9 +41,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sim/spec/model_spec.h"
@@ -66,6 +68,8 @@ struct MoeDims {
   int gathered = 1;                 // the experts' all-gather multiplies the rows (folded: etp)
   std::int64_t expert_ffn = 0;      // the activation's output width per rank (d_ffn / etp)
   std::int64_t expert_fc1_out = 0;  // fc1's output per rank (2x for gated)
+  std::int64_t expert_kept_cols = 0;  // T_M's width: the columns the experts' backward reads
+  MemoryStrategy strategy = MemoryStrategy::kNone;  // s1-s4: T_DI and T_M restored (moe_mlp_reuse.cc)
   std::int64_t shared_ffn = 0;      // shared experts' activation width per rank (count x d_ffn / tp); 0 = none
   std::int64_t shared_fc1_out = 0;
   int chunks = 1;                   // n: the sub-stage pipelining's chunks (StepSpec::moe_chunks)
@@ -140,7 +144,8 @@ class MoeMlp {
   // all-to-all back (`back`; the chain went on from the last of them).
   void after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back);
   void shared_forward(Chain& chain, int layer, const std::string& prefix);
-  void experts_forward(Chain& chain, int layer, const std::string& prefix, int c);
+  // Returns fc1's task (the last reader of the chunk's dispatched rows T_DI).
+  TaskIndex experts_forward(Chain& chain, int layer, const std::string& prefix, int c);
   // Folded layout: a collective of `rows` rows over the experts' tensor-parallel group, or of the
   // shared experts' tokens over the tensor-parallel group (tasks named <what>, report stage tp).
   void expert_tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
@@ -169,9 +174,28 @@ class MoeMlp {
   void shared_backward(Chain& chain, int layer, BackwardPart part);
   void experts_backward(Chain& chain, int layer, BackwardPart part, int c);
 
+  // ---- MPipeMoE's memory reuse in the step (MoeDims::strategy != none; moe_mlp_reuse.cc).
+  // After chunk c's experts in a microbatch's forward: T_DI copied to the host after fc1 (s1, s3),
+  // T_M after fc2 (s1, s2), on the device-to-host copy stream.
+  void offload(const Chain& chain, int layer, int c, TaskIndex fc1);
+  // Before chunk c's expert backward: T_DI prefetched (s1, s3) or re-dispatched (s2, s4) from
+  // `start` (the MLP backward's first task) on, T_M prefetched (s1, s2) or recomputed from T_DI
+  // on the chain (s3, s4); each into a buffer its first task allocates.
+  struct Restored {
+    std::vector<TaskIndex> ready;    // what the chunk's expert backward waits for
+    std::vector<BufferId> buffers;   // freed when the chunk's expert backward ends
+  };
+  Restored restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start);
+  // The chunk's expert backward (tasks from `first` to `last`) waits for the restores and frees them.
+  void release(const Restored& r, TaskIndex first, TaskIndex last);
+  std::int64_t t_di_bytes(int c) const;
+  std::int64_t t_m_bytes(int c) const;
+
   StepEmitter& e_;
   const MoeDims& d_;
   MoeDispatcher dispatcher_;  // the all-to-all dispatcher's metadata, probabilities and sorts
+  // The offload copies of T_DI and T_M by (stage, microbatch, layer, chunk), for their prefetches.
+  std::map<std::tuple<int, int, int, int>, std::pair<std::optional<TaskIndex>, std::optional<TaskIndex>>> offloaded_;
 };
 
 }  // namespace moesim

@@ -40,7 +40,7 @@ const char* layout_name(const std::string& key) {
       {"schedule", "schedule"}, {"recompute", "recompute"}, {"sequence_parallel", "sequence parallel (SP)"},
       {"attention", "attention"}, {"gemm_dtype", "precision (GEMMs)"}, {"fp8_recipe", "FP8 scaling"},
       {"zero", "ZeRO stage"},
-      {"overlap_grad_reduce", "gradient reduction overlapped"}, {"moe_chunks", "MoE chunks"},
+      {"overlap_grad_reduce", "gradient reduction overlapped"}, {"moe_chunks", "MoE chunks"}, {"moe_strategy", "MoE memory reuse"},
       {"host_launch_s", "host time per launch (s)"}};
   for (const auto& [k, name] : names)
     if (key == k) return name;

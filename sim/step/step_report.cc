@@ -38,6 +38,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["zero"] = spec.zero_stage;
   j["overlap_grad_reduce"] = spec.overlap_grad_reduce;
   j["moe_chunks"] = spec.moe_chunks;
+  j["moe_strategy"] = std::string(to_string(spec.moe_strategy));
   if (spec.host_launch_ns) j["host_launch_s"] = seconds(*spec.host_launch_ns);
   return j;
 }
@@ -129,7 +130,9 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
       << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs"
       << (r.shape.gemm_dtype == DType::kFp8 ? " (" + std::string(to_string(r.shape.fp8_recipe)) + " scaling)" : std::string())
       << ", ZeRO " << spec.zero_stage
-      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string());
+      << (spec.moe_chunks > 1 ? "; MoE in " + std::to_string(spec.moe_chunks) + " chunks" : std::string())
+      << (spec.moe_strategy != MemoryStrategy::kNone
+              ? "; MoE memory reuse " + std::string(to_string(spec.moe_strategy)) : std::string());
   if (spec.host_launch_ns) out << "; " << host_launch_phrase(*spec.host_launch_ns);
   out << "\n";
   if (r.routing) out << routing_line(*r.routing, spec);

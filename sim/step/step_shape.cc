@@ -159,7 +159,22 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.element_bytes = model.element_bytes();
   check_moe_chunks(model, shape, spec.moe_chunks);
   check_step_routing(model, spec.routing);
+  check_moe_strategy(model, shape, spec);
   return shape;
+}
+
+void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
+  if (spec.moe_strategy == MemoryStrategy::kNone) return;
+  const std::string flag = "--strategy " + std::string(to_string(spec.moe_strategy));
+  require(model.has_moe_layers(), flag + " reuses the MoE layers' buffers; " + model.name + " has none");
+  require(spec.recompute != Recompute::kFull,
+          flag + " restores the experts' tensors that --recompute full already recomputes: give one of them");
+  require(shape.schedule != PipelineSchedule::kZeroBubbleH1 && shape.schedule != PipelineSchedule::kDualPipe,
+          flag + " with --schedule " + std::string(to_string(shape.schedule)) +
+              ": a split backward's weight pass would need T_DI and T_M restored again (not built)");
+  require(!shape.layout.folded(), flag + " needs the experts' tensor-parallel size equal to tp (--etp " +
+                                      std::to_string(shape.layout.expert_tp()) + ", --tp " +
+                                      std::to_string(shape.layout.tp) + "): restoring folded experts' rows is not built");
 }
 
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing) {
@@ -177,6 +192,7 @@ ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec)
   a.sequence_parallel = spec.sequence_parallel;
   a.recompute = spec.recompute;
   a.attention = spec.attention;
+  a.moe_strategy = spec.moe_strategy;
   return a;
 }
 

@@ -79,6 +79,9 @@ std::vector<std::vector<int>> stage_layers(const StepShape& shape);
 // derives the shape. Throws InputError naming the flag and the rule.
 StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);
 // derive_step_shape's rule for --routing: an imbalanced routing needs MoE layers (InputError).
+// --strategy s1-s4 (StepSpec::moe_strategy): a model with MoE layers, no full recomputation, a
+// schedule with whole backward passes and unfolded experts. Throws InputError naming --strategy.
+void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
 
 }  // namespace moesim

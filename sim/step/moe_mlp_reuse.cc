@@ -1,0 +1,115 @@
+// MPipeMoE's memory reuse in the whole step's MoE layers (--strategy s1-s4, MoeDims::strategy):
+// the experts' dispatched rows T_DI and hidden columns T_M are not kept from a microbatch's
+// forward to its backward (sim/memory/activations.h leaves them out of the layer's kept bytes);
+// each chunk's are brought back just before its expert backward, as MPipeMoE's Table II restores
+// them in a single layer (sim/build/memory_reuse.h):
+//   s1  T_DI and T_M offloaded to the host in the forward, prefetched in the backward;
+//   s2  T_DI re-dispatched (the forward's all-to-all again), T_M offloaded and prefetched;
+//   s3  T_DI offloaded and prefetched, T_M recomputed (fc1 and the activation again);
+//   s4  T_DI re-dispatched, T_M recomputed.
+// The restored tensors are buffers from their restoring task to the end of the chunk's expert
+// backward. Simplified: the forward never waits for its offloads (a real implementation reuses
+// the offloaded slots, and a copy slower than the experts' GEMMs would hold the next chunk back);
+// the forward's own transient T_DI and T_M, and the host's pinned copies, are not counted.
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/step/moe_mlp.h"
+
+namespace moesim {
+namespace {
+
+bool offloads_di(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS3; }
+bool offloads_m(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS2; }
+
+}  // namespace
+
+std::int64_t MoeMlp::t_di_bytes(int c) const {
+  const int ep = static_cast<int>(e_.shape().expert_group(0).size());
+  return d_.local_rows(ep, c) * d_.hidden * e_.shape().element_bytes;
+}
+
+std::int64_t MoeMlp::t_m_bytes(int c) const {
+  const int ep = static_cast<int>(e_.shape().expert_group(0).size());
+  return d_.local_rows(ep, c) * d_.expert_kept_cols * e_.shape().element_bytes;
+}
+
+void MoeMlp::offload(const Chain& chain, int layer, int c, TaskIndex fc1) {
+  std::pair<std::optional<TaskIndex>, std::optional<TaskIndex>> copies;
+  if (offloads_di(d_.strategy)) {
+    Chain after_fc1{chain.stage, chain.microbatch, fc1};
+    copies.first = e_.copy(after_fc1, name(layer, Pass::kForward, "experts.offload.T_DI" + suffix(c), "offload"),
+                           CopyWork{t_di_bytes(c), CopyDirection::kDeviceToHost});
+  }
+  if (offloads_m(d_.strategy)) {
+    Chain after_fc2 = chain;
+    copies.second = e_.copy(after_fc2, name(layer, Pass::kForward, "experts.offload.T_M" + suffix(c), "offload"),
+                            CopyWork{t_m_bytes(c), CopyDirection::kDeviceToHost});
+  }
+  offloaded_[{chain.stage, chain.microbatch, layer, c}] = copies;
+}
+
+MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start) {
+  const auto found = offloaded_.find({chain.stage, chain.microbatch, layer, c});
+  if (found == offloaded_.end())
+    throw InternalError("moe reuse: layer " + std::to_string(layer) + " microbatch " + std::to_string(chain.microbatch) +
+                        " chunk " + std::to_string(c) + " restored before its forward ran");
+  const auto& [di_copy, m_copy] = found->second;
+  Restored r;
+  const std::string tag = "mb" + std::to_string(chain.microbatch) + ".L" + std::to_string(layer) + ".restored.";
+  auto held = [&](TaskIndex task, const std::string& tensor, std::int64_t bytes) {
+    const BufferId b = e_.buffer(chain.stage, tag + tensor + suffix(c), bytes, MemoryCategory::kActivations);
+    e_.graph().allocate_at(task, b);
+    r.buffers.push_back(b);
+  };
+  // T_DI: prefetched, or sent again by the ranks that dispatched it (a local copy of the permuted
+  // rows where the expert-parallel group has one rank).
+  const Chain from_start{chain.stage, chain.microbatch, start};
+  TaskIndex di = 0;
+  if (offloads_di(d_.strategy)) {
+    Chain side = from_start;
+    di = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_DI" + suffix(c), "prefetch"),
+                 CopyWork{t_di_bytes(c), CopyDirection::kHostToDevice});
+    e_.graph().add_dependency(*di_copy, di);
+  } else {
+    const std::optional<TaskIndex> sent = all_to_all(from_start, layer, Pass::kBackward, "redispatch", true, "", c);
+    if (sent && sent != start) {
+      di = *sent;
+    } else {
+      Chain side = from_start;
+      const std::int64_t elems = t_di_bytes(c) / e_.shape().element_bytes;
+      di = e_.kernel(side, name(layer, Pass::kBackward, "experts.redispatch" + suffix(c), "redispatch", Op::kEncode),
+                     e_.elementwise(elems, elems), true);
+    }
+  }
+  held(di, "T_DI", t_di_bytes(c));
+  r.ready.push_back(di);
+  // T_M: prefetched, or fc1 and the activation run again on the restored T_DI.
+  if (offloads_m(d_.strategy)) {
+    Chain side = from_start;
+    const TaskIndex m = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_M" + suffix(c), "prefetch"),
+                                CopyWork{t_m_bytes(c), CopyDirection::kHostToDevice});
+    e_.graph().add_dependency(*m_copy, m);
+    held(m, "T_M", t_m_bytes(c));
+    r.ready.push_back(m);
+  } else {
+    const int ep = static_cast<int>(e_.shape().expert_group(0).size());
+    const std::int64_t rows = d_.local_rows(ep, c);
+    const TaskIndex fc1 =
+        e_.grouped_gemm(chain, name(layer, Pass::kBackward, "experts.recompute.fc1" + suffix(c), "recompute"),
+                        e_.gemm(d_.local_experts, d_.rows_per_local_expert(ep, c), d_.expert_fc1_out, d_.hidden));
+    e_.graph().add_dependency(di, fc1);
+    held(fc1, "T_M", t_m_bytes(c));
+    e_.kernel(chain, name(layer, Pass::kBackward, "experts.recompute.act" + suffix(c), "recompute", Op::kActivation),
+              e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+  }
+  return r;
+}
+
+void MoeMlp::release(const Restored& r, TaskIndex first, TaskIndex last) {
+  for (TaskIndex t : r.ready)
+    if (t != first) e_.graph().add_dependency(t, first);
+  for (BufferId b : r.buffers) e_.graph().free_at(last, b);
+}
+
+}  // namespace moesim
