@@ -64,6 +64,7 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   if (moe) out << ", etp " << s.layout.expert_tp();
   out << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch;
   if (moe) out << ", chunks " << s.moe_chunks;
+  if (s.moe_strategy != MemoryStrategy::kNone) out << ", memory reuse " << to_string(s.moe_strategy);
   out << ", recompute " << to_string(s.recompute) << ", ZeRO " << s.zero_stage;
   return out.str();
 }
@@ -99,8 +100,9 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
   }
 }
 
-// One row of the table; `moe` adds the etp and chunks columns (layout_words).
-std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe) {
+// One row of the table; `moe` adds the etp and chunks columns (layout_words), `reuse` the MoE
+// memory-reuse strategy's (when the request tries strategies).
+std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool reuse) {
   const StepSpec& s = p.candidate.spec;
   const StepReport& r = *p.simulated;
   char buf[256];
@@ -118,6 +120,10 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe) {
     std::snprintf(buf, sizeof buf, "  %6d", s.moe_chunks);
     row += buf;
   }
+  if (reuse) {
+    std::snprintf(buf, sizeof buf, "  %5s", std::string(to_string(s.moe_strategy)).c_str());
+    row += buf;
+  }
   std::snprintf(buf, sizeof buf, "  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
                 std::string(to_string(s.recompute)).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
                 r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu,
@@ -125,21 +131,22 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe) {
   return row + buf;
 }
 
-void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe) {
+void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse) {
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
   }
   out << "\nrank  tp  cp  pp  vpp   ep" << (moe ? "  etp" : "") << "   dp   mb" << (moe ? "  chunks" : "")
+      << (reuse ? "  reuse" : "")
       << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
   for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k)
-    out << table_row(k + 1, plan.simulated[k], moe);
+    out << table_row(k + 1, plan.simulated[k], moe, reuse);
   out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample; sequence "
          "parallel with tp > 1; schedule 1f1b, interleaved with vpp > 1"
       << (moe ? "; etp: the experts' tensor-parallel size, folded where it is not tp; chunks: the MoE layers' "
                 "sub-stage pipelining"
               : "")
-      << ")\n";
+      << (reuse ? "; reuse: the MoE layers' memory-reuse strategy (--strategies)" : "") << ")\n";
 }
 
 Json layout_json(const PlannedLayout& p) {
@@ -155,6 +162,7 @@ Json layout_json(const PlannedLayout& p) {
   j["dp"] = s.layout.dp();
   j["micro_batch"] = s.micro_batch;
   j["moe_chunks"] = s.moe_chunks;
+  j["moe_strategy"] = std::string(to_string(s.moe_strategy));
   j["schedule"] = std::string(to_string(s.effective_schedule()));
   j["recompute"] = std::string(to_string(s.recompute));
   j["sequence_parallel"] = s.sequence_parallel;
@@ -268,7 +276,7 @@ const std::vector<std::string>& step_plan_only_flags() {
 
 const std::vector<std::string>& layer_plan_only_flags() {
   static const std::vector<std::string> flags{
-      "--tokens", "--strategies", "--objective", "--method", "--order", "--ep", "--tp",
+      "--tokens", "--objective", "--method", "--order", "--ep", "--tp",
       "--no-dtd", "--grad-sync", "--zero", "--checkpoint", "--layers", "--slots", "--chunk-align",
       "--optimizer", "--no-routing-data", "--memory-limit", "--fit", "--max-step-ms"};
   return flags;
@@ -288,12 +296,14 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   if (target && !(s.target_tokens_per_day > 0))
     throw InputError("--target-tokens-per-day must be positive, got " + std::to_string(s.target_tokens_per_day));
   check_outputs({{"--json", a.json_path}});
-  const search::LayoutRequest r = layout_request(a, s);
+  search::LayoutRequest r = layout_request(a, s);
+  // --strategies (the MoE-layer plan's list; here the step's MoE memory reuse): tried only when given.
+  if (given("--strategies")) r.moe_strategies = parse_strategy_list("--strategies", a.strategies);
   std::ostream& out = a.json_path == "-" ? std::cerr : std::cout;
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());
   print_header(out, r, plan);
-  print_table(out, plan, r.top, r.model.has_moe_layers());
+  print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty());
   if (!a.json_path.empty()) {
     Json j = request_json(r, version);
     j["plan"] = plan_json(r, plan);

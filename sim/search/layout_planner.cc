@@ -68,12 +68,21 @@ std::vector<int> moe_chunk_counts(const LayoutRequest& r) {
   return out;
 }
 
+std::vector<MemoryStrategy> moe_strategies(const LayoutRequest& r) {
+  if (r.moe_strategies.empty()) return {MemoryStrategy::kNone};
+  std::vector<MemoryStrategy> out = r.moe_strategies;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<Recompute> recomputations(AttentionKernel attention) {
   if (attention == AttentionKernel::kUnfused) return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   return {Recompute::kNone, Recompute::kFull};
 }
 
-void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int chunks, std::vector<StepSpec>& out) {
+void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int chunks, MemoryStrategy strategy,
+                        std::vector<StepSpec>& out) {
   // A global batch the data-parallel size does not divide still gets one candidate, which the
   // batch rule then rejects under its own name.
   const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
@@ -93,6 +102,7 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
         s.attention = r.attention;
         s.zero_stage = zero;
         s.moe_chunks = chunks;
+        s.moe_strategy = strategy;
         s.routing = r.routing;
         s.seed = r.seed;
         s.host_launch_ns = r.host_launch_ns;
@@ -106,11 +116,12 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
 void add_expert_variants(const LayoutRequest& r, StepLayout layout, std::vector<StepSpec>& out) {
   for (int ep : expert_degrees(r.model))
     for (int etp : expert_tensor_degrees(r, layout.tp))
-      for (int chunks : moe_chunk_counts(r)) {
-        layout.ep = ep;
-        layout.etp = etp;
-        add_batch_variants(r, layout, chunks, out);
-      }
+      for (int chunks : moe_chunk_counts(r))
+        for (MemoryStrategy strategy : moe_strategies(r)) {
+          layout.ep = ep;
+          layout.etp = etp;
+          add_batch_variants(r, layout, chunks, strategy, out);
+        }
 }
 
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
@@ -210,6 +221,10 @@ LayoutEnumeration enumerate_layouts(const LayoutRequest& r) {
     throw InputError("--routing " + r.routing.to_string() + ": a routing matrix fixes the expert-parallel size, which the "
                      "layout plan varies; plan with uniform or zipf:<s>, or simulate one layout with simulate --global-batch");
   check_step_routing(r.model, r.routing);  // every candidate would be refused for it
+  for (MemoryStrategy s : r.moe_strategies)
+    if (s != MemoryStrategy::kNone && !r.model.has_moe_layers())
+      throw InputError("--strategies " + std::string(to_string(s)) + " reuses the MoE layers' buffers; " + r.model.name +
+                       " has no MoE layer");
   LayoutEnumeration out;
   std::map<std::string, std::int64_t> rejected;
   const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;

@@ -32,6 +32,7 @@
 //        unfolded layout) and, for MoE models, every other tp value (the folded layouts);
 //   chunks  MoE sub-stage pipelining (--chunks): LayoutRequest::moe_chunks, by default
 //        kDefaultMoeChunks for MoE models and 1 for dense ones;
+//   memory reuse  LayoutRequest::moe_strategies (--strategies), by default none (MoE models);
 //   schedule 1f1b, or interleaved with vpp > 1 (not gpipe; not zb-h1 or dualpipe either, whose
 //   split backward passes the step estimate refuses to time).
 // The step's own rules (derive_step_shape: --etp's, --chunks', ...) reject what they refuse.
@@ -69,6 +70,8 @@ struct LayoutRequest {
   NetworkChoice network;
   std::vector<int> moe_chunks;  // the sub-stage pipelining's chunk counts to try; empty: the default above
   std::vector<int> zero_stages;  // the ZeRO stages to try (0-3); empty: kDefaultZeroStages
+  // The MoE layers' memory-reuse strategies to try (StepSpec::moe_strategy); empty: none only.
+  std::vector<MemoryStrategy> moe_strategies;
   // The MoE layers' routing for every layout (StepSpec::routing): uniform, or zipf (a matrix fixes
   // the expert-parallel size, which the planner varies: refused by plan_layouts).
   RoutingSpec routing;

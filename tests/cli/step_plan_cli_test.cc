@@ -44,6 +44,19 @@ TEST_F(Cli, StepPlanTriesTheZeroStagesItIsGiven) {
   EXPECT_EQ(nlohmann::json::parse(defaults.out)["zero_stages"], nlohmann::json::parse("[0, 1]"));
 }
 
+// --strategies with --global-batch: the MoE layers' memory reuse, a `reuse` column and JSON key.
+TEST_F(Cli, StepPlanTriesMemoryReuseStrategies) {
+  const Result r = run("plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 "
+                       "--jobs 2 --gpus 8 --top 4 --chunks 1 --strategies none,s3 --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  chunks  reuse  recompute"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  for (const auto& l : j["plan"]["layouts"]) {
+    const std::string s = l["moe_strategy"];
+    EXPECT_TRUE(s == "none" || s == "s3") << l.dump();
+  }
+}
+
 TEST_F(Cli, StepPlanOfAnMoeModelShowsTheExpertsTensorParallelSizeAndChunks) {
   const std::string moe = "plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr "
                           "--global-batch 16 --jobs 2 --gpus 8 --top 2 --chunks 1,2";
@@ -119,6 +132,8 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},
       {kTinyPlan + " --zero-stages 0,4", "--zero-stages: 4 is outside [0, 3]"},
+      {kTinyPlan + " --strategies s1", "--strategies s1 reuses the MoE layers' buffers; Tiny-GPT has no MoE layer"},
+      {kTinyPlan + " --strategies s7", "--strategies"},
       {kTinyPlan + " --zero-stages 2-1", "--zero-stages: range '2-1' is empty"},
       {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --tokens 4096 --zero-stages 1",
        "--zero-stages belongs to the whole step's layout plan: give --global-batch"},

@@ -173,6 +173,35 @@ TEST(LayoutPlanner, ClosedFormPeakCoversZeroTwoAndThreesWholeTensors) {
   }
 }
 
+// --strategies: the MoE layers' memory reuse tried beside none; the step's rules reject it with
+// full recomputation and folded experts, and a dense model is refused.
+TEST(LayoutPlanner, TriesTheRequestedMemoryReuseStrategiesOfMoeLayers) {
+  LayoutRequest r = tiny_moe(8, 16);
+  r.moe_chunks = {1};
+  const LayoutEnumeration plain = enumerate_layouts(r);
+  r.moe_strategies = {MemoryStrategy::kS4, MemoryStrategy::kNone, MemoryStrategy::kS4};
+  const LayoutEnumeration asked = enumerate_layouts(r);
+  EXPECT_EQ(asked.considered, 2 * plain.considered);
+  std::set<std::string> none, reuse;
+  for (const LayoutCandidate& c : asked.fitting) {
+    StepSpec plain_spec = c.spec;
+    plain_spec.moe_strategy = MemoryStrategy::kNone;
+    (c.spec.moe_strategy == MemoryStrategy::kNone ? none : reuse).insert(key(plain_spec));
+    if (c.spec.moe_strategy == MemoryStrategy::kS4) {
+      EXPECT_NE(c.spec.recompute, Recompute::kFull) << key(c.spec);
+      EXPECT_FALSE(c.spec.layout.folded()) << key(c.spec);
+    }
+  }
+  EXPECT_FALSE(reuse.empty());
+  for (const std::string& k : reuse) EXPECT_TRUE(none.contains(k)) << k;  // s4 needs no more memory
+  EXPECT_GT(count_of(asked, "--strategy sN restores the experts' tensors that --recompute full already recomputes: "
+                            "give one of them"),
+            0);
+  LayoutRequest dense = tiny(8, 16);
+  dense.moe_strategies = {MemoryStrategy::kS1};
+  EXPECT_THROW(enumerate_layouts(dense), InputError);
+}
+
 TEST(LayoutPlanner, EnumeratesExpertParallelDegreesOfMoeModels) {
   LayoutRequest r = request("gpt-1.7b", 16, 64, 1024);
   r.model = preset("qwen3-30b-a3b");
