@@ -311,7 +311,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
     const Restored restored = reuses ? restore(chain, layer, c, start) : Restored{};
     const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
     experts_backward(chain, layer, part, c);
-    if (reuses) release(restored, first, *chain.last);
+    if (reuses) release(restored, first);
     dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "", gathered_rows_of(c));
     if (d_.folded)
       expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.reducescatter" + suffix(c),

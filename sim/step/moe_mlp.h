@@ -186,8 +186,9 @@ class MoeMlp {
     std::vector<BufferId> buffers;   // freed when the chunk's expert backward ends
   };
   Restored restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start);
-  // The chunk's expert backward (tasks from `first` to `last`) waits for the restores and frees them.
-  void release(const Restored& r, TaskIndex first, TaskIndex last);
+  // The chunk's expert backward (the tasks from `first` to the last one emitted) waits for the
+  // restores and frees them at its last task.
+  void release(const Restored& r, TaskIndex first);
   std::int64_t t_di_bytes(int c) const;
   std::int64_t t_m_bytes(int c) const;
 

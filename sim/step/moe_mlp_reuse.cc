@@ -8,9 +8,12 @@
 //   s3  T_DI offloaded and prefetched, T_M recomputed (fc1 and the activation again);
 //   s4  T_DI re-dispatched, T_M recomputed.
 // The restored tensors are buffers from their restoring task to the end of the chunk's expert
-// backward. Simplified: the forward never waits for its offloads (a real implementation reuses
-// the offloaded slots, and a copy slower than the experts' GEMMs would hold the next chunk back);
-// the forward's own transient T_DI and T_M, and the host's pinned copies, are not counted.
+// backward (its last task: fc1's weight gradient, which reads T_DI). The offloads share the rank's
+// device-to-host copy stream with the dispatcher's split-size copies, so a later MoE layer's
+// dispatch waits behind the offloads queued before it. Simplified: no slot reuse (MPipeMoE's next
+// chunk waits for the copy that empties its slot); the forward's own transient T_DI and T_M, and
+// the host's pinned copies, are not counted; an imbalanced routing restores the most loaded
+// rank's rows where the kept bytes it replaces are the balanced layout's.
 #include <string>
 
 #include "sim/core/error.h"
@@ -93,20 +96,27 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
     held(m, "T_M", t_m_bytes(c));
     r.ready.push_back(m);
   } else {
+    // As --recompute full re-runs them: forward-pass tasks of the recompute stage, FP8's input
+    // cast included (the weights' fp8 copy is the forward's cached one).
     const int ep = static_cast<int>(e_.shape().expert_group(0).size());
     const std::int64_t rows = d_.local_rows(ep, c);
+    const std::string prefix = "recompute.";
+    const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
+    fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, rows * d_.hidden, prefix,
+              suffix(c));
     const TaskIndex fc1 =
-        e_.grouped_gemm(chain, name(layer, Pass::kBackward, "experts.recompute.fc1" + suffix(c), "recompute"),
+        e_.grouped_gemm(chain, name(layer, Pass::kForward, prefix + "experts.fc1" + suffix(c), "recompute"),
                         e_.gemm(d_.local_experts, d_.rows_per_local_expert(ep, c), d_.expert_fc1_out, d_.hidden));
-    e_.graph().add_dependency(di, fc1);
+    e_.graph().add_dependency(di, first);
     held(fc1, "T_M", t_m_bytes(c));
-    e_.kernel(chain, name(layer, Pass::kBackward, "experts.recompute.act" + suffix(c), "recompute", Op::kActivation),
+    e_.kernel(chain, name(layer, Pass::kForward, prefix + "experts.act" + suffix(c), "recompute", Op::kActivation),
               e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
   }
   return r;
 }
 
-void MoeMlp::release(const Restored& r, TaskIndex first, TaskIndex last) {
+void MoeMlp::release(const Restored& r, TaskIndex first) {
+  const auto last = static_cast<TaskIndex>(e_.graph().num_tasks() - 1);  // fc1's weight gradient, a side task
   for (TaskIndex t : r.ready)
     if (t != first) e_.graph().add_dependency(t, first);
   for (BufferId b : r.buffers) e_.graph().free_at(last, b);
