@@ -2,10 +2,22 @@
 # timeline with expected.timeline byte for byte; on a difference print a unified diff and how to
 # regenerate.
 #   cmake -DMOESIM=<moesim> -DCASE_DIR=<tests/golden/case> -DOUT=<file> -P check_golden.cmake
-execute_process(COMMAND ${MOESIM} simulate --run ${CASE_DIR}/scenario.yaml --timeline ${OUT}
-                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+# A whole-step case has step.args instead: `moesim simulate` flags on one line (paths relative to
+# the case folder, presets by name), run in the case folder.
+if(EXISTS ${CASE_DIR}/step.args)
+  file(READ ${CASE_DIR}/step.args args)
+  string(STRIP "${args}" args)
+  separate_arguments(args UNIX_COMMAND "${args}")
+  execute_process(COMMAND ${MOESIM} simulate ${args} --timeline ${OUT} WORKING_DIRECTORY ${CASE_DIR}
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  set(what "moesim simulate ${args}")
+else()
+  execute_process(COMMAND ${MOESIM} simulate --run ${CASE_DIR}/scenario.yaml --timeline ${OUT}
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  set(what "moesim simulate --run ${CASE_DIR}/scenario.yaml")
+endif()
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "moesim simulate --run ${CASE_DIR}/scenario.yaml exited ${rc}:\n${err}")
+  message(FATAL_ERROR "${what} exited ${rc}:\n${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${CASE_DIR}/expected.timeline ${OUT} RESULT_VARIABLE same)
 if(NOT same EQUAL 0)

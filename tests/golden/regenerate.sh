@@ -9,7 +9,7 @@ if [[ $# -lt 1 ]]; then
   exit 2
 fi
 golden_dir="$(cd "$(dirname "$0")" && pwd)"
-moesim="$1/sim/cli/moesim"
+moesim="$(cd "$1" && pwd)/sim/cli/moesim"
 shift
 if [[ ! -x "$moesim" ]]; then
   echo "error: $moesim is not an executable; build first (cmake --build BUILD_DIR)" >&2
@@ -18,17 +18,22 @@ fi
 cases=("$@")
 if [[ ${#cases[@]} -eq 0 ]]; then
   for dir in "$golden_dir"/*/; do
-    [[ -f "$dir/scenario.yaml" ]] && cases+=("$(basename "$dir")")
+    [[ -f "$dir/scenario.yaml" || -f "$dir/step.args" ]] && cases+=("$(basename "$dir")")
   done
 fi
 for name in "${cases[@]}"; do
   dir="$golden_dir/$name"
-  if [[ ! -f "$dir/scenario.yaml" ]]; then
-    echo "error: $dir/scenario.yaml does not exist (no golden case '$name')" >&2
+  # Written next to the old file and renamed, so a failed run leaves the old timeline in place.
+  if [[ -f "$dir/step.args" ]]; then
+    # A whole-step case: its flags, run in its folder (as check_golden.cmake runs them).
+    read -r -a args < "$dir/step.args"
+    (cd "$dir" && "$moesim" simulate "${args[@]}" --timeline "$dir/expected.timeline.new" >/dev/null)
+  elif [[ -f "$dir/scenario.yaml" ]]; then
+    "$moesim" simulate --run "$dir/scenario.yaml" --timeline "$dir/expected.timeline.new" >/dev/null
+  else
+    echo "error: $dir has neither scenario.yaml nor step.args (no golden case '$name')" >&2
     exit 2
   fi
-  # Written next to the old file and renamed, so a failed run leaves the old timeline in place.
-  "$moesim" simulate --run "$dir/scenario.yaml" --timeline "$dir/expected.timeline.new" >/dev/null
   mv "$dir/expected.timeline.new" "$dir/expected.timeline"
   echo "$name: $(grep -c '^task ' "$dir/expected.timeline") task lines, $(sed -n 's/^step_ns //p' "$dir/expected.timeline") ns"
 done
