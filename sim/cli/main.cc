@@ -230,6 +230,9 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
       ->transform(real(0, 1e30, true));
   plan->add_option("--attention", s.attention, "attention kernel of the whole step: flash | unfused");
   add_host_launch_flag(plan, s.host_launch_us);
+  plan->add_option("--schedules", s.schedules,
+                   "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe "
+                   "(default 1f1b, interleaved with vpp > 1; zb-h1 and dualpipe are simulated in full)");
   plan->add_option("--zero-stages", s.zero_stages,
                    "with --global-batch: the ZeRO stages to try, a list or range of 0-3 (default 0,1; 2 and 3 shard "
                    "the gradients, and 3 the weights, for layouts that would not fit)");

@@ -44,6 +44,13 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.attention = *attention;
   r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
   if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
+  for (const std::string& name : s.schedules.empty() ? std::vector<std::string>{} : split_list("--schedules", s.schedules)) {
+    const auto schedule = parse_pipeline_schedule(name);
+    if (!schedule)
+      throw InputError("--schedules: '" + name + "' is not a schedule; valid: " +
+                       YamlValue::join_names(pipeline_schedule_names()));
+    r.schedules.push_back(*schedule);
+  }
   if (!s.zero_stages.empty())
     for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
   r.routing = parse_routing_flag(a.routing);
@@ -65,6 +72,7 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   out << ", dp " << s.layout.dp() << ", micro-batch " << s.micro_batch;
   if (moe) out << ", chunks " << s.moe_chunks;
   if (s.moe_strategy != MemoryStrategy::kNone) out << ", memory reuse " << to_string(s.moe_strategy);
+  if (s.schedule) out << ", schedule " << to_string(*s.schedule);
   out << ", recompute " << to_string(s.recompute) << ", ZeRO " << s.zero_stage;
   return out.str();
 }
@@ -102,7 +110,7 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
 
 // One row of the table; `moe` adds the etp and chunks columns (layout_words), `reuse` the MoE
 // memory-reuse strategy's (when the request tries strategies).
-std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool reuse) {
+std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool reuse, bool schedule) {
   const StepSpec& s = p.candidate.spec;
   const StepReport& r = *p.simulated;
   char buf[256];
@@ -124,6 +132,10 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool r
     std::snprintf(buf, sizeof buf, "  %5s", std::string(to_string(s.moe_strategy)).c_str());
     row += buf;
   }
+  if (schedule) {
+    std::snprintf(buf, sizeof buf, "  %-11s", std::string(to_string(s.effective_schedule())).c_str());
+    row += buf;
+  }
   std::snprintf(buf, sizeof buf, "  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
                 std::string(to_string(s.recompute)).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
                 r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu,
@@ -131,18 +143,19 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool r
   return row + buf;
 }
 
-void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse) {
+void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse, bool schedule) {
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
   }
   out << "\nrank  tp  cp  pp  vpp   ep" << (moe ? "  etp" : "") << "   dp   mb" << (moe ? "  chunks" : "")
-      << (reuse ? "  reuse" : "")
+      << (reuse ? "  reuse" : "") << (schedule ? "  schedule   " : "")
       << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
   for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k)
-    out << table_row(k + 1, plan.simulated[k], moe, reuse);
-  out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample; sequence "
-         "parallel with tp > 1; schedule 1f1b, interleaved with vpp > 1"
+    out << table_row(k + 1, plan.simulated[k], moe, reuse, schedule);
+  out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample"
+      << (schedule ? " (zb-h1 and dualpipe: the whole step)" : "") << "; sequence parallel with tp > 1"
+      << (schedule ? "" : "; schedule 1f1b, interleaved with vpp > 1")
       << (moe ? "; etp: the experts' tensor-parallel size, folded where it is not tp; chunks: the MoE layers' "
                 "sub-stage pipelining"
               : "")
@@ -270,7 +283,7 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
 
 const std::vector<std::string>& step_plan_only_flags() {
   static const std::vector<std::string> flags{"--seq", "--top", "--target-tokens-per-day", "--attention",
-                                              "--host-launch-us", "--zero-stages"};
+                                              "--host-launch-us", "--zero-stages", "--schedules"};
   return flags;
 }
 
@@ -303,7 +316,7 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());
   print_header(out, r, plan);
-  print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty());
+  print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty());
   if (!a.json_path.empty()) {
     Json j = request_json(r, version);
     j["plan"] = plan_json(r, plan);

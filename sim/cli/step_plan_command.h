@@ -21,6 +21,7 @@ struct StepPlanArgs {
   std::string attention = "flash";
   double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
   std::string zero_stages;     // --zero-stages: "" = search::kDefaultZeroStages; "0-3", "1,3"
+  std::string schedules;       // --schedules: "" = 1f1b, interleaved with vpp > 1; "1f1b,zb-h1"
 };
 
 // The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.

@@ -124,6 +124,19 @@ void add_expert_variants(const LayoutRequest& r, StepLayout layout, std::vector<
         }
 }
 
+// The schedules a pp x vpp layout is tried with: unset (1f1b, or interleaved with vpp > 1) by
+// default; with LayoutRequest::schedules, interleaved for vpp > 1 if listed, and for vpp 1 each
+// other schedule listed (pp 1 has no pipeline: once, unset).
+std::vector<std::optional<PipelineSchedule>> schedules_for(const LayoutRequest& r, int pp, int vpp) {
+  if (r.schedules.empty() || pp == 1) return {std::nullopt};
+  std::vector<std::optional<PipelineSchedule>> out;
+  for (PipelineSchedule s : r.schedules)
+    if ((s == PipelineSchedule::kInterleaved) == (vpp > 1)) out.push_back(s);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
   const int gpus = r.cluster.num_gpus();
   const int layers = r.model.num_layers;
@@ -132,7 +145,12 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
     for (int cp = 1; gpus % (tp * cp) == 0; cp *= 2) {
       for (int pp : divisors(gpus / (tp * cp))) {
         if (pp > layers) break;
-        for (int vpp : virtual_stages(layers, pp)) add_expert_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
+        for (int vpp : virtual_stages(layers, pp))
+          for (const std::optional<PipelineSchedule>& schedule : schedules_for(r, pp, vpp)) {
+            const std::size_t from = out.size();
+            add_expert_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
+            for (std::size_t k = from; k < out.size(); ++k) out[k].schedule = schedule;
+          }
       }
       if (tp * cp == gpus) break;
     }
@@ -141,13 +159,16 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
 }
 
 // A rule with its numbers written N, so that the candidates one rule rejects count together; the
-// model's name (GPT-1.7B) keeps its digits.
+// model's name (GPT-1.7B) and the schedule zb-h1 keep their digits.
 std::string rule_of(const std::string& message, const std::string& model_name) {
   std::string out;
   for (std::size_t i = 0; i < message.size();) {
-    if (!model_name.empty() && message.compare(i, model_name.size(), model_name) == 0) {
-      out += model_name;
-      i += model_name.size();
+    std::string kept;
+    for (const std::string& word : {model_name, std::string("zb-h1")})
+      if (!word.empty() && message.compare(i, word.size(), word) == 0) kept = word;
+    if (!kept.empty()) {
+      out += kept;
+      i += kept.size();
     } else if (std::isdigit(static_cast<unsigned char>(message[i]))) {
       out += 'N';
       while (i < message.size() && std::isdigit(static_cast<unsigned char>(message[i]))) ++i;

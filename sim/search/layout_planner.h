@@ -33,8 +33,9 @@
 //   chunks  MoE sub-stage pipelining (--chunks): LayoutRequest::moe_chunks, by default
 //        kDefaultMoeChunks for MoE models and 1 for dense ones;
 //   memory reuse  LayoutRequest::moe_strategies (--strategies), by default none (MoE models);
-//   schedule 1f1b, or interleaved with vpp > 1 (not gpipe; not zb-h1 or dualpipe either, whose
-//   split backward passes the step estimate refuses to time).
+//   schedule 1f1b, or interleaved with vpp > 1; LayoutRequest::schedules (--schedules) lists
+//        others to try with vpp 1 and pp > 1 (gpipe, zb-h1, dualpipe: the step estimate simulates
+//        zb-h1 and dualpipe in full) and whether interleaved is tried.
 // The step's own rules (derive_step_shape: --etp's, --chunks', ...) reject what they refuse.
 #pragma once
 
@@ -72,6 +73,8 @@ struct LayoutRequest {
   std::vector<int> zero_stages;  // the ZeRO stages to try (0-3); empty: kDefaultZeroStages
   // The MoE layers' memory-reuse strategies to try (StepSpec::moe_strategy); empty: none only.
   std::vector<MemoryStrategy> moe_strategies;
+  // The pipeline schedules to try; empty: 1f1b with vpp 1 and interleaved with vpp > 1.
+  std::vector<PipelineSchedule> schedules;
   // The MoE layers' routing for every layout (StepSpec::routing): uniform, or zipf (a matrix fixes
   // the expert-parallel size, which the planner varies: refused by plan_layouts).
   RoutingSpec routing;

@@ -133,16 +133,21 @@ Measured measure(const SimulatedStep& sim) {
 StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
                                     NetworkChoice network) {
   const StepShape shape = derive_step_shape(model, cluster, spec);
-  // Its measure() times whole backward passes: ZB-H1's split ones, DualPipe's split ones and its
-  // two directions (a part's passes on two stages) are not sampled.
-  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe)
-    throw InputError("--schedule " + std::string(to_string(shape.schedule)) +
-                     ": the step estimate times whole backward passes only");
+  const double tokens = static_cast<double>(shape.global_batch) * static_cast<double>(shape.seq);
+  StepEstimate est;
+  // measure() times whole backward passes: ZB-H1's split ones, DualPipe's split ones and its two
+  // directions (a part's passes on two stages) are simulated in full instead (exact, slower).
+  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe) {
+    est.step_ns = simulate_training_step(model, cluster, spec, network).report.step_ns;
+    est.sampled_microbatches = shape.pipeline.microbatches;
+    est.exact = true;
+    est.tokens_per_s_per_gpu = tokens / (static_cast<double>(est.step_ns) * 1e-9) / shape.layout.gpus;
+    return est;
+  }
   StepSpec sample = spec;
   const int sampled = sample_microbatches(shape);
   sample.global_batch = std::int64_t{sampled} * spec.micro_batch * shape.dp;
   const SimulatedStep sim = simulate_training_step(model, cluster, sample, network);
-  StepEstimate est;
   est.sampled_microbatches = sampled;
   est.exact = sampled == shape.pipeline.microbatches;
   if (est.exact) {
@@ -162,7 +167,6 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
     }
     est.step_ns = static_cast<TimeNs>(step);
   }
-  const double tokens = static_cast<double>(shape.global_batch) * static_cast<double>(shape.seq);
   est.tokens_per_s_per_gpu = tokens / (static_cast<double>(est.step_ns) * 1e-9) / shape.layout.gpus;
   return est;
 }

@@ -362,19 +362,6 @@ std::vector<int> stage_ranks(const StepShape& shape) {
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec) {
   StepShape shape = derive_step_shape(model, cluster, spec);
-  // ZB-H1 splits every backward, DualPipe some: a split one's W would need what recomputation
-  // re-created for its B kept alive until then.
-  const bool splits_backward =
-      shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe;
-  // Each stage's per-layer weight all-gathers would run over both mirror stages' shards: not modelled.
-  if (shape.schedule == PipelineSchedule::kDualPipe && spec.zero_stage == 3)
-    throw InputError("--schedule dualpipe with --zero 3: ZeRO-3's per-layer weight gathers over the two "
-                     "copies of each model part are not modelled; use --zero 0, 1 or 2");
-  if (splits_backward && spec.recompute != Recompute::kNone)
-    throw InputError("--schedule " + std::string(to_string(shape.schedule)) + " with --recompute " +
-                     std::string(to_string(spec.recompute)) +
-                     ": the weight-gradient pass needs the activations recomputation re-creates for the input "
-                     "gradient pass; use --recompute none");
   StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}, {}, {}};
   step_build::StepBuilder builder(model, spec, out);
   builder.build();

@@ -160,7 +160,24 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   check_moe_chunks(model, shape, spec.moe_chunks);
   check_step_routing(model, spec.routing);
   check_moe_strategy(model, shape, spec);
+  check_split_backward(shape, spec);
   return shape;
+}
+
+void check_split_backward(const StepShape& shape, const StepSpec& spec) {
+  // ZB-H1 splits every backward, DualPipe some: a split one's W would need what recomputation
+  // re-created for its B kept alive until then.
+  const bool splits_backward =
+      shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe;
+  // Each stage's per-layer weight all-gathers would run over both mirror stages' shards: not modelled.
+  require(shape.schedule != PipelineSchedule::kDualPipe || spec.zero_stage != 3,
+          "--schedule dualpipe with --zero 3: ZeRO-3's per-layer weight gathers over the two copies of each model "
+          "part are not modelled; use --zero 0, 1 or 2");
+  require(!splits_backward || spec.recompute == Recompute::kNone,
+          "--schedule " + std::string(to_string(shape.schedule)) + " with --recompute " +
+              std::string(to_string(spec.recompute)) +
+              ": the weight-gradient pass needs the activations recomputation re-creates for the input gradient "
+              "pass; use --recompute none");
 }
 
 void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {

@@ -82,6 +82,9 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
 // --strategy s1-s4 (StepSpec::moe_strategy): a model with MoE layers, no full recomputation, a
 // schedule with whole backward passes and unfolded experts. Throws InputError naming --strategy.
 void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
+// ZB-H1 and DualPipe (split backward passes): no recomputation; DualPipe not with ZeRO 3. Throws
+// InputError naming --schedule.
+void check_split_backward(const StepShape& shape, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
 
 }  // namespace moesim

@@ -134,6 +134,7 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --zero-stages 0,4", "--zero-stages: 4 is outside [0, 3]"},
       {kTinyPlan + " --strategies s1", "--strategies s1 reuses the MoE layers' buffers; Tiny-GPT has no MoE layer"},
       {kTinyPlan + " --strategies s7", "--strategies"},
+      {kTinyPlan + " --schedules 1f1b,zb-h2", "--schedules: 'zb-h2' is not a schedule; valid: "},
       {kTinyPlan + " --zero-stages 2-1", "--zero-stages: range '2-1' is empty"},
       {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --tokens 4096 --zero-stages 1",
        "--zero-stages belongs to the whole step's layout plan: give --global-batch"},

@@ -202,6 +202,40 @@ TEST(LayoutPlanner, TriesTheRequestedMemoryReuseStrategiesOfMoeLayers) {
   EXPECT_THROW(enumerate_layouts(dense), InputError);
 }
 
+// --schedules: each listed schedule with vpp 1 and pp > 1, interleaved only if listed, pp 1 once
+// (no pipeline); the step's rules reject split backward passes with recomputation, by name.
+TEST(LayoutPlanner, TriesTheRequestedPipelineSchedules) {
+  LayoutRequest r = tiny(8, 16);
+  r.schedules = {PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kOneFOneB, PipelineSchedule::kDualPipe,
+                 PipelineSchedule::kGpipe};
+  const LayoutEnumeration e = enumerate_layouts(r);
+  std::set<PipelineSchedule> seen;
+  for (const LayoutCandidate& c : e.fitting) {
+    EXPECT_EQ(c.spec.layout.vpp, 1) << key(c.spec);  // interleaved not listed
+    if (c.spec.layout.pp == 1) {
+      EXPECT_FALSE(c.spec.schedule.has_value()) << key(c.spec);
+      continue;
+    }
+    ASSERT_TRUE(c.spec.schedule.has_value()) << key(c.spec);
+    seen.insert(*c.spec.schedule);
+    if (*c.spec.schedule == PipelineSchedule::kZeroBubbleH1 || *c.spec.schedule == PipelineSchedule::kDualPipe) {
+      EXPECT_EQ(c.spec.recompute, Recompute::kNone) << key(c.spec);
+    }
+  }
+  EXPECT_EQ(seen, (std::set<PipelineSchedule>{PipelineSchedule::kOneFOneB, PipelineSchedule::kGpipe,
+                                              PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe}));
+  EXPECT_GT(count_of(e, "--schedule zb-h1 with --recompute full: the weight-gradient pass needs the activations "
+                        "recomputation re-creates for the input gradient pass; use --recompute none"),
+            0);
+  const LayoutPlan plan = plan_layouts(r);
+  ASSERT_FALSE(plan.simulated.empty());
+  for (const PlannedLayout& p : plan.simulated) {
+    if (p.candidate.spec.effective_schedule() != PipelineSchedule::kZeroBubbleH1) continue;
+    EXPECT_TRUE(p.estimate.exact);
+    EXPECT_EQ(p.estimate.step_ns, p.simulated->step_ns);
+  }
+}
+
 TEST(LayoutPlanner, EnumeratesExpertParallelDegreesOfMoeModels) {
   LayoutRequest r = request("gpt-1.7b", 16, 64, 1024);
   r.model = preset("qwen3-30b-a3b");
