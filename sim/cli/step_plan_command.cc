@@ -1,6 +1,7 @@
 #include "sim/cli/host_launch_flag.h"
 #include "sim/cli/step_plan_command.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -31,6 +32,15 @@ using search::PlannedLayout;
 
 double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
 
+// `values` without repeats, in the order first given.
+template <typename T>
+std::vector<T> first_of_each(const std::vector<T>& values) {
+  std::vector<T> out;
+  for (const T& v : values)
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  return out;
+}
+
 search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   search::LayoutRequest r;
   r.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
@@ -51,6 +61,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
                        YamlValue::join_names(pipeline_schedule_names()));
     r.schedules.push_back(*schedule);
   }
+  r.schedules = first_of_each(r.schedules);
   if (!s.zero_stages.empty())
     for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
   r.routing = parse_routing_flag(a.routing);
@@ -82,11 +93,23 @@ std::string host_launch_text(const search::LayoutRequest& r) {
   return r.host_launch_ns ? ", " + host_launch_phrase(*r.host_launch_ns) : std::string();
 }
 
-// ", ZeRO stages 0,1,2,3" when --zero-stages names them, else nothing (the default 0,1).
-std::string zero_stages_text(const search::LayoutRequest& r) {
-  if (r.zero_stages.empty()) return "";
-  std::string out = ", ZeRO stages ";
-  for (int z : search::zero_stages(r)) out += (out.back() == ' ' ? "" : ",") + std::to_string(z);
+// ", ZeRO stages 0,1,2,3", ", schedules ...", ", memory reuse ..." for what --zero-stages,
+// --schedules and --strategies name; nothing for their defaults.
+std::string tried_text(const search::LayoutRequest& r) {
+  std::string out;
+  auto list = [&](const char* what, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    out += std::string(", ") + what + " ";
+    for (std::size_t k = 0; k < names.size(); ++k) out += (k ? "," : "") + names[k];
+  };
+  std::vector<std::string> zeros, schedules, strategies;
+  if (!r.zero_stages.empty())
+    for (int z : search::zero_stages(r)) zeros.push_back(std::to_string(z));
+  for (PipelineSchedule s : r.schedules) schedules.emplace_back(to_string(s));
+  for (MemoryStrategy s : r.moe_strategies) strategies.emplace_back(to_string(s));
+  list("ZeRO stages", zeros);
+  list("schedules", schedules);
+  list("memory reuse", strategies);
   return out;
 }
 
@@ -96,7 +119,7 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
       << " (" << r.cluster.name << "), global batch " << r.global_batch << " x " << seq << " tokens, "
       << to_string(r.attention) << " attention"
       << (r.routing.balanced() ? std::string() : ", routing " + r.routing.to_string() + " (seed " + std::to_string(r.seed) + ")")
-      << host_launch_text(r) << zero_stages_text(r) << "\n";
+      << host_launch_text(r) << tried_text(r) << "\n";
   const auto& e = plan.enumeration;
   out << "candidates: " << e.considered << " considered, " << e.fitting.size() << " legal and fit (closed-form memory), "
       << plan.estimates.size() << " estimated, the best " << plan.simulated.size() << " simulated in full\n";
@@ -223,6 +246,11 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   j["seed"] = r.seed;
   if (r.host_launch_ns) j["host_launch_s"] = static_cast<double>(*r.host_launch_ns) * 1e-9;
   j["zero_stages"] = search::zero_stages(r);
+  Json schedules = Json::array(), strategies = Json::array();
+  for (PipelineSchedule s : r.schedules) schedules.push_back(std::string(to_string(s)));
+  for (MemoryStrategy s : r.moe_strategies) strategies.push_back(std::string(to_string(s)));
+  j["schedules"] = schedules;            // empty: 1f1b, interleaved with vpp > 1
+  j["moe_strategies"] = strategies;      // empty: none
   return j;
 }
 
@@ -241,7 +269,7 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
   const std::int64_t seq = r.seq > 0 ? r.seq : r.model.architecture.seq_len;
   out << "moesim: GPUs for " << r.model.name << " on " << r.cluster.node.gpu.name << " (" << r.cluster.name
       << "), global batch " << r.global_batch << " x " << seq << " tokens, " << to_string(r.attention) << " attention"
-      << host_launch_text(r) << zero_stages_text(r) << "\n";
+      << host_launch_text(r) << tried_text(r) << "\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "target: %.4g tokens a day; node counts 1 to %d of %d GPUs each (--max-nodes)\n",
                 target, max_nodes, r.cluster.node.gpus_per_node);
@@ -311,7 +339,7 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   check_outputs({{"--json", a.json_path}});
   search::LayoutRequest r = layout_request(a, s);
   // --strategies (the MoE-layer plan's list; here the step's MoE memory reuse): tried only when given.
-  if (given("--strategies")) r.moe_strategies = parse_strategy_list("--strategies", a.strategies);
+  if (given("--strategies")) r.moe_strategies = first_of_each(parse_strategy_list("--strategies", a.strategies));
   std::ostream& out = a.json_path == "-" ? std::cerr : std::cout;
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());

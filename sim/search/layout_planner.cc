@@ -244,8 +244,8 @@ LayoutEnumeration enumerate_layouts(const LayoutRequest& r) {
   check_step_routing(r.model, r.routing);  // every candidate would be refused for it
   for (MemoryStrategy s : r.moe_strategies)
     if (s != MemoryStrategy::kNone && !r.model.has_moe_layers())
-      throw InputError("--strategies " + std::string(to_string(s)) + " reuses the MoE layers' buffers; " + r.model.name +
-                       " has no MoE layer");
+      throw InputError("--strategies: memory reuse (" + std::string(to_string(s)) + ") reuses the MoE layers' buffers; " +
+                       r.model.name + " has no MoE layer");
   LayoutEnumeration out;
   std::map<std::string, std::int64_t> rejected;
   const std::int64_t usable = r.cluster.node.gpu.hbm_capacity_bytes - kStepMemoryReserve;

@@ -132,7 +132,8 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},
       {kTinyPlan + " --zero-stages 0,4", "--zero-stages: 4 is outside [0, 3]"},
-      {kTinyPlan + " --strategies s1", "--strategies s1 reuses the MoE layers' buffers; Tiny-GPT has no MoE layer"},
+      {kTinyPlan + " --strategies all", "--strategies: memory reuse (s1) reuses the MoE layers' buffers; Tiny-GPT has no "
+                                          "MoE layer"},
       {kTinyPlan + " --strategies s7", "--strategies"},
       {kTinyPlan + " --schedules 1f1b,zb-h2", "--schedules: 'zb-h2' is not a schedule; valid: "},
       {kTinyPlan + " --zero-stages 2-1", "--zero-stages: range '2-1' is empty"},

@@ -5,12 +5,19 @@
 # A whole-step case has step.args instead: `moesim simulate` flags on one line (paths relative to
 # the case folder, presets by name), run in the case folder.
 if(EXISTS ${CASE_DIR}/step.args)
-  file(READ ${CASE_DIR}/step.args args)
-  string(STRIP "${args}" args)
-  separate_arguments(args UNIX_COMMAND "${args}")
+  # One line of flags without quotes, read as regenerate.sh reads it (bash `read -a`).
+  file(STRINGS ${CASE_DIR}/step.args lines)
+  list(LENGTH lines count)
+  if(NOT count EQUAL 1)
+    message(FATAL_ERROR "${CASE_DIR}/step.args: must be one line of flags, has ${count}")
+  endif()
+  if(lines MATCHES "[\"']")
+    message(FATAL_ERROR "${CASE_DIR}/step.args: no quotes (the flags are split at spaces)")
+  endif()
+  separate_arguments(args UNIX_COMMAND "${lines}")
   execute_process(COMMAND ${MOESIM} simulate ${args} --timeline ${OUT} WORKING_DIRECTORY ${CASE_DIR}
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-  set(what "moesim simulate ${args}")
+  set(what "moesim simulate ${lines}")
 else()
   execute_process(COMMAND ${MOESIM} simulate --run ${CASE_DIR}/scenario.yaml --timeline ${OUT}
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)

@@ -9,6 +9,10 @@ if [[ $# -lt 1 ]]; then
   exit 2
 fi
 golden_dir="$(cd "$(dirname "$0")" && pwd)"
+if [[ ! -d "$1" ]]; then
+  echo "error: $1 is not a build folder; build first (cmake --build BUILD_DIR)" >&2
+  exit 2
+fi
 moesim="$(cd "$1" && pwd)/sim/cli/moesim"
 shift
 if [[ ! -x "$moesim" ]]; then
@@ -24,8 +28,16 @@ fi
 for name in "${cases[@]}"; do
   dir="$golden_dir/$name"
   # Written next to the old file and renamed, so a failed run leaves the old timeline in place.
-  if [[ -f "$dir/step.args" ]]; then
-    # A whole-step case: its flags, run in its folder (as check_golden.cmake runs them).
+  if [[ -f "$dir/step.args" && -f "$dir/scenario.yaml" ]]; then
+    echo "error: $dir has both scenario.yaml and step.args; keep one" >&2
+    exit 2
+  elif [[ -f "$dir/step.args" ]]; then
+    # A whole-step case: one line of flags without quotes, run in its folder (as
+    # check_golden.cmake runs them).
+    if [[ $(wc -l < "$dir/step.args") -ne 1 ]] || grep -q "[\"']" "$dir/step.args"; then
+      echo "error: $dir/step.args must be one line of flags without quotes" >&2
+      exit 2
+    fi
     read -r -a args < "$dir/step.args"
     (cd "$dir" && "$moesim" simulate "${args[@]}" --timeline "$dir/expected.timeline.new" >/dev/null)
   elif [[ -f "$dir/scenario.yaml" ]]; then
