@@ -104,8 +104,8 @@ class MemoryReuse {
                             Gradients& grads, const BackwardChunks& tasks);
 
  private:
-  bool offloads_di() const { return strategy_ == MemoryStrategy::kS1 || strategy_ == MemoryStrategy::kS3; }
-  bool offloads_m() const { return strategy_ == MemoryStrategy::kS1 || strategy_ == MemoryStrategy::kS2; }
+  bool offloads_di() const { return offloads_t_di(strategy_); }
+  bool offloads_m() const { return offloads_t_m(strategy_); }
   bool redispatches() const { return strategy_ == MemoryStrategy::kS2 || strategy_ == MemoryStrategy::kS4; }
   bool recomputes() const { return strategy_ == MemoryStrategy::kS3 || strategy_ == MemoryStrategy::kS4; }
 

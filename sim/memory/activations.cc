@@ -159,6 +159,12 @@ std::int64_t routed_rows(const ModelSpec& m, std::int64_t tokens) {
   return checked_mul(m.num_experts, static_cast<std::int64_t>(raw * (1.0 + 1e-12)));
 }
 
+// T_DI and T_M over the rows dispatched to the rank's experts (unfolded experts).
+MoeReusedTensors reused_tensors(const ModelSpec& m, const Dims& d) {
+  const std::int64_t rows = routed_rows(m, d.n);
+  return {checked_mul({rows, m.d_model, d.e}), checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e})};
+}
+
 // The MoE MLP block. Over the rank's tokens: the norm's input, the router's (and shared experts')
 // input, the fp32 router scores over all experts and top-k weights, the shared experts' columns,
 // the output dropout's mask. Over the rows dispatched to the rank's experts (the tensor-parallel
@@ -182,8 +188,10 @@ std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
   }
   const std::int64_t rows = routed_rows(m, d.n);
   bytes += checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);
-  if (d.strategy == MemoryStrategy::kNone)
-    bytes += checked_mul({rows, m.d_model, d.e}) + checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e});
+  if (d.strategy == MemoryStrategy::kNone) {
+    const MoeReusedTensors t = reused_tensors(m, d);
+    bytes += t.t_di + t.t_m;
+  }
   return bytes;
 }
 
@@ -288,11 +296,7 @@ LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayou
   return with_recompute(attention_part(m, d), moe_mlp(m, d), m, d, l.recompute);
 }
 
-MoeReusedTensors moe_reused_tensors(const ModelSpec& m, const ActivationLayout& l) {
-  const Dims d = resolve(m, l);
-  const std::int64_t rows = routed_rows(m, d.n);
-  return {checked_mul({rows, m.d_model, d.e}), checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e})};
-}
+MoeReusedTensors moe_reused_tensors(const ModelSpec& m, const ActivationLayout& l) { return reused_tensors(m, resolve(m, l)); }
 
 LayerActivations layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep, int layer) {
   return is_moe_layer(m, layer) ? moe_layer_activations(m, l, ep) : dense_layer_activations(m, l);

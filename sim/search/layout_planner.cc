@@ -58,22 +58,23 @@ std::vector<int> expert_tensor_degrees(const LayoutRequest& r, int tp) {
 
 // The sub-stage pipelining's chunk counts (StepSpec::moe_chunks), ascending and each once: the
 // request's, or by default kDefaultMoeChunks for an MoE model and 1 for a dense one.
+// `values` ascending and each once, or `fallback` when none are given.
+template <typename T>
+std::vector<T> sorted_or(std::vector<T> values, std::vector<T> fallback) {
+  if (values.empty()) return fallback;
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
 std::vector<int> moe_chunk_counts(const LayoutRequest& r) {
-  if (r.moe_chunks.empty())
-    return r.model.has_moe_layers() ? std::vector<int>(kDefaultMoeChunks.begin(), kDefaultMoeChunks.end())
-                                    : std::vector<int>{1};
-  std::vector<int> out = r.moe_chunks;
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return sorted_or(r.moe_chunks, r.model.has_moe_layers()
+                                     ? std::vector<int>(kDefaultMoeChunks.begin(), kDefaultMoeChunks.end())
+                                     : std::vector<int>{1});
 }
 
 std::vector<MemoryStrategy> moe_strategies(const LayoutRequest& r) {
-  if (r.moe_strategies.empty()) return {MemoryStrategy::kNone};
-  std::vector<MemoryStrategy> out = r.moe_strategies;
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return sorted_or(r.moe_strategies, {MemoryStrategy::kNone});
 }
 
 std::vector<Recompute> recomputations(AttentionKernel attention) {
@@ -210,11 +211,7 @@ std::int64_t zero_transient_bytes(const ModelSpec& model, const StepShape& shape
 }  // namespace
 
 std::vector<int> zero_stages(const LayoutRequest& r) {
-  if (r.zero_stages.empty()) return {kDefaultZeroStages.begin(), kDefaultZeroStages.end()};
-  std::vector<int> out = r.zero_stages;
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return sorted_or(r.zero_stages, std::vector<int>(kDefaultZeroStages.begin(), kDefaultZeroStages.end()));
 }
 
 std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape) {

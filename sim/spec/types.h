@@ -49,6 +49,10 @@ enum class MemoryStrategy { kNone, kS1, kS2, kS3, kS4 };
 std::string_view to_string(MemoryStrategy s);
 std::optional<MemoryStrategy> parse_memory_strategy(std::string_view s);
 std::vector<std::string> memory_strategy_names();
+// How a strategy restores T_DI (offload and prefetch: s1, s3; else re-dispatch) and T_M (offload
+// and prefetch: s1, s2; else recompute); both false for none.
+inline bool offloads_t_di(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS3; }
+inline bool offloads_t_m(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS2; }
 
 // Optimizer, for model-state accounting: optimizer states per parameter (adam 2, momentum 1, sgd 0).
 enum class Optimizer { kAdam, kMomentum, kSgd };

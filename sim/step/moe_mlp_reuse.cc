@@ -20,13 +20,6 @@
 #include "sim/step/moe_mlp.h"
 
 namespace moesim {
-namespace {
-
-bool offloads_di(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS3; }
-bool offloads_m(MemoryStrategy s) { return s == MemoryStrategy::kS1 || s == MemoryStrategy::kS2; }
-
-}  // namespace
-
 std::int64_t MoeMlp::t_di_bytes(int c) const {
   const int ep = static_cast<int>(e_.shape().expert_group(0).size());
   return d_.local_rows(ep, c) * d_.hidden * e_.shape().element_bytes;
@@ -39,12 +32,12 @@ std::int64_t MoeMlp::t_m_bytes(int c) const {
 
 void MoeMlp::offload(const Chain& chain, int layer, int c, TaskIndex fc1) {
   std::pair<std::optional<TaskIndex>, std::optional<TaskIndex>> copies;
-  if (offloads_di(d_.strategy)) {
+  if (offloads_t_di(d_.strategy)) {
     Chain after_fc1{chain.stage, chain.microbatch, fc1};
     copies.first = e_.copy(after_fc1, name(layer, Pass::kForward, "experts.offload.T_DI" + suffix(c), "offload"),
                            CopyWork{t_di_bytes(c), CopyDirection::kDeviceToHost});
   }
-  if (offloads_m(d_.strategy)) {
+  if (offloads_t_m(d_.strategy)) {
     Chain after_fc2 = chain;
     copies.second = e_.copy(after_fc2, name(layer, Pass::kForward, "experts.offload.T_M" + suffix(c), "offload"),
                             CopyWork{t_m_bytes(c), CopyDirection::kDeviceToHost});
@@ -69,7 +62,7 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
   // rows where the expert-parallel group has one rank).
   const Chain from_start{chain.stage, chain.microbatch, start};
   TaskIndex di = 0;
-  if (offloads_di(d_.strategy)) {
+  if (offloads_t_di(d_.strategy)) {
     Chain side = from_start;
     di = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_DI" + suffix(c), "prefetch"),
                  CopyWork{t_di_bytes(c), CopyDirection::kHostToDevice});
@@ -88,7 +81,7 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
   held(di, "T_DI", t_di_bytes(c));
   r.ready.push_back(di);
   // T_M: prefetched, or fc1 and the activation run again on the restored T_DI.
-  if (offloads_m(d_.strategy)) {
+  if (offloads_t_m(d_.strategy)) {
     Chain side = from_start;
     const TaskIndex m = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_M" + suffix(c), "prefetch"),
                                 CopyWork{t_m_bytes(c), CopyDirection::kHostToDevice});

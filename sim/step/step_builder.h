@@ -104,6 +104,9 @@ class StepBuilder {
   // gradients reduce_rest() reduces (the embedding's, the head's, or every layer's when the
   // reduction does not overlap the backward); their whole fp32 buffer lives from there to it.
   void note_rest_grads(int stage, TaskIndex first);
+  // ZeRO 2-3: a buffer "<owner>.unsharded" of whole fp32 gradients on `stage`, allocated by `from`;
+  // the reduce-scatter that leaves the shard frees it.
+  BufferId unsharded_grads(int stage, const std::string& owner, std::int64_t bytes, TaskIndex from);
   // A layer's parameters on one GPU: its dense part (whose gradients reduce over the
   // data-parallel group) and its routed experts' (over the experts' data-parallel group).
   std::pair<std::int64_t, std::int64_t> layer_params(int layer) const;

@@ -44,10 +44,7 @@ void StepBuilder::reduce_layer_grads(const Chain& chain, int l, bool counted, st
     TaskName name{"L" + std::to_string(l), l, Pass::kBackward, what + ".reduce", "grad"};
     for (const auto& [stage, from] : holders) {
       const std::string owner = first_copy ? "stage" + std::to_string(stage) : "mb" + std::to_string(chain.microbatch);
-      const BufferId grads = emitter_.buffer(stage, owner + ".L" + std::to_string(l) + "." + what + ".unsharded", bytes,
-                                             MemoryCategory::kTemporary);
-      out_.graph.allocate_at(from, grads);
-      name.frees.push_back(grads);
+      name.frees.push_back(unsharded_grads(stage, owner + ".L" + std::to_string(l) + "." + what, bytes, from));
     }
     const auto task = emitter_.group_collective(side, name, StreamClass::kCommGrad, op, group, bytes, true);
     also_after(task, chain.last, {first_copy});
@@ -58,6 +55,12 @@ void StepBuilder::reduce_layer_grads(const Chain& chain, int l, bool counted, st
   };
   reduce(shape().data_group(chain.stage), dense, "grad", reduced_dense_bytes_);
   reduce(shape().expert_data_group(chain.stage), expert, "expert.grad", reduced_expert_bytes_);
+}
+
+BufferId StepBuilder::unsharded_grads(int stage, const std::string& owner, std::int64_t bytes, TaskIndex from) {
+  const BufferId grads = emitter_.buffer(stage, owner + ".unsharded", bytes, MemoryCategory::kTemporary);
+  out_.graph.allocate_at(from, grads);
+  return grads;
 }
 
 std::vector<BufferId> StepBuilder::Gathered::ids() const {
@@ -123,11 +126,7 @@ void StepBuilder::reduce_rest(const std::vector<int>& stages) {
     TaskName name{"stage" + std::to_string(lead), 0, Pass::kBackward, what, "grad"};
     for (int s : stages) {
       const std::optional<TaskIndex>& from = rest_grads_from_[static_cast<std::size_t>(s)];
-      if (!from) continue;
-      const BufferId grads = emitter_.buffer(s, "stage" + std::to_string(s) + "." + what + ".unsharded", rest,
-                                             MemoryCategory::kTemporary);
-      out_.graph.allocate_at(*from, grads);
-      name.frees.push_back(grads);
+      if (from) name.frees.push_back(unsharded_grads(s, "stage" + std::to_string(s) + "." + what, rest, *from));
     }
     const auto task = emitter_.group_collective(grad, name, StreamClass::kCommGrad, op, group, rest, true);
     also_after(task, chain.last, others);
