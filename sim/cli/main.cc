@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iostream>
 #include <string>
+#include <tuple>
 
 #include "sim/cli/host_launch_flag.h"
 #include "sim/cli/calibrate_command.h"
@@ -233,6 +234,12 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_option("--schedules", s.schedules,
                    "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe "
                    "(default 1f1b, interleaved with vpp > 1; zb-h1 and dualpipe are simulated in full)");
+  for (auto [flag, text, what] : {std::tuple{"--pp", &s.pp, "pipeline stages"}, {"--vpp", &s.vpp, "virtual stages"},
+                                   {"--cp", &s.cp, "context-parallel degrees"},
+                                   {"--etp", &s.etp, "experts' tensor-parallel sizes"},
+                                   {"--micro-batch", &s.micro_batch, "micro-batch sizes"}})
+    plan->add_option(flag, *text, std::string("with --global-batch: the ") + what +
+                                      " to try, a list or range (default every legal one, docs/planning.md)");
   plan->add_option("--zero-stages", s.zero_stages,
                    "with --global-batch: the ZeRO stages to try, a list or range of 0-3 (default 0,1; 2 and 3 shard "
                    "the gradients, and 3 the weights, for layouts that would not fit)");
@@ -252,13 +259,12 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
   plan->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
   plan->add_option("--compute", a.compute, kComputeFlagHelp)->capture_default_str();
-  plan->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU / --tp)")
-      ->transform(whole(0, kMaxGroupSize))
-      ->capture_default_str();
-  plan->add_option("--tp", a.tp_size,
-                   "tensor-parallel degree (DeepSpeed-TED): the simulate and mpipemoe-online methods only")
-      ->transform(whole(1, kMaxGroupSize))
-      ->capture_default_str();
+  plan->add_option("--ep", a.ep,
+                   "expert-parallel group size (default 0 = every GPU / --tp); with --global-batch the ep values to "
+                   "try, a list (default every divisor of the experts)");
+  plan->add_option("--tp", a.tp,
+                   "tensor-parallel degree (DeepSpeed-TED; default 1): the simulate and mpipemoe-online methods only; "
+                   "with --global-batch the tp values to try, a list (default every divisor of a node's GPUs)");
   add_layout_flags(plan, a.layout);
   plan->add_option("--layers", a.layers, "MoE layers simulated back to back")
       ->transform(whole(1, kMaxMoeLayers))->capture_default_str();

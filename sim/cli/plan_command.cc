@@ -66,6 +66,17 @@ PlanRow row_from_fields(const std::int64_t* f) {
   return r;
 }
 
+// --tp or --ep of the MoE-layer plan: one degree in [min, kMaxGroupSize], `fallback` when not
+// given; a list is the layout plan's (--global-batch).
+int single_degree(const char* flag, const std::string& text, int min, int fallback) {
+  if (text.empty()) return fallback;
+  const std::vector<std::int64_t> values = parse_int_list(flag, text, min, kMaxGroupSize);
+  if (values.size() != 1)
+    throw InputError(std::string(flag) + " '" + text + "': the MoE-layer plan takes one degree; lists of values to try "
+                     "are for the layout plan of a whole step (--global-batch)");
+  return static_cast<int>(values.front());
+}
+
 // The request the flags describe, resolved: every configuration checked before any simulation.
 search::PlanRequest plan_request(const PlanArgs& a) {
   if (a.model_path.empty()) throw InputError("--model is required");
@@ -73,14 +84,16 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   if (a.tokens.empty())
     throw InputError("--tokens is required (one count or a list: 2048,4096), or --global-batch to plan the layout of a "
                      "whole training step");
-  check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd, a.layout.zero_stage);
+  const int tp = single_degree("--tp", a.tp, 1, 1);
+  const int ep = single_degree("--ep", a.ep, 0, 0);
+  check_layout_flags(tp, tp, a.layout.no_dtd, a.layout.zero_stage);
 
   search::PlanRequest req;
   req.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
   req.cluster = scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), a.calibration_path),
                                a.gpus, a.nodes);
-  req.run.ep_size = a.ep_size;
-  req.run.tp_size = a.tp_size;
+  req.run.ep_size = ep;
+  req.run.tp_size = tp;
   req.run.drop_duplicate_tokens = !a.layout.no_dtd;
   req.run.grad_sync = a.layout.grad_sync;
   req.run.zero_stage = a.layout.zero_stage;

@@ -26,8 +26,10 @@ struct PlanArgs {
   std::string order = "mpipemoe";
   std::string network = "auto";    // --network (network_flag.h)
   std::string compute = "auto";    // --compute (network_flag.h)
-  int ep_size = 0;
-  int tp_size = 1;                 // --tp: one tensor-parallel degree
+  // --ep, --tp: one degree each for the MoE-layer plan (parsed there: 0 = every GPU / tp, and 1);
+  // with --global-batch the values the layout plan tries, lists (empty: every legal one).
+  std::string ep;
+  std::string tp;
   LayoutFlags layout;              // --no-dtd, --grad-sync, --zero
   int layers = 1;
   int slots = 2;

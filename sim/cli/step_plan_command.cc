@@ -41,6 +41,26 @@ std::vector<T> first_of_each(const std::vector<T>& values) {
   return out;
 }
 
+std::vector<int> degrees(const char* flag, const std::string& text) {
+  std::vector<int> out;
+  if (!text.empty())
+    for (std::int64_t v : parse_int_list(flag, text, 1, kMaxGroupSize)) out.push_back(static_cast<int>(v));
+  return first_of_each(out);
+}
+
+search::LayoutAxes fixed_axes(const PlanArgs& a, const StepPlanArgs& s) {
+  search::LayoutAxes only;
+  only.tp = degrees("--tp", a.tp);
+  only.ep = degrees("--ep", a.ep);
+  only.pp = degrees("--pp", s.pp);
+  only.vpp = degrees("--vpp", s.vpp);
+  only.cp = degrees("--cp", s.cp);
+  only.etp = degrees("--etp", s.etp);
+  if (!s.micro_batch.empty())
+    only.micro_batch = first_of_each(parse_int_list("--micro-batch", s.micro_batch, 1, kMaxTokensPerGpu));
+  return only;
+}
+
 search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   search::LayoutRequest r;
   r.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
@@ -64,12 +84,20 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.schedules = first_of_each(r.schedules);
   if (!s.zero_stages.empty())
     for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
+  r.only = fixed_axes(a, s);
   r.routing = parse_routing_flag(a.routing);
   r.seed = a.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;
+}
+
+// "6,8,8,7": an uneven split's layers per model part, as --part-layers takes them.
+std::string part_layers_text(const std::vector<int>& parts) {
+  std::string out;
+  for (std::size_t k = 0; k < parts.size(); ++k) out += (k ? "," : "") + std::to_string(parts[k]);
+  return out;
 }
 
 // `moe`: the model has MoE layers, whose layouts also say etp and the sub-stage chunks (a dense
@@ -85,6 +113,7 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   if (s.moe_strategy != MemoryStrategy::kNone) out << ", memory reuse " << to_string(s.moe_strategy);
   if (s.schedule) out << ", schedule " << to_string(*s.schedule);
   out << ", recompute " << to_string(s.recompute) << ", ZeRO " << s.zero_stage;
+  if (!s.part_layers.empty()) out << ", layers per part " << part_layers_text(s.part_layers);
   return out.str();
 }
 
@@ -174,8 +203,14 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, b
   out << "\nrank  tp  cp  pp  vpp   ep" << (moe ? "  etp" : "") << "   dp   mb" << (moe ? "  chunks" : "")
       << (reuse ? "  reuse" : "") << (schedule ? "  schedule   " : "")
       << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
-  for (std::size_t k = 0; k < plan.simulated.size() && k < static_cast<std::size_t>(top); ++k)
-    out << table_row(k + 1, plan.simulated[k], moe, reuse, schedule);
+  const std::size_t shown = std::min(plan.simulated.size(), static_cast<std::size_t>(std::max(top, 0)));
+  for (std::size_t k = 0; k < shown; ++k) out << table_row(k + 1, plan.simulated[k], moe, reuse, schedule);
+  for (std::size_t k = 0; k < shown; ++k) {
+    const std::vector<int>& parts = plan.simulated[k].candidate.spec.part_layers;
+    if (!parts.empty())
+      out << "rank " << k + 1 << ": the pipeline's parts do not divide the layers; layers per part "
+          << part_layers_text(parts) << " (--part-layers)\n";
+  }
   out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample"
       << (schedule ? " (zb-h1 and dualpipe: the whole step)" : "") << "; sequence parallel with tp > 1"
       << (schedule ? "" : "; schedule 1f1b, interleaved with vpp > 1")
@@ -203,6 +238,7 @@ Json layout_json(const PlannedLayout& p) {
   j["recompute"] = std::string(to_string(s.recompute));
   j["sequence_parallel"] = s.sequence_parallel;
   j["zero"] = s.zero_stage;
+  j["part_layers"] = s.part_layers;  // empty: an even split
   j["estimate"] = {{"step_time_s", static_cast<double>(p.estimate.step_ns) * 1e-9},
                    {"tokens_per_s_per_gpu", p.estimate.tokens_per_s_per_gpu},
                    {"sampled_microbatches", p.estimate.sampled_microbatches},
@@ -310,14 +346,15 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
 }  // namespace
 
 const std::vector<std::string>& step_plan_only_flags() {
-  static const std::vector<std::string> flags{"--seq", "--top", "--target-tokens-per-day", "--attention",
-                                              "--host-launch-us", "--zero-stages", "--schedules"};
+  static const std::vector<std::string> flags{"--seq",        "--top",  "--target-tokens-per-day", "--attention",
+                                              "--host-launch-us", "--zero-stages", "--schedules", "--pp",
+                                              "--vpp",        "--cp",   "--etp",  "--micro-batch"};
   return flags;
 }
 
 const std::vector<std::string>& layer_plan_only_flags() {
   static const std::vector<std::string> flags{
-      "--tokens", "--objective", "--method", "--order", "--ep", "--tp",
+      "--tokens", "--objective", "--method", "--order",
       "--no-dtd", "--grad-sync", "--zero", "--checkpoint", "--layers", "--slots", "--chunk-align",
       "--optimizer", "--no-routing-data", "--memory-limit", "--fit", "--max-step-ms"};
   return flags;

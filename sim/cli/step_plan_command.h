@@ -22,6 +22,9 @@ struct StepPlanArgs {
   double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
   std::string zero_stages;     // --zero-stages: "" = search::kDefaultZeroStages; "0-3", "1,3"
   std::string schedules;       // --schedules: "" = 1f1b, interleaved with vpp > 1; "1f1b,zb-h1"
+  // The axes the plan fixes (search::LayoutAxes), lists or ranges; "" = every legal value. --tp
+  // and --ep come in PlanArgs, which the MoE-layer plan shares.
+  std::string pp, vpp, cp, etp, micro_batch;
 };
 
 // The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.

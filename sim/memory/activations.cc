@@ -233,8 +233,31 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
   require(!interleaved || p.microbatches % p.stages == 0,
           "the interleaved schedule needs microbatches divisible by the stages");
   const int parts = p.stages * p.virtual_stages;
-  require(m.num_layers % parts == 0, "the " + std::to_string(parts) + " model parts (stages x virtual stages) must divide the " +
-                                         std::to_string(m.num_layers) + " layers");
+  if (p.part_layers.empty()) {
+    require(m.num_layers % parts == 0, "the " + std::to_string(parts) +
+                                           " model parts (stages x virtual stages) must divide the " +
+                                           std::to_string(m.num_layers) + " layers");
+    return;
+  }
+  require(static_cast<int>(p.part_layers.size()) == parts,
+          "the part layers list " + std::to_string(p.part_layers.size()) + " parts; stages x virtual stages = " +
+              std::to_string(parts));
+  long long sum = 0;
+  for (int n : p.part_layers) {
+    require(n >= 0, "a model part's layer count must not be negative");
+    sum += n;
+  }
+  require(sum == m.num_layers, "the part layers sum to " + std::to_string(sum) + "; the model has " +
+                                   std::to_string(m.num_layers));
+}
+
+// The first layer of each model part and, last, the layer count.
+std::vector<int> part_starts(const ModelSpec& m, const PipelineLayout& p) {
+  const int parts = p.stages * p.virtual_stages;
+  std::vector<int> out{0};
+  for (int q = 0; q < parts; ++q)
+    out.push_back(out.back() + (p.part_layers.empty() ? m.num_layers / parts : p.part_layers[static_cast<std::size_t>(q)]));
+  return out;
 }
 
 // DualPipe's two directions interleave irregularly: the chunks of the (microbatch, chunk) pairs
@@ -323,7 +346,7 @@ StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l
                                    int stage) {
   check_pipeline(m, p, stage);
   const int parts = p.stages * p.virtual_stages;
-  const int per_part = m.num_layers / parts;
+  const std::vector<int> starts = part_starts(m, p);
   StageActivations out;
   const bool dualpipe = p.schedule == PipelineSchedule::kDualPipe;
   const int stage_chunks = dualpipe ? 2 : p.virtual_stages;
@@ -333,7 +356,8 @@ StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l
     // (sim/schedule/pipeline_schedule.h).
     const int part = dualpipe ? (c == 0 ? stage : p.stages - 1 - stage) : c * p.stages + stage;
     std::int64_t& bytes = chunk_bytes[static_cast<std::size_t>(c)];
-    for (int layer = part * per_part; layer < (part + 1) * per_part; ++layer) {
+    for (int layer = starts[static_cast<std::size_t>(part)]; layer < starts[static_cast<std::size_t>(part) + 1];
+         ++layer) {
       const LayerActivations a = layer_activations(m, l, ep, layer);
       bytes += a.kept_bytes;
       out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);

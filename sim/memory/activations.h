@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "sim/schedule/pipeline_schedule.h"
 #include "sim/spec/model_spec.h"
@@ -100,6 +101,8 @@ struct PipelineLayout {
   int stages = 1;          // p
   int virtual_stages = 1;  // v: model chunks per stage (interleaved only)
   int microbatches = 1;    // m: per step, per pipeline
+  // Layers of each model part in forward order (StepSpec::part_layers); empty: an even split.
+  std::vector<int> part_layers;
 };
 
 struct StageActivations {
@@ -119,8 +122,8 @@ struct StageActivations {
 //     first steady one, taking chunks in groups of p microbatches; for stage 0 that is
 //     L (1 + (p - 1)/(pv)) layers' worth (Korthikanti section 4.2.3).
 // Stage 0 of 1F1B thus holds L layers' worth for any p (Korthikanti sections 4.2.3 and 4.3). The layers
-// are split evenly over the p x v model parts (which must divide them), as model_states_per_gpu
-// splits them; MTP modules count as layers of the last layer's kind on the last part.
+// are split over the p x v model parts as part_layers gives them, or evenly (the parts must then
+// divide them), as the step's shape splits them; MTP modules count as layers of the last layer's kind on the last part.
 StageActivations stage_activations(const ModelSpec& model, const ActivationLayout& layout, int ep,
                                    const PipelineLayout& pipeline, int stage);
 

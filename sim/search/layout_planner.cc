@@ -15,6 +15,12 @@
 namespace moesim::search {
 namespace {
 
+// Whether a value passes one of LayoutAxes' lists (an empty list passes every value).
+template <typename T>
+bool allowed(const std::vector<T>& only, T value) {
+  return only.empty() || std::find(only.begin(), only.end(), value) != only.end();
+}
+
 std::vector<int> divisors(int n) {
   std::vector<int> out;
   for (int d = 1; d <= n; ++d)
@@ -22,13 +28,27 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-// 1, and with pp > 1 every split of a stage's layers into more chunks (the interleaved schedule).
+// 1, and with pp > 1 the interleaved schedule's chunks per stage v > 1 whose pp x v parts either
+// divide the layers or split them as Megatron-Core's pipeline split that counts the embedding and
+// the output layer as one layer each does (pp x v divides layers + 2, every part a layer or more;
+// balanced_part_layers).
 std::vector<int> virtual_stages(int layers, int pp) {
   std::vector<int> out{1};
-  if (pp == 1 || layers % pp != 0) return out;
-  for (int v : divisors(layers / pp))
-    if (v > 1) out.push_back(v);
+  if (pp == 1) return out;
+  for (int v = 2; std::int64_t{pp} * v <= layers; ++v) {
+    const int parts = pp * v;
+    if (layers % parts == 0 || ((layers + 2) % parts == 0 && (layers + 2) / parts >= 2)) out.push_back(v);
+  }
   return out;
+}
+
+// The layers of each model part where the parts do not divide the model's (balanced_part_layers);
+// left empty (an even split) where they do, or where no part of the balanced split may be empty,
+// which derive_step_shape then rejects under its divisibility rule.
+void set_part_layers(StepSpec& s, int layers) {
+  const int parts = s.layout.pp * s.layout.vpp;  // num_model_parts, for every schedule
+  if (layers % parts == 0 || (layers + 2) / parts < 2) return;
+  s.part_layers = balanced_part_layers(layers, parts);
 }
 
 // Tensor-parallel degrees: the divisors of a node's GPUs that divide the cluster's.
@@ -88,6 +108,7 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
   // batch rule then rejects under its own name.
   const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
   for (std::int64_t mb = 1; mb <= replica_batch; mb *= 2) {
+    if (!allowed(r.only.micro_batch, mb)) continue;
     for (Recompute recompute : recomputations(r.attention)) {
       const std::vector<int> zeros = zero_stages(r);
       for (int zero : zeros) {
@@ -119,6 +140,7 @@ void add_expert_variants(const LayoutRequest& r, StepLayout layout, std::vector<
     for (int etp : expert_tensor_degrees(r, layout.tp))
       for (int chunks : moe_chunk_counts(r))
         for (MemoryStrategy strategy : moe_strategies(r)) {
+          if (!allowed(r.only.ep, ep) || !allowed(r.only.etp, etp == 0 ? layout.tp : etp)) continue;
           layout.ep = ep;
           layout.etp = etp;
           add_batch_variants(r, layout, chunks, strategy, out);
@@ -138,24 +160,84 @@ std::vector<std::optional<PipelineSchedule>> schedules_for(const LayoutRequest& 
   return out;
 }
 
+// Each value of a fixed axis must be some candidate's: InputError naming the flag otherwise.
+template <typename T, typename Of>
+void check_axis(const char* flag, const std::vector<T>& only, const std::vector<StepSpec>& specs, Of of,
+                const char* rule) {
+  for (T value : only) {
+    const bool seen = std::any_of(specs.begin(), specs.end(), [&](const StepSpec& s) { return of(s) == value; });
+    if (!seen)
+      throw InputError(std::string(flag) + " " + std::to_string(value) +
+                       ": no candidate layout of this request has it with the other axes as given (" + rule + ")");
+  }
+}
+
+// "--tp 1,4 --pp 2": the fixed axes as flags.
+std::string fixed_axes_text(const LayoutAxes& a) {
+  std::string out;
+  auto add = [&](const char* flag, const auto& values) {
+    if (values.empty()) return;
+    out += (out.empty() ? "" : " ") + std::string(flag) + " ";
+    for (std::size_t k = 0; k < values.size(); ++k) out += (k ? "," : "") + std::to_string(values[k]);
+  };
+  add("--tp", a.tp);
+  add("--cp", a.cp);
+  add("--pp", a.pp);
+  add("--vpp", a.vpp);
+  add("--ep", a.ep);
+  add("--etp", a.etp);
+  add("--micro-batch", a.micro_batch);
+  return out;
+}
+
+void check_fixed_axes(const LayoutRequest& r, const std::vector<StepSpec>& specs) {
+  const LayoutAxes& a = r.only;
+  if (specs.empty() && !fixed_axes_text(a).empty())
+    throw InputError(fixed_axes_text(a) + ": no candidate layout of this request has these values together (tp: the "
+                     "divisors of a node's GPUs; cp: powers of two; pp: the divisors of GPUs / (tp x cp) up to the "
+                     "layers; vpp: docs/planning.md; micro-batch: powers of two)");
+  check_axis("--tp", a.tp, specs, [](const StepSpec& s) { return s.layout.tp; },
+             "tp: the divisors of a node's GPUs that divide the cluster's");
+  check_axis("--cp", a.cp, specs, [](const StepSpec& s) { return s.layout.cp; },
+             "cp: 1, 2, 4, ... up to GPUs / tp");
+  check_axis("--pp", a.pp, specs, [](const StepSpec& s) { return s.layout.pp; },
+             "pp: the divisors of GPUs / (tp x cp) up to the layers");
+  check_axis("--vpp", a.vpp, specs, [](const StepSpec& s) { return s.layout.vpp; },
+             "vpp > 1: pp x vpp parts that divide the layers, or the layers + 2 with two a part; the interleaved "
+             "schedule, with pp > 1");
+  check_axis("--ep", a.ep, specs, [](const StepSpec& s) { return s.layout.ep; },
+             "ep: the divisors of the experts; 1 for a dense model");
+  check_axis("--etp", a.etp, specs, [](const StepSpec& s) { return s.layout.expert_tp(); },
+             "etp: the tp values; for a dense model tp");
+  check_axis("--micro-batch", a.micro_batch, specs, [](const StepSpec& s) { return s.micro_batch; },
+             "micro-batch: powers of two up to the global batch / the data-parallel size");
+}
+
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
   const int gpus = r.cluster.num_gpus();
   const int layers = r.model.num_layers;
   std::vector<StepSpec> out;
   for (int tp : tensor_degrees(r.cluster)) {
+    if (!allowed(r.only.tp, tp)) continue;
     for (int cp = 1; gpus % (tp * cp) == 0; cp *= 2) {
       for (int pp : divisors(gpus / (tp * cp))) {
         if (pp > layers) break;
+        if (!allowed(r.only.cp, cp) || !allowed(r.only.pp, pp)) continue;
         for (int vpp : virtual_stages(layers, pp))
           for (const std::optional<PipelineSchedule>& schedule : schedules_for(r, pp, vpp)) {
+            if (!allowed(r.only.vpp, vpp)) continue;
             const std::size_t from = out.size();
             add_expert_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
-            for (std::size_t k = from; k < out.size(); ++k) out[k].schedule = schedule;
+            for (std::size_t k = from; k < out.size(); ++k) {
+              out[k].schedule = schedule;
+              set_part_layers(out[k], layers);
+            }
           }
       }
       if (tp * cp == gpus) break;
     }
   }
+  check_fixed_axes(r, out);
   return out;
 }
 
@@ -220,7 +302,8 @@ std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec
   // The same model-state layout the step builder gives its stages (sim/step/step_shape.h).
   const std::vector<std::vector<int>> layers = stage_layers(shape);
   const auto states = model_states_per_gpu(model, states_layout(shape, spec.zero_stage), layers);
-  const PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches};
+  PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches, {}};
+  for (const StepShape::Part& p : shape.parts) pipe.part_layers.push_back(p.layers);
   std::int64_t peak = 0;
   for (int s = 0; s < l.pp; ++s) {
     const StageModelStates& st = states[static_cast<std::size_t>(s)];

@@ -18,7 +18,11 @@
 //   tp   divisors of n (tensor parallelism stays inside a node's NVLink domain);
 //   cp   1, 2, 4, ... up to G / tp;
 //   pp   divisors of G / (tp x cp) up to the layers;
-//   vpp  1, and each divisor > 1 of layers / pp with the interleaved schedule (pp > 1);
+//   vpp  1, and with the interleaved schedule (pp > 1) each v > 1 whose pp x v parts divide the
+//        layers or layers + 2 (Megatron-Core's split that counts the embedding and the output layer
+//        as one layer each, at least two units a part);
+//   layers per part  even where the parts divide the layers, else balanced_part_layers
+//        (sim/step/step_shape.h) where it leaves every part a layer (StepSpec::part_layers);
 //   micro-batch  powers of two up to the per-replica batch global / dp;
 //   recompute    none and full; selective too with unfused attention (with FlashAttention it
 //                re-runs nothing, the kernel recomputes its scores itself, so it would be none);
@@ -37,6 +41,7 @@
 //        others to try with vpp 1 and pp > 1 (gpipe, zb-h1, dualpipe: the step estimate simulates
 //        zb-h1 and dualpipe in full) and whether interleaved is tried.
 // The step's own rules (derive_step_shape: --etp's, --chunks', ...) reject what they refuse.
+// LayoutRequest::only fixes axes (tp, cp, pp, vpp, ep, etp, micro-batch) to the values it lists.
 #pragma once
 
 #include <array>
@@ -62,6 +67,15 @@ inline constexpr std::array<int, 3> kDefaultMoeChunks{1, 2, 4};
 // memory, so they are tried on request (`plan --zero-stages 0-3`), where a layout would not fit.
 inline constexpr std::array<int, 2> kDefaultZeroStages{0, 1};
 
+// Axes a request fixes (`plan --global-batch --tp 2 --pp 8,16 ...`): each the values to try, in
+// place of the planner's own list for that axis (empty: its own). A value the planner never
+// enumerates for the request (a pp that divides no GPUs / (tp x cp), ...) is an InputError naming
+// the flag, so that a restriction never empties the plan silently.
+struct LayoutAxes {
+  std::vector<int> tp, cp, pp, vpp, ep, etp;
+  std::vector<std::int64_t> micro_batch;
+};
+
 struct LayoutRequest {
   ModelSpec model;
   ClusterSpec cluster;
@@ -80,6 +94,7 @@ struct LayoutRequest {
   RoutingSpec routing;
   std::uint64_t seed = 1;
   std::optional<std::int64_t> host_launch_ns;  // StepSpec::host_launch_ns for every layout
+  LayoutAxes only;  // the axes the request fixes
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };

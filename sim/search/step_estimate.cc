@@ -58,7 +58,12 @@ class SampleSpans {
   TimeNs head_end(int stage) const { return head_end_[static_cast<std::size_t>(stage)]; }
 
  private:
-  int part_of(int layer) const { return part_of_layer_.at(static_cast<std::size_t>(layer)); }
+  // Multi-token prediction modules' layers (numbered from the model's layer count on) run on the
+  // last part, after its layers.
+  int part_of(int layer) const {
+    if (layer >= static_cast<int>(part_of_layer_.size())) return static_cast<int>(parts_) - 1;
+    return part_of_layer_.at(static_cast<std::size_t>(layer));
+  }
 
   void add(const TaskGraph& g, TaskIndex i, const TaskRecord& rec) {
     const Task& t = g.task(i);

@@ -72,6 +72,31 @@ void check_model_split(const ModelSpec& model, const StepLayout& l, bool sequenc
   }
 }
 
+}  // namespace
+
+std::vector<int> balanced_part_layers(int layers, int parts) {
+  require(parts >= 1 && layers >= 1, "--pp x --vpp = " + str(parts) + " parts of " + str(layers) +
+                                         " layers: both must be at least 1");
+  if (parts == 1) return {layers};
+  const int units = layers + 2;  // the embedding and the output layer count as one layer each
+  const int base = units / parts;
+  require(base >= 2, "--pp x --vpp = " + str(parts) + " parts leave the end parts no transformer layer of the " +
+                         str(layers) + " (with the embedding and the output layer counted as one each)");
+  std::vector<int> out(static_cast<std::size_t>(parts), base);
+  // units % parts parts take a unit more; the others, the ends first (part 0, the last part,
+  // part 1, the last but one, ...), do not.
+  for (int& n : out) ++n;
+  for (int k = 0; k < parts - units % parts; ++k) {
+    const int part = k % 2 == 0 ? k / 2 : parts - 1 - k / 2;
+    out[static_cast<std::size_t>(part)] = base;
+  }
+  --out.front();
+  --out.back();
+  return out;
+}
+
+namespace {
+
 std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts, const std::vector<int>& given) {
   std::vector<StepShape::Part> out(static_cast<std::size_t>(parts));
   if (given.empty()) {

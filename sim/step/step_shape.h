@@ -75,6 +75,17 @@ ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec)
 TrainingLayout states_layout(const StepShape& shape, int zero_stage);
 std::vector<std::vector<int>> stage_layers(const StepShape& shape);
 
+// The layers of each of `parts` model parts (in forward order) for a split the parts do not divide
+// evenly, as Megatron-Core balances a pipeline whose first part also holds the embedding and whose
+// last part the output layer and its loss (--account-for-embedding-in-pipeline-split,
+// --account-for-loss-in-pipeline-split): each counts as one layer, the layers + 2 units spread
+// over the parts as evenly as possible, and the end parts hold one layer fewer for them. Where the
+// parts do not divide layers + 2 (Megatron-Core would then need --pipeline-model-parallel-layout),
+// the parts nearest the middle take the units left over: the end parts already hold the model's
+// ends, and stage 0 the most microbatches in flight. Every part holds at least one layer; throws
+// InputError naming --pp x --vpp where it cannot (parts > layers, or two end parts of one unit).
+std::vector<int> balanced_part_layers(int layers, int parts);
+
 // Checks `spec` against the model and the cluster (whose GPU count the layout must fill) and
 // derives the shape. Throws InputError naming the flag and the rule.
 StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);

@@ -30,6 +30,53 @@ TEST_F(Cli, StepPlanPrintsTheSimulatedRankingAndWritesItAsJson) {
   EXPECT_EQ(plan["estimated"], plan["fitting"]);
 }
 
+// A pipeline whose parts do not divide the layers: the balanced split, below the table and in the
+// JSON, and `simulate --part-layers` with it runs the same step.
+TEST_F(Cli, StepPlanGivesTheLayersOfEachPartOfAnUnevenSplit) {
+  const std::string plan = "plan --model tests/sim/search/data/tiny-gpt-5.yaml --hardware dgx-a100-80gb-hdr "
+                           "--global-batch 16 --jobs 2 --gpus 8 --top 50 --json " + (dir_ / "plan.json").string();
+  const Result r = run(plan);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  int uneven = 0;
+  for (const auto& l : j["plan"]["layouts"]) {
+    if (l["pp"] == 1) {
+      EXPECT_TRUE(l["part_layers"].empty()) << l.dump();
+      continue;
+    }
+    EXPECT_EQ(l["part_layers"], nlohmann::json::parse("[2, 3]")) << l.dump();
+    if (uneven++ > 0) continue;
+    const std::string flags =
+        " --tp " + std::to_string(l["tp"].get<int>()) + " --pp 2 --micro-batch " +
+        std::to_string(l["micro_batch"].get<int>()) + " --recompute " + l["recompute"].get<std::string>() + " --zero " +
+        std::to_string(l["zero"].get<int>()) + (l["sequence_parallel"].get<bool>() ? " --sequence-parallel" : "");
+    const Result sim = run("simulate --model tests/sim/search/data/tiny-gpt-5.yaml --hardware dgx-a100-80gb-hdr --gpus 8 "
+                           "--global-batch 16 --part-layers 2,3 --json -" + flags);
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), l["step_time_s"].get<double>()) << flags;
+  }
+  ASSERT_GT(uneven, 0) << r.out;
+  EXPECT_NE(r.out.find(": the pipeline's parts do not divide the layers; layers per part 2,3 (--part-layers)\n"),
+            std::string::npos)
+      << r.out;
+}
+
+// --tp, --pp, --ep, ...: the axes a plan fixes; every layout shown has one of the values given.
+TEST_F(Cli, StepPlanTriesOnlyTheValuesOfTheAxesItFixes) {
+  const Result r = run("plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 "
+                       "--jobs 2 --gpus 8 --top 20 --tp 1,2 --pp 2 --ep 4 --etp 1 --micro-batch 1-2 --chunks 1 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["plan"]["layouts"].empty());
+  for (const auto& l : j["plan"]["layouts"]) {
+    EXPECT_LE(l["tp"].get<int>(), 2) << l.dump();
+    EXPECT_EQ(l["pp"], 2) << l.dump();
+    EXPECT_EQ(l["ep"], 4) << l.dump();
+    EXPECT_EQ(l["etp"], 1) << l.dump();
+    EXPECT_LE(l["micro_batch"].get<int>(), 2) << l.dump();
+  }
+}
+
 // --zero-stages: the ZeRO stages tried, named in the header and the JSON's request; every layout
 // shown is one of them (the default, 0 and 1, is not named in the header).
 TEST_F(Cli, StepPlanTriesTheZeroStagesItIsGiven) {
@@ -127,7 +174,15 @@ TEST_F(Cli, StepPlanFindsTheNodesForATokenRate) {
 TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
   const std::pair<std::string, std::string> cases[] = {
       {kTinyPlan + " --tokens 4096", "--tokens belongs to the MoE-layer plan"},
-      {kTinyPlan + " --tp 2", "--tp belongs to the MoE-layer plan"},
+      {kTinyPlan + " --no-dtd", "--no-dtd belongs to the MoE-layer plan"},
+      {kTinyPlan + " --gpus 8 --pp 3", "--pp 3: no candidate layout of this request has these values together"},
+      {kTinyPlan + " --gpus 8 --tp 2,x", "--tp"},
+      {kTinyPlan + " --gpus 8 --micro-batch 3", "--micro-batch 3: no candidate layout of this request has these values together"},
+      {kTinyPlan + " --gpus 8 --ep 2", "--ep 2: no candidate layout of this request has these values together"},
+      {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --tokens 4096 --pp 2",
+       "--pp belongs to the whole step's layout plan: give --global-batch"},
+      {"plan --model moe-gpt-s-64e --hardware adira-8x-dgx-a100 --tokens 4096 --tp 2,4",
+       "--tp '2,4': the MoE-layer plan takes one degree"},
       {kTinyPlan + " --chunks 0", "--chunks"},
       {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},

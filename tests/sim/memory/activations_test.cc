@@ -106,7 +106,7 @@ TEST(Activations, KorthikantiStageTotalsOnOneFOneBAndInterleaved) {
     const Symbols x = symbols(m, row);
     const ActivationLayout l = unfused(x.b, 8, true, Recompute::kSelective);
     const int p = row.pipeline;
-    const PipelineLayout pipe{.schedule = PipelineSchedule::kOneFOneB, .stages = p, .microbatches = 4 * p};
+    const PipelineLayout pipe{.schedule = PipelineSchedule::kOneFOneB, .stages = p, .microbatches = 4 * p, .part_layers = {}};
     // Sections 4.2.3 and 4.3: the first stage holds p microbatches of L/p layers, L layers' worth
     // whatever p, plus the embedding's p times; with one stage it is also the last.
     const StageActivations first = stage_activations(m, l, 1, pipe, 0);
@@ -129,7 +129,7 @@ TEST(Activations, InterleavedFirstStageHasKorthikantisFactor) {
   // 6-layer chunks; chunk 0 (with the embedding) runs passes 0-7 and 16-22.
   const ModelSpec m = preset("gpt-175b");
   const ActivationLayout l = unfused(1, 8, true, Recompute::kSelective);
-  const PipelineLayout pipe{.schedule = PipelineSchedule::kInterleaved, .stages = 8, .virtual_stages = 2, .microbatches = 64};
+  const PipelineLayout pipe{.schedule = PipelineSchedule::kInterleaved, .stages = 8, .virtual_stages = 2, .microbatches = 64, .part_layers = {}};
   const StageActivations s = stage_activations(m, l, 1, pipe, 0);
   EXPECT_EQ(s.in_flight, 23);
   EXPECT_EQ(s.kept_bytes, 138 * dense_layer_activations(m, l).kept_bytes + 15 * embedding_activations(m, l));
@@ -138,10 +138,39 @@ TEST(Activations, InterleavedFirstStageHasKorthikantisFactor) {
 TEST(Activations, GpipeHoldsEveryMicrobatch) {
   const ModelSpec m = preset("gpt-175b");
   const ActivationLayout l = unfused(1, 8, true, Recompute::kFull);
-  const PipelineLayout pipe{.schedule = PipelineSchedule::kGpipe, .stages = 8, .microbatches = 32};
+  const PipelineLayout pipe{.schedule = PipelineSchedule::kGpipe, .stages = 8, .microbatches = 32, .part_layers = {}};
   const StageActivations s = stage_activations(m, l, 1, pipe, 3);
   EXPECT_EQ(s.in_flight, 32);
   EXPECT_EQ(s.kept_bytes, 32 * 12 * dense_layer_activations(m, l).kept_bytes);
+}
+
+TEST(Activations, UnevenPartsCountTheirOwnLayers) {
+  // GPT-175B's 96 layers over 8 stages as 11 + 12 x 6 + 13: stage 0 holds 8 microbatches of its
+  // 11 layers (and the embedding), the last stage one of its 13 (and the output's tensors).
+  const ModelSpec m = preset("gpt-175b");
+  const ActivationLayout l = unfused(1, 8, true, Recompute::kSelective);
+  PipelineLayout pipe{.schedule = PipelineSchedule::kOneFOneB, .stages = 8, .microbatches = 32, .part_layers = {}};
+  const std::int64_t layer = dense_layer_activations(m, l).kept_bytes;
+  const StageActivations even = stage_activations(m, l, 1, pipe, 0);
+  pipe.part_layers = std::vector<int>(8, 12);
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 0).kept_bytes, even.kept_bytes);  // the even split, spelled out
+  pipe.part_layers = {11, 12, 12, 12, 12, 12, 12, 13};
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 0).kept_bytes, 8 * (11 * layer + embedding_activations(m, l)));
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 3).kept_bytes, 5 * 12 * layer);
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 7).kept_bytes, 13 * layer + output_activations(m, l));
+  // Interleaved: stage 0's two chunks hold parts 0 and 8 (11 and 12 of 16 parts' layers).
+  pipe = {.schedule = PipelineSchedule::kInterleaved, .stages = 8, .virtual_stages = 2, .microbatches = 64,
+          .part_layers = std::vector<int>(16, 6)};
+  pipe.part_layers[0] = 5;
+  pipe.part_layers[15] = 7;
+  // 23 passes: chunk 0 (5 layers and the embedding) 15 of them, chunk 1 (6 layers) 8.
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 0).kept_bytes, 15 * (5 * layer + embedding_activations(m, l)) + 8 * 6 * layer);
+  pipe.part_layers[1] = 7;  // 97 layers
+  EXPECT_THAT(input_error_of([&] { stage_activations(m, l, 1, pipe, 0); }),
+              HasSubstr("the part layers sum to 97; the model has 96"));
+  pipe.part_layers.pop_back();
+  EXPECT_THAT(input_error_of([&] { stage_activations(m, l, 1, pipe, 0); }),
+              HasSubstr("the part layers list 15 parts; stages x virtual stages = 16"));
 }
 
 ActivationLayout flash(std::int64_t b, int tp, bool sp, Recompute r = Recompute::kNone) {
@@ -220,7 +249,7 @@ TEST(Activations, LastStageCarriesTheMtpModules) {
   // module (an MoE layer, two norm inputs, the 2h projection input, its own output side).
   const ModelSpec m = preset("deepseek-v3");
   const ActivationLayout l = flash(1, 1, false);
-  const StageActivations s = stage_activations(m, l, 1, {.schedule = PipelineSchedule::kOneFOneB}, 0);
+  const StageActivations s = stage_activations(m, l, 1, PipelineLayout{}, 0);
   const std::int64_t dense = dense_layer_activations(m, l).kept_bytes;
   const std::int64_t moe = moe_layer_activations(m, l, 1).kept_bytes;
   EXPECT_EQ(mtp_activations(m, l), 4 * 7168 * 2 * 4096 + output_activations(m, l));
@@ -241,7 +270,8 @@ TEST(Activations, RefusesLayoutsTheModelDoesNotDivide) {
   EXPECT_THAT(input_error_of([&] { moe_layer_activations(gpt, flash(1, 1, false), 1); }), HasSubstr("no MoE layers"));
   EXPECT_THAT(input_error_of([&] { moe_layer_activations(preset("deepseek-v3"), flash(1, 1, false), 3); }),
               HasSubstr("--ep 3 must divide the experts (256)"));
-  const PipelineLayout seven{.stages = 7};
+  PipelineLayout seven;
+  seven.stages = 7;
   EXPECT_THAT(input_error_of([&] { stage_activations(gpt, flash(1, 1, false), 1, seven, 0); }),
               HasSubstr("must divide the 96 layers"));
 }

@@ -13,6 +13,7 @@
 
 #include "sim/memory/activations.h"
 #include "sim/spec/loader.h"
+#include "tests/sim/spec/spec_test_util.h"
 #include "tests/sim/step_presets.h"
 
 namespace moesim::search {
@@ -289,6 +290,76 @@ TEST(LayoutPlanner, CountsTheCandidatesOfASmallMoeModelByHand) {
   EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4 * 3);
   moe.moe_chunks = {1};
   EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4);
+}
+
+// Tiny-GPT with `layers` layers, all dense.
+LayoutRequest tiny_with_layers(int layers, int gpus, std::int64_t global_batch) {
+  LayoutRequest r = tiny(gpus, global_batch);
+  r.model.num_layers = layers;
+  r.model.architecture.dense_layers = layers;
+  return r;
+}
+
+std::set<std::vector<int>> splits_of(const LayoutEnumeration& e, int pp, int vpp) {
+  std::set<std::vector<int>> out;
+  for (const LayoutCandidate& c : e.fitting)
+    if (c.spec.layout.pp == pp && c.spec.layout.vpp == vpp) out.insert(c.spec.part_layers);
+  return out;
+}
+
+TEST(LayoutPlanner, SplitsLayersUnevenlyWhereThePipelinesPartsDoNotDivideThem) {
+  // 5 layers on 8 GPUs: pp 2 splits 7 units (with the embedding and the output layer) as 3 + 4,
+  // the first part short of a unit: 2 + 3 layers; pp 4 would leave an end part no layer, and stays
+  // refused under the divisibility rule.
+  const LayoutEnumeration five = enumerate_layouts(tiny_with_layers(5, 8, 8));
+  EXPECT_EQ(splits_of(five, 2, 1), (std::set<std::vector<int>>{{2, 3}}));
+  EXPECT_EQ(splits_of(five, 1, 1), (std::set<std::vector<int>>{{}}));
+  EXPECT_TRUE(splits_of(five, 4, 1).empty());
+  EXPECT_GT(count_of(five, "--pp x --vpp = N does not divide the N layers of Tiny-GPT (give the layers of each part "
+                           "with --part-layers)"),
+            0);
+  // 6 layers: pp 2 divides them (3 + 3, vpp 3: 1 each); vpp 2's 4 parts split 8 units evenly,
+  // Megatron-Core's accounted split 1 + 2 + 2 + 1.
+  const LayoutRequest six = tiny_with_layers(6, 8, 8);
+  const LayoutEnumeration e = enumerate_layouts(six);
+  EXPECT_EQ(splits_of(e, 2, 1), (std::set<std::vector<int>>{{}}));
+  EXPECT_EQ(splits_of(e, 2, 2), (std::set<std::vector<int>>{{1, 2, 2, 1}}));
+  EXPECT_EQ(splits_of(e, 2, 3), (std::set<std::vector<int>>{{}}));
+  for (const LayoutCandidate& c : e.fitting) {
+    if (c.spec.part_layers.empty()) continue;
+    StepShape shape;
+    ASSERT_NO_THROW(shape = derive_step_shape(six.model, six.cluster, c.spec));
+    EXPECT_EQ(shape.parts.front().layers, 1);
+    EXPECT_EQ(c.memory_estimate_bytes, closed_form_peak_bytes(six.model, c.spec, shape));
+  }
+}
+
+TEST(LayoutPlanner, FixedAxesKeepExactlyTheMatchingLayoutsOfTheFullEnumeration) {
+  LayoutRequest r = tiny_moe(8, 8);
+  r.moe_chunks = {1};
+  std::set<std::string> expected;
+  for (const LayoutCandidate& c : enumerate_layouts(r).fitting) {
+    const StepLayout& l = c.spec.layout;
+    if ((l.tp == 1 || l.tp == 4) && l.pp == 2 && l.ep == 2 && l.expert_tp() == 1 && c.spec.micro_batch == 1)
+      expected.insert(key(c.spec));
+  }
+  ASSERT_FALSE(expected.empty());
+  r.only.tp = {1, 4};
+  r.only.pp = {2};
+  r.only.ep = {2};
+  r.only.etp = {1};
+  r.only.micro_batch = {1};
+  std::set<std::string> kept;
+  for (const LayoutCandidate& c : enumerate_layouts(r).fitting) kept.insert(key(c.spec));
+  EXPECT_EQ(kept, expected);
+  r.only.vpp = {3};  // 4 layers: pp 2 x vpp 3 neither divides them nor 4 + 2 with two a part
+  EXPECT_THAT(moesim::testing::input_error_of([&] { enumerate_layouts(r); }),
+              HasSubstr("--tp 1,4 --pp 2 --vpp 3 --ep 2 --etp 1 --micro-batch 1: no candidate layout of this request "
+                        "has these values together"));
+  r.only.vpp = {};
+  r.only.tp = {1, 4, 8};  // tp 8 leaves pp 2 no GPU
+  EXPECT_THAT(moesim::testing::input_error_of([&] { enumerate_layouts(r); }),
+              HasSubstr("--tp 8: no candidate layout of this request has it with the other axes as given"));
 }
 
 TEST(LayoutPlanner, RejectsIllegalExpertTensorParallelSizesUnderTheStepsOwnRules) {

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "sim/spec/loader.h"
+#include "sim/step/step_shape.h"
 #include "sim/step/step_simulation.h"
 #include "tests/sim/step_presets.h"
 
@@ -107,6 +109,47 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeL
     EXPECT_FALSE(est.exact);
     EXPECT_LE(std::abs(error), kTolerance) << "pp " << c.pp << " vpp " << c.vpp << " etp " << c.etp << " chunks " << c.chunks;
   }
+}
+
+// Uneven splits (the planner's balanced_part_layers where the parts do not divide the layers):
+// the sample times each part's own passes.
+TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithUnevenParts) {
+  struct UnevenCase {
+    int pp, vpp;
+    std::vector<int> parts;
+  };
+  const ModelSpec model = preset("gpt-1.7b");
+  const ClusterSpec cl = cluster(16);
+  for (const UnevenCase& c : {UnevenCase{4, 1, {5, 7, 7, 5}}, UnevenCase{8, 1, {2, 3, 3, 4, 4, 3, 3, 2}},
+                              UnevenCase{4, 2, {2, 3, 3, 4, 4, 3, 3, 2}}}) {
+    StepSpec spec = spec_of({"gpt-1.7b", 16, 2, 1, c.pp, c.vpp, 64, 1, Recompute::kNone, 1});
+    spec.part_layers = c.parts;
+    const StepEstimate est = estimate_training_step(model, cl, spec);
+    const StepReport full = simulate_training_step(model, cl, spec).report;
+    const double error = static_cast<double>(est.step_ns - full.step_ns) / static_cast<double>(full.step_ns);
+    std::printf("gpt-1.7b 16 GPUs tp 2 pp %d vpp %d, uneven parts: full %.4f s, estimate %.4f s (%+.2f%%)\n", c.pp,
+                c.vpp, static_cast<double>(full.step_ns) * 1e-9, static_cast<double>(est.step_ns) * 1e-9, 100 * error);
+    EXPECT_FALSE(est.exact);
+    EXPECT_LE(std::abs(error), kTolerance) << "pp " << c.pp << " vpp " << c.vpp;
+  }
+}
+
+// DeepSeek-V3's multi-token prediction module (its layer numbered 61) runs on the last part.
+TEST(StepEstimate, TimesTheMultiTokenPredictionModuleOnTheLastPart) {
+  StepSpec spec;
+  spec.layout = StepLayout{64, 1, 2, 1, 8, 1};
+  spec.global_batch = 64;
+  spec.seq = 512;
+  spec.part_layers = balanced_part_layers(61, 2);
+  const ModelSpec model = preset("deepseek-v3");
+  const StepEstimate est = estimate_training_step(model, cluster(64), spec);
+  const StepReport full = simulate_training_step(model, cluster(64), spec).report;
+  const double error = static_cast<double>(est.step_ns - full.step_ns) / static_cast<double>(full.step_ns);
+  std::printf("DeepSeek-V3 64 GPUs pp 2 (%d + %d layers) ep 8: full %.4f s, estimate %.4f s (%+.2f%%)\n",
+              spec.part_layers[0], spec.part_layers[1], static_cast<double>(full.step_ns) * 1e-9,
+              static_cast<double>(est.step_ns) * 1e-9, 100 * error);
+  EXPECT_FALSE(est.exact);
+  EXPECT_LE(std::abs(error), kTolerance);
 }
 
 TEST(StepEstimate, IsTheSimulationItselfWhenTheSampleIsTheWholeStep) {

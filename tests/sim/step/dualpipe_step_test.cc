@@ -113,7 +113,7 @@ TEST(DualPipeStep, PeakMemoryIsModelStatesPlusPPlusOneChunks) {
   layout.tp = 2;
   for (int stage = 0; stage < 4; ++stage) {
     const StageActivations act =
-        stage_activations(gpt(), layout, 1, PipelineLayout{PipelineSchedule::kDualPipe, 4, 1, 8}, stage);
+        stage_activations(gpt(), layout, 1, PipelineLayout{PipelineSchedule::kDualPipe, 4, 1, 8, {}}, stage);
     EXPECT_EQ(act.in_flight, 5);
     const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
     EXPECT_EQ(st.layers, 12);

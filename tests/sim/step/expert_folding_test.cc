@@ -162,7 +162,7 @@ TEST(ExpertFolding, ActivationsKeepTheGatheredRowsOfTheExpertTensorParallelRanks
             -2048 * 2048 * 2);
   // The simulated peak is the model states and the closed form's in-flight activations.
   const SimulatedStep sim = simulate_training_step(model, cluster(16), folded_step(1));
-  const StageActivations act = stage_activations(model, folded, 8, PipelineLayout{PipelineSchedule::kOneFOneB, 1, 1, 2}, 0);
+  const StageActivations act = stage_activations(model, folded, 8, PipelineLayout{PipelineSchedule::kOneFOneB, 1, 1, 2, {}}, 0);
   EXPECT_EQ(sim.report.stages[0].peak_memory_bytes, sim.report.stages[0].model_state_bytes + act.bytes());
 }
 

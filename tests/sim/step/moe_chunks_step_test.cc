@@ -213,7 +213,7 @@ TEST(MoeChunksStep, PeakMemoryIsTheUnchunkedClosedForm) {
   layout.sequence_parallel = true;
   for (int stage = 0; stage < 2; ++stage) {
     const StageActivations act =
-        stage_activations(model, layout, 4, PipelineLayout{PipelineSchedule::kOneFOneB, 2, 1, 2}, stage);
+        stage_activations(model, layout, 4, PipelineLayout{PipelineSchedule::kOneFOneB, 2, 1, 2, {}}, stage);
     const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
     EXPECT_EQ(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << "stage " << stage;
   }

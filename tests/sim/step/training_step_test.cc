@@ -155,7 +155,7 @@ TEST(TrainingStep, PeakMemoryIsModelStatesPlusTheInFlightActivations) {
       layout.recompute = recompute;
       for (int stage = 0; stage < 4; ++stage) {
         const StageActivations act =
-            stage_activations(model, layout, 1, PipelineLayout{schedule, 4, 1, 8}, stage);
+            stage_activations(model, layout, 1, PipelineLayout{schedule, 4, 1, 8, {}}, stage);
         const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
         const std::string where =
             std::string(to_string(schedule)) + " recompute " + std::string(to_string(recompute)) + " stage " +
@@ -224,7 +224,7 @@ TEST(TrainingStepMoe, PeakMemoryIsModelStatesPlusTheInFlightActivations) {
   layout.tp = 2;
   layout.sequence_parallel = true;
   for (int stage = 0; stage < 2; ++stage) {
-    const StageActivations act = stage_activations(model, layout, 4, PipelineLayout{PipelineSchedule::kOneFOneB, 2, 1, 2}, stage);
+    const StageActivations act = stage_activations(model, layout, 4, PipelineLayout{PipelineSchedule::kOneFOneB, 2, 1, 2, {}}, stage);
     const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
     EXPECT_EQ(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << "stage " << stage;
   }
