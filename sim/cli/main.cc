@@ -264,7 +264,8 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
                    "try, a list (default every divisor of the experts)");
   plan->add_option("--tp", a.tp,
                    "tensor-parallel degree (DeepSpeed-TED; default 1): the simulate and mpipemoe-online methods only; "
-                   "with --global-batch the tp values to try, a list (default every divisor of a node's GPUs)");
+                   "with --global-batch the tp values to try, a list (default every divisor of a node's GPUs that divides "
+                   "the cluster's)");
   add_layout_flags(plan, a.layout);
   plan->add_option("--layers", a.layers, "MoE layers simulated back to back")
       ->transform(whole(1, kMaxMoeLayers))->capture_default_str();

@@ -211,7 +211,7 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, b
       out << "rank " << k + 1 << ": the pipeline's parts do not divide the layers; layers per part "
           << part_layers_text(parts) << " (--part-layers)\n";
   }
-  out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a one-microbatch sample"
+  out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a sample of a few microbatches"
       << (schedule ? " (zb-h1 and dualpipe: the whole step)" : "") << "; sequence parallel with tp > 1"
       << (schedule ? "" : "; schedule 1f1b, interleaved with vpp > 1")
       << (moe ? "; etp: the experts' tensor-parallel size, folded where it is not tp; chunks: the MoE layers' "
@@ -375,6 +375,8 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
     throw InputError("--target-tokens-per-day must be positive, got " + std::to_string(s.target_tokens_per_day));
   check_outputs({{"--json", a.json_path}});
   search::LayoutRequest r = layout_request(a, s);
+  // A fixed value may exist only on some of the node counts the token-rate search tries.
+  if (!target) search::check_fixed_axes(r);
   // --strategies (the MoE-layer plan's list; here the step's MoE memory reuse): tried only when given.
   if (given("--strategies")) r.moe_strategies = first_of_each(parse_strategy_list("--strategies", a.strategies));
   std::ostream& out = a.json_path == "-" ? std::cerr : std::cout;

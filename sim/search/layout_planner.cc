@@ -162,13 +162,13 @@ std::vector<std::optional<PipelineSchedule>> schedules_for(const LayoutRequest& 
 
 // Each value of a fixed axis must be some candidate's: InputError naming the flag otherwise.
 template <typename T, typename Of>
-void check_axis(const char* flag, const std::vector<T>& only, const std::vector<StepSpec>& specs, Of of,
+void check_axis(const char* flag, const std::vector<T>& only, const std::vector<StepSpec>& specs, bool alone, Of of,
                 const char* rule) {
   for (T value : only) {
     const bool seen = std::any_of(specs.begin(), specs.end(), [&](const StepSpec& s) { return of(s) == value; });
     if (!seen)
-      throw InputError(std::string(flag) + " " + std::to_string(value) +
-                       ": no candidate layout of this request has it with the other axes as given (" + rule + ")");
+      throw InputError(std::string(flag) + " " + std::to_string(value) + ": no candidate layout of this request has it" +
+                       (alone ? "" : " with the other axes as given") + " (" + rule + ")");
   }
 }
 
@@ -190,26 +190,34 @@ std::string fixed_axes_text(const LayoutAxes& a) {
   return out;
 }
 
-void check_fixed_axes(const LayoutRequest& r, const std::vector<StepSpec>& specs) {
+int fixed_count(const LayoutAxes& a) {
+  return !a.tp.empty() + !a.cp.empty() + !a.pp.empty() + !a.vpp.empty() + !a.ep.empty() + !a.etp.empty() +
+         !a.micro_batch.empty();
+}
+
+void check_axes_of(const LayoutRequest& r, const std::vector<StepSpec>& specs) {
   const LayoutAxes& a = r.only;
-  if (specs.empty() && !fixed_axes_text(a).empty())
+  const int fixed = fixed_count(a);
+  // One axis alone: its own check below names its rule.
+  if (specs.empty() && fixed > 1)
     throw InputError(fixed_axes_text(a) + ": no candidate layout of this request has these values together (tp: the "
-                     "divisors of a node's GPUs; cp: powers of two; pp: the divisors of GPUs / (tp x cp) up to the "
-                     "layers; vpp: docs/planning.md; micro-batch: powers of two)");
-  check_axis("--tp", a.tp, specs, [](const StepSpec& s) { return s.layout.tp; },
+                     "divisors of a node's GPUs that divide the cluster's; cp: powers of two; pp: the divisors of "
+                     "GPUs / (tp x cp) up to the layers; vpp: docs/planning.md; ep: the divisors of the experts, 1 for "
+                     "a dense model; etp: the tp values; micro-batch: powers of two)");
+  check_axis("--tp", a.tp, specs, fixed == 1, [](const StepSpec& s) { return s.layout.tp; },
              "tp: the divisors of a node's GPUs that divide the cluster's");
-  check_axis("--cp", a.cp, specs, [](const StepSpec& s) { return s.layout.cp; },
+  check_axis("--cp", a.cp, specs, fixed == 1, [](const StepSpec& s) { return s.layout.cp; },
              "cp: 1, 2, 4, ... up to GPUs / tp");
-  check_axis("--pp", a.pp, specs, [](const StepSpec& s) { return s.layout.pp; },
+  check_axis("--pp", a.pp, specs, fixed == 1, [](const StepSpec& s) { return s.layout.pp; },
              "pp: the divisors of GPUs / (tp x cp) up to the layers");
-  check_axis("--vpp", a.vpp, specs, [](const StepSpec& s) { return s.layout.vpp; },
+  check_axis("--vpp", a.vpp, specs, fixed == 1, [](const StepSpec& s) { return s.layout.vpp; },
              "vpp > 1: pp x vpp parts that divide the layers, or the layers + 2 with two a part; the interleaved "
              "schedule, with pp > 1");
-  check_axis("--ep", a.ep, specs, [](const StepSpec& s) { return s.layout.ep; },
+  check_axis("--ep", a.ep, specs, fixed == 1, [](const StepSpec& s) { return s.layout.ep; },
              "ep: the divisors of the experts; 1 for a dense model");
-  check_axis("--etp", a.etp, specs, [](const StepSpec& s) { return s.layout.expert_tp(); },
+  check_axis("--etp", a.etp, specs, fixed == 1, [](const StepSpec& s) { return s.layout.expert_tp(); },
              "etp: the tp values; for a dense model tp");
-  check_axis("--micro-batch", a.micro_batch, specs, [](const StepSpec& s) { return s.micro_batch; },
+  check_axis("--micro-batch", a.micro_batch, specs, fixed == 1, [](const StepSpec& s) { return s.micro_batch; },
              "micro-batch: powers of two up to the global batch / the data-parallel size");
 }
 
@@ -237,7 +245,6 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
       if (tp * cp == gpus) break;
     }
   }
-  check_fixed_axes(r, out);
   return out;
 }
 
@@ -291,6 +298,10 @@ std::int64_t zero_transient_bytes(const ModelSpec& model, const StepShape& shape
 }
 
 }  // namespace
+
+void check_fixed_axes(const LayoutRequest& r) {
+  if (fixed_count(r.only) > 0) check_axes_of(r, candidate_specs(r));
+}
 
 std::vector<int> zero_stages(const LayoutRequest& r) {
   return sorted_or(r.zero_stages, std::vector<int>(kDefaultZeroStages.begin(), kDefaultZeroStages.end()));

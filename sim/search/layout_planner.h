@@ -9,7 +9,7 @@
 //    under its reason: the rule derive_step_shape (or the activation accounting) names, with its
 //    numbers written N, or "does not fit".
 // 2. plan_layouts estimates each fitting layout's step (step_estimate.h: the same cost models on a
-//    one-microbatch sample, timed for the real microbatches), ranks them by estimated tokens/s
+//    sample of a few microbatches, timed for the real microbatches), ranks them by estimated tokens/s
 //    per GPU, simulates the best 2K in full and ranks those by their simulated figures.
 // 3. plan_for_token_rate walks whole node counts until the best layout's simulated rate reaches
 //    a number of tokens a day.
@@ -68,9 +68,9 @@ inline constexpr std::array<int, 3> kDefaultMoeChunks{1, 2, 4};
 inline constexpr std::array<int, 2> kDefaultZeroStages{0, 1};
 
 // Axes a request fixes (`plan --global-batch --tp 2 --pp 8,16 ...`): each the values to try, in
-// place of the planner's own list for that axis (empty: its own). A value the planner never
-// enumerates for the request (a pp that divides no GPUs / (tp x cp), ...) is an InputError naming
-// the flag, so that a restriction never empties the plan silently.
+// place of the planner's own list for that axis (empty: its own). check_fixed_axes refuses a value
+// the planner never enumerates for the request (a pp that divides no GPUs / (tp x cp), ...), so
+// that a restriction does not empty a plan silently.
 struct LayoutAxes {
   std::vector<int> tp, cp, pp, vpp, ep, etp;
   std::vector<std::int64_t> micro_batch;
@@ -124,6 +124,12 @@ std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec
 
 // Throws InputError (naming --model) for a model without an architecture.
 LayoutEnumeration enumerate_layouts(const LayoutRequest& request);
+
+// Throws InputError naming the flag for a value of request.only that no candidate layout of the
+// request has (with the other fixed axes; with several fixed and no candidate at all, naming them
+// all). Not part of enumerate_layouts: the token-rate search plans node counts on which a fixed
+// value may not exist yet.
+void check_fixed_axes(const LayoutRequest& request);
 
 struct PlannedLayout {
   LayoutCandidate candidate;

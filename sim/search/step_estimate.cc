@@ -12,10 +12,25 @@
 namespace moesim::search {
 namespace {
 
-// The fewest microbatches per pipeline the schedule runs on this shape (at most the step's own).
-int sample_microbatches(const StepShape& shape) {
+// Passes that carry work the step runs once, which its other microbatches' passes do not repeat:
+// with ZeRO 0-1 the gradient reductions overlapped with the last microbatch's backward, and with
+// fp8 GEMMs the weights' casts in the first microbatch's forward.
+struct OncePasses {
+  bool last_backward = false;
+  bool first_forward = false;
+  bool any() const { return last_backward || first_forward; }
+};
+
+OncePasses once_passes(const StepShape& shape, const StepSpec& spec) {
+  return {spec.overlap_grad_reduce && spec.zero_stage < 2, shape.gemm_dtype == DType::kFp8};
+}
+
+// The fewest microbatches per pipeline the schedule runs on this shape (at most the step's own),
+// and at least two where some passes carry once-a-step work, so that every part has a pass
+// without it to time the others by.
+int sample_microbatches(const StepShape& shape, OncePasses once) {
   PipelineShape p = shape.pipeline;
-  for (p.microbatches = 1; p.microbatches < shape.pipeline.microbatches; ++p.microbatches)
+  for (p.microbatches = once.any() ? 2 : 1; p.microbatches < shape.pipeline.microbatches; ++p.microbatches)
     if (schedule_problem(shape.schedule, p).empty()) return p.microbatches;
   return shape.pipeline.microbatches;
 }
@@ -109,12 +124,26 @@ struct Measured {
   TimeNs head = 0;                    // the latest stage's head: every pass starts after it
 };
 
-Measured measure(const SimulatedStep& sim) {
+// A pass of the sample program: its stage, part, direction and time.
+struct TimedPass {
+  int stage = 0;
+  int part = 0;
+  bool backward = false;
+  double took = 0;
+};
+
+// Each part's pass times are the mean over its sampled passes without once-a-step work; what a
+// once pass takes beyond that mean joins its stage's tail (the stage runs its passes one after
+// the other, so the excess delays its end by as much).
+Measured measure(const SimulatedStep& sim, OncePasses once) {
   const StepShape& shape = sim.report.shape;
+  const int last = shape.pipeline.microbatches - 1;
   SampleSpans spans(sim);
   const auto programs = stage_programs(shape.schedule, shape.pipeline);
   Measured m;
-  m.part_times.assign(static_cast<std::size_t>(shape.num_parts()), PassTimes{0, 0, 0, 0});
+  const auto parts = static_cast<std::size_t>(shape.num_parts());
+  std::vector<double> sum(2 * parts, 0), count(2 * parts, 0);
+  std::vector<TimedPass> once_taken;
   for (int s = 0; s < shape.stages(); ++s) {
     TimeNs previous_end = 0;
     for (const PipeAction& a : programs[static_cast<std::size_t>(s)]) {
@@ -123,13 +152,30 @@ Measured measure(const SimulatedStep& sim) {
       const Span& span = spans.at(backward, a.microbatch, part);
       // A pass runs from when it could start on its stage: the stage is free and its input is on the way.
       const double took = static_cast<double>(span.end - std::max(span.start, previous_end));
-      PassTimes& t = m.part_times[static_cast<std::size_t>(part)];
-      (backward ? t.backward : t.forward) += took / shape.pipeline.microbatches;
+      const bool is_once = last > 0 && (backward ? once.last_backward && a.microbatch == last
+                                                 : once.first_forward && a.microbatch == 0);
+      if (is_once) {
+        once_taken.push_back({s, part, backward, took});
+      } else {
+        sum[2 * static_cast<std::size_t>(part) + backward] += took;
+        count[2 * static_cast<std::size_t>(part) + backward] += 1;
+      }
       previous_end = span.end;
     }
     m.tail.push_back(spans.stage_end(s) - previous_end);
     m.head = std::max(m.head, spans.head_end(s));
   }
+  m.part_times.assign(parts, PassTimes{0, 0, 0, 0});
+  auto mean = [&](int part, bool backward) {
+    const std::size_t k = 2 * static_cast<std::size_t>(part) + backward;
+    return count[k] > 0 ? sum[k] / count[k] : 0.0;
+  };
+  for (std::size_t q = 0; q < parts; ++q) {
+    m.part_times[q].forward = mean(static_cast<int>(q), false);
+    m.part_times[q].backward = mean(static_cast<int>(q), true);
+  }
+  for (const TimedPass& p : once_taken)
+    m.tail[static_cast<std::size_t>(p.stage)] += static_cast<TimeNs>(p.took - mean(p.part, p.backward));
   return m;
 }
 
@@ -150,7 +196,8 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
     return est;
   }
   StepSpec sample = spec;
-  const int sampled = sample_microbatches(shape);
+  const OncePasses once = once_passes(shape, spec);
+  const int sampled = sample_microbatches(shape, once);
   sample.global_batch = std::int64_t{sampled} * spec.micro_batch * shape.dp;
   const SimulatedStep sim = simulate_training_step(model, cluster, sample, network);
   est.sampled_microbatches = sampled;
@@ -158,7 +205,7 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
   if (est.exact) {
     est.step_ns = sim.report.step_ns;
   } else {
-    const Measured m = measure(sim);
+    const Measured m = measure(sim, once);
     const auto programs = stage_programs(shape.schedule, shape.pipeline);
     const ProgramTiming timing = time_programs_by_part(shape.schedule, shape.pipeline, programs, m.part_times);
     double step = 0;

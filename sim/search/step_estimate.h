@@ -3,24 +3,25 @@
 // takes seconds, most of it in the many microbatches of a long pipeline.
 //
 // The estimate uses the same cost models, on a smaller graph: the step is simulated with the
-// fewest microbatches per pipeline its schedule runs (1; one group of `pp` for the interleaved
-// schedule), and from that trace it takes
+// fewest microbatches per pipeline its schedule runs (one group of `pp` for the interleaved
+// schedule; at least 2 where some passes carry once-a-step work: the last microbatch's backward
+// beside ZeRO 0-1's gradient reductions, the first microbatch's forward with fp8 weight casts),
+// and from that trace it takes
 //   - each model part's forward and backward pass time: from when the pass could start on its
 //     stage (the incoming transfer's start, or the stage's previous pass's end) to its last
-//     task's end, averaged over the sampled microbatches; the transfer that brings a pass its
-//     input is thus part of the pass, as the step builder makes the consumer wait for it;
+//     task's end, averaged over the sampled passes without once-a-step work; the transfer that
+//     brings a pass its input is thus part of the pass, as the step builder makes the consumer
+//     wait for it;
 //   - the head: the latest stage's end of its tasks before the passes (the gradient buffer's zeroing);
 //   - each stage's tail: from its last pass's end to the end of its gradient reductions,
-//     optimizer and weight all-gather.
+//     optimizer and weight all-gather, plus what its once-a-step passes took beyond the mean.
 // sim/schedule's time_programs then times the real number of microbatches with those pass times,
 // and the step is the head plus the latest stage's last pass plus its tail. When the sample is the whole step
 // (as many microbatches), the estimate is the simulated step itself.
 //
 // What it leaves out: contention between passes of different microbatches (transfers sharing
-// links with tensor-parallel collectives), and the gradient reductions' interference with the
-// last microbatch's backward is measured on the sample's own. With --precision fp8 the sampled
-// first microbatch's passes include the weights' fp8 casts, which the real step runs once: the
-// estimate counts them for every microbatch (an over-estimate of (microbatches - 1) casts per part). tests/sim/search/step_estimate_test.cc
+// links with tensor-parallel collectives); a once-a-step pass's excess is added to its stage's
+// end, as if nothing else on the stage had hidden it. tests/sim/search/step_estimate_test.cc
 // measures the error against full simulations.
 #pragma once
 

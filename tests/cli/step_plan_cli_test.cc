@@ -77,6 +77,17 @@ TEST_F(Cli, StepPlanTriesOnlyTheValuesOfTheAxesItFixes) {
   }
 }
 
+// The token-rate search with a fixed axis that only larger clusters have: the node counts without
+// it have no candidate layout, and the search goes on.
+TEST_F(Cli, StepPlanTokenRateSearchGoesOnPastNodeCountsWithoutAFixedValue) {
+  const Result r = run("plan --model tests/sim/search/data/tiny-gpt-5.yaml --hardware dgx-a100-80gb-hdr --global-batch "
+                       "16 --jobs 2 --top 1 --tp 8 --pp 2 --target-tokens-per-day 1e30 --max-nodes 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("    1 node(s)      8 GPUs: no candidate layout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    2 node(s)     16 GPUs: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tp 8, cp 1, pp 2"), std::string::npos) << r.out;
+}
+
 // --zero-stages: the ZeRO stages tried, named in the header and the JSON's request; every layout
 // shown is one of them (the default, 0 and 1, is not named in the header).
 TEST_F(Cli, StepPlanTriesTheZeroStagesItIsGiven) {
@@ -175,10 +186,12 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
   const std::pair<std::string, std::string> cases[] = {
       {kTinyPlan + " --tokens 4096", "--tokens belongs to the MoE-layer plan"},
       {kTinyPlan + " --no-dtd", "--no-dtd belongs to the MoE-layer plan"},
-      {kTinyPlan + " --gpus 8 --pp 3", "--pp 3: no candidate layout of this request has these values together"},
-      {kTinyPlan + " --gpus 8 --tp 2,x", "--tp"},
-      {kTinyPlan + " --gpus 8 --micro-batch 3", "--micro-batch 3: no candidate layout of this request has these values together"},
-      {kTinyPlan + " --gpus 8 --ep 2", "--ep 2: no candidate layout of this request has these values together"},
+      {kTinyPlan + " --gpus 8 --pp 3", "--pp 3: no candidate layout of this request has it (pp: the divisors of GPUs / "
+                                       "(tp x cp) up to the layers)"},
+      {kTinyPlan + " --gpus 8 --tp 2,x", "--tp: 'x' is not"},
+      {kTinyPlan + " --gpus 8 --micro-batch 3", "--micro-batch 3: no candidate layout of this request has it"},
+      {kTinyPlan + " --gpus 8 --ep 2", "--ep 2: no candidate layout of this request has it (ep: the divisors of the "
+                                       "experts; 1 for a dense model)"},
       {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --tokens 4096 --pp 2",
        "--pp belongs to the whole step's layout plan: give --global-batch"},
       {"plan --model moe-gpt-s-64e --hardware adira-8x-dgx-a100 --tokens 4096 --tp 2,4",

@@ -334,6 +334,29 @@ TEST(LayoutPlanner, SplitsLayersUnevenlyWhereThePipelinesPartsDoNotDivideThem) {
   }
 }
 
+// The closed form against the simulated peak on an uneven split (5 layers as 2 + 3): equal
+// without recomputation; above it with full recomputation (where it also counts the largest
+// layer's recomputed tensors, which the simulation frees sooner), never below.
+TEST(LayoutPlanner, ClosedFormPeakOfAnUnevenSplitCoversTheSimulatedPeak) {
+  const LayoutRequest r = tiny_with_layers(5, 8, 16);
+  for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+    StepSpec spec;
+    spec.layout = StepLayout{8, 2, 2, 1, 1, 1};
+    spec.global_batch = 16;
+    spec.sequence_parallel = true;
+    spec.recompute = recompute;
+    spec.part_layers = balanced_part_layers(5, 2);
+    ASSERT_EQ(spec.part_layers, (std::vector<int>{2, 3}));
+    const StepShape shape = derive_step_shape(r.model, r.cluster, spec);
+    const auto closed = static_cast<double>(closed_form_peak_bytes(r.model, spec, shape));
+    const auto simulated = static_cast<double>(simulate_training_step(r.model, r.cluster, spec).report.peak_memory_bytes);
+    std::printf("recompute %s: closed form %.4f GiB, simulated %.4f GiB\n", std::string(to_string(recompute)).c_str(),
+                closed / (1 << 30), simulated / (1 << 30));
+    EXPECT_GE(closed, simulated);
+    EXPECT_LE(closed, simulated * (recompute == Recompute::kNone ? 1.0 : 1.25));
+  }
+}
+
 TEST(LayoutPlanner, FixedAxesKeepExactlyTheMatchingLayoutsOfTheFullEnumeration) {
   LayoutRequest r = tiny_moe(8, 8);
   r.moe_chunks = {1};
@@ -352,14 +375,21 @@ TEST(LayoutPlanner, FixedAxesKeepExactlyTheMatchingLayoutsOfTheFullEnumeration) 
   std::set<std::string> kept;
   for (const LayoutCandidate& c : enumerate_layouts(r).fitting) kept.insert(key(c.spec));
   EXPECT_EQ(kept, expected);
+  EXPECT_NO_THROW(check_fixed_axes(r));
   r.only.vpp = {3};  // 4 layers: pp 2 x vpp 3 neither divides them nor 4 + 2 with two a part
-  EXPECT_THAT(moesim::testing::input_error_of([&] { enumerate_layouts(r); }),
+  EXPECT_TRUE(enumerate_layouts(r).fitting.empty());
+  EXPECT_THAT(moesim::testing::input_error_of([&] { check_fixed_axes(r); }),
               HasSubstr("--tp 1,4 --pp 2 --vpp 3 --ep 2 --etp 1 --micro-batch 1: no candidate layout of this request "
                         "has these values together"));
   r.only.vpp = {};
   r.only.tp = {1, 4, 8};  // tp 8 leaves pp 2 no GPU
-  EXPECT_THAT(moesim::testing::input_error_of([&] { enumerate_layouts(r); }),
+  EXPECT_THAT(moesim::testing::input_error_of([&] { check_fixed_axes(r); }),
               HasSubstr("--tp 8: no candidate layout of this request has it with the other axes as given"));
+  r.only = LayoutAxes{};
+  r.only.pp = {3};  // alone: its own rule
+  EXPECT_THAT(moesim::testing::input_error_of([&] { check_fixed_axes(r); }),
+              HasSubstr("--pp 3: no candidate layout of this request has it (pp: the divisors of GPUs / (tp x cp) up "
+                        "to the layers)"));
 }
 
 TEST(LayoutPlanner, RejectsIllegalExpertTensorParallelSizesUnderTheStepsOwnRules) {

@@ -111,8 +111,8 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeL
   }
 }
 
-// Uneven splits (the planner's balanced_part_layers where the parts do not divide the layers):
-// the sample times each part's own passes.
+// Uneven splits (as --part-layers gives them; the planner's balanced_part_layers makes such splits
+// where the parts do not divide the layers): the sample times each part's own passes.
 TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithUnevenParts) {
   struct UnevenCase {
     int pp, vpp;
@@ -138,7 +138,7 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithUnevenParts) {
 TEST(StepEstimate, TimesTheMultiTokenPredictionModuleOnTheLastPart) {
   StepSpec spec;
   spec.layout = StepLayout{64, 1, 2, 1, 8, 1};
-  spec.global_batch = 64;
+  spec.global_batch = 128;  // 4 microbatches per pipeline; the sample runs 2
   spec.seq = 512;
   spec.part_layers = balanced_part_layers(61, 2);
   const ModelSpec model = preset("deepseek-v3");
