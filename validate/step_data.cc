@@ -174,6 +174,16 @@ void read_method(const RowCells& c, StepRow& r) {
   } else {
     r.missing.push_back("no recomputation stated");
   }
+  if (c.has("selective_modules")) {
+    if (r.recompute != Recompute::kSelective)
+      throw InputError(c.at(), "selective_modules '" + c.get("selective_modules") + "' needs recompute selective");
+    std::string list = c.get("selective_modules");
+    std::replace(list.begin(), list.end(), ' ', ',');
+    std::string error;
+    const auto modules = parse_recompute_modules(list, error);
+    if (!modules) throw InputError(c.at(), "selective_modules '" + c.get("selective_modules") + "': " + error);
+    r.selective_modules = *modules;
+  }
   if (c.has("sequence_parallel")) {
     const std::string sp = c.get("sequence_parallel");
     if (sp != "yes" && sp != "no") throw InputError(c.at(), "sequence_parallel '" + sp + "' is not yes or no");

@@ -191,6 +191,9 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
                   "layers of each model part (whole step; --pp x --vpp comma-separated counts in forward order) for an "
                   "uneven split, e.g. 7,8,8,8,8,8,8,6");
   app->add_option("--recompute", s.recompute, "activation recomputation (whole step): none|selective|full");
+  app->add_option("--recompute-modules", s.recompute_modules,
+                  "with --recompute selective: the modules re-run, a list of core_attn, layernorm, moe_act "
+                  "(Megatron-Core's names; default core_attn)");
   app->add_flag("--sequence-parallel", s.sequence_parallel, "Megatron's sequence parallelism (whole step, --tp > 1)");
   app->add_option("--precision", s.precision, "GEMM precision (whole step): bf16 (the model's own math) | fp8");
   app->add_option("--fp8-recipe", s.fp8_recipe,

@@ -74,6 +74,17 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
     spec.schedule = parse_flag("--schedule", s.schedule, parse_pipeline_schedule(s.schedule), pipeline_schedule_names());
   spec.part_layers = parse_part_layers(s.part_layers);
   spec.recompute = parse_flag("--recompute", s.recompute, parse_recompute(s.recompute), recompute_names());
+  if (!s.recompute_modules.empty()) {
+    if (spec.recompute != Recompute::kSelective)
+      throw InputError("--recompute-modules '" + s.recompute_modules + "' needs --recompute selective (got " +
+                       s.recompute + ")");
+    std::string error;
+    const auto modules = parse_recompute_modules(s.recompute_modules, error);
+    if (!modules)
+      throw InputError("--recompute-modules '" + s.recompute_modules + "': " + error + "; valid: " +
+                       YamlValue::join_names(recompute_module_names()));
+    spec.recompute_modules = *modules;
+  }
   spec.sequence_parallel = s.sequence_parallel;
   spec.attention = parse_flag("--attention", s.attention, parse_attention_kernel(s.attention), attention_kernel_names());
   if (s.precision != "bf16" && s.precision != "fp8")
@@ -123,7 +134,7 @@ void refuse_layer_flags(const StepArgs& a) {
 
 const std::vector<std::string>& training_step_only_flags() {
   static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
-                                              "--cp",          "--etp",       "--schedule",  "--recompute",
+                                              "--cp",          "--etp",       "--schedule",  "--recompute", "--recompute-modules",
                                               "--sequence-parallel",
                                               "--precision",   "--fp8-recipe", "--attention", "--no-overlap-grad-reduce",
                                               "--part-layers", "--html", "--host-launch-us"};

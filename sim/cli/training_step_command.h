@@ -22,6 +22,7 @@ struct TrainingStepArgs {
   std::string schedule;  // "" = 1f1b, or interleaved with --vpp > 1
   std::string part_layers;  // --part-layers "4,8,8,..."
   std::string recompute = "none";
+  std::string recompute_modules;  // --recompute-modules: "" = core_attn (with --recompute selective)
   bool sequence_parallel = false;
   std::string precision = "bf16";
   std::string fp8_recipe;  // empty: current scaling

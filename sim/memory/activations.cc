@@ -31,6 +31,7 @@ struct Dims {
   bool dropout = false;
   AttentionKernel kernel = AttentionKernel::kFlash;
   MemoryStrategy strategy = MemoryStrategy::kNone;
+  RecomputeModules modules;
 };
 
 void require(bool ok, const std::string& rule) {
@@ -61,6 +62,10 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   d.dropout = m.architecture.dropout > 0;
   d.kernel = l.attention;
   d.strategy = l.moe_strategy;
+  d.modules = l.modules;
+  require(l.recompute != Recompute::kSelective || !d.modules.moe_act || d.strategy == MemoryStrategy::kNone,
+          "--recompute-modules moe_act with --strategy " + std::string(to_string(d.strategy)) +
+              ": the strategy already restores the experts' hidden columns, the activation's output among them");
   // The step restores T_DI and T_M per chunk in the experts' own layout (sim/step/moe_reuse.h),
   // which parallel folding changes (the rows gathered over etp): not built.
   require(d.strategy == MemoryStrategy::kNone || d.et == d.t,
@@ -195,15 +200,50 @@ std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
   return bytes;
 }
 
-// Applies the recomputation to a layer whose attention is `att` and MLP block keeps `mlp` bytes.
-LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, const ModelSpec& m, const Dims& d,
-                                Recompute r) {
+// The routed experts' activation output (fc2's input) over the rank's expert rows, as moe_mlp
+// counts it: what recomputing moe_act drops.
+std::int64_t moe_act_output(const ModelSpec& m, const Dims& d) {
+  if (d.et != d.t) {
+    const std::int64_t gathered = checked_mul(routed_rows(m, d.n / (d.sp ? d.t : 1)), d.et);
+    return checked_mul({gathered, m.d_ffn / d.et, d.e});
+  }
+  return checked_mul({routed_rows(m, d.n), m.d_ffn / d.t, d.e});
+}
+
+// Selective recomputation of the modules d.modules names: the attention core (its tensors), the
+// layer norms (the two norms' outputs, each the next GEMM's d_model-wide input) and the routed
+// experts' activation (its output, `moe_act` bytes; 0 for a dense layer). What it drops is re-run
+// together before the layer's backward (sim/step), so the re-created tensors live together.
+LayerActivations selective(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, const ModelSpec& m,
+                           const Dims& d) {
+  LayerActivations out{att.kept + mlp, 0};
+  if (d.modules.core_attn) {
+    out.recompute_bytes += att.core_recompute;
+  } else {
+    out.kept_bytes += att.core;
+  }
+  if (d.modules.layernorm) {
+    const std::int64_t outputs = 2 * token_bytes(d, m.d_model, d.e);
+    out.kept_bytes -= outputs;
+    out.recompute_bytes += outputs;
+  }
+  if (d.modules.moe_act) {
+    out.kept_bytes -= moe_act;
+    out.recompute_bytes += moe_act;
+  }
+  return out;
+}
+
+// Applies the recomputation to a layer whose attention is `att` and MLP block keeps `mlp` bytes,
+// `moe_act` of them the routed experts' activation output.
+LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, const ModelSpec& m,
+                                const Dims& d, Recompute r) {
   const std::int64_t all = att.kept + att.core + mlp;
   switch (r) {
     case Recompute::kNone:
       return {all, 0};
     case Recompute::kSelective:
-      return {att.kept + mlp, att.core_recompute};
+      return selective(att, mlp, moe_act, m, d);
     case Recompute::kFull: {
       // Only the layer's input stays (Korthikanti's 2sbh); re-running the forward re-creates the rest.
       const std::int64_t input = token_bytes(d, m.d_model, d.e);
@@ -309,14 +349,14 @@ LayerActivations dense_layer_activations(const ModelSpec& m, const ActivationLay
   const Dims d = resolve(m, l);
   check_ep(m, 1, l);
   require(m.architecture.dense_d_ffn > 0, "model " + m.name + " has no dense layers (no architecture.dense_d_ffn)");
-  return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), m, d, l.recompute);
+  return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), 0, m, d, l.recompute);
 }
 
 LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep) {
   const Dims d = resolve(m, l);
   check_ep(m, ep, l);
   require(m.has_moe_layers(), "model " + m.name + " has no MoE layers");
-  return with_recompute(attention_part(m, d), moe_mlp(m, d), m, d, l.recompute);
+  return with_recompute(attention_part(m, d), moe_mlp(m, d), moe_act_output(m, d), m, d, l.recompute);
 }
 
 MoeReusedTensors moe_reused_tensors(const ModelSpec& m, const ActivationLayout& l) { return reused_tensors(m, resolve(m, l)); }

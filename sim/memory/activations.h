@@ -48,6 +48,7 @@ struct ActivationLayout {
   // s1-s4 (StepSpec::moe_strategy): the MoE MLP keeps neither T_DI (its experts' dispatched input
   // rows) nor T_M (their hidden columns); moe_restored_bytes gives what the backward restores.
   MemoryStrategy moe_strategy = MemoryStrategy::kNone;
+  RecomputeModules modules;  // with Recompute::kSelective: what it drops and re-runs
 };
 
 // The bytes of an MoE layer's T_DI (the rows dispatched to the rank's experts, d_model wide) and

@@ -24,8 +24,9 @@
 //   layers per part  even where the parts divide the layers, else balanced_part_layers
 //        (sim/step/step_shape.h) where it leaves every part a layer (StepSpec::part_layers);
 //   micro-batch  powers of two up to the per-replica batch global / dp;
-//   recompute    none and full; selective too with unfused attention (with FlashAttention it
-//                re-runs nothing, the kernel recomputes its scores itself, so it would be none);
+//   recompute    none and full; selective (core_attn) too with unfused attention (with
+//                FlashAttention it saves only the kernel's output and statistics for a second
+//                run of the kernel); selective's other modules (--recompute-modules) are not tried;
 //   sequence parallelism on whenever tp > 1: Megatron-LM recommends it with tensor parallelism
 //                (the same communication volume, activations of the norms and dropouts / tp);
 //   ZeRO LayoutRequest::zero_stages, by default kDefaultZeroStages: 0 and 1 (the distributed

@@ -19,6 +19,46 @@ std::string_view to_string(Recompute r) { return name_of(kRecompute, r); }
 std::optional<Recompute> parse_recompute(std::string_view s) { return parse_from(kRecompute, s); }
 std::vector<std::string> recompute_names() { return names_of(kRecompute); }
 
+namespace {
+constexpr const char* kModuleNames[] = {"core_attn", "layernorm", "moe_act"};
+bool* module_flag(RecomputeModules& m, std::string_view name) {
+  if (name == "core_attn") return &m.core_attn;
+  if (name == "layernorm") return &m.layernorm;
+  if (name == "moe_act") return &m.moe_act;
+  return nullptr;
+}
+}  // namespace
+
+std::optional<RecomputeModules> parse_recompute_modules(std::string_view list, std::string& error) {
+  RecomputeModules out{false, false, false};
+  if (list.empty()) {
+    error = "an empty list";
+    return std::nullopt;
+  }
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    bool* flag = module_flag(out, name);
+    if (flag == nullptr) {
+      error = "'" + std::string(name) + "' is not a module moesim recomputes";
+      return std::nullopt;
+    }
+    *flag = true;
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  return out;
+}
+
+std::string to_string(const RecomputeModules& m) {
+  std::string out;
+  RecomputeModules copy = m;
+  for (const char* name : kModuleNames)
+    if (*module_flag(copy, name)) out += (out.empty() ? "" : ",") + std::string(name);
+  return out;
+}
+
+std::vector<std::string> recompute_module_names() { return {std::begin(kModuleNames), std::end(kModuleNames)}; }
+
 std::string_view to_string(AttentionKernel a) { return name_of(kAttentionKernels, a); }
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) { return parse_from(kAttentionKernels, s); }
 std::vector<std::string> attention_kernel_names() { return names_of(kAttentionKernels); }

@@ -24,6 +24,24 @@ std::string_view to_string(Recompute r);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::vector<std::string> recompute_names();
 
+// The modules selective recomputation drops in forward and re-runs before the layer's backward,
+// named as Megatron-Core's --recompute-modules names them: core_attn (the attention core, the
+// default and Korthikanti et al.'s selective recomputation), layernorm (the two norms' outputs,
+// the inputs of the attention's and the MLP's first projections and the router) and moe_act (the
+// routed experts' activation output, fc2's input). Megatron-Core's other modules (mlp, moe,
+// mla_up_proj, shared_experts) are not modelled.
+struct RecomputeModules {
+  bool core_attn = true;
+  bool layernorm = false;
+  bool moe_act = false;
+  bool operator==(const RecomputeModules&) const = default;
+};
+// "layernorm,moe_act" -> the modules (none of them unless named); nullopt for an unknown name or
+// an empty list, with `error` saying which.
+std::optional<RecomputeModules> parse_recompute_modules(std::string_view list, std::string& error);
+std::string to_string(const RecomputeModules& m);  // "core_attn,layernorm"
+std::vector<std::string> recompute_module_names();
+
 // How the attention core runs: flash (FlashAttention: one fused kernel, no s x s tensor kept, the
 // softmax statistics instead) or unfused (Megatron-LM of 2021-22: a batched GEMM for QK^T, a
 // fused scale-mask-softmax kernel, dropout, a batched GEMM with V; the s x s scores, softmax
@@ -81,6 +99,7 @@ struct StepSpec {
   // divide evenly (DeepSeek-V3's 61 layers); empty: an even split.
   std::vector<int> part_layers;
   Recompute recompute = Recompute::kNone;
+  RecomputeModules recompute_modules;  // with Recompute::kSelective: what it re-runs
   bool sequence_parallel = false;
   AttentionKernel attention = AttentionKernel::kFlash;
   DType gemm_precision = DType::kBf16;  // bf16 or fp8 (the GEMMs' math; tensors stay in the model's dtype)

@@ -179,6 +179,13 @@ void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) 
     shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.reducescatter", CollectiveOp::kReduceScatter, prefix);
 }
 
+void MoeMlp::recompute_act(Chain& chain, int layer, const std::vector<BufferId>& allocates) {
+  const std::int64_t rows = d_.local_rows(static_cast<int>(e_.shape().expert_group(chain.stage).size()));
+  TaskName task = name(layer, Pass::kBackward, "recompute.experts.act", "recompute", Op::kActivation);
+  task.allocates = allocates;
+  e_.kernel(chain, task, e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+}
+
 // Chunk c's local experts: fc1, the activation and fc2 as batched GEMMs over the rows it received.
 TaskIndex MoeMlp::experts_forward(Chain& chain, int layer, const std::string& prefix, int c) {
   const std::string stage = prefix.empty() ? "experts" : "recompute";

@@ -114,6 +114,9 @@ class MoeMlp {
   // grouped linear per fc whose num_gemms is the local experts' count (TE GroupedLinear).
   int fp8_gemms() const { return (d_.shared_ffn > 0 ? 2 : 0) + 2 * d_.local_experts; }
   void backward(Chain& chain, int layer, BackwardPart part);
+  // Selective recomputation's moe_act: the routed experts' activation over all the microbatch's
+  // rows on the rank, again, before the layer's backward; the task allocates `allocates`.
+  void recompute_act(Chain& chain, int layer, const std::vector<BufferId>& allocates);
 
  private:
   // `kernel`: which memory-bound kernel an elementwise task is (op.h), as the single-layer MoE

@@ -60,9 +60,7 @@ void StepBuilder::layer_buffers(int stage, int microbatch, int layer) {
   const LayerActivations& act = is_moe_layer(model_, kind_layer(layer)) ? *moe_act_ : *dense_act_;
   if (act.kept_bytes > 0)
     kept_[i] = emitter_.buffer(stage, prefix + ".act", act.kept_bytes, MemoryCategory::kActivations);
-  const bool recomputes = spec_.recompute == Recompute::kFull ||
-                          (spec_.recompute == Recompute::kSelective && spec_.attention == AttentionKernel::kUnfused);
-  if (recomputes && act.recompute_bytes > 0)
+  if (spec_.recompute != Recompute::kNone && act.recompute_bytes > 0)
     recomputed_[i] = emitter_.buffer(stage, prefix + ".recompute", act.recompute_bytes,
                                      MemoryCategory::kActivations);
 }
@@ -165,7 +163,8 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   const auto first = static_cast<TaskIndex>(out_.graph.num_tasks());
   if (bpart != BackwardPart::kWeight) {
     if (spec_.recompute == Recompute::kFull) layer_.forward(chain, l, some(recomputed_[i]), "recompute.");
-    if (spec_.recompute == Recompute::kSelective) layer_.recompute_core(chain, l, some(recomputed_[i]));
+    if (spec_.recompute == Recompute::kSelective)
+      layer_.recompute_modules(chain, l, spec_.recompute_modules, some(recomputed_[i]));
     if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
   }
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathers.ids());

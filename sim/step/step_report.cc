@@ -31,6 +31,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["seq"] = r.shape.seq;
   j["schedule"] = std::string(to_string(r.shape.schedule));
   j["recompute"] = std::string(to_string(spec.recompute));
+  if (spec.recompute == Recompute::kSelective) j["recompute_modules"] = to_string(spec.recompute_modules);
   j["sequence_parallel"] = spec.sequence_parallel;
   j["attention"] = std::string(to_string(spec.attention));
   j["gemm_dtype"] = std::string(to_string(r.shape.gemm_dtype));
@@ -126,7 +127,11 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
   if (l.folded()) out << ", experts etp " << l.expert_tp() << " x ep " << l.ep << " x edp " << l.edp();
   out << "; schedule " << to_string(r.shape.schedule) << ", " << r.shape.pipeline.microbatches
       << " microbatches of " << r.shape.micro_batch << " x " << r.shape.seq << " tokens; recompute "
-      << to_string(spec.recompute) << (spec.sequence_parallel ? ", sequence parallel" : "") << ", attention "
+      << to_string(spec.recompute)
+      << (spec.recompute == Recompute::kSelective && spec.recompute_modules != RecomputeModules{}
+              ? " (" + to_string(spec.recompute_modules) + ")"
+              : std::string())
+      << (spec.sequence_parallel ? ", sequence parallel" : "") << ", attention "
       << to_string(spec.attention) << ", " << to_string(r.shape.gemm_dtype) << " GEMMs"
       << (r.shape.gemm_dtype == DType::kFp8 ? " (" + std::string(to_string(r.shape.fp8_recipe)) + " scaling)" : std::string())
       << ", ZeRO " << spec.zero_stage

@@ -233,6 +233,7 @@ ActivationLayout activation_layout(const StepShape& shape, const StepSpec& spec)
   a.etp = shape.layout.expert_tp();
   a.sequence_parallel = spec.sequence_parallel;
   a.recompute = spec.recompute;
+  a.modules = spec.recompute_modules;
   a.attention = spec.attention;
   a.moe_strategy = spec.moe_strategy;
   return a;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "sim/core/error.h"
 #include "sim/spec/model_parameters.h"
@@ -278,10 +279,20 @@ void TransformerLayer::forward(Chain& chain, int layer, const std::vector<Buffer
   mlp_forward(chain, layer, prefix, frees);
 }
 
-void TransformerLayer::recompute_core(Chain& chain, int layer, const std::vector<BufferId>& allocates) {
-  // FlashAttention keeps no s x s tensor: its backward recomputes the scores itself (counted there).
-  if (d_.kernel == AttentionKernel::kFlash) return;
-  core_forward(chain, layer, "recompute.", allocates);
+void TransformerLayer::recompute_modules(Chain& chain, int layer, const RecomputeModules& modules,
+                                         const std::vector<BufferId>& allocates) {
+  std::vector<BufferId> first = allocates;  // the first task emitted allocates
+  if (modules.layernorm) {
+    const std::int64_t region = d_.region_tokens * d_.hidden;
+    for (const char* norm : {"recompute.ln1", "recompute.ln2"}) {
+      TaskName task = name(layer, Pass::kBackward, norm, "recompute");
+      task.allocates = std::exchange(first, {});
+      e_.kernel(chain, task, e_.elementwise(region, region));
+    }
+  }
+  // With flash attention too: Megatron-Core checkpoints the core, whose kernel then runs again.
+  if (modules.core_attn) core_forward(chain, layer, "recompute.", std::exchange(first, {}));
+  if (modules.moe_act && moe_layer(layer)) moe_->recompute_act(chain, layer, std::exchange(first, {}));
 }
 
 void TransformerLayer::mlp_backward(Chain& chain, int layer, BackwardPart part) {

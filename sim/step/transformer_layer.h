@@ -73,8 +73,11 @@ class TransformerLayer {
   // "recompute." re-runs it (stage "recompute") before the backward of full recomputation.
   void forward(Chain& chain, int layer, const std::vector<BufferId>& allocates, const std::string& prefix = "",
                const std::vector<BufferId>& frees = {});
-  // Re-runs what selective recomputation dropped: the unfused attention core (nothing with flash).
-  void recompute_core(Chain& chain, int layer, const std::vector<BufferId>& allocates);
+  // Re-runs what selective recomputation dropped, before the layer's backward: the norms
+  // (layernorm), the attention core (core_attn, either kernel), the routed experts'
+  // activation (moe_act, MoE layers). The first task allocates `allocates`.
+  void recompute_modules(Chain& chain, int layer, const RecomputeModules& modules,
+                         const std::vector<BufferId>& allocates);
   // The layer's backward (or a part of it); the last task frees `frees`. The input gradients'
   // last task (ln1's backward) frees `input_frees` (ZeRO-3's gathered weights).
   void backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& frees,

@@ -41,7 +41,8 @@ Symbols symbols(const ModelSpec& m, const Table3Row& row) {
 }
 
 ActivationLayout unfused(std::int64_t b, int tp, bool sp, Recompute r = Recompute::kNone) {
-  return {.micro_batch = b, .tp = tp, .sequence_parallel = sp, .recompute = r, .attention = AttentionKernel::kUnfused};
+  return {.micro_batch = b, .tp = tp, .sequence_parallel = sp, .recompute = r, .attention = AttentionKernel::kUnfused,
+          .moe_strategy = MemoryStrategy::kNone, .modules = {}};
 }
 
 TEST(Activations, KorthikantiPerLayerFormulasOnTable3Gpts) {
@@ -174,7 +175,8 @@ TEST(Activations, UnevenPartsCountTheirOwnLayers) {
 }
 
 ActivationLayout flash(std::int64_t b, int tp, bool sp, Recompute r = Recompute::kNone) {
-  return {.micro_batch = b, .tp = tp, .sequence_parallel = sp, .recompute = r, .attention = AttentionKernel::kFlash};
+  return {.micro_batch = b, .tp = tp, .sequence_parallel = sp, .recompute = r, .attention = AttentionKernel::kFlash,
+          .moe_strategy = MemoryStrategy::kNone, .modules = {}};
 }
 
 TEST(Activations, Llama3_70bByHand) {
