@@ -240,9 +240,13 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   for (auto [flag, text, what] : {std::tuple{"--pp", &s.pp, "pipeline stages"}, {"--vpp", &s.vpp, "virtual stages"},
                                    {"--cp", &s.cp, "context-parallel degrees"},
                                    {"--etp", &s.etp, "experts' tensor-parallel sizes"},
-                                   {"--micro-batch", &s.micro_batch, "micro-batch sizes"}})
+                                   {"--micro-batch", &s.micro_batch, "micro-batch sizes"},
+                                   {"--recompute", &s.recompute, "recomputations (none, selective, full)"}})
     plan->add_option(flag, *text, std::string("with --global-batch: the ") + what +
                                       " to try, a list or range (default every legal one, docs/planning.md)");
+  plan->add_option("--recompute-modules", s.recompute_modules,
+                   "with --global-batch and selective among --recompute: the modules it re-runs, a list of core_attn, "
+                   "layernorm, moe_act (default core_attn)");
   plan->add_option("--zero-stages", s.zero_stages,
                    "with --global-batch: the ZeRO stages to try, a list or range of 0-3 (default 0,1; 2 and 3 shard "
                    "the gradients, and 3 the weights, for layouts that would not fit)");

@@ -58,7 +58,28 @@ search::LayoutAxes fixed_axes(const PlanArgs& a, const StepPlanArgs& s) {
   only.etp = degrees("--etp", s.etp);
   if (!s.micro_batch.empty())
     only.micro_batch = first_of_each(parse_int_list("--micro-batch", s.micro_batch, 1, kMaxTokensPerGpu));
+  for (const std::string& name : s.recompute.empty() ? std::vector<std::string>{} : split_list("--recompute", s.recompute)) {
+    const auto r = parse_recompute(name);
+    if (!r)
+      throw InputError("--recompute: '" + name + "' is not a recomputation; valid: " +
+                       YamlValue::join_names(recompute_names()));
+    only.recompute.push_back(*r);
+  }
+  only.recompute = first_of_each(only.recompute);
   return only;
+}
+
+RecomputeModules selective_modules(const StepPlanArgs& s, const search::LayoutAxes& only) {
+  if (s.recompute_modules.empty()) return {};
+  if (std::find(only.recompute.begin(), only.recompute.end(), Recompute::kSelective) == only.recompute.end())
+    throw InputError("--recompute-modules '" + s.recompute_modules +
+                     "' says what selective recomputation re-runs; give --recompute with selective among its values");
+  std::string error;
+  const auto modules = parse_recompute_modules(s.recompute_modules, error);
+  if (!modules)
+    throw InputError("--recompute-modules '" + s.recompute_modules + "': " + error + "; valid: " +
+                     YamlValue::join_names(recompute_module_names()));
+  return *modules;
 }
 
 search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
@@ -85,6 +106,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   if (!s.zero_stages.empty())
     for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
   r.only = fixed_axes(a, s);
+  r.selective_modules = selective_modules(s, r.only);
   r.routing = parse_routing_flag(a.routing);
   r.seed = a.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
@@ -112,7 +134,9 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   if (moe) out << ", chunks " << s.moe_chunks;
   if (s.moe_strategy != MemoryStrategy::kNone) out << ", memory reuse " << to_string(s.moe_strategy);
   if (s.schedule) out << ", schedule " << to_string(*s.schedule);
-  out << ", recompute " << to_string(s.recompute) << ", ZeRO " << s.zero_stage;
+  out << ", recompute " << to_string(s.recompute);
+  if (s.recompute == Recompute::kSelective) out << " (" << to_string(s.recompute_modules) << ")";
+  out << ", ZeRO " << s.zero_stage;
   if (!s.part_layers.empty()) out << ", layers per part " << part_layers_text(s.part_layers);
   return out.str();
 }
@@ -195,7 +219,8 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool r
   return row + buf;
 }
 
-void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse, bool schedule) {
+void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse, bool schedule,
+                 const std::string& selective) {
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
@@ -217,7 +242,8 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, b
       << (moe ? "; etp: the experts' tensor-parallel size, folded where it is not tp; chunks: the MoE layers' "
                 "sub-stage pipelining"
               : "")
-      << (reuse ? "; reuse: the MoE layers' memory-reuse strategy (--strategies)" : "") << ")\n";
+      << (reuse ? "; reuse: the MoE layers' memory-reuse strategy (--strategies)" : "")
+      << (selective.empty() ? "" : "; selective re-runs " + selective) << ")\n";
 }
 
 Json layout_json(const PlannedLayout& p) {
@@ -236,6 +262,7 @@ Json layout_json(const PlannedLayout& p) {
   j["moe_strategy"] = std::string(to_string(s.moe_strategy));
   j["schedule"] = std::string(to_string(s.effective_schedule()));
   j["recompute"] = std::string(to_string(s.recompute));
+  if (s.recompute == Recompute::kSelective) j["recompute_modules"] = to_string(s.recompute_modules);
   j["sequence_parallel"] = s.sequence_parallel;
   j["zero"] = s.zero_stage;
   j["part_layers"] = s.part_layers;  // empty: an even split
@@ -348,7 +375,8 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
 const std::vector<std::string>& step_plan_only_flags() {
   static const std::vector<std::string> flags{"--seq",        "--top",  "--target-tokens-per-day", "--attention",
                                               "--host-launch-us", "--zero-stages", "--schedules", "--pp",
-                                              "--vpp",        "--cp",   "--etp",  "--micro-batch"};
+                                              "--vpp",        "--cp",   "--etp",  "--micro-batch", "--recompute",
+                                              "--recompute-modules"};
   return flags;
 }
 
@@ -383,7 +411,10 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());
   print_header(out, r, plan);
-  print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty());
+  const bool selective = std::find(r.only.recompute.begin(), r.only.recompute.end(), Recompute::kSelective) !=
+                         r.only.recompute.end();
+  print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty(),
+              selective && r.selective_modules != RecomputeModules{} ? to_string(r.selective_modules) : "");
   if (!a.json_path.empty()) {
     Json j = request_json(r, version);
     j["plan"] = plan_json(r, plan);

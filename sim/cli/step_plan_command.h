@@ -25,6 +25,8 @@ struct StepPlanArgs {
   // The axes the plan fixes (search::LayoutAxes), lists or ranges; "" = every legal value. --tp
   // and --ep come in PlanArgs, which the MoE-layer plan shares.
   std::string pp, vpp, cp, etp, micro_batch;
+  std::string recompute;          // --recompute: the recomputations to try, a list; "" = the planner's
+  std::string recompute_modules;  // --recompute-modules: what selective re-runs; "" = core_attn
 };
 
 // The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.

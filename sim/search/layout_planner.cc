@@ -97,8 +97,9 @@ std::vector<MemoryStrategy> moe_strategies(const LayoutRequest& r) {
   return sorted_or(r.moe_strategies, {MemoryStrategy::kNone});
 }
 
-std::vector<Recompute> recomputations(AttentionKernel attention) {
-  if (attention == AttentionKernel::kUnfused) return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+std::vector<Recompute> recomputations(const LayoutRequest& r) {
+  if (!r.only.recompute.empty()) return r.only.recompute;
+  if (r.attention == AttentionKernel::kUnfused) return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   return {Recompute::kNone, Recompute::kFull};
 }
 
@@ -109,7 +110,7 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
   const std::int64_t replica_batch = std::max<std::int64_t>(1, r.global_batch / layout.dp());
   for (std::int64_t mb = 1; mb <= replica_batch; mb *= 2) {
     if (!allowed(r.only.micro_batch, mb)) continue;
-    for (Recompute recompute : recomputations(r.attention)) {
+    for (Recompute recompute : recomputations(r)) {
       const std::vector<int> zeros = zero_stages(r);
       for (int zero : zeros) {
         // Nothing to shard over: every stage is ZeRO 0, tried once (as the smallest requested).
@@ -120,6 +121,7 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
         s.micro_batch = mb;
         s.seq = r.seq;
         s.recompute = recompute;
+        if (recompute == Recompute::kSelective) s.recompute_modules = r.selective_modules;
         s.sequence_parallel = layout.tp > 1;
         s.attention = r.attention;
         s.zero_stage = zero;

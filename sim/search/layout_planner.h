@@ -75,6 +75,9 @@ inline constexpr std::array<int, 2> kDefaultZeroStages{0, 1};
 struct LayoutAxes {
   std::vector<int> tp, cp, pp, vpp, ep, etp;
   std::vector<std::int64_t> micro_batch;
+  // The recomputations to try in place of the planner's (none and full; selective too with
+  // unfused attention); selective re-runs LayoutRequest::selective_modules.
+  std::vector<Recompute> recompute;
 };
 
 struct LayoutRequest {
@@ -96,6 +99,7 @@ struct LayoutRequest {
   std::uint64_t seed = 1;
   std::optional<std::int64_t> host_launch_ns;  // StepSpec::host_launch_ns for every layout
   LayoutAxes only;  // the axes the request fixes
+  RecomputeModules selective_modules;  // what selective recomputation re-runs (--recompute-modules)
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -390,6 +391,36 @@ TEST(LayoutPlanner, FixedAxesKeepExactlyTheMatchingLayoutsOfTheFullEnumeration) 
   EXPECT_THAT(moesim::testing::input_error_of([&] { check_fixed_axes(r); }),
               HasSubstr("--pp 3: no candidate layout of this request has it (pp: the divisors of GPUs / (tp x cp) up "
                         "to the layers)"));
+}
+
+// --recompute and --recompute-modules: the recomputations tried, selective with the modules given;
+// dropping the norms' and the experts' activation outputs lowers the closed-form peak.
+TEST(LayoutPlanner, TriesTheRequestedRecomputationsWithTheirModules) {
+  LayoutRequest r = tiny_moe(8, 8);
+  r.moe_chunks = {1};
+  r.only.recompute = {Recompute::kNone, Recompute::kSelective};
+  r.selective_modules = {false, true, true};
+  std::map<std::string, std::map<Recompute, std::int64_t>> peaks;  // by the rest of the layout
+  for (const LayoutCandidate& c : enumerate_layouts(r).fitting) {
+    EXPECT_NE(c.spec.recompute, Recompute::kFull);
+    if (c.spec.recompute == Recompute::kSelective) {
+      EXPECT_EQ(c.spec.recompute_modules, r.selective_modules);
+    } else {
+      EXPECT_EQ(c.spec.recompute_modules, RecomputeModules{});
+    }
+    StepSpec rest = c.spec;
+    rest.recompute = Recompute::kNone;
+    peaks[key(rest)][c.spec.recompute] = c.memory_estimate_bytes;
+  }
+  // Never higher; lower where more than one layer's worth is kept at the peak (with one, the
+  // re-created tensors of the layer in backward take the room the dropped ones left).
+  int lower = 0;
+  for (const auto& [layout, by] : peaks) {
+    if (by.size() < 2) continue;
+    EXPECT_LE(by.at(Recompute::kSelective), by.at(Recompute::kNone)) << layout;
+    lower += by.at(Recompute::kSelective) < by.at(Recompute::kNone);
+  }
+  EXPECT_GT(lower, 0);
 }
 
 TEST(LayoutPlanner, RejectsIllegalExpertTensorParallelSizesUnderTheStepsOwnRules) {
