@@ -337,12 +337,13 @@ void StepSelection::check_matched(const std::vector<StepDataset>& datasets, cons
   }
 }
 
-double published_iteration_flops(const ModelSpec& model, std::int64_t global_batch, std::int64_t seq, Recompute r) {
+double published_iteration_flops(const ModelSpec& model, std::int64_t global_batch, std::int64_t seq, Recompute r,
+                                 const RecomputeModules& modules) {
   const double b = static_cast<double>(global_batch), s = static_cast<double>(seq);
   const double h = static_cast<double>(model.d_model), layers = model.num_layers;
   const double v = static_cast<double>(model.architecture.vocab_size);
   // The attention core's s/(6h) counts once more when selective recomputation re-runs it.
-  const double core = r == Recompute::kSelective ? s / (3 * h) : s / (6 * h);
+  const double core = r == Recompute::kSelective && modules.core_attn ? s / (3 * h) : s / (6 * h);
   const double layer_passes = r == Recompute::kFull ? 4 : 3;  // forward, backward (2x), recomputed forward
   const double layer_terms = 24 * layer_passes * b * layers * s * h * h * (1 + core);
   return layer_terms + 6 * b * s * h * v;

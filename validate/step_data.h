@@ -150,6 +150,7 @@ struct StepSelection {
 // attention core's forward once more (s/(3h) for s/(6h)); with full recomputation every layer's
 // forward once more (96 for 72 on the layers' terms; the logits are not recomputed). B the global
 // batch in sequences, L layers, s the sequence, h the hidden size, V the vocabulary.
-double published_iteration_flops(const ModelSpec& model, std::int64_t global_batch, std::int64_t seq, Recompute r);
+double published_iteration_flops(const ModelSpec& model, std::int64_t global_batch, std::int64_t seq, Recompute r,
+                                 const RecomputeModules& modules = {});
 
 }  // namespace moesim::validate

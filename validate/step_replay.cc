@@ -139,7 +139,8 @@ StepComparison simulate_step_row(const StepDataset& d, const PreparedStepRow& p,
   } else {
     // TFLOP/s as the source counts them; the error does not depend on the count: with the same
     // FLOPs on both sides it is measured time / simulated time - 1.
-    const double flops = published_iteration_flops(p.model, p.spec.global_batch, p.spec.seq, p.spec.recompute);
+    const double flops = published_iteration_flops(p.model, p.spec.global_batch, p.spec.seq, p.spec.recompute,
+                                                   p.spec.recompute_modules);
     c.simulated = flops / (c.simulated_step_s * c.row.gpus) / 1e12;
   }
   return c;

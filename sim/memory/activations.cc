@@ -211,11 +211,12 @@ std::int64_t moe_act_output(const ModelSpec& m, const Dims& d) {
 }
 
 // Selective recomputation of the modules d.modules names: the attention core (its tensors), the
-// layer norms (the two norms' outputs, each the next GEMM's d_model-wide input) and the routed
-// experts' activation (its output, `moe_act` bytes; 0 for a dense layer). What it drops is re-run
-// together before the layer's backward (sim/step), so the re-created tensors live together.
-LayerActivations selective(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, const ModelSpec& m,
-                           const Dims& d) {
+// layer norms that are modules of their own (layernorm_outputs of them, each the next GEMM's
+// d_model-wide input; recomputable_norms) and the routed experts' activation (its output,
+// `moe_act` bytes; 0 for a dense layer). What it drops is re-run together before the layer's
+// backward (sim/step), so the re-created tensors live together.
+LayerActivations selective(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, int norms,
+                           const ModelSpec& m, const Dims& d) {
   LayerActivations out{att.kept + mlp, 0};
   if (d.modules.core_attn) {
     out.recompute_bytes += att.core_recompute;
@@ -223,7 +224,7 @@ LayerActivations selective(const AttentionPart& att, std::int64_t mlp, std::int6
     out.kept_bytes += att.core;
   }
   if (d.modules.layernorm) {
-    const std::int64_t outputs = 2 * token_bytes(d, m.d_model, d.e);
+    const std::int64_t outputs = norms * token_bytes(d, m.d_model, d.e);
     out.kept_bytes -= outputs;
     out.recompute_bytes += outputs;
   }
@@ -236,14 +237,14 @@ LayerActivations selective(const AttentionPart& att, std::int64_t mlp, std::int6
 
 // Applies the recomputation to a layer whose attention is `att` and MLP block keeps `mlp` bytes,
 // `moe_act` of them the routed experts' activation output.
-LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, const ModelSpec& m,
-                                const Dims& d, Recompute r) {
+LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, bool moe_layer,
+                                const ModelSpec& m, const Dims& d, Recompute r) {
   const std::int64_t all = att.kept + att.core + mlp;
   switch (r) {
     case Recompute::kNone:
       return {all, 0};
     case Recompute::kSelective:
-      return selective(att, mlp, moe_act, m, d);
+      return selective(att, mlp, moe_act, recomputable_norms(m, moe_layer), m, d);
     case Recompute::kFull: {
       // Only the layer's input stays (Korthikanti's 2sbh); re-running the forward re-creates the rest.
       const std::int64_t input = token_bytes(d, m.d_model, d.e);
@@ -345,18 +346,22 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
 
 }  // namespace
 
+int recomputable_norms(const ModelSpec& m, bool moe_layer) {
+  return (m.architecture.attention.kind == AttentionKind::kMla ? 1 : 0) + (moe_layer ? 1 : 0);
+}
+
 LayerActivations dense_layer_activations(const ModelSpec& m, const ActivationLayout& l) {
   const Dims d = resolve(m, l);
   check_ep(m, 1, l);
   require(m.architecture.dense_d_ffn > 0, "model " + m.name + " has no dense layers (no architecture.dense_d_ffn)");
-  return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), 0, m, d, l.recompute);
+  return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), 0, false, m, d, l.recompute);
 }
 
 LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep) {
   const Dims d = resolve(m, l);
   check_ep(m, ep, l);
   require(m.has_moe_layers(), "model " + m.name + " has no MoE layers");
-  return with_recompute(attention_part(m, d), moe_mlp(m, d), moe_act_output(m, d), m, d, l.recompute);
+  return with_recompute(attention_part(m, d), moe_mlp(m, d), moe_act_output(m, d), true, m, d, l.recompute);
 }
 
 MoeReusedTensors moe_reused_tensors(const ModelSpec& m, const ActivationLayout& l) { return reused_tensors(m, resolve(m, l)); }

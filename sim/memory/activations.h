@@ -97,6 +97,13 @@ std::int64_t output_activations(const ModelSpec& model, const ActivationLayout& 
 // layer and cross-entropy as output_activations counts them.
 std::int64_t mtp_activations(const ModelSpec& model, const ActivationLayout& layout);
 
+// The layer norms of a layer that Megatron-Core's layernorm recompute module re-runs: those that
+// are modules of their own. Its Transformer Engine layer spec fuses a norm into the linear layer
+// after it (TELayerNormColumnParallelLinear, which keeps the norm's output itself) for the
+// attention's QKV projection and a dense MLP's fc1; MLA's input norm (before its down
+// projections) and an MoE layer's pre-MLP norm (before the router and the experts) stay apart.
+int recomputable_norms(const ModelSpec& model, bool moe_layer);
+
 struct PipelineLayout {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   int stages = 1;          // p

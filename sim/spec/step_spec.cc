@@ -35,18 +35,22 @@ std::optional<RecomputeModules> parse_recompute_modules(std::string_view list, s
     error = "an empty list";
     return std::nullopt;
   }
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    const std::string_view name = list.substr(0, comma);
+  for (std::size_t from = 0;;) {
+    const std::size_t comma = list.find(',', from);
+    const std::string_view name = list.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from);
     bool* flag = module_flag(out, name);
     if (flag == nullptr) {
-      error = "'" + std::string(name) + "' is not a module moesim recomputes";
+      error = name.empty() ? "an empty name" : "'" + std::string(name) + "' is not a module moesim recomputes";
+      return std::nullopt;
+    }
+    if (*flag) {
+      error = "'" + std::string(name) + "' named twice";
       return std::nullopt;
     }
     *flag = true;
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (comma == std::string_view::npos) return out;
+    from = comma + 1;
   }
-  return out;
 }
 
 std::string to_string(const RecomputeModules& m) {

@@ -26,8 +26,9 @@ std::vector<std::string> recompute_names();
 
 // The modules selective recomputation drops in forward and re-runs before the layer's backward,
 // named as Megatron-Core's --recompute-modules names them: core_attn (the attention core, the
-// default and Korthikanti et al.'s selective recomputation), layernorm (the two norms' outputs,
-// the inputs of the attention's and the MLP's first projections and the router) and moe_act (the
+// default and Korthikanti et al.'s selective recomputation), layernorm (the outputs of the norms
+// that are modules of their own: MLA's input norm and an MoE layer's pre-MLP norm; Transformer
+// Engine fuses the others into the next linear layer; sim/memory/activations.h) and moe_act (the
 // routed experts' activation output, fc2's input). Megatron-Core's other modules (mlp, moe,
 // mla_up_proj, shared_experts) are not modelled.
 struct RecomputeModules {

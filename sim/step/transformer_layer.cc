@@ -283,8 +283,11 @@ void TransformerLayer::recompute_modules(Chain& chain, int layer, const Recomput
                                          const std::vector<BufferId>& allocates) {
   std::vector<BufferId> first = allocates;  // the first task emitted allocates
   if (modules.layernorm) {
+    // The norms that are modules of their own (sim/memory/activations.h, recomputable_norms).
     const std::int64_t region = d_.region_tokens * d_.hidden;
-    for (const char* norm : {"recompute.ln1", "recompute.ln2"}) {
+    const bool attention_norm = model_.architecture.attention.kind == AttentionKind::kMla;
+    for (auto [norm, apart] : {std::pair{"recompute.ln1", attention_norm}, {"recompute.ln2", moe_layer(layer)}}) {
+      if (!apart) continue;
       TaskName task = name(layer, Pass::kBackward, norm, "recompute");
       task.allocates = std::exchange(first, {});
       e_.kernel(chain, task, e_.elementwise(region, region));

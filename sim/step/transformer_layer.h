@@ -73,8 +73,8 @@ class TransformerLayer {
   // "recompute." re-runs it (stage "recompute") before the backward of full recomputation.
   void forward(Chain& chain, int layer, const std::vector<BufferId>& allocates, const std::string& prefix = "",
                const std::vector<BufferId>& frees = {});
-  // Re-runs what selective recomputation dropped, before the layer's backward: the norms
-  // (layernorm), the attention core (core_attn, either kernel), the routed experts'
+  // Re-runs what selective recomputation dropped, before the layer's backward: the norms that
+  // are modules of their own (layernorm: MLA's input norm, an MoE layer's pre-MLP norm), the attention core (core_attn, either kernel), the routed experts'
   // activation (moe_act, MoE layers). The first task allocates `allocates`.
   void recompute_modules(Chain& chain, int layer, const RecomputeModules& modules,
                          const std::vector<BufferId>& allocates);

@@ -32,21 +32,50 @@ int count_tasks(const TaskGraph& g, const std::string& id_part) {
   return n;
 }
 
-TEST(RecomputeModules, LayernormDropsBothNormsOutputs) {
-  // Llama 3 70B (h 8192, bf16), b 1, s 8192, t 8 with SP: each norm's output, the next GEMM's
-  // d_model-wide input, is 8192 x 2 / 8 = 2048 bytes a token; none keeps 34,336 a token
-  // (tests/sim/memory/activations_test.cc, Llama3_70bByHand).
-  const ModelSpec m = preset("llama-3-70b");
-  const std::int64_t tokens = 8192;
-  const LayerActivations none = dense_layer_activations(m, flash_sp(8, Recompute::kNone, {}));
-  ASSERT_EQ(none.kept_bytes, 34336 * tokens);
-  const LayerActivations norms = dense_layer_activations(m, flash_sp(8, Recompute::kSelective, {false, true, false}));
-  EXPECT_EQ(norms.kept_bytes, (34336 - 2 * 2048) * tokens);
-  EXPECT_EQ(norms.recompute_bytes, 2 * 2048 * tokens);
-  // moe_act on a dense layer drops nothing.
-  const LayerActivations act = dense_layer_activations(m, flash_sp(8, Recompute::kSelective, {false, false, true}));
-  EXPECT_EQ(act.kept_bytes, none.kept_bytes);
-  EXPECT_EQ(act.recompute_bytes, 0);
+TEST(RecomputeModules, LayernormDropsTheOutputsOfTheNormsThatAreModulesOfTheirOwn) {
+  // Llama 3 70B (GQA, dense): Transformer Engine fuses both norms into the linear layers after
+  // them (TELayerNormColumnParallelLinear keeps the norm's output): nothing to drop. Nor does
+  // moe_act on a dense layer.
+  const ModelSpec llama = preset("llama-3-70b");
+  const LayerActivations none = dense_layer_activations(llama, flash_sp(8, Recompute::kNone, {}));
+  for (RecomputeModules modules : {RecomputeModules{false, true, false}, RecomputeModules{false, false, true}}) {
+    const LayerActivations a = dense_layer_activations(llama, flash_sp(8, Recompute::kSelective, modules));
+    EXPECT_EQ(a.kept_bytes, none.kept_bytes);
+    EXPECT_EQ(a.recompute_bytes, 0);
+  }
+  // Qwen3-30B-A3B (GQA, MoE): the pre-MLP norm before the router is a module of its own: one
+  // output, d_model 2048 x 2 bytes / t 2 with SP = 2,048 bytes a token of the 4,096.
+  const ModelSpec qwen = preset("qwen3-30b-a3b");
+  ActivationLayout l = flash_sp(2, Recompute::kNone, {});
+  l.seq = 4096;
+  const LayerActivations moe_none = moe_layer_activations(qwen, l, 1);
+  l.recompute = Recompute::kSelective;
+  l.modules = {false, true, false};
+  const LayerActivations moe_norm = moe_layer_activations(qwen, l, 1);
+  EXPECT_EQ(moe_none.kept_bytes - moe_norm.kept_bytes, 2048 * 4096);
+  EXPECT_EQ(moe_norm.recompute_bytes, 2048 * 4096);
+  // DeepSeek-V3 (MLA): its input norm is a module too: a dense layer drops one output, an MoE
+  // layer two (d_model 7168 x 2 bytes, t 1: 14,336 bytes a token each).
+  const ModelSpec ds = preset("deepseek-v3");
+  ActivationLayout dl = flash_sp(1, Recompute::kNone, {});
+  dl.seq = 1024;
+  const std::int64_t dense_none = dense_layer_activations(ds, dl).kept_bytes;
+  const std::int64_t moe_kept_none = moe_layer_activations(ds, dl, 1).kept_bytes;
+  dl.recompute = Recompute::kSelective;
+  dl.modules = {false, true, false};
+  EXPECT_EQ(dense_none - dense_layer_activations(ds, dl).kept_bytes, 14336 * 1024);
+  EXPECT_EQ(moe_kept_none - moe_layer_activations(ds, dl, 1).kept_bytes, 2 * 14336 * 1024);
+}
+
+TEST(RecomputeModules, ParsesMegatronsNamesEachOnce) {
+  std::string error;
+  EXPECT_EQ(parse_recompute_modules("moe_act,layernorm", error), (RecomputeModules{false, true, true}));
+  for (const char* bad : {"", "layernorm,", ",layernorm", "layernorm,,moe_act", "layernorm,layernorm", "mlp"}) {
+    EXPECT_FALSE(parse_recompute_modules(bad, error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+  EXPECT_FALSE(parse_recompute_modules("layernorm,layernorm", error));
+  EXPECT_EQ(error, "'layernorm' named twice");
 }
 
 TEST(RecomputeModules, MoeActDropsTheRoutedExpertsActivationOutput) {
@@ -84,8 +113,9 @@ TEST(RecomputeModules, TheStepReRunsTheModulesAndItsPeakFallsByTheClosedForm) {
   const SimulatedStep b = simulate_training_step(m, testing::a100_cluster(16), modules);
   const TaskGraph& g = b.graph.graph;
   const int layers_per_stage = m.num_layers / 2, microbatches = 4;
-  // Each of the two stages' layers, every microbatch: two norms and the experts' activation.
-  EXPECT_EQ(count_tasks(g, ".recompute.ln1"), 2 * layers_per_stage * microbatches);
+  // Each of the two stages' layers, every microbatch: the pre-MLP norm (the input norm is fused
+  // into the QKV projection) and the experts' activation.
+  EXPECT_EQ(count_tasks(g, ".recompute.ln1"), 0);
   EXPECT_EQ(count_tasks(g, ".recompute.ln2"), 2 * layers_per_stage * microbatches);
   EXPECT_EQ(count_tasks(g, ".recompute.experts.act"), 2 * layers_per_stage * microbatches);
   EXPECT_EQ(count_tasks(g, ".recompute.core"), 0);  // core_attn not named
