@@ -185,6 +185,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   check_moe_chunks(model, shape, spec.moe_chunks);
   check_step_routing(model, spec.routing);
   check_moe_strategy(model, shape, spec);
+  check_recompute_modules(model, spec);
   check_split_backward(shape, spec);
   return shape;
 }
@@ -203,6 +204,17 @@ void check_split_backward(const StepShape& shape, const StepSpec& spec) {
               std::string(to_string(spec.recompute)) +
               ": the weight-gradient pass needs the activations recomputation re-creates for the input gradient "
               "pass; use --recompute none");
+}
+
+void check_recompute_modules(const ModelSpec& model, const StepSpec& spec) {
+  if (spec.recompute != Recompute::kSelective) return;
+  const RecomputeModules& m = spec.recompute_modules;
+  require(!m.moe_act || model.has_moe_layers(),
+          "--recompute-modules moe_act re-runs the routed experts' activation; " + model.name + " has no MoE layer");
+  require(!m.layernorm || recomputable_norms(model, model.has_moe_layers()) > 0,
+          "--recompute-modules layernorm drops nothing for " + model.name +
+              ": Transformer Engine fuses each of its norms into the linear layer after it, which keeps the "
+              "norm's output (only MLA's input norm and an MoE layer's pre-MLP norm are modules of their own)");
 }
 
 void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {

@@ -96,6 +96,10 @@ void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const St
 // ZB-H1 and DualPipe (split backward passes): no recomputation; DualPipe not with ZeRO 3. Throws
 // InputError naming --schedule.
 void check_split_backward(const StepShape& shape, const StepSpec& spec);
+// Selective recomputation's modules must drop something of the model: moe_act needs MoE layers,
+// layernorm a norm that is a module of its own (recomputable_norms). InputError naming
+// --recompute-modules.
+void check_recompute_modules(const ModelSpec& model, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
 
 }  // namespace moesim

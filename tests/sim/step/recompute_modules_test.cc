@@ -143,5 +143,17 @@ TEST(RecomputeModules, CoreAttentionReRunsTheFlashKernel) {
   EXPECT_EQ(count_tasks(sim.graph.graph, ".recompute.ln"), 0);
 }
 
+TEST(RecomputeModules, AModuleThatDropsNothingIsRefused) {
+  StepSpec s = testing::small_gpt_step();
+  s.recompute = Recompute::kSelective;
+  s.recompute_modules = {false, false, true};
+  EXPECT_THAT(testing::step_error_of(s, "gpt-1.7b"),
+              ::testing::HasSubstr("--recompute-modules moe_act re-runs the routed experts' activation; GPT-1.7B has "
+                                   "no MoE layer"));
+  s.recompute_modules = {false, true, false};
+  EXPECT_THAT(testing::step_error_of(s, "gpt-1.7b"),
+              ::testing::HasSubstr("--recompute-modules layernorm drops nothing for GPT-1.7B"));
+}
+
 }  // namespace
 }  // namespace moesim
