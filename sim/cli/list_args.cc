@@ -1,5 +1,7 @@
 #include "sim/cli/list_args.h"
 
+#include <string>
+
 #include "sim/cli/number_flags.h"
 #include "sim/core/error.h"
 #include "sim/spec/run_spec.h"
@@ -68,6 +70,15 @@ std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const s
     out.push_back(*s);
   }
   return out;
+}
+
+RecomputeModules parse_recompute_modules_flag(const std::string& text) {
+  std::string error;
+  const auto modules = parse_recompute_modules(text, error);
+  if (!modules)
+    throw InputError("--recompute-modules '" + text + "': " + error + "; valid: " +
+                     YamlValue::join_names(recompute_module_names()));
+  return *modules;
 }
 
 }  // namespace moesim::cli

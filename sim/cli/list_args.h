@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/spec/step_spec.h"
 #include "sim/spec/types.h"
 
 namespace moesim::cli {
@@ -19,5 +20,8 @@ std::vector<int> parse_chunk_list(const std::string& flag, const std::string& te
 std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const std::string& text);
 // Comma-separated non-empty strings.
 std::vector<std::string> split_list(const std::string& flag, const std::string& text);
+// --recompute-modules' list (Megatron-Core's names, each once); InputError naming the flag and
+// the valid names otherwise.
+RecomputeModules parse_recompute_modules_flag(const std::string& text);
 
 }  // namespace moesim::cli

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/list_args.h"
@@ -41,6 +42,21 @@ std::vector<T> first_of_each(const std::vector<T>& values) {
   return out;
 }
 
+// A comma-separated list of names (--recompute, --schedules), each once in the order first given;
+// InputError naming the flag, the name and the valid ones otherwise.
+template <typename Parse>
+auto named_list(const char* flag, const std::string& text, const char* what, Parse parse,
+                const std::vector<std::string>& valid) {
+  std::vector<typename decltype(parse(std::string_view()))::value_type> out;
+  for (const std::string& name : text.empty() ? std::vector<std::string>{} : split_list(flag, text)) {
+    const auto value = parse(name);
+    if (!value)
+      throw InputError(std::string(flag) + ": '" + name + "' is not " + what + "; valid: " + YamlValue::join_names(valid));
+    out.push_back(*value);
+  }
+  return first_of_each(out);
+}
+
 std::vector<int> degrees(const char* flag, const std::string& text) {
   std::vector<int> out;
   if (!text.empty())
@@ -58,14 +74,7 @@ search::LayoutAxes fixed_axes(const PlanArgs& a, const StepPlanArgs& s) {
   only.etp = degrees("--etp", s.etp);
   if (!s.micro_batch.empty())
     only.micro_batch = first_of_each(parse_int_list("--micro-batch", s.micro_batch, 1, kMaxTokensPerGpu));
-  for (const std::string& name : s.recompute.empty() ? std::vector<std::string>{} : split_list("--recompute", s.recompute)) {
-    const auto r = parse_recompute(name);
-    if (!r)
-      throw InputError("--recompute: '" + name + "' is not a recomputation; valid: " +
-                       YamlValue::join_names(recompute_names()));
-    only.recompute.push_back(*r);
-  }
-  only.recompute = first_of_each(only.recompute);
+  only.recompute = named_list("--recompute", s.recompute, "a recomputation", parse_recompute, recompute_names());
   return only;
 }
 
@@ -74,12 +83,7 @@ RecomputeModules selective_modules(const StepPlanArgs& s, const search::LayoutAx
   if (std::find(only.recompute.begin(), only.recompute.end(), Recompute::kSelective) == only.recompute.end())
     throw InputError("--recompute-modules '" + s.recompute_modules +
                      "' says what selective recomputation re-runs; give --recompute with selective among its values");
-  std::string error;
-  const auto modules = parse_recompute_modules(s.recompute_modules, error);
-  if (!modules)
-    throw InputError("--recompute-modules '" + s.recompute_modules + "': " + error + "; valid: " +
-                     YamlValue::join_names(recompute_module_names()));
-  return *modules;
+  return parse_recompute_modules_flag(s.recompute_modules);
 }
 
 search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
@@ -95,14 +99,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.attention = *attention;
   r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
   if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
-  for (const std::string& name : s.schedules.empty() ? std::vector<std::string>{} : split_list("--schedules", s.schedules)) {
-    const auto schedule = parse_pipeline_schedule(name);
-    if (!schedule)
-      throw InputError("--schedules: '" + name + "' is not a schedule; valid: " +
-                       YamlValue::join_names(pipeline_schedule_names()));
-    r.schedules.push_back(*schedule);
-  }
-  r.schedules = first_of_each(r.schedules);
+  r.schedules = named_list("--schedules", s.schedules, "a schedule", parse_pipeline_schedule, pipeline_schedule_names());
   if (!s.zero_stages.empty())
     for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
   r.only = fixed_axes(a, s);

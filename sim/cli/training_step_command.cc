@@ -9,6 +9,7 @@
 
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/host_launch_flag.h"
+#include "sim/cli/list_args.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/routing_flag.h"
@@ -78,12 +79,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
     if (spec.recompute != Recompute::kSelective)
       throw InputError("--recompute-modules '" + s.recompute_modules + "' needs --recompute selective (got " +
                        s.recompute + ")");
-    std::string error;
-    const auto modules = parse_recompute_modules(s.recompute_modules, error);
-    if (!modules)
-      throw InputError("--recompute-modules '" + s.recompute_modules + "': " + error + "; valid: " +
-                       YamlValue::join_names(recompute_module_names()));
-    spec.recompute_modules = *modules;
+    spec.recompute_modules = parse_recompute_modules_flag(s.recompute_modules);
   }
   spec.sequence_parallel = s.sequence_parallel;
   spec.attention = parse_flag("--attention", s.attention, parse_attention_kernel(s.attention), attention_kernel_names());
