@@ -192,8 +192,8 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
                   "uneven split, e.g. 7,8,8,8,8,8,8,6");
   app->add_option("--recompute", s.recompute, "activation recomputation (whole step): none|selective|full");
   app->add_option("--recompute-modules", s.recompute_modules,
-                  "with --recompute selective: the modules re-run, a list of core_attn, layernorm, moe_act "
-                  "(Megatron-Core's names; default core_attn)");
+                  "with --recompute selective: the modules re-run, a list of core_attn, layernorm, moe_act, "
+                  "mla_up_proj, mlp, moe, shared_experts (Megatron-Core's names; default core_attn)");
   app->add_flag("--sequence-parallel", s.sequence_parallel, "Megatron's sequence parallelism (whole step, --tp > 1)");
   app->add_option("--precision", s.precision, "GEMM precision (whole step): bf16 (the model's own math) | fp8");
   app->add_option("--fp8-recipe", s.fp8_recipe,
@@ -246,7 +246,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
                                       " to try, a list or range (default every legal one, docs/planning.md)");
   plan->add_option("--recompute-modules", s.recompute_modules,
                    "with --global-batch and selective among --recompute: the modules it re-runs, a list of core_attn, "
-                   "layernorm, moe_act (default core_attn)");
+                   "layernorm, moe_act, mla_up_proj, mlp, moe, shared_experts (default core_attn)");
   plan->add_option("--zero-stages", s.zero_stages,
                    "with --global-batch: the ZeRO stages to try, a list or range of 0-3 (default 0,1; 2 and 3 shard "
                    "the gradients, and 3 the weights, for layouts that would not fit)");

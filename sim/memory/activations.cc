@@ -66,6 +66,9 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   require(l.recompute != Recompute::kSelective || !d.modules.moe_act || d.strategy == MemoryStrategy::kNone,
           "--recompute-modules moe_act with --strategy " + std::string(to_string(d.strategy)) +
               ": the strategy already restores the experts' hidden columns, the activation's output among them");
+  require(l.recompute != Recompute::kSelective || !d.modules.moe || d.strategy == MemoryStrategy::kNone,
+          "--recompute-modules moe with --strategy " + std::string(to_string(d.strategy)) +
+              ": recomputing the MoE layer re-creates T_DI and T_M, which the strategy would restore; give one of them");
   // The step restores T_DI and T_M per chunk in the experts' own layout (sim/step/moe_reuse.h),
   // which parallel folding changes (the rows gathered over etp): not built.
   require(d.strategy == MemoryStrategy::kNone || d.et == d.t,
@@ -87,11 +90,13 @@ std::int64_t split_bytes(const Dims& d, std::int64_t width, std::int64_t bytes) 
 std::int64_t mask_bytes(const Dims& d, std::int64_t width) { return d.dropout ? token_bytes(d, width, kMaskBytes) : 0; }
 
 // The attention block's tensors: `kept` always, `core` what selective recomputation drops, and
-// `core_recompute` what re-running the core re-creates in backward.
+// `core_recompute` what re-running the core re-creates in backward; `up_proj` what of `kept`
+// mla_up_proj drops and re-creates (MLA's q, k and v; 0 for other attention).
 struct AttentionPart {
   std::int64_t kept = 0;
   std::int64_t core = 0;
   std::int64_t core_recompute = 0;
+  std::int64_t up_proj = 0;
 };
 
 // The attention core over `heads` query heads whose output is `out_width` wide. Unfused: per
@@ -135,6 +140,7 @@ AttentionPart latent_attention(const ModelSpec& m, const Dims& d) {
   AttentionPart p;
   p.kept = 2 * token_bytes(d, m.d_model, d.e) + 2 * token_bytes(d, a.q_lora_rank + a.kv_lora_rank, d.e) +
            2 * split_bytes(d, qk, d.e) + 2 * split_bytes(d, v, d.e) + mask_bytes(d, m.d_model);
+  p.up_proj = 2 * split_bytes(d, qk, d.e) + split_bytes(d, v, d.e);  // the core's output stays: proj's input
   add_core(p, d, a.num_heads, v);
   return p;
 }
@@ -210,41 +216,75 @@ std::int64_t moe_act_output(const ModelSpec& m, const Dims& d) {
   return checked_mul({routed_rows(m, d.n), m.d_ffn / d.t, d.e});
 }
 
-// Selective recomputation of the modules d.modules names: the attention core (its tensors), the
-// layer norms that are modules of their own (layernorm_outputs of them, each the next GEMM's
-// d_model-wide input; recomputable_norms) and the routed experts' activation (its output,
-// `moe_act` bytes; 0 for a dense layer). What it drops is re-run together before the layer's
-// backward (sim/step), so the re-created tensors live together.
-LayerActivations selective(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, int norms,
-                           const ModelSpec& m, const Dims& d) {
-  LayerActivations out{att.kept + mlp, 0};
-  if (d.modules.core_attn) {
+// An MLP block's kept tensors and what of them each module recomputation drops and re-creates.
+struct MlpPart {
+  std::int64_t kept = 0;
+  std::int64_t module = 0;          // mlp (a dense MLP) or moe (an MoE MLP): everything but the inputs
+  std::int64_t moe_act = 0;         // the routed experts' activation output
+  std::int64_t shared_experts = 0;  // the shared experts' columns
+  bool moe = false;
+};
+
+// The dense MLP: `mlp` checkpoints it with Transformer Engine's fused norm inside, so it keeps the
+// norm's input (the checkpoint's) and drops fc1's input (the norm's output) and the columns.
+MlpPart dense_mlp_part(const ModelSpec& m, const Dims& d) {
+  const std::int64_t ff = m.architecture.dense_d_ffn;
+  return {dense_mlp(m, d, ff), token_bytes(d, m.d_model, d.e) + split_bytes(d, mlp_columns(m, ff), d.e), 0, 0, false};
+}
+
+// The MoE MLP: `moe` checkpoints the MoE layer from the pre-MLP norm's output on, so the norm's
+// input and output (the checkpoint's input) and the output dropout's mask stay.
+MlpPart moe_mlp_part(const ModelSpec& m, const Dims& d) {
+  const std::int64_t kept = moe_mlp(m, d);
+  const std::int64_t shared =
+      m.shared_experts.count > 0 ? split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e)
+                                 : 0;
+  return {kept, kept - 2 * token_bytes(d, m.d_model, d.e) - mask_bytes(d, m.d_model), moe_act_output(m, d), shared,
+          true};
+}
+
+// Moves `bytes` from what the layer keeps to what its recomputation re-creates.
+void drop(LayerActivations& a, std::int64_t bytes) {
+  a.kept_bytes -= bytes;
+  a.recompute_bytes += bytes;
+}
+
+// Selective recomputation of the modules d.modules names: the attention core (its tensors), MLA's
+// up projections (q, k, v), the layer norms that are modules of their own (`norms` outputs, each
+// the next GEMM's d_model-wide input; recomputable_norms), and of the MLP block either the whole
+// module (mlp for a dense layer, moe for an MoE layer; what moe_act and shared_experts would drop
+// is inside it) or the routed experts' activation output and the shared experts' columns. What it
+// drops is re-run together before the layer's backward (sim/step), so the re-created tensors live
+// together.
+LayerActivations selective(const AttentionPart& att, const MlpPart& mlp, int norms, const ModelSpec& m,
+                           const Dims& d) {
+  const RecomputeModules& r = d.modules;
+  LayerActivations out{att.kept + mlp.kept, 0};
+  if (r.core_attn) {
     out.recompute_bytes += att.core_recompute;
   } else {
     out.kept_bytes += att.core;
   }
-  if (d.modules.layernorm) {
-    const std::int64_t outputs = norms * token_bytes(d, m.d_model, d.e);
-    out.kept_bytes -= outputs;
-    out.recompute_bytes += outputs;
+  if (r.mla_up_proj) drop(out, att.up_proj);
+  if (r.layernorm) drop(out, norms * token_bytes(d, m.d_model, d.e));
+  if (mlp.moe ? r.moe : r.mlp) {
+    drop(out, mlp.module);
+    return out;
   }
-  if (d.modules.moe_act) {
-    out.kept_bytes -= moe_act;
-    out.recompute_bytes += moe_act;
-  }
+  if (r.moe_act) drop(out, mlp.moe_act);
+  if (r.shared_experts) drop(out, mlp.shared_experts);
   return out;
 }
 
-// Applies the recomputation to a layer whose attention is `att` and MLP block keeps `mlp` bytes,
-// `moe_act` of them the routed experts' activation output.
-LayerActivations with_recompute(const AttentionPart& att, std::int64_t mlp, std::int64_t moe_act, bool moe_layer,
-                                const ModelSpec& m, const Dims& d, Recompute r) {
-  const std::int64_t all = att.kept + att.core + mlp;
+// Applies the recomputation to a layer whose attention is `att` and MLP block `mlp`.
+LayerActivations with_recompute(const AttentionPart& att, const MlpPart& mlp, const ModelSpec& m, const Dims& d,
+                                Recompute r) {
+  const std::int64_t all = att.kept + att.core + mlp.kept;
   switch (r) {
     case Recompute::kNone:
       return {all, 0};
     case Recompute::kSelective:
-      return selective(att, mlp, moe_act, recomputable_norms(m, moe_layer), m, d);
+      return selective(att, mlp, recomputable_norms(m, mlp.moe), m, d);
     case Recompute::kFull: {
       // Only the layer's input stays (Korthikanti's 2sbh); re-running the forward re-creates the rest.
       const std::int64_t input = token_bytes(d, m.d_model, d.e);
@@ -354,14 +394,14 @@ LayerActivations dense_layer_activations(const ModelSpec& m, const ActivationLay
   const Dims d = resolve(m, l);
   check_ep(m, 1, l);
   require(m.architecture.dense_d_ffn > 0, "model " + m.name + " has no dense layers (no architecture.dense_d_ffn)");
-  return with_recompute(attention_part(m, d), dense_mlp(m, d, m.architecture.dense_d_ffn), 0, false, m, d, l.recompute);
+  return with_recompute(attention_part(m, d), dense_mlp_part(m, d), m, d, l.recompute);
 }
 
 LayerActivations moe_layer_activations(const ModelSpec& m, const ActivationLayout& l, int ep) {
   const Dims d = resolve(m, l);
   check_ep(m, ep, l);
   require(m.has_moe_layers(), "model " + m.name + " has no MoE layers");
-  return with_recompute(attention_part(m, d), moe_mlp(m, d), moe_act_output(m, d), true, m, d, l.recompute);
+  return with_recompute(attention_part(m, d), moe_mlp_part(m, d), m, d, l.recompute);
 }
 
 MoeReusedTensors moe_reused_tensors(const ModelSpec& m, const ActivationLayout& l) { return reused_tensors(m, resolve(m, l)); }

@@ -64,7 +64,8 @@ struct LayerActivations {
   // Kept from the layer's forward until its backward, per microbatch, per GPU.
   std::int64_t kept_bytes = 0;
   // Re-created in the layer's backward by recomputation and freed during it (full: the whole
-  // layer's tensors but its input; selective: the attention core's); 0 without recomputation.
+  // layer's tensors but its input; selective: what the modules named drop, StepSpec's
+  // RecomputeModules); 0 without recomputation.
   std::int64_t recompute_bytes = 0;
 };
 

@@ -20,17 +20,22 @@ std::optional<Recompute> parse_recompute(std::string_view s) { return parse_from
 std::vector<std::string> recompute_names() { return names_of(kRecompute); }
 
 namespace {
-constexpr const char* kModuleNames[] = {"core_attn", "layernorm", "moe_act"};
+constexpr const char* kModuleNames[] = {"core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts"};
 bool* module_flag(RecomputeModules& m, std::string_view name) {
   if (name == "core_attn") return &m.core_attn;
   if (name == "layernorm") return &m.layernorm;
   if (name == "moe_act") return &m.moe_act;
+  if (name == "mla_up_proj") return &m.mla_up_proj;
+  if (name == "mlp") return &m.mlp;
+  if (name == "moe") return &m.moe;
+  if (name == "shared_experts") return &m.shared_experts;
   return nullptr;
 }
 }  // namespace
 
 std::optional<RecomputeModules> parse_recompute_modules(std::string_view list, std::string& error) {
-  RecomputeModules out{false, false, false};
+  RecomputeModules out{};
+  out.core_attn = false;
   if (list.empty()) {
     error = "an empty list";
     return std::nullopt;

@@ -25,16 +25,23 @@ std::optional<Recompute> parse_recompute(std::string_view s);
 std::vector<std::string> recompute_names();
 
 // The modules selective recomputation drops in forward and re-runs before the layer's backward,
-// named as Megatron-Core's --recompute-modules names them: core_attn (the attention core, the
-// default and Korthikanti et al.'s selective recomputation), layernorm (the outputs of the norms
-// that are modules of their own: MLA's input norm and an MoE layer's pre-MLP norm; Transformer
-// Engine fuses the others into the next linear layer; sim/memory/activations.h) and moe_act (the
-// routed experts' activation output, fc2's input). Megatron-Core's other modules (mlp, moe,
-// mla_up_proj, shared_experts) are not modelled.
+// named as Megatron-Core's --recompute-modules names them. Output-discarding (only the module's
+// output is dropped): layernorm (the outputs of the norms that are modules of their own: MLA's
+// input norm and an MoE layer's pre-MLP norm; Transformer Engine fuses the others into the next
+// linear layer; sim/memory/activations.h), moe_act (the routed experts' activation output, fc2's
+// input) and mla_up_proj (MLA's up projections and rotary embedding: q, k and v, the core's
+// inputs). Checkpointed (the module keeps its input and nothing inside; its forward, collectives
+// included, runs again): core_attn (the attention core, the default and Korthikanti et al.'s
+// selective recomputation), mlp (a dense layer's MLP, its fused norm included), moe (an MoE
+// layer's MLP: router, dispatch, experts, combine, shared experts) and shared_experts.
 struct RecomputeModules {
   bool core_attn = true;
   bool layernorm = false;
   bool moe_act = false;
+  bool mla_up_proj = false;
+  bool mlp = false;
+  bool moe = false;
+  bool shared_experts = false;
   bool operator==(const RecomputeModules&) const = default;
 };
 // "layernorm,moe_act" -> the modules (none of them unless named); nullopt for an unknown name or

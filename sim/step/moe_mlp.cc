@@ -162,11 +162,11 @@ void MoeMlp::fp8_grad(Chain& chain, int layer, const std::string& what, std::int
   e_.fp8_quantize(chain, name(layer, Pass::kBackward, what + ".fp8.grad" + chunk, "fp8"), elems, amax);
 }
 
-void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) {
+void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix, bool gather) {
   if (d_.shared_ffn == 0) return;
   const std::string stage = prefix.empty() ? "shared" : "recompute";
   const std::int64_t tokens = d_.shared_tokens;
-  if (d_.folded) shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.allgather", CollectiveOp::kAllGather, prefix);
+  if (gather) shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.allgather", CollectiveOp::kAllGather, prefix);
   fp8_input(chain, layer, "shared.fc1", d_.hidden * d_.shared_fc1_out, tokens * d_.hidden, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc1", stage),
             e_.gemm(1, tokens, d_.shared_fc1_out, d_.hidden));
@@ -175,15 +175,22 @@ void MoeMlp::shared_forward(Chain& chain, int layer, const std::string& prefix) 
   fp8_input(chain, layer, "shared.fc2", d_.shared_ffn * d_.hidden, tokens * d_.shared_ffn, prefix);
   e_.kernel(chain, name(layer, Pass::kForward, prefix + "shared.fc2", stage),
             e_.gemm(1, tokens, d_.hidden, d_.shared_ffn));
-  if (d_.folded)
+  if (gather)
     shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.reducescatter", CollectiveOp::kReduceScatter, prefix);
 }
 
-void MoeMlp::recompute_act(Chain& chain, int layer, const std::vector<BufferId>& allocates) {
+void MoeMlp::recompute_act(Chain& chain, int layer) {
   const std::int64_t rows = d_.local_rows(static_cast<int>(e_.shape().expert_group(chain.stage).size()));
-  TaskName task = name(layer, Pass::kBackward, "recompute.experts.act", "recompute", Op::kActivation);
-  task.allocates = allocates;
-  e_.kernel(chain, task, e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+  e_.kernel(chain, name(layer, Pass::kBackward, "recompute.experts.act", "recompute", Op::kActivation),
+            e_.elementwise(rows * d_.expert_fc1_out, rows * d_.expert_ffn));
+}
+
+void MoeMlp::recompute_shared(Chain& chain, int layer) {
+  const bool tensor_parallel = e_.shape().tensor_group(chain.stage).size() > 1;
+  const bool gather = d_.folded || (d_.sequence_parallel && tensor_parallel);
+  shared_forward(chain, layer, "recompute.", gather);
+  if (!gather && tensor_parallel)
+    shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.allreduce", CollectiveOp::kAllReduce, "recompute.");
 }
 
 // Chunk c's local experts: fc1, the activation and fc2 as batched GEMMs over the rows it received.
@@ -219,7 +226,7 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   Chain shared = chain;  // the shared experts need the block input only
   const std::vector<std::optional<TaskIndex>> dispatched =
       to_experts(chain, layer, Pass::kForward, "dispatch", prefix, splits_on_host);
-  shared_forward(shared, layer, prefix);
+  shared_forward(shared, layer, prefix, d_.folded);
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   std::vector<std::optional<TaskIndex>> combined;
   for (int c = 0; c < d_.chunks; ++c) {

@@ -115,8 +115,13 @@ class MoeMlp {
   int fp8_gemms() const { return (d_.shared_ffn > 0 ? 2 : 0) + 2 * d_.local_experts; }
   void backward(Chain& chain, int layer, BackwardPart part);
   // Selective recomputation's moe_act: the routed experts' activation over all the microbatch's
-  // rows on the rank, again, before the layer's backward; the task allocates `allocates`.
-  void recompute_act(Chain& chain, int layer, const std::vector<BufferId>& allocates);
+  // rows on the rank, again, before the layer's backward.
+  void recompute_act(Chain& chain, int layer);
+  // Selective recomputation's shared_experts: their forward from the block's input, as
+  // Megatron-Core's checkpointed SharedExpertMLP runs it: with a sequence-parallel (or folded)
+  // input its own all-gather before fc1 and reduce-scatter after fc2, with tensor parallelism
+  // alone an all-reduce after fc2 (the block's reduction in the first forward).
+  void recompute_shared(Chain& chain, int layer);
 
  private:
   // `kernel`: which memory-bound kernel an elementwise task is (op.h), as the single-layer MoE
@@ -146,7 +151,9 @@ class MoeMlp {
   // The chain's last task (the un-permutation, which reads every chunk's rows) after each chunk's
   // all-to-all back (`back`; the chain went on from the last of them).
   void after_chunks(const Chain& chain, const std::vector<std::optional<TaskIndex>>& back);
-  void shared_forward(Chain& chain, int layer, const std::string& prefix);
+  // The shared experts' GEMMs and activation; `gather`: their own all-gather of the input and
+  // reduce-scatter of the output around them.
+  void shared_forward(Chain& chain, int layer, const std::string& prefix, bool gather);
   // Returns fc1's task (the last reader of the chunk's dispatched rows T_DI).
   TaskIndex experts_forward(Chain& chain, int layer, const std::string& prefix, int c);
   // Folded layout: a collective of `rows` rows over the experts' tensor-parallel group, or of the

@@ -211,6 +211,18 @@ void check_recompute_modules(const ModelSpec& model, const StepSpec& spec) {
   const RecomputeModules& m = spec.recompute_modules;
   require(!m.moe_act || model.has_moe_layers(),
           "--recompute-modules moe_act re-runs the routed experts' activation; " + model.name + " has no MoE layer");
+  bool dense_layers = false;
+  for (int l = 0; l < model.num_layers && !dense_layers; ++l) dense_layers = !is_moe_layer(model, l);
+  require(!m.mlp || dense_layers,
+          "--recompute-modules mlp re-runs the dense layers' MLPs; " + model.name +
+              " has none (an MoE layer's MLP is the module moe)");
+  require(!m.moe || model.has_moe_layers(),
+          "--recompute-modules moe re-runs the MoE layers' MLPs; " + model.name + " has no MoE layer");
+  require(!m.shared_experts || (model.has_moe_layers() && model.shared_experts.count > 0),
+          "--recompute-modules shared_experts re-runs the shared experts; " + model.name + " has none");
+  require(!m.mla_up_proj || model.architecture.attention.kind == AttentionKind::kMla,
+          "--recompute-modules mla_up_proj re-runs multi-latent attention's up projections; " + model.name +
+              " has no MLA attention");
   require(!m.layernorm || recomputable_norms(model, model.has_moe_layers()) > 0,
           "--recompute-modules layernorm drops nothing for " + model.name +
               ": Transformer Engine fuses each of its norms into the linear layer after it, which keeps the "

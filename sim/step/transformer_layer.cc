@@ -83,10 +83,10 @@ TaskName TransformerLayer::name(int layer, Pass pass, const std::string& what, c
 }
 
 void TransformerLayer::tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
-                                     std::int64_t tokens, const std::string& prefix) {
+                                     std::int64_t tokens, const std::string& prefix, std::int64_t width) {
   e_.group_collective(chain, name(layer, pass, prefix + "tp." + what, prefix.empty() ? "tp" : "recompute"),
                       StreamClass::kCommDispatch, op, e_.shape().tensor_group(chain.stage),
-                      tokens * d_.hidden * e_.shape().element_bytes);
+                      tokens * (width > 0 ? width : d_.hidden) * e_.shape().element_bytes);
 }
 
 Fp8Amax TransformerLayer::input_amax(int stage, const LinearShape& l) const {
@@ -245,11 +245,12 @@ void TransformerLayer::attention_forward(Chain& chain, int layer, const std::str
             e_.elementwise(2 * region, region, d_.dropout ? region : 0));
 }
 
-void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& prefix,
-                                   const std::vector<BufferId>& frees) {
-  const std::string norm_stage = prefix.empty() ? "norm" : "recompute";
-  const std::int64_t region = d_.region_tokens * d_.hidden;
-  e_.kernel(chain, name(layer, Pass::kForward, prefix + "ln2", norm_stage), e_.elementwise(region, region));
+void TransformerLayer::mlp_block(Chain& chain, int layer, const std::string& prefix, bool norm) {
+  if (norm) {
+    const std::int64_t region = d_.region_tokens * d_.hidden;
+    e_.kernel(chain, name(layer, Pass::kForward, prefix + "ln2", prefix.empty() ? "norm" : "recompute"),
+              e_.elementwise(region, region));
+  }
   const bool block_collectives = mlp_block_collectives(layer);
   if (d_.sequence_parallel && block_collectives)
     tp_collective(chain, layer, Pass::kForward, "mlp.allgather", CollectiveOp::kAllGather, d_.tokens, prefix);
@@ -264,7 +265,13 @@ void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& p
   if (block_collectives)
     tp_collective(chain, layer, Pass::kForward, d_.sequence_parallel ? "mlp.reducescatter" : "mlp.allreduce",
                   d_.sequence_parallel ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, d_.tokens, prefix);
-  TaskName residual = name(layer, Pass::kForward, prefix + "mlp.residual", norm_stage);
+}
+
+void TransformerLayer::mlp_forward(Chain& chain, int layer, const std::string& prefix,
+                                   const std::vector<BufferId>& frees) {
+  mlp_block(chain, layer, prefix, true);
+  const std::int64_t region = d_.region_tokens * d_.hidden;
+  TaskName residual = name(layer, Pass::kForward, prefix + "mlp.residual", prefix.empty() ? "norm" : "recompute");
   residual.frees = frees;
   e_.kernel(chain, residual, e_.elementwise(2 * region, region, d_.dropout ? region : 0));
 }
@@ -281,21 +288,44 @@ void TransformerLayer::forward(Chain& chain, int layer, const std::vector<Buffer
 
 void TransformerLayer::recompute_modules(Chain& chain, int layer, const RecomputeModules& modules,
                                          const std::vector<BufferId>& allocates) {
-  std::vector<BufferId> first = allocates;  // the first task emitted allocates
+  const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
+  const bool moe = moe_layer(layer);
   if (modules.layernorm) {
     // The norms that are modules of their own (sim/memory/activations.h, recomputable_norms).
     const std::int64_t region = d_.region_tokens * d_.hidden;
     const bool attention_norm = model_.architecture.attention.kind == AttentionKind::kMla;
-    for (auto [norm, apart] : {std::pair{"recompute.ln1", attention_norm}, {"recompute.ln2", moe_layer(layer)}}) {
-      if (!apart) continue;
-      TaskName task = name(layer, Pass::kBackward, norm, "recompute");
-      task.allocates = std::exchange(first, {});
-      e_.kernel(chain, task, e_.elementwise(region, region));
+    for (auto [norm, apart] : {std::pair{"recompute.ln1", attention_norm}, {"recompute.ln2", moe}}) {
+      if (apart) e_.kernel(chain, name(layer, Pass::kBackward, norm, "recompute"), e_.elementwise(region, region));
     }
   }
+  // MLA's up projections from the kept latents (and, without a query latent, q from the input),
+  // which sequence parallelism keeps as the rank's shard: gathered again first, as the
+  // column-parallel projections gather their input.
+  if (modules.mla_up_proj) {
+    std::vector<const LinearShape*> up;
+    std::int64_t inputs = 0;
+    for (const LinearShape& l : d_.attention_in) {
+      if (l.name != "q_up" && l.name != "q" && l.name != "kv_up") continue;
+      up.push_back(&l);
+      inputs += l.in;
+    }
+    if (d_.sequence_parallel)
+      tp_collective(chain, layer, Pass::kForward, "mla_up.allgather", CollectiveOp::kAllGather, d_.tokens,
+                    "recompute.", inputs);
+    for (const LinearShape* l : up) linear_forward(chain, layer, *l, "recompute.");
+  }
   // With flash attention too: Megatron-Core checkpoints the core, whose kernel then runs again.
-  if (modules.core_attn) core_forward(chain, layer, "recompute.", std::exchange(first, {}));
-  if (modules.moe_act && moe_layer(layer)) moe_->recompute_act(chain, layer, std::exchange(first, {}));
+  if (modules.core_attn) core_forward(chain, layer, "recompute.");
+  if (moe ? modules.moe : modules.mlp) {
+    // The checkpointed MLP's forward from its input: a dense MLP's fused norm included, the MoE
+    // layer's pre-MLP norm (a module of its own) not.
+    mlp_block(chain, layer, "recompute.", !moe);
+  } else if (moe) {
+    if (modules.moe_act) moe_->recompute_act(chain, layer);
+    if (modules.shared_experts) moe_->recompute_shared(chain, layer);
+  }
+  if (e_.graph().num_tasks() > first)
+    for (BufferId b : allocates) e_.graph().allocate_at(first, b);
 }
 
 void TransformerLayer::mlp_backward(Chain& chain, int layer, BackwardPart part) {

@@ -74,8 +74,11 @@ class TransformerLayer {
   void forward(Chain& chain, int layer, const std::vector<BufferId>& allocates, const std::string& prefix = "",
                const std::vector<BufferId>& frees = {});
   // Re-runs what selective recomputation dropped, before the layer's backward: the norms that
-  // are modules of their own (layernorm: MLA's input norm, an MoE layer's pre-MLP norm), the attention core (core_attn, either kernel), the routed experts'
-  // activation (moe_act, MoE layers). The first task allocates `allocates`.
+  // are modules of their own (layernorm: MLA's input norm, an MoE layer's pre-MLP norm), MLA's up
+  // projections (mla_up_proj), the attention core (core_attn, either kernel), and the MLP block's
+  // whole forward (mlp for a dense layer, moe for an MoE layer) or, in an MoE layer, the routed
+  // experts' activation (moe_act) and the shared experts (shared_experts). The first task
+  // allocates `allocates`.
   void recompute_modules(Chain& chain, int layer, const RecomputeModules& modules,
                          const std::vector<BufferId>& allocates);
   // The layer's backward (or a part of it); the last task frees `frees`. The input gradients'
@@ -88,8 +91,9 @@ class TransformerLayer {
 
  private:
   TaskName name(int layer, Pass pass, const std::string& what, const std::string& stage) const;
+  // A collective over the tensor-parallel group of `tokens` rows `width` wide (0: d_model).
   void tp_collective(Chain& chain, int layer, Pass pass, const std::string& what, CollectiveOp op,
-                     std::int64_t tokens, const std::string& prefix);
+                     std::int64_t tokens, const std::string& prefix, std::int64_t width = 0);
   void linear_forward(Chain& chain, int layer, const LinearShape& l, const std::string& prefix);
   void linear_backward(Chain& chain, int layer, const LinearShape& l, BackwardPart part, bool gathered_input,
                        const std::vector<BufferId>& wgrad_frees = {});
@@ -108,6 +112,8 @@ class TransformerLayer {
   void core_backward(Chain& chain, int layer);
   void attention_forward(Chain& chain, int layer, const std::string& prefix);
   void mlp_forward(Chain& chain, int layer, const std::string& prefix, const std::vector<BufferId>& frees = {});
+  // The MLP block from its (norm's) input to its reduced output, without the residual add.
+  void mlp_block(Chain& chain, int layer, const std::string& prefix, bool norm);
   void attention_backward(Chain& chain, int layer, BackwardPart part, const std::vector<BufferId>& last_wgrad_frees);
   void mlp_backward(Chain& chain, int layer, BackwardPart part);
 

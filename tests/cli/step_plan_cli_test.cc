@@ -198,7 +198,7 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
        "--tp '2,4': the MoE-layer plan takes one degree"},
       {kTinyPlan + " --recompute none,some", "--recompute: 'some' is not a recomputation; valid: none, selective, full"},
       {kTinyPlan + " --recompute-modules layernorm", "give --recompute with selective among its values"},
-      {kTinyPlan + " --recompute selective --recompute-modules mlp", "'mlp' is not a module moesim recomputes"},
+      {kTinyPlan + " --recompute selective --recompute-modules qkv", "'qkv' is not a module moesim recomputes"},
       {kTinyPlan + " --chunks 0", "--chunks"},
       {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},
