@@ -1,5 +1,6 @@
 #include "sim/cli/list_args.h"
 
+#include <algorithm>
 #include <string>
 
 #include "sim/cli/number_flags.h"
@@ -79,6 +80,23 @@ RecomputeModules parse_recompute_modules_flag(const std::string& text) {
     throw InputError("--recompute-modules '" + text + "': " + error + "; valid: " +
                      YamlValue::join_names(recompute_module_names()));
   return *modules;
+}
+
+std::vector<RecomputeModules> parse_recompute_module_sets(const std::string& text) {
+  std::vector<RecomputeModules> out;
+  for (std::size_t from = 0;;) {
+    const std::size_t slash = text.find('/', from);
+    const std::string set = text.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
+    if (set.empty())
+      throw InputError("--recompute-modules '" + text + "': an empty set; give sets of modules separated by /, "
+                       "e.g. core_attn/mla_up_proj,mlp");
+    const RecomputeModules modules = parse_recompute_modules_flag(set);
+    if (std::find(out.begin(), out.end(), modules) != out.end())
+      throw InputError("--recompute-modules '" + text + "': the set '" + set + "' is named twice");
+    out.push_back(modules);
+    if (slash == std::string::npos) return out;
+    from = slash + 1;
+  }
 }
 
 }  // namespace moesim::cli

@@ -23,5 +23,9 @@ std::vector<std::string> split_list(const std::string& flag, const std::string& 
 // --recompute-modules' list (Megatron-Core's names, each once); InputError naming the flag and
 // the valid names otherwise.
 RecomputeModules parse_recompute_modules_flag(const std::string& text);
+// The layout planner's --recompute-modules: one or more such lists separated by '/', each a set
+// of modules tried apart ("mla_up_proj,mlp/mla_up_proj,moe"); InputError for an empty or
+// repeated set.
+std::vector<RecomputeModules> parse_recompute_module_sets(const std::string& text);
 
 }  // namespace moesim::cli

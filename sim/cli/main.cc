@@ -246,7 +246,8 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
                                       " to try, a list or range (default every legal one, docs/planning.md)");
   plan->add_option("--recompute-modules", s.recompute_modules,
                    "with --global-batch and selective among --recompute: the modules it re-runs, a list of core_attn, "
-                   "layernorm, moe_act, mla_up_proj, mlp, moe, shared_experts (default core_attn)");
+                   "layernorm, moe_act, mla_up_proj, mlp, moe, shared_experts (default core_attn); several sets "
+                   "separated by / are tried apart, e.g. mla_up_proj,mlp/mla_up_proj,moe");
   plan->add_option("--zero-stages", s.zero_stages,
                    "with --global-batch: the ZeRO stages to try, a list or range of 0-3 (default 0,1; 2 and 3 shard "
                    "the gradients, and 3 the weights, for layouts that would not fit)");

@@ -23,6 +23,7 @@
 #include "sim/spec/loader.h"
 #include "sim/spec/presets.h"
 #include "sim/spec/yaml_reader.h"
+#include "sim/step/step_shape.h"
 
 namespace moesim::cli {
 namespace {
@@ -78,12 +79,20 @@ search::LayoutAxes fixed_axes(const PlanArgs& a, const StepPlanArgs& s) {
   return only;
 }
 
-RecomputeModules selective_modules(const StepPlanArgs& s, const search::LayoutAxes& only) {
+std::vector<RecomputeModules> selective_sets(const StepPlanArgs& s, const search::LayoutAxes& only) {
   if (s.recompute_modules.empty()) return {};
   if (std::find(only.recompute.begin(), only.recompute.end(), Recompute::kSelective) == only.recompute.end())
     throw InputError("--recompute-modules '" + s.recompute_modules +
                      "' says what selective recomputation re-runs; give --recompute with selective among its values");
-  return parse_recompute_modules_flag(s.recompute_modules);
+  return parse_recompute_module_sets(s.recompute_modules);
+}
+
+// The recompute column's word for a layout: "selective" for the one set a request gives (or the
+// default), "sel <k>" for the k-th of several (the footnote says what each re-runs).
+std::string recompute_word(const StepSpec& s, const std::vector<RecomputeModules>& sets) {
+  if (s.recompute != Recompute::kSelective || sets.size() < 2) return std::string(to_string(s.recompute));
+  const auto it = std::find(sets.begin(), sets.end(), s.recompute_modules);
+  return "sel " + std::to_string(it - sets.begin() + 1);
 }
 
 search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
@@ -103,7 +112,14 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   if (!s.zero_stages.empty())
     for (std::int64_t z : parse_int_list("--zero-stages", s.zero_stages, 0, 3)) r.zero_stages.push_back(static_cast<int>(z));
   r.only = fixed_axes(a, s);
-  r.selective_modules = selective_modules(s, r.only);
+  r.selective_sets = selective_sets(s, r.only);
+  // A set that drops nothing of this model is a mistake of the request, not a layout's rejection.
+  for (const RecomputeModules& modules : r.selective_sets) {
+    StepSpec spec;
+    spec.recompute = Recompute::kSelective;
+    spec.recompute_modules = modules;
+    check_recompute_modules(r.model, spec);
+  }
   r.routing = parse_routing_flag(a.routing);
   r.seed = a.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
@@ -183,7 +199,8 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
 
 // One row of the table; `moe` adds the etp and chunks columns (layout_words), `reuse` the MoE
 // memory-reuse strategy's (when the request tries strategies).
-std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool reuse, bool schedule) {
+std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool reuse, bool schedule,
+                      const std::vector<RecomputeModules>& sets) {
   const StepSpec& s = p.candidate.spec;
   const StepReport& r = *p.simulated;
   char buf[256];
@@ -210,14 +227,23 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool r
     row += buf;
   }
   std::snprintf(buf, sizeof buf, "  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
-                std::string(to_string(s.recompute)).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
+                recompute_word(s, sets).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
                 r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu,
                 r.bubble_fraction, gib(r.peak_memory_bytes), r.fits ? "yes" : "no");
   return row + buf;
 }
 
+// The table footnote's words on what selective recomputation re-runs, for the sets given.
+std::string selective_note(const std::vector<RecomputeModules>& sets) {
+  if (sets.size() == 1) return "; selective re-runs " + to_string(sets.front());
+  std::string out;
+  for (std::size_t k = 0; k < sets.size(); ++k) out += "; sel " + std::to_string(k + 1) + " re-runs " + to_string(sets[k]);
+  return out;
+}
+
+// `sets`: the selective recomputations' module sets the request gives (none: the default).
 void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse, bool schedule,
-                 const std::string& selective) {
+                 const std::vector<RecomputeModules>& sets) {
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
@@ -226,7 +252,7 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, b
       << (reuse ? "  reuse" : "") << (schedule ? "  schedule   " : "")
       << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
   const std::size_t shown = std::min(plan.simulated.size(), static_cast<std::size_t>(std::max(top, 0)));
-  for (std::size_t k = 0; k < shown; ++k) out << table_row(k + 1, plan.simulated[k], moe, reuse, schedule);
+  for (std::size_t k = 0; k < shown; ++k) out << table_row(k + 1, plan.simulated[k], moe, reuse, schedule, sets);
   for (std::size_t k = 0; k < shown; ++k) {
     const std::vector<int>& parts = plan.simulated[k].candidate.spec.part_layers;
     if (!parts.empty())
@@ -240,7 +266,7 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, b
                 "sub-stage pipelining"
               : "")
       << (reuse ? "; reuse: the MoE layers' memory-reuse strategy (--strategies)" : "")
-      << (selective.empty() ? "" : "; selective re-runs " + selective) << ")\n";
+      << selective_note(sets) << ")\n";
 }
 
 Json layout_json(const PlannedLayout& p) {
@@ -408,10 +434,8 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());
   print_header(out, r, plan);
-  const bool selective = std::find(r.only.recompute.begin(), r.only.recompute.end(), Recompute::kSelective) !=
-                         r.only.recompute.end();
   print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty(),
-              selective && r.selective_modules != RecomputeModules{} ? to_string(r.selective_modules) : "");
+              r.selective_sets);
   if (!a.json_path.empty()) {
     Json j = request_json(r, version);
     j["plan"] = plan_json(r, plan);

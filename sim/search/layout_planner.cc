@@ -111,27 +111,31 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
   for (std::int64_t mb = 1; mb <= replica_batch; mb *= 2) {
     if (!allowed(r.only.micro_batch, mb)) continue;
     for (Recompute recompute : recomputations(r)) {
+      const std::vector<RecomputeModules> sets = recompute == Recompute::kSelective && !r.selective_sets.empty()
+                                                     ? r.selective_sets
+                                                     : std::vector<RecomputeModules>{RecomputeModules{}};
       const std::vector<int> zeros = zero_stages(r);
-      for (int zero : zeros) {
-        // Nothing to shard over: every stage is ZeRO 0, tried once (as the smallest requested).
-        if (zero != zeros.front() && layout.cp * layout.dp() == 1) continue;
-        StepSpec s;
-        s.layout = layout;
-        s.global_batch = r.global_batch;
-        s.micro_batch = mb;
-        s.seq = r.seq;
-        s.recompute = recompute;
-        if (recompute == Recompute::kSelective) s.recompute_modules = r.selective_modules;
-        s.sequence_parallel = layout.tp > 1;
-        s.attention = r.attention;
-        s.zero_stage = zero;
-        s.moe_chunks = chunks;
-        s.moe_strategy = strategy;
-        s.routing = r.routing;
-        s.seed = r.seed;
-        s.host_launch_ns = r.host_launch_ns;
-        out.push_back(s);
-      }
+      for (const RecomputeModules& modules : sets)
+        for (int zero : zeros) {
+          // Nothing to shard over: every stage is ZeRO 0, tried once (as the smallest requested).
+          if (zero != zeros.front() && layout.cp * layout.dp() == 1) continue;
+          StepSpec s;
+          s.layout = layout;
+          s.global_batch = r.global_batch;
+          s.micro_batch = mb;
+          s.seq = r.seq;
+          s.recompute = recompute;
+          if (recompute == Recompute::kSelective) s.recompute_modules = modules;
+          s.sequence_parallel = layout.tp > 1;
+          s.attention = r.attention;
+          s.zero_stage = zero;
+          s.moe_chunks = chunks;
+          s.moe_strategy = strategy;
+          s.routing = r.routing;
+          s.seed = r.seed;
+          s.host_launch_ns = r.host_launch_ns;
+          out.push_back(s);
+        }
     }
   }
 }

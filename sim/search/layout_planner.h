@@ -76,7 +76,7 @@ struct LayoutAxes {
   std::vector<int> tp, cp, pp, vpp, ep, etp;
   std::vector<std::int64_t> micro_batch;
   // The recomputations to try in place of the planner's (none and full; selective too with
-  // unfused attention); selective re-runs LayoutRequest::selective_modules.
+  // unfused attention); selective re-runs each of LayoutRequest::selective_sets.
   std::vector<Recompute> recompute;
 };
 
@@ -99,7 +99,9 @@ struct LayoutRequest {
   std::uint64_t seed = 1;
   std::optional<std::int64_t> host_launch_ns;  // StepSpec::host_launch_ns for every layout
   LayoutAxes only;  // the axes the request fixes
-  RecomputeModules selective_modules;  // what selective recomputation re-runs (--recompute-modules)
+  // What selective recomputation re-runs (--recompute-modules A/B/...): each set a candidate of its
+  // own; empty: the default set (core_attn).
+  std::vector<RecomputeModules> selective_sets;
   int top = 5;   // K: layouts reported; the best 2K by the estimate are simulated in full
   int jobs = 1;  // threads
 };

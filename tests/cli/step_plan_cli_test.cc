@@ -1,5 +1,7 @@
 // `moesim plan --global-batch`: the whole step's layout planner from the command line (its table,
 // JSON and token-rate search), and its bad input, each answered with exit code 2 naming the flag.
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_fixture.h"
@@ -171,6 +173,35 @@ TEST_F(Cli, StepPlanSimulatesEveryLayoutWithItsRouting) {
   EXPECT_NE(nlohmann::json::parse(read_file(dir_ / "uniform.json"))["step_time_s"].get<double>(), planned);
 }
 
+// --recompute-modules A/B: each set a candidate of its own, named "sel k" in the table, its
+// modules in the JSON; the planned step is the one `simulate` gives those modules.
+TEST_F(Cli, StepPlanTriesEachSetOfRecomputeModules) {
+  const Result r = run("plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 "
+                       "--jobs 2 --gpus 8 --top 40 --chunks 1 --tp 1 --cp 1 --recompute selective "
+                       "--recompute-modules layernorm,moe_act/moe --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("; sel 1 re-runs layernorm,moe_act; sel 2 re-runs moe)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  sel 1  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  sel 2  "), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  std::map<std::string, int> sets;
+  const nlohmann::json* moe = nullptr;
+  for (const auto& l : j["plan"]["layouts"]) {
+    ++sets[l["recompute_modules"].get<std::string>()];
+    if (l["recompute_modules"] == "moe" && moe == nullptr) moe = &l;
+  }
+  EXPECT_EQ(sets.size(), 2u) << j.dump(1);
+  ASSERT_NE(moe, nullptr);
+  const nlohmann::json& l = *moe;
+  const Result sim = run("simulate --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --gpus 8 "
+                         "--global-batch 16 --tp 1 --cp 1 --pp " + l["pp"].dump() + " --vpp " + l["vpp"].dump() +
+                         " --ep " + l["ep"].dump() + " --etp " + l["etp"].dump() + " --chunks " + l["moe_chunks"].dump() +
+                         " --micro-batch " + l["micro_batch"].dump() + " --zero " + l["zero"].dump() +
+                         " --recompute selective --recompute-modules moe --json -");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), l["step_time_s"].get<double>());
+}
+
 TEST_F(Cli, StepPlanFindsTheNodesForATokenRate) {
   // Any positive rate one node reaches: the search stops at 1 node.
   const Result r = run(kTinyPlan + " --top 1 --target-tokens-per-day 1e6 --max-nodes 2");
@@ -199,6 +230,9 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --recompute none,some", "--recompute: 'some' is not a recomputation; valid: none, selective, full"},
       {kTinyPlan + " --recompute-modules layernorm", "give --recompute with selective among its values"},
       {kTinyPlan + " --recompute selective --recompute-modules qkv", "'qkv' is not a module moesim recomputes"},
+      {kTinyPlan + " --recompute selective --recompute-modules core_attn//layernorm", "an empty set; give sets of modules"},
+      {kTinyPlan + " --recompute selective --recompute-modules core_attn/core_attn", "the set 'core_attn' is named twice"},
+      {kTinyPlan + " --recompute selective --recompute-modules core_attn/moe", "--recompute-modules moe re-runs the MoE layers' MLPs; Tiny-GPT has no MoE layer"},
       {kTinyPlan + " --chunks 0", "--chunks"},
       {kTinyPlan + " --chunks 4-2", "--chunks: range '4-2' is empty"},
       {kTinyPlan + " --top 0", "--top"},

@@ -393,34 +393,51 @@ TEST(LayoutPlanner, FixedAxesKeepExactlyTheMatchingLayoutsOfTheFullEnumeration) 
                         "to the layers)"));
 }
 
-// --recompute and --recompute-modules: the recomputations tried, selective with the modules given;
-// dropping the norms' and the experts' activation outputs lowers the closed-form peak.
-TEST(LayoutPlanner, TriesTheRequestedRecomputationsWithTheirModules) {
+// --recompute and --recompute-modules: the recomputations tried, selective once with each set of
+// modules given; dropping the norms' and the experts' activation outputs lowers the closed-form
+// peak, and recomputing the whole MoE layer lowers it further.
+TEST(LayoutPlanner, TriesTheRequestedRecomputationsWithEachSetOfModules) {
   LayoutRequest r = tiny_moe(8, 8);
   r.moe_chunks = {1};
   r.only.recompute = {Recompute::kNone, Recompute::kSelective};
-  r.selective_modules = {false, true, true};
-  std::map<std::string, std::map<Recompute, std::int64_t>> peaks;  // by the rest of the layout
+  RecomputeModules norms_act, moe;
+  norms_act.core_attn = moe.core_attn = false;
+  norms_act.layernorm = norms_act.moe_act = true;
+  moe.moe = true;
+  r.selective_sets = {norms_act, moe};
+  // By the rest of the layout: the peak without recomputation and with each set.
+  std::map<std::string, std::map<std::string, std::int64_t>> peaks;
+  int none = 0, with_norms_act = 0, with_moe = 0;
   for (const LayoutCandidate& c : enumerate_layouts(r).fitting) {
     EXPECT_NE(c.spec.recompute, Recompute::kFull);
     if (c.spec.recompute == Recompute::kSelective) {
-      EXPECT_EQ(c.spec.recompute_modules, r.selective_modules);
+      EXPECT_TRUE(c.spec.recompute_modules == norms_act || c.spec.recompute_modules == moe);
+      (c.spec.recompute_modules == moe ? with_moe : with_norms_act) += 1;
     } else {
       EXPECT_EQ(c.spec.recompute_modules, RecomputeModules{});
+      ++none;
     }
     StepSpec rest = c.spec;
     rest.recompute = Recompute::kNone;
-    peaks[key(rest)][c.spec.recompute] = c.memory_estimate_bytes;
+    rest.recompute_modules = {};
+    const std::string what = c.spec.recompute == Recompute::kNone ? "none" : to_string(c.spec.recompute_modules);
+    peaks[key(rest)][what] = c.memory_estimate_bytes;
   }
+  EXPECT_GT(none, 0);
+  EXPECT_EQ(with_norms_act, none);  // every layout fits with either set (tiny-moe on 8 GPUs)
+  EXPECT_EQ(with_moe, none);
   // Never higher; lower where more than one layer's worth is kept at the peak (with one, the
   // re-created tensors of the layer in backward take the room the dropped ones left).
-  int lower = 0;
+  int lower = 0, lower_still = 0;
   for (const auto& [layout, by] : peaks) {
-    if (by.size() < 2) continue;
-    EXPECT_LE(by.at(Recompute::kSelective), by.at(Recompute::kNone)) << layout;
-    lower += by.at(Recompute::kSelective) < by.at(Recompute::kNone);
+    ASSERT_EQ(by.size(), 3u) << layout;
+    EXPECT_LE(by.at("layernorm,moe_act"), by.at("none")) << layout;
+    EXPECT_LE(by.at("moe"), by.at("layernorm,moe_act")) << layout;
+    lower += by.at("layernorm,moe_act") < by.at("none");
+    lower_still += by.at("moe") < by.at("layernorm,moe_act");
   }
   EXPECT_GT(lower, 0);
+  EXPECT_GT(lower_still, 0);
 }
 
 TEST(LayoutPlanner, RejectsIllegalExpertTensorParallelSizesUnderTheStepsOwnRules) {
