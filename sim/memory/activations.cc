@@ -27,6 +27,7 @@ struct Dims {
   std::int64_t e = 2;  // the model dtype's bytes
   std::int64_t t = 1;
   std::int64_t et = 1;  // the experts' tensor-parallel size
+  bool own_shard = false;  // each rank routes its own tokens (StepLayout::routes_own_shard)
   bool sp = false;
   bool dropout = false;
   AttentionKernel kernel = AttentionKernel::kFlash;
@@ -58,6 +59,7 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   d.e = m.element_bytes();
   d.t = l.tp;
   d.et = l.etp > 0 ? l.etp : l.tp;
+  d.own_shard = d.et != d.t || (d.t > 1 && l.sequence_parallel);  // StepLayout::routes_own_shard
   d.sp = l.sequence_parallel;
   d.dropout = m.architecture.dropout > 0;
   d.kernel = l.attention;
@@ -71,10 +73,8 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
               ": recomputing the MoE layer re-creates T_DI and T_M, which the strategy would restore; give one of them");
   // The step restores T_DI and T_M per chunk in the experts' own layout (sim/step/moe_reuse.h),
   // which parallel folding changes (the rows gathered over etp): not built.
-  require(d.strategy == MemoryStrategy::kNone || d.et == d.t,
-          "--strategy " + std::string(to_string(d.strategy)) + " needs the experts' tensor-parallel size equal to tp "
-          "(--etp " + std::to_string(d.et) + ", --tp " + std::to_string(d.t) + "): the restore of folded experts' "
-          "rows is not built");
+  require(d.strategy == MemoryStrategy::kNone || !d.own_shard,
+          strategy_layout_problem(d.strategy, l.tp, static_cast<int>(d.et)));
   return d;
 }
 
@@ -170,28 +170,33 @@ std::int64_t routed_rows(const ModelSpec& m, std::int64_t tokens) {
   return checked_mul(m.num_experts, static_cast<std::int64_t>(raw * (1.0 + 1e-12)));
 }
 
-// T_DI and T_M over the rows dispatched to the rank's experts (unfolded experts).
+// T_DI and T_M over the rows the rank's experts hold: the tensor-parallel group's E x C, or with
+// own_shard the rows the all-to-all brought to the etp ranks, all-gathered (columns split over etp).
 MoeReusedTensors reused_tensors(const ModelSpec& m, const Dims& d) {
+  if (d.own_shard) {
+    const std::int64_t gathered = checked_mul(routed_rows(m, d.n / (d.sp ? d.t : 1)), d.et);
+    return {checked_mul({gathered, m.d_model, d.e}), checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e})};
+  }
   const std::int64_t rows = routed_rows(m, d.n);
   return {checked_mul({rows, m.d_model, d.e}), checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e})};
 }
 
 // The MoE MLP block. Over the rank's tokens: the norm's input, the router's (and shared experts')
 // input, the fp32 router scores over all experts and top-k weights, the shared experts' columns,
-// the output dropout's mask. Over the rows dispatched to the rank's experts (the tensor-parallel
-// group's tokens, gathered before the experts as Megatron-Core does): fc1's input (whole d_model
-// rows), the experts' columns (split over t) and their output, kept for the gradient of the
-// combine's top-k weights (rows follow the tokens' layout: split over t with SP).
-// With the experts' own tensor-parallel size (etp != tp, Megatron-Core's parallel folding) each
-// rank routes its own tokens (its sequence-parallel shard), and its experts see the rows the
-// all-to-all brought to the etp ranks, all-gathered over them: etp x E x C(own tokens) rows of
-// fc1 input and columns split over etp; the output kept for the combine is the rank's own rows.
+// the output dropout's mask. With own_shard (tp > 1 with sequence parallelism, or etp != tp:
+// Megatron-Core's all-to-all dispatcher) each rank routes its own tokens (its sequence-parallel
+// shard), and its experts see the rows the all-to-all brought to the etp ranks, all-gathered over
+// them: etp x E x C(own tokens) rows of fc1 input and columns split over etp; the output kept for
+// the combine is the rank's own rows. Otherwise over the rows dispatched to the rank's experts
+// (the tensor-parallel group's tokens): fc1's input (whole d_model rows), the experts' columns
+// (split over t) and their output, kept for the gradient of the combine's top-k weights (rows
+// follow the tokens' layout).
 std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
   std::int64_t bytes = 2 * token_bytes(d, m.d_model, d.e) + token_bytes(d, m.num_experts + m.top_k, kFp32Bytes) +
                        mask_bytes(d, m.d_model);
   if (m.shared_experts.count > 0)
     bytes += split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e);
-  if (d.et != d.t) {
+  if (d.own_shard) {
     const std::int64_t own = routed_rows(m, d.n / (d.sp ? d.t : 1));
     const std::int64_t gathered = checked_mul(own, d.et);
     return bytes + checked_mul({gathered, m.d_model, d.e}) +
@@ -209,7 +214,7 @@ std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
 // The routed experts' activation output (fc2's input) over the rank's expert rows, as moe_mlp
 // counts it: what recomputing moe_act drops.
 std::int64_t moe_act_output(const ModelSpec& m, const Dims& d) {
-  if (d.et != d.t) {
+  if (d.own_shard) {
     const std::int64_t gathered = checked_mul(routed_rows(m, d.n / (d.sp ? d.t : 1)), d.et);
     return checked_mul({gathered, m.d_ffn / d.et, d.e});
   }

@@ -21,10 +21,11 @@
 //     and rstd, 8 bytes a token against thousands) are left out, as the paper does;
 //   - unfused attention keeps the s x s softmax output, and with dropout its mask and output;
 //     flash attention keeps q, k, v, its output and the fp32 softmax statistics (b heads s / t);
-//   - an MoE layer's experts see every token of the tensor-parallel group: rows = E x C with the
-//     simulator's capacity C = floor(k f N / E) (sim/build/layer_dims.cc; uniform routing fills
-//     every expert to C, so ep does not change a rank's rows); with the experts' own
-//     tensor-parallel size etp != t, etp x E x C(N / t) rows, the etp ranks' own tokens gathered.
+//   - an MoE layer's experts see rows = E x C with the simulator's capacity C = floor(k f N / E)
+//     (sim/build/layer_dims.cc; uniform routing fills every expert to C, so ep does not change a
+//     rank's rows); where each rank routes its own shard (tp > 1 with sequence parallelism, or
+//     etp != t: Megatron-Core's dispatcher) etp x E x C(N / t) rows, the etp ranks' own tokens
+//     gathered; otherwise N is the tensor-parallel group's tokens.
 #pragma once
 
 #include <cstdint>

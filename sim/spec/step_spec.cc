@@ -76,6 +76,13 @@ std::string_view to_string(Fp8Recipe r) { return name_of(kFp8Recipes, r); }
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_from(kFp8Recipes, s); }
 std::vector<std::string> fp8_recipe_names() { return names_of(kFp8Recipes); }
 
+std::string strategy_layout_problem(MemoryStrategy s, int tp, int etp) {
+  return "--strategy " + std::string(to_string(s)) + " with --tp " + std::to_string(tp) + " and --etp " +
+         std::to_string(etp) + ": each rank routes its own tokens (Megatron-Core's all-to-all dispatcher, at tp > 1 "
+         "with sequence parallelism or etp != tp) and the experts all-gather the rows; restoring those per chunk is "
+         "not built (the strategies run at tp 1, etp 1)";
+}
+
 std::string host_launch_phrase(std::int64_t launch_ns) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "host launches %g us each", static_cast<double>(launch_ns) * 1e-3);

@@ -91,7 +91,19 @@ struct StepLayout {
   int edp() const { return stage_size() / (expert_tp() * ep); }
   // The MoE layers run with their own layout (etp differs from tp).
   bool folded() const { return expert_tp() != tp; }
+  // Whether each rank routes only its own tokens, as Megatron-Core's all-to-all dispatcher does:
+  // with folded experts, and with tensor parallelism under sequence parallelism, where a rank
+  // holds its shard of the sequence (the dispatched rows are then all-gathered over the
+  // experts' tensor-parallel group). Otherwise (tp 1, or tp > 1 without sequence parallelism,
+  // which Megatron-Core refuses for MoE in training) every rank routes the tensor-parallel
+  // group's tokens.
+  bool routes_own_shard(bool sequence_parallel) const { return folded() || (tp > 1 && sequence_parallel); }
 };
+
+// Why --strategy `s` cannot run on a layout whose ranks route their own tokens
+// (StepLayout::routes_own_shard): restoring the experts' gathered rows is not built. The one
+// message of that rule, for the step's checks and the closed-form memory alike.
+std::string strategy_layout_problem(MemoryStrategy s, int tp, int etp);
 
 // "host launches X us each" for a host launch time (StepSpec::host_launch_ns), as the step's and
 // the layout plan's headers print it.

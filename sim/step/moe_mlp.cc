@@ -10,10 +10,10 @@ MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks, boo
   d.sequence_parallel = sequence_parallel;
   const int tp = shape.layout.tp;
   const int etp = shape.layout.expert_tp();
-  d.folded = shape.layout.folded();
+  d.own_shard = shape.layout.routes_own_shard(sequence_parallel);
   d.shared_tokens = shape.tokens();
-  d.tokens = d.folded ? shape.tokens() / tp : shape.tokens();
-  d.gathered = d.folded ? etp : 1;
+  d.tokens = d.own_shard ? shape.tokens() / tp : shape.tokens();
+  d.gathered = d.own_shard ? etp : 1;
   d.hidden = model.d_model;
   d.experts = model.num_experts;
   d.local_experts = model.num_experts / shape.layout.ep;
@@ -55,12 +55,12 @@ MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const Step
   return d;
 }
 
-void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks) {
+void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks, bool sequence_parallel) {
   if (chunks < 1) throw InputError("--chunks " + std::to_string(chunks) + " must be at least 1");
   if (chunks == 1) return;
   if (!model.has_moe_layers())
     throw InputError("--chunks " + std::to_string(chunks) + " pipelines MoE layers; " + model.name + " has none");
-  const MoeDims d = moe_dims(model, shape, chunks);
+  const MoeDims d = moe_dims(model, shape, chunks, sequence_parallel);
   if (chunks > d.capacity)
     throw InputError("--chunks " + std::to_string(chunks) + " is more than the " + std::to_string(d.capacity) +
                      " rows each expert receives from each rank of its expert-parallel group per microbatch "
@@ -187,7 +187,7 @@ void MoeMlp::recompute_act(Chain& chain, int layer) {
 
 void MoeMlp::recompute_shared(Chain& chain, int layer) {
   const bool tensor_parallel = e_.shape().tensor_group(chain.stage).size() > 1;
-  const bool gather = d_.folded || (d_.sequence_parallel && tensor_parallel);
+  const bool gather = d_.own_shard || (d_.sequence_parallel && tensor_parallel);
   shared_forward(chain, layer, "recompute.", gather);
   if (!gather && tensor_parallel)
     shared_tp_collective(chain, layer, Pass::kForward, "shared.tp.allreduce", CollectiveOp::kAllReduce, "recompute.");
@@ -226,19 +226,19 @@ void MoeMlp::forward(Chain& chain, int layer, const std::string& prefix) {
   Chain shared = chain;  // the shared experts need the block input only
   const std::vector<std::optional<TaskIndex>> dispatched =
       to_experts(chain, layer, Pass::kForward, "dispatch", prefix, splits_on_host);
-  shared_forward(shared, layer, prefix, d_.folded);
+  shared_forward(shared, layer, prefix, d_.own_shard);
   const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
   std::vector<std::optional<TaskIndex>> combined;
   for (int c = 0; c < d_.chunks; ++c) {
     chain.last = dispatched[static_cast<std::size_t>(c)];
-    if (d_.folded)
+    if (d_.own_shard)
       expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.allgather" + suffix(c), CollectiveOp::kAllGather,
                            d_.local_rows(ep, c), prefix);
     dispatcher_.sort_chunks(chain, layer, Pass::kForward, "dispatch", true, prefix, gathered_rows_of(c));
     const TaskIndex fc1 = experts_forward(chain, layer, prefix, c);
     if (d_.strategy != MemoryStrategy::kNone && prefix.empty()) offload(chain, layer, c, fc1);
     dispatcher_.sort_chunks(chain, layer, Pass::kForward, "combine", false, prefix, gathered_rows_of(c));
-    if (d_.folded)
+    if (d_.own_shard)
       expert_tp_collective(chain, layer, Pass::kForward, "experts.tp.reducescatter" + suffix(c),
                            CollectiveOp::kReduceScatter, d_.local_rows(ep, c), prefix);
     combined.push_back(all_to_all(chain, layer, Pass::kForward, "combine", false, prefix, c));
@@ -280,7 +280,7 @@ void MoeMlp::ffn_backward(Chain& chain, int layer, BackwardPart part, const FfnB
 
 void MoeMlp::shared_backward(Chain& chain, int layer, BackwardPart part) {
   if (d_.shared_ffn == 0) return;
-  const bool collectives = d_.folded && part != BackwardPart::kWeight;
+  const bool collectives = d_.own_shard && part != BackwardPart::kWeight;
   if (collectives) shared_tp_collective(chain, layer, Pass::kBackward, "shared.tp.allgather", CollectiveOp::kAllGather, "");
   ffn_backward(chain, layer, part, {"shared", "", 1, d_.shared_tokens, d_.shared_tokens, d_.shared_ffn, d_.shared_fc1_out});
   if (collectives)
@@ -317,7 +317,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   std::vector<std::optional<TaskIndex>> sent_back;
   for (int c = 0; c < d_.chunks; ++c) {
     chain.last = gradients[static_cast<std::size_t>(c)];
-    if (d_.folded)
+    if (d_.own_shard)
       expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.allgather" + suffix(c), CollectiveOp::kAllGather,
                            d_.local_rows(ep, c), "");
     dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "", gathered_rows_of(c));
@@ -327,7 +327,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
     experts_backward(chain, layer, part, c);
     if (reuses) release(restored, first);
     dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "dispatch", true, "", gathered_rows_of(c));
-    if (d_.folded)
+    if (d_.own_shard)
       expert_tp_collective(chain, layer, Pass::kBackward, "experts.tp.reducescatter" + suffix(c),
                            CollectiveOp::kReduceScatter, d_.local_rows(ep, c), "");
     Chain back = chain;

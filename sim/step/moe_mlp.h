@@ -1,14 +1,28 @@
-// The MoE MLP of a transformer layer for one microbatch on one pipeline stage, as Megatron-Core
-// runs it with expert tensor parallelism equal to the tensor-parallel size (TED's layout, and
-// sim/memory/model_states.h's): between the block's tensor-parallel all-gather (sequence
-// parallelism) and its reduce-scatter or all-reduce, each rank of a tensor-parallel group holds
-// the group's N tokens; it routes them (router GEMM, top-k), permutes its k x N choices into expert
-// order, sends them over the expert-parallel group (an all-to-all, ep ranks strided by tp x cp:
-// StepShape::expert_group), runs its E / ep local experts as batched GEMMs with the experts'
-// columns split over the tensor-parallel ranks, sends the rows back and un-permutes them into
-// partial sums that the block's reduction adds up. Shared experts are a tensor-parallel dense MLP
-// on the same N tokens, issued after the dispatch so that they run while it is in flight
-// (Megatron-Core's shared-expert overlap); their partial sums join the same reduction.
+// The MoE MLP of a transformer layer for one microbatch on one pipeline stage. Two ways:
+//
+// Each rank routes its own tokens (MoeDims::own_shard; StepLayout::routes_own_shard: tp > 1 with
+// sequence parallelism, or the experts' own tensor-parallel size etp != tp, Megatron-Core's
+// parallel folding, Liu et al. 2025, arXiv 2504.14960), as Megatron-Core's
+// MoEAlltoAllTokenDispatcher does (megatron/core/transformer/moe/token_dispatcher.py,
+// NVIDIA/Megatron-LM d98e8a6): no all-gather of the block input; each rank routes its own N / tp
+// tokens (its sequence-parallel shard), the all-to-all runs over the expert-parallel group (ep
+// ranks strided by etp), then an all-gather over the experts' tensor-parallel group (etp
+// consecutive ranks; the tensor-parallel group when etp = tp) gives each local expert ep x etp x
+// C rows, whose columns split over etp; after the experts a reduce-scatter over the same group,
+// the combine all-to-all, and the rank's own N / tp tokens come out. The shared experts stay a
+// tensor-parallel MLP over tp (SharedExpertMLP): their own all-gather and reduce-scatter of the
+// block's N tokens, beside the dispatch.
+//
+// Otherwise (tp 1, or tp > 1 without sequence parallelism, which Megatron-Core refuses for MoE
+// layers in training): between the block's tensor-parallel all-gather and its reduce-scatter or
+// all-reduce each rank of a tensor-parallel group holds the group's N tokens; it routes them
+// (router GEMM, top-k), permutes its k x N choices into expert order, sends them over the
+// expert-parallel group (StepShape::expert_group), runs its E / ep local experts as batched GEMMs
+// with the experts' columns split over the tensor-parallel ranks, sends the rows back and
+// un-permutes them into partial sums that the block's reduction adds up. Shared experts are a
+// tensor-parallel dense MLP on the same N tokens, issued after the dispatch so that they run
+// while it is in flight (Megatron-Core's shared-expert overlap); their partial sums join the same
+// reduction.
 //
 // Uniform routing: every source rank sends C = floor(k f N / E) rows to every expert (f the
 // capacity factor; dropless models have f = 1), so every local expert gets ep x C rows. Any other
@@ -26,18 +40,6 @@
 // shared experts stay whole; so do the weight gradients of a split backward (zb-h1, dualpipe: the
 // W pass has no all-to-all to hide, so it runs one batched GEMM per layer over all rows). n = 1
 // is the unchunked layer, task for task.
-//
-// With the experts' own tensor-parallel size etp != tp (Megatron-Core's parallel folding, Liu et
-// al. 2025, arXiv 2504.14960), the MoE block runs as Megatron-Core's MoEAlltoAllTokenDispatcher
-// does (megatron/core/transformer/moe/token_dispatcher.py, NVIDIA/Megatron-LM d98e8a6): no
-// all-gather of the block input; each rank routes its own N / tp tokens (its sequence-parallel
-// shard; the layout requires sequence parallelism with tp > 1), the all-to-all runs over the
-// expert-parallel group (ep ranks strided by etp), then an all-gather over the experts'
-// tensor-parallel group (etp consecutive ranks) gives each local expert ep x etp x C rows, whose
-// columns split over etp; after the experts a reduce-scatter over the same group, the combine
-// all-to-all, and the rank's own N / tp tokens come out. The shared experts stay a
-// tensor-parallel MLP over tp (SharedExpertMLP): their own all-gather and reduce-scatter of the
-// block's N tokens, beside the dispatch.
 #pragma once
 
 #include <cstdint>
@@ -57,15 +59,15 @@
 namespace moesim {
 
 struct MoeDims {
-  std::int64_t tokens = 0;          // tokens routed on the rank: the tensor-parallel group's N (folded: N / tp)
+  std::int64_t tokens = 0;          // tokens routed on the rank: the tensor-parallel group's N (own_shard: N / tp)
   std::int64_t shared_tokens = 0;   // the shared experts' tokens: N
   std::int64_t hidden = 0;
   int experts = 0;                  // E
   int local_experts = 0;            // E / ep
   int top_k = 1;
   std::int64_t capacity = 0;        // C: rows per (source rank, expert)
-  bool folded = false;              // etp != tp: the experts' own layout (above)
-  int gathered = 1;                 // the experts' all-gather multiplies the rows (folded: etp)
+  bool own_shard = false;           // each rank routes its own tokens (StepLayout::routes_own_shard)
+  int gathered = 1;                 // the experts' all-gather multiplies the rows (own_shard: etp)
   std::int64_t expert_ffn = 0;      // the activation's output width per rank (d_ffn / etp)
   std::int64_t expert_fc1_out = 0;  // fc1's output per rank (2x for gated)
   std::int64_t expert_kept_cols = 0;  // T_M's width: the columns the experts' backward reads
@@ -83,7 +85,7 @@ struct MoeDims {
   std::int64_t chunk_capacity(int c = kWhole) const;
   // Rows the rank sends (uniform: C to each of the E experts).
   std::int64_t rows_sent(int c = kWhole) const;
-  // A local expert's rows: from each of the ep ranks, gathered over etp when folded (routed: the
+  // A local expert's rows: from each of the ep ranks, gathered over etp with own_shard (routed: the
   // rank's rows spread evenly over its local experts, rounded up).
   std::int64_t rows_per_local_expert(int ep, int c = kWhole) const;
   // The local experts' rows together.
@@ -91,7 +93,7 @@ struct MoeDims {
 };
 
 // `chunks`: StepSpec::moe_chunks, checked by check_moe_chunks.
-MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks = 1, bool sequence_parallel = false);
+MoeDims moe_dims(const ModelSpec& model, const StepShape& shape, int chunks, bool sequence_parallel);
 
 // moe_dims with the step's --chunks and its routing (StepSpec::routing): the plan is made once, for
 // every MoE layer of the step. Throws InputError naming --routing for a matrix that does not fit.
@@ -100,16 +102,16 @@ MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const Step
 // --chunks n: at least 1, and for n > 1 a model with MoE layers whose capacity C (rows per source
 // rank and expert in a microbatch) is at least n, so that no chunk is empty. Throws InputError
 // naming --chunks and the rule.
-void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks);
+void check_moe_chunks(const ModelSpec& model, const StepShape& shape, int chunks, bool sequence_parallel);
 
 class MoeMlp {
  public:
   MoeMlp(StepEmitter& emitter, const MoeDims& dims) : e_(emitter), d_(dims), dispatcher_(emitter, dims) {}
 
-  // From the gathered block input to the partial sums the block's reduction adds (folded: from
+  // From the gathered block input to the partial sums the block's reduction adds (own_shard: from
   // the rank's shard of the block input to its shard of the output, no block collectives).
   void forward(Chain& chain, int layer, const std::string& prefix);
-  bool folded() const { return d_.folded; }
+  bool own_shard() const { return d_.own_shard; }
   // FP8 GEMMs of the MLP's Transformer Engine modules: the shared experts' fc1 and fc2, and a
   // grouped linear per fc whose num_gemms is the local experts' count (TE GroupedLinear).
   int fp8_gemms() const { return (d_.shared_ffn > 0 ? 2 : 0) + 2 * d_.local_experts; }
@@ -118,7 +120,7 @@ class MoeMlp {
   // rows on the rank, again, before the layer's backward.
   void recompute_act(Chain& chain, int layer);
   // Selective recomputation's shared_experts: their forward from the block's input, as
-  // Megatron-Core's checkpointed SharedExpertMLP runs it: with a sequence-parallel (or folded)
+  // Megatron-Core's checkpointed SharedExpertMLP runs it: with a sequence-parallel (or folded, own_shard)
   // input its own all-gather before fc1 and reduce-scatter after fc2, with tensor parallelism
   // alone an all-reduce after fc2 (the block's reduction in the first forward).
   void recompute_shared(Chain& chain, int layer);
@@ -145,7 +147,7 @@ class MoeMlp {
   ChunkRows rows_of(int c) const {
     return {d_.rows_sent(c), suffix(c), d_.routing ? d_.routing->probs_traffic.at(static_cast<std::size_t>(c)) : nullptr};
   }
-  // Chunk c's rows the local experts hold (gathered over etp when folded: the dispatcher's sorts;
+  // Chunk c's rows the local experts hold (gathered over etp with own_shard: the dispatcher's sorts;
   // uniform: E x C x etp, what every rank sends).
   ChunkRows gathered_rows_of(int c) const { return {d_.local_rows(e_.shape().layout.ep, c), suffix(c)}; }
   // The chain's last task (the un-permutation, which reads every chunk's rows) after each chunk's

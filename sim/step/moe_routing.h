@@ -5,7 +5,7 @@
 // once per step: every MoE layer, microbatch and pipeline stage routes alike, as the MoE-layer
 // simulation's layers do (zipf's hot experts placed by --seed, so a seed gives the same plan every
 // run). Each member routes the B tokens it dispatches (MoeDims::tokens: the tensor-parallel
-// group's N, or with folded experts its N / tp); the etp peers of a folded layout and the other
+// group's N, or with own_shard its N / tp); the etp peers of such a layout and the other
 // expert-parallel groups of the stage route as this one does.
 //
 // The dispatch and combine all-to-alls (and the routing probabilities' beside them) are

@@ -64,7 +64,7 @@ std::string routing_line(const MoeRouting& routing, const StepSpec& spec) {
   const RoutingStats& st = routing.stats;
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                " (seed %llu): MoE layers compute expert-parallel rank %d's %lld rows per microbatch, %.2fx the "
+                " (seed %llu): MoE layers' expert-parallel rank %d receives %lld rows per microbatch, %.2fx the "
                 "mean rank's; busiest expert %.2fx the mean; %.1f%% of choices dropped\n",
                 static_cast<unsigned long long>(spec.seed), routing.rank,
                 static_cast<long long>(routing.total_received()), st.rank_imbalance, st.expert_imbalance,

@@ -182,7 +182,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.storage_dtype = model.dtype;
   shape.fp8_recipe = spec.fp8_recipe;
   shape.element_bytes = model.element_bytes();
-  check_moe_chunks(model, shape, spec.moe_chunks);
+  check_moe_chunks(model, shape, spec.moe_chunks, spec.sequence_parallel);
   check_step_routing(model, spec.routing);
   check_moe_strategy(model, shape, spec);
   check_recompute_modules(model, spec);
@@ -238,9 +238,8 @@ void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const St
   require(shape.schedule != PipelineSchedule::kZeroBubbleH1 && shape.schedule != PipelineSchedule::kDualPipe,
           flag + " with --schedule " + std::string(to_string(shape.schedule)) +
               ": a split backward's weight pass would need T_DI and T_M restored again (not built)");
-  require(!shape.layout.folded(), flag + " needs the experts' tensor-parallel size equal to tp (--etp " +
-                                      std::to_string(shape.layout.expert_tp()) + ", --tp " +
-                                      std::to_string(shape.layout.tp) + "): restoring folded experts' rows is not built");
+  require(!shape.layout.routes_own_shard(spec.sequence_parallel),
+          strategy_layout_problem(spec.moe_strategy, shape.layout.tp, shape.layout.expert_tp()));
 }
 
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing) {

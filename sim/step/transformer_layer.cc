@@ -76,7 +76,7 @@ bool TransformerLayer::moe_layer(int layer) const {
   return moe_ != nullptr && is_moe_layer(model_, std::min(layer, model_.num_layers - 1));
 }
 
-bool TransformerLayer::mlp_block_collectives(int layer) const { return !moe_layer(layer) || !moe_->folded(); }
+bool TransformerLayer::mlp_block_collectives(int layer) const { return !moe_layer(layer) || !moe_->own_shard(); }
 
 TaskName TransformerLayer::name(int layer, Pass pass, const std::string& what, const std::string& stage) const {
   return TaskName{"L" + std::to_string(layer), layer, pass, what, stage};

@@ -118,8 +118,8 @@ class TransformerLayer {
   void mlp_backward(Chain& chain, int layer, BackwardPart part);
 
   bool moe_layer(int layer) const;
-  // The MLP block's tensor-parallel all-gather and reduction: not around a folded MoE MLP, which
-  // routes each rank's own tokens and gathers its shared experts' input itself.
+  // The MLP block's tensor-parallel all-gather and reduction: not around an MoE MLP whose ranks
+  // route their own shard (MoeMlp::own_shard) and whose shared experts gather their input themselves.
   bool mlp_block_collectives(int layer) const;
 
   StepEmitter& e_;

@@ -53,6 +53,18 @@ inline StepSpec small_moe_step() {
   return s;
 }
 
+// small_moe_step without tensor parallelism: tp 1, pp 2, ep 4 inside dp 8, still 2 microbatches
+// per pipeline; every rank routes its own 512-token sequence (with tp 2 and sequence parallelism
+// each rank routes its 256-token shard and the experts all-gather the rows:
+// StepLayout::routes_own_shard).
+inline StepSpec small_moe_step_tp1() {
+  StepSpec s = small_moe_step();
+  s.layout.tp = 1;
+  s.global_batch = 16;
+  s.sequence_parallel = false;
+  return s;
+}
+
 // What build_step_graph refuses `spec` with on the A100 cluster, or "" when it builds.
 inline std::string step_error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
   try {

@@ -97,6 +97,37 @@ TEST(ExpertFolding, ExpertGemmsAndCollectivesAsTheAllToAllDispatcherRunsThem) {
   EXPECT_TRUE(g.find("mb0.L0.fwd.tp.attn.allgather", -1).has_value());
 }
 
+// The default etp (= tp 2) under sequence parallelism: Megatron-Core's dispatcher over the
+// tensor-parallel group. Each rank routes its own 256 tokens (C = 16), sends 128 x 16 rows over
+// its 8 expert-parallel ranks (strided by etp 2), and the tensor-parallel pair all-gathers them:
+// a local expert gets 8 x 2 x 16 = 256 rows and 2 x 768 / 2 columns. Without sequence
+// parallelism every rank routes the pair's 512 tokens after the block's collectives.
+TEST(ExpertFolding, TheDefaultEtpUnderSequenceParallelismRunsTheDispatcher) {
+  const SimulatedStep sim = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), folded_step(0));
+  const TaskGraph& g = sim.graph.graph;
+  EXPECT_EQ(std::get<GemmWork>(task(g, "mb0.L0.fwd.router").work).m, 256);
+  const auto& fc1 = std::get<GemmWork>(task(g, "mb0.L0.fwd.experts.fc1").work);
+  EXPECT_EQ(fc1.batch, 16);
+  EXPECT_EQ(fc1.m, 256);
+  EXPECT_EQ(fc1.n, 768);
+  const auto& dispatch = std::get<CollectiveWork>(task(g, "mb0.L0.fwd.dispatch").work);
+  EXPECT_THAT(g.group(dispatch.group), ElementsAre(0, 2, 4, 6, 8, 10, 12, 14));
+  EXPECT_EQ(dispatch.bytes_per_peer * 8, 128 * 16 * 2048 * 2);
+  const auto& gather = std::get<CollectiveWork>(task(g, "mb0.L0.fwd.experts.tp.allgather").work);
+  EXPECT_THAT(g.group(gather.group), ElementsAre(0, 1));
+  EXPECT_EQ(gather.bytes_per_peer * 2, 16 * 256 * 2048 * 2);
+  EXPECT_FALSE(g.find("mb0.L0.fwd.tp.mlp.allgather", -1).has_value());
+
+  StepSpec no_sp = folded_step(0);
+  no_sp.sequence_parallel = false;
+  const SimulatedStep whole = simulate_training_step(preset("qwen3-30b-a3b"), cluster(16), no_sp);
+  const TaskGraph& w = whole.graph.graph;
+  EXPECT_EQ(std::get<GemmWork>(task(w, "mb0.L0.fwd.router").work).m, 512);
+  EXPECT_EQ(std::get<CollectiveWork>(task(w, "mb0.L0.fwd.dispatch").work).bytes_per_peer * 8, 128 * 32 * 2048 * 2);
+  EXPECT_FALSE(w.find("mb0.L0.fwd.experts.tp.allgather", -1).has_value());
+  EXPECT_TRUE(w.find("mb0.L0.fwd.tp.mlp.allreduce", -1).has_value());
+}
+
 TEST(ExpertFolding, ExpertTensorParallelRanksGatherTheirRowsAndSplitTheColumns) {
   // tp 1, etp 2, ep 4 on 16 GPUs: every rank routes its 512 tokens (C = 32); the all-to-all runs
   // over ranks 0, 2, 4, 6, then the etp pair {0, 1} all-gathers: a local expert (32) gets
@@ -145,9 +176,10 @@ TEST(ExpertFolding, ModelStatesShardTheExpertsOverEtpTimesEp) {
 }
 
 TEST(ExpertFolding, ActivationsKeepTheGatheredRowsOfTheExpertTensorParallelRanks) {
-  // Qwen3-30B-A3B, 512 tokens, tp 2 with sequence parallelism. etp 2 (= tp): the experts keep
-  // E x C(512) = 128 x 32 = 4,096 rows of fc1 input (2,048 wide), 4,096 x 2,304 / 2 columns
-  // (swiglu's 2 x 768 fc1 output and 768 activation) and 4,096 / 2 output rows. etp 1: the
+  // Qwen3-30B-A3B, 512 tokens, tp 2 with sequence parallelism. etp 2 (= tp): the rank's 256
+  // tokens give E x C(256) = 2,048 rows, gathered over 2 ranks: 4,096 rows of fc1 input (2,048
+  // wide), 4,096 x 2,304 / 2 columns (swiglu's 2 x 768 fc1 output and 768 activation) and its
+  // 2,048 own output rows. etp 1: the
   // rank's 256 tokens give 128 x 16 = 2,048 rows (gathered over one rank), whole columns, and its
   // 2,048 own output rows. The rest of the layer is the same: the difference is
   // (2,048 - 4,096) x 2,048 x 2 + (2,048 x 2,304 - 4,096 x 1,152) x 2 + (2,048 - 2,048) x 2,048 x 2.

@@ -1,7 +1,8 @@
 // MoE sub-stage pipelining in the whole step (--chunks n, sim/step/moe_mlp.h): the chunks' tasks
 // and sizes, their dependencies and streams, the overlap they buy, and what they leave unchanged
 // (FLOPs, bytes, memory). Qwen3-30B-A3B (48 MoE layers, 128 experts of width 768, top 8, hidden
-// 2,048) on 16 A100s: tp 2, pp 2, ep 4 inside dp 4, sequences of 512 tokens, so each expert gets
+// 2,048) on 16 A100s: tp 2 without sequence parallelism (every rank routes the tensor-parallel group's
+// tokens), pp 2, ep 4 inside dp 4, sequences of 512 tokens, so each expert gets
 // C = floor(8 x 512 / 128) = 32 rows from each of its 4 expert-parallel ranks per microbatch.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@ constexpr int kLayers = 48;
 
 StepSpec moe_step(int chunks, PipelineSchedule schedule = PipelineSchedule::kOneFOneB, std::int64_t seq = 512) {
   StepSpec s = testing::small_moe_step();
+  s.sequence_parallel = false;
   s.seq = seq;
   s.schedule = schedule;
   s.moe_chunks = chunks;
@@ -210,7 +212,6 @@ TEST(MoeChunksStep, PeakMemoryIsTheUnchunkedClosedForm) {
   ActivationLayout layout;
   layout.seq = 512;
   layout.tp = 2;
-  layout.sequence_parallel = true;
   for (int stage = 0; stage < 2; ++stage) {
     const StageActivations act =
         stage_activations(model, layout, 4, PipelineLayout{PipelineSchedule::kOneFOneB, 2, 1, 2, {}}, stage);

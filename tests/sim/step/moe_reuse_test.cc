@@ -1,7 +1,9 @@
 // MPipeMoE's memory reuse in the whole step (--strategy s1-s4, sim/step/moe_mlp_reuse.cc): the
 // MoE layers keep neither T_DI nor T_M, each chunk's come back before its expert backward by the
 // strategy's means, into buffers that end with that backward; none is today's step, task for task.
-// Qwen3-30B-A3B on 16 A100s (tp 2, pp 2, ep 4; testing::small_moe_step), 2 chunks.
+// Qwen3-30B-A3B on 16 A100s (tp 2 without sequence parallelism, pp 2, ep 4; testing::small_moe_step), 2
+// chunks: with sequence parallelism each rank routes its own shard, whose gathered rows' restore is
+// not built.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@ namespace {
 
 StepSpec with(MemoryStrategy strategy, int chunks = 2) {
   StepSpec s = testing::small_moe_step();
+  s.sequence_parallel = false;
   s.moe_chunks = chunks;
   s.moe_strategy = strategy;
   return s;
@@ -44,7 +47,6 @@ TEST(MoeReuse, TheLayerKeepsNeitherTheDispatchedRowsNorTheHiddenColumns) {
   ActivationLayout l;
   l.seq = 512;
   l.tp = 2;
-  l.sequence_parallel = true;
   const std::int64_t none = moe_layer_activations(model, l, 4).kept_bytes;
   const MoeReusedTensors t = moe_reused_tensors(model, l);
   // 512 tokens x top-8 / 128 experts: C = 32 rows per expert, 4,096 rows; d 2,048, d_ffn 768 (swiglu).
@@ -125,9 +127,18 @@ TEST(MoeReuse, RefusesWhatItDoesNotRestore) {
   StepSpec zb = with(MemoryStrategy::kS3);
   zb.schedule = PipelineSchedule::kZeroBubbleH1;
   EXPECT_NE(testing::step_error_of(zb, "qwen3-30b-a3b").find("--strategy s3 with --schedule zb-h1"), std::string::npos);
+  // Ranks that route their own tokens (folded experts, or tp > 1 with sequence parallelism):
+  // restoring the rows the experts gathered is not built.
   StepSpec folded = with(MemoryStrategy::kS4);
   folded.layout.etp = 1;
-  EXPECT_NE(testing::step_error_of(folded, "qwen3-30b-a3b").find("--strategy s4 needs the experts' tensor-parallel size"),
+  folded.sequence_parallel = true;
+  EXPECT_NE(testing::step_error_of(folded, "qwen3-30b-a3b")
+                .find("--strategy s4 with --tp 2 and --etp 1: each rank routes its own tokens"),
+            std::string::npos);
+  StepSpec shard = with(MemoryStrategy::kS2);
+  shard.sequence_parallel = true;
+  EXPECT_NE(testing::step_error_of(shard, "qwen3-30b-a3b")
+                .find("--strategy s2 with --tp 2 and --etp 2: each rank routes its own tokens"),
             std::string::npos);
   StepSpec dense = testing::small_gpt_step();
   dense.moe_strategy = MemoryStrategy::kS2;

@@ -295,7 +295,10 @@ TEST(RecomputeModules, TheStepReRunsTheNewModulesTasks) {
   EXPECT_EQ(count_tasks(mg, ".recompute.router"), layers * microbatches);
   EXPECT_EQ(count_tasks_ending(mg, ".recompute.dispatch"), layers * microbatches);
   EXPECT_EQ(count_tasks_ending(mg, ".recompute.combine"), layers * microbatches);
-  EXPECT_EQ(count_tasks(mg, ".recompute.tp.mlp.allgather"), layers * microbatches);
+  // Each rank routes its sequence-parallel shard: the experts' all-gather over their
+  // tensor-parallel group again, no block all-gather (Megatron-Core's dispatcher).
+  EXPECT_EQ(count_tasks(mg, ".recompute.tp.mlp.allgather"), 0);
+  EXPECT_EQ(count_tasks(mg, ".recompute.experts.tp.allgather"), layers * microbatches);
   EXPECT_EQ(count_tasks(mg, ".recompute.experts.fc2"), layers * microbatches);
   EXPECT_EQ(count_tasks(mg, ".recompute.shared.fc2"), layers * microbatches);
   EXPECT_EQ(count_tasks(mg, ".recompute.ln2"), 0);

@@ -2,8 +2,8 @@
 // the representative rank computes the most loaded expert-parallel rank's rows, the all-to-alls
 // are all-to-allv over the routing plan's traffic, drops follow the capacity rule, and uniform
 // routing stays the padded all-to-all. Qwen3-30B-A3B (128 experts of width 768, top 8, hidden
-// 2,048, bf16, no capacity limit) on 16 A100s: tp 2, pp 2, sequences of 512 tokens, so each rank
-// routes the tensor-parallel group's N = 512 tokens, k N = 4,096 choices per microbatch.
+// 2,048, bf16, no capacity limit) on 16 A100s: tp 1, pp 2, sequences of 512 tokens, so each rank
+// routes its N = 512 tokens, k N = 4,096 choices per microbatch.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@ namespace {
 constexpr std::int64_t kExperts = 128, kHidden = 2048, kRowBytes = kHidden * 2;
 
 StepSpec two_rank_step(const std::string& routing) {
-  StepSpec s = testing::small_moe_step();
-  s.layout.ep = 2;  // expert group {0, 2} of stage 0: 64 local experts each
+  StepSpec s = testing::small_moe_step_tp1();
+  s.layout.ep = 2;  // expert group {0, 1} of stage 0: 64 local experts each
   s.routing = parse_routing_spec(routing, {});
   return s;
 }
@@ -71,13 +71,13 @@ TEST_F(StepRoutingMatrix, HotRankComputesThreeQuartersOfTheRowsDropless) {
   EXPECT_DOUBLE_EQ(step.routing->stats.rank_imbalance, 1.5);
   EXPECT_EQ(step.routing->stats.dropped, 0);
   const TaskGraph& g = step.graph;
-  // fc1: 64 local experts x 96 rows x (2 x 768 / tp 2) x 2,048: 2 x 64 x 96 x 768 x 2,048 FLOPs.
+  // fc1: 64 local experts x 96 rows x (2 x 768) x 2,048: 2 x 64 x 96 x 1,536 x 2,048 FLOPs.
   const GemmWork& fc1 = gemm(g, "mb0.L0.fwd.experts.fc1");
   EXPECT_EQ(fc1.batch, 64);
   EXPECT_EQ(fc1.m, 96);
-  EXPECT_EQ(fc1.n, 768);
+  EXPECT_EQ(fc1.n, 1536);
   EXPECT_EQ(fc1.k, kHidden);
-  EXPECT_EQ(fc1.flops(), std::int64_t{2} * 64 * 96 * 768 * 2048);
+  EXPECT_EQ(fc1.flops(), std::int64_t{2} * 64 * 96 * 1536 * 2048);
   EXPECT_EQ(gemm(g, "mb1.L23.bwd.experts.fc1.dgrad").m, 96);
   EXPECT_EQ(gemm(g, "mb1.L23.bwd.experts.fc2.wgrad").k, 96);
   // The dispatch: each rank sends 64 x 48 = 3,072 rows to rank 0 and 64 x 16 = 1,024 to rank 1,
