@@ -27,7 +27,7 @@ struct Dims {
   std::int64_t e = 2;  // the model dtype's bytes
   std::int64_t t = 1;
   std::int64_t et = 1;  // the experts' tensor-parallel size
-  bool own_shard = false;  // each rank routes its own tokens (StepLayout::routes_own_shard)
+  bool own_shard = false;  // each rank routes its own tokens (routes_own_shard, sim/spec/step_spec.h)
   bool sp = false;
   bool dropout = false;
   AttentionKernel kernel = AttentionKernel::kFlash;
@@ -59,7 +59,7 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   d.e = m.element_bytes();
   d.t = l.tp;
   d.et = l.etp > 0 ? l.etp : l.tp;
-  d.own_shard = d.et != d.t || (d.t > 1 && l.sequence_parallel);  // StepLayout::routes_own_shard
+  d.own_shard = routes_own_shard(l.tp, static_cast<int>(d.et), l.sequence_parallel);
   d.sp = l.sequence_parallel;
   d.dropout = m.architecture.dropout > 0;
   d.kernel = l.attention;
@@ -170,11 +170,20 @@ std::int64_t routed_rows(const ModelSpec& m, std::int64_t tokens) {
   return checked_mul(m.num_experts, static_cast<std::int64_t>(raw * (1.0 + 1e-12)));
 }
 
+// The rows a rank routing its own shard (own_shard) sends: E x C(its tokens).
+std::int64_t own_routed_rows(const ModelSpec& m, const Dims& d) { return routed_rows(m, d.n / (d.sp ? d.t : 1)); }
+
+// The shared experts' columns (fc1's output as the activation's backward needs it, and its output).
+std::int64_t shared_columns(const ModelSpec& m, const Dims& d) {
+  if (m.shared_experts.count == 0) return 0;
+  return split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e);
+}
+
 // T_DI and T_M over the rows the rank's experts hold: the tensor-parallel group's E x C, or with
 // own_shard the rows the all-to-all brought to the etp ranks, all-gathered (columns split over etp).
 MoeReusedTensors reused_tensors(const ModelSpec& m, const Dims& d) {
   if (d.own_shard) {
-    const std::int64_t gathered = checked_mul(routed_rows(m, d.n / (d.sp ? d.t : 1)), d.et);
+    const std::int64_t gathered = checked_mul(own_routed_rows(m, d), d.et);
     return {checked_mul({gathered, m.d_model, d.e}), checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e})};
   }
   const std::int64_t rows = routed_rows(m, d.n);
@@ -194,13 +203,10 @@ MoeReusedTensors reused_tensors(const ModelSpec& m, const Dims& d) {
 std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
   std::int64_t bytes = 2 * token_bytes(d, m.d_model, d.e) + token_bytes(d, m.num_experts + m.top_k, kFp32Bytes) +
                        mask_bytes(d, m.d_model);
-  if (m.shared_experts.count > 0)
-    bytes += split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e);
+  bytes += shared_columns(m, d);
   if (d.own_shard) {
-    const std::int64_t own = routed_rows(m, d.n / (d.sp ? d.t : 1));
-    const std::int64_t gathered = checked_mul(own, d.et);
-    return bytes + checked_mul({gathered, m.d_model, d.e}) +
-           checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e}) + checked_mul({own, m.d_model, d.e});
+    const MoeReusedTensors t = reused_tensors(m, d);  // no strategy restores them here (resolve)
+    return bytes + t.t_di + t.t_m + checked_mul({own_routed_rows(m, d), m.d_model, d.e});
   }
   const std::int64_t rows = routed_rows(m, d.n);
   bytes += checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);
@@ -215,8 +221,7 @@ std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
 // counts it: what recomputing moe_act drops.
 std::int64_t moe_act_output(const ModelSpec& m, const Dims& d) {
   if (d.own_shard) {
-    const std::int64_t gathered = checked_mul(routed_rows(m, d.n / (d.sp ? d.t : 1)), d.et);
-    return checked_mul({gathered, m.d_ffn / d.et, d.e});
+    return checked_mul({own_routed_rows(m, d), d.et, m.d_ffn / d.et, d.e});
   }
   return checked_mul({routed_rows(m, d.n), m.d_ffn / d.t, d.e});
 }
@@ -241,11 +246,8 @@ MlpPart dense_mlp_part(const ModelSpec& m, const Dims& d) {
 // input and output (the checkpoint's input) and the output dropout's mask stay.
 MlpPart moe_mlp_part(const ModelSpec& m, const Dims& d) {
   const std::int64_t kept = moe_mlp(m, d);
-  const std::int64_t shared =
-      m.shared_experts.count > 0 ? split_bytes(d, mlp_columns(m, m.shared_experts.count * m.shared_experts.d_ffn), d.e)
-                                 : 0;
-  return {kept, kept - 2 * token_bytes(d, m.d_model, d.e) - mask_bytes(d, m.d_model), moe_act_output(m, d), shared,
-          true};
+  return {kept, kept - 2 * token_bytes(d, m.d_model, d.e) - mask_bytes(d, m.d_model), moe_act_output(m, d),
+          shared_columns(m, d), true};
 }
 
 // Moves `bytes` from what the layer keeps to what its recomputation re-creates.

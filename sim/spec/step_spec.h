@@ -69,6 +69,16 @@ std::string_view to_string(Fp8Recipe r);
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s);
 std::vector<std::string> fp8_recipe_names();
 
+// Whether each rank of an MoE layer routes only its own tokens, as Megatron-Core's all-to-all
+// dispatcher does: with the experts' own tensor-parallel size (etp != tp), and with tensor
+// parallelism under sequence parallelism, where a rank holds its shard of the sequence (the
+// dispatched rows are then all-gathered over the experts' tensor-parallel group). Otherwise (tp 1,
+// or tp > 1 without sequence parallelism, which Megatron-Core refuses for MoE in training) every
+// rank routes the tensor-parallel group's tokens. The one rule for the step and the closed form.
+inline bool routes_own_shard(int tp, int etp, bool sequence_parallel) {
+  return etp != tp || (tp > 1 && sequence_parallel);
+}
+
 // The parallel layout of a step over G GPUs, Megatron-Core's rank order tp-cp-ep-dp-pp (tensor
 // fastest): G = tp x cp x dp x pp, where dp is the data-parallel size of the dense blocks. The MoE
 // layers have their own layout over the same ranks of a stage (Megatron-Core's expert rank
@@ -91,13 +101,10 @@ struct StepLayout {
   int edp() const { return stage_size() / (expert_tp() * ep); }
   // The MoE layers run with their own layout (etp differs from tp).
   bool folded() const { return expert_tp() != tp; }
-  // Whether each rank routes only its own tokens, as Megatron-Core's all-to-all dispatcher does:
-  // with folded experts, and with tensor parallelism under sequence parallelism, where a rank
-  // holds its shard of the sequence (the dispatched rows are then all-gathered over the
-  // experts' tensor-parallel group). Otherwise (tp 1, or tp > 1 without sequence parallelism,
-  // which Megatron-Core refuses for MoE in training) every rank routes the tensor-parallel
-  // group's tokens.
-  bool routes_own_shard(bool sequence_parallel) const { return folded() || (tp > 1 && sequence_parallel); }
+  // moesim::routes_own_shard for this layout.
+  bool routes_own_shard(bool sequence_parallel) const {
+    return moesim::routes_own_shard(tp, expert_tp(), sequence_parallel);
+  }
 };
 
 // Why --strategy `s` cannot run on a layout whose ranks route their own tokens
