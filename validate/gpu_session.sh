@@ -44,7 +44,7 @@ case "$mode" in
       -DMOESIM_WITH_MPI=OFF
     ninja -C build-gpu moesim moesim_runtime_tests moesim_moe_layer_gpu
     rm -rf dist
-    cmake --install build-gpu --prefix dist
+    cmake --install build-gpu --prefix dist --strip # the device tool carries 64 MiB with the tree
     du -sh dist
     exit 0
     ;;

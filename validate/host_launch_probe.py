@@ -11,7 +11,8 @@ backward under autograd with a single backward() per iteration, as a training st
   mlp        a dense SwiGLU MLP block (layer norm, fc1, SwiGLU, fc2, residual), hidden 2,048;
   experts    one expert-parallel rank's share of a fine-grained MoE layer as a loop over its
              experts (Megatron-Core's SequentialMLP; default Qwen3-30B-A3B's: 16 experts of d_ffn
-             768 at 2,048 rows each).
+             768 at 2,048 rows each);
+  batched    the same experts as one batched GEMM per projection.
 
 For each: the CUDA kernels one iteration launches (counted once with torch.profiler), the host's
 time to issue an iteration (wall time of the Python loop, the GPU left to drain after), the GPU's
@@ -38,11 +39,26 @@ def kernels_per_iteration(step):
     return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 
 
-def host_us(step, reps=10):
-    """Median host time to issue one iteration; the GPU drains between iterations."""
+def host_profile(step, rows=12):
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def host_us(step, reps=10, gpu_busy=False):
+    """Median host time to issue one iteration; the GPU drains between iterations. With gpu_busy,
+    a sleep kernel of about 50 ms is queued first, so that the iteration's launches wait behind it:
+    the host then cannot be held up by the GPU, and a time near the idle one shows it was not."""
     times = []
     for _ in range(reps + 2):  # two warm up
         torch.cuda.synchronize()
+        if gpu_busy:
+            torch.cuda._sleep(100_000_000)  # clock cycles: 50 ms at 2 GHz
         start = time.perf_counter()
         step()
         times.append((time.perf_counter() - start) * 1e6)
@@ -90,18 +106,29 @@ def workloads(a):
     def mlp():
         (x + fc2(swiglu(fc1(norm(x))))).backward(dy)
 
-    xs = torch.randn(a.experts, a.rows, a.hidden, device="cuda", dtype=dt, requires_grad=True)
+    # As Megatron-Core's SequentialMLP: one permuted input split into the experts' rows, a loop over
+    # the experts (each its own weights), the outputs concatenated; the split's backward is one
+    # concatenation, not a whole-tensor gradient per expert.
+    xe = torch.randn(a.experts * a.rows, a.hidden, device="cuda", dtype=dt, requires_grad=True)
     w1 = [(torch.randn(a.hidden, 2 * a.ffn, device="cuda", dtype=dt) / a.hidden ** 0.5).requires_grad_()
           for _ in range(a.experts)]
     w2 = [(torch.randn(a.ffn, a.hidden, device="cuda", dtype=dt) / a.ffn ** 0.5).requires_grad_()
           for _ in range(a.experts)]
-    dys = torch.randn(a.experts, a.rows, a.hidden, device="cuda", dtype=dt)
+    dye = torch.randn(a.experts * a.rows, a.hidden, device="cuda", dtype=dt)
 
     def experts():
-        outs = [swiglu(xs[e] @ w1[e]) @ w2[e] for e in range(a.experts)]
-        torch.stack(outs).backward(dys)
+        parts = torch.split(xe, a.rows)
+        torch.cat([swiglu(parts[e] @ w1[e]) @ w2[e] for e in range(a.experts)]).backward(dye)
 
-    return (("add", add), ("mlp", mlp), ("experts", experts))
+    # The same experts as one batched GEMM per projection (a grouped GEMM of equal groups).
+    w1b = torch.stack([w.detach() for w in w1]).requires_grad_()
+    w2b = torch.stack([w.detach() for w in w2]).requires_grad_()
+
+    def batched():
+        xb = xe.view(a.experts, a.rows, a.hidden)
+        torch.bmm(swiglu(torch.bmm(xb, w1b)), w2b).view(-1, a.hidden).backward(dye)
+
+    return (("add", add), ("mlp", mlp), ("experts", experts), ("batched", batched))
 
 
 def main():
@@ -111,13 +138,19 @@ def main():
     a = expert_shape_args()
     print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}; hidden {a.hidden}, {a.experts} experts of "
           f"d_ffn {a.ffn} x {a.rows} rows, bf16, forward + one backward")
-    print("# workload: kernels | host us per iteration | GPU us (CUDA graph) | host us per kernel")
+    print("# workload: kernels | host us per iteration (GPU idle at the start / GPU busy) | GPU us (CUDA graph) | "
+          "host us per kernel (idle / busy)")
     for name, step in workloads(a):
         step()  # first call: cuBLAS handles, autograd state
         kernels = kernels_per_iteration(step)
         host = host_us(step)
+        busy = host_us(step, gpu_busy=True)
         gpu = graph_us(step)
-        print(f"{name}: {kernels} | {host:.1f} | {gpu:.1f} | {host / max(kernels, 1):.2f}")
+        n = max(kernels, 1)
+        print(f"{name}: {kernels} | {host:.1f} / {busy:.1f} | {gpu:.1f} | {host / n:.2f} / {busy / n:.2f}")
+    for name, step in workloads(a)[1:3]:
+        print(f"\n# {name}: where the host's time goes (torch.profiler, CPU; the profiler adds its own cost)")
+        print(host_profile(step))
     return 0
 
 
