@@ -156,6 +156,15 @@ void read_layout(const RowCells& c, StepRow& r) {
   if (c.has("part_layers")) r.part_layers = read_part_layers(c, r.pp * r.vpp);
 }
 
+// DeepEP and HybridEP send each token once per node and GPU (sim/step/dedup_dispatch.h).
+TokenDispatcher read_dispatcher(const RowCells& c) {
+  std::string d = c.get("dispatcher");
+  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (d == "deepep" || d == "hybridep") return TokenDispatcher::kDeepEp;
+  if (d == "all-to-all" || d == "alltoall" || d == "a2a") return TokenDispatcher::kAllToAll;
+  throw InputError(c.at(), "dispatcher '" + c.get("dispatcher") + "' is not DeepEP, HybridEP or all-to-all (A2A)");
+}
+
 void read_method(const RowCells& c, StepRow& r) {
   // Without the column the run was 16-bit (the dense datasets); with it, an empty cell is unstated.
   r.precision_stated = c.has("precision");
@@ -184,6 +193,7 @@ void read_method(const RowCells& c, StepRow& r) {
     if (!modules) throw InputError(c.at(), "selective_modules '" + c.get("selective_modules") + "': " + error);
     r.selective_modules = *modules;
   }
+  if (c.has("dispatcher")) r.dispatcher = read_dispatcher(c);
   if (c.has("sequence_parallel")) {
     const std::string sp = c.get("sequence_parallel");
     if (sp != "yes" && sp != "no") throw InputError(c.at(), "sequence_parallel '" + sp + "' is not yes or no");

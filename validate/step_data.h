@@ -36,6 +36,8 @@
 // of each of the pp x vpp model parts, space-separated, for an uneven split), sequence_parallel
 // (yes/no), recompute (none/selective/full), selective_modules (with recompute selective: the
 // modules re-run, Megatron-Core's --recompute-modules names space-separated; default core_attn),
+// dispatcher (DeepEP or HybridEP: --dispatcher deepep; all-to-all, alltoall or A2A; case-insensitive;
+// empty or absent: the all-to-all dispatcher),
 // attention_heads, hidden_size, layers, vocab_size (checked against the preset) and
 // throughput_increase_pct (the published speed-up) are read where present. A row the source
 // leaves incomplete (no measurement, micro-batch or recomputation stated) is kept with the reason
@@ -105,6 +107,7 @@ struct StepRow {
   std::int64_t seq = 0;
   std::optional<Recompute> recompute;  // unset: not stated
   RecomputeModules selective_modules;  // with Recompute::kSelective
+  TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;  // the dispatcher column's
   bool sequence_parallel = false;
   // The architecture the row states, checked against the preset (0: not in the CSV).
   std::int64_t heads = 0, hidden = 0, layers = 0, vocab = 0;

@@ -67,6 +67,7 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   spec.seq = row.seq;
   spec.recompute = *row.recompute;
   spec.recompute_modules = row.selective_modules;
+  spec.dispatcher = row.dispatcher;
   spec.sequence_parallel = row.sequence_parallel;
   // steps.yaml says how the attention core ran. The 2021-22 Megatron-LM runs (Narayanan,
   // Korthikanti) name `unfused`: Megatron-LM had no fused attention kernel then (FlashAttention

@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "sim/cli/dispatcher_flag.h"
 #include "sim/cli/host_launch_flag.h"
 #include "sim/cli/calibrate_command.h"
 #include "sim/cli/cli11_validators.h"
@@ -169,6 +170,10 @@ void add_host_launch_flag(CLI::App* app, double& us) {
   app->add_option("--host-launch-us", us, kHostLaunchFlagHelp)->transform(real(0, kMaxHostLaunchUs));
 }
 
+void add_dispatcher_flag(CLI::App* app, std::string& dispatcher) {
+  app->add_option("--dispatcher", dispatcher, kDispatcherFlagHelp)->capture_default_str();
+}
+
 void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
   app->add_option("--global-batch", s.global_batch,
                   "sequences per step: simulate the whole training step of a model with an architecture section "
@@ -204,6 +209,7 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
   app->add_flag("--no-overlap-grad-reduce", s.no_overlap_grad_reduce,
                 "reduce the gradients once after the backward instead of per layer during it (whole step)");
   add_host_launch_flag(app, s.host_launch_us);
+  add_dispatcher_flag(app, s.dispatcher);
 }
 
 CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, SimulateOutputs& outputs) {
@@ -234,6 +240,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
       ->transform(real(0, 1e30, true));
   plan->add_option("--attention", s.attention, "attention kernel of the whole step: flash | unfused");
   add_host_launch_flag(plan, s.host_launch_us);
+  add_dispatcher_flag(plan, s.dispatcher);
   plan->add_option("--schedules", s.schedules,
                    "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe "
                    "(default 1f1b, interleaved with vpp > 1; zb-h1 and dualpipe are simulated in full)");

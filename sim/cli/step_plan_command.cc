@@ -1,3 +1,4 @@
+#include "sim/cli/dispatcher_flag.h"
 #include "sim/cli/host_launch_flag.h"
 #include "sim/cli/step_plan_command.h"
 
@@ -123,6 +124,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.routing = parse_routing_flag(a.routing);
   r.seed = a.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
+  r.dispatcher = parse_dispatcher_flag(s.dispatcher);
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;
@@ -154,9 +156,12 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   return out.str();
 }
 
-// ", host launches X us each" when the host is modelled (--host-launch-us), else nothing.
+// ", host launches X us each" when the host is modelled (--host-launch-us), ", MoE dispatcher
+// deepep" for --dispatcher deepep; nothing for the defaults.
 std::string host_launch_text(const search::LayoutRequest& r) {
-  return r.host_launch_ns ? ", " + host_launch_phrase(*r.host_launch_ns) : std::string();
+  return (r.host_launch_ns ? ", " + host_launch_phrase(*r.host_launch_ns) : std::string()) +
+         (r.dispatcher != TokenDispatcher::kAllToAll ? ", MoE dispatcher " + std::string(to_string(r.dispatcher))
+                                                     : std::string());
 }
 
 // ", ZeRO stages 0,1,2,3", ", schedules ...", ", memory reuse ..." for what --zero-stages,
@@ -331,6 +336,7 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   j["routing"] = r.routing.to_string();
   j["seed"] = r.seed;
   if (r.host_launch_ns) j["host_launch_s"] = static_cast<double>(*r.host_launch_ns) * 1e-9;
+  if (r.dispatcher != TokenDispatcher::kAllToAll) j["dispatcher"] = std::string(to_string(r.dispatcher));
   j["zero_stages"] = search::zero_stages(r);
   Json schedules = Json::array(), strategies = Json::array();
   for (PipelineSchedule s : r.schedules) schedules.push_back(std::string(to_string(s)));
@@ -397,7 +403,7 @@ int run_token_rate(const search::LayoutRequest& r, double target, int max_nodes,
 
 const std::vector<std::string>& step_plan_only_flags() {
   static const std::vector<std::string> flags{"--seq",        "--top",  "--target-tokens-per-day", "--attention",
-                                              "--host-launch-us", "--zero-stages", "--schedules", "--pp",
+                                              "--host-launch-us", "--dispatcher", "--zero-stages", "--schedules", "--pp",
                                               "--vpp",        "--cp",   "--etp",  "--micro-batch", "--recompute",
                                               "--recompute-modules"};
   return flags;

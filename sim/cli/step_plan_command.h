@@ -20,6 +20,7 @@ struct StepPlanArgs {
   double target_tokens_per_day = 0;  // 0: not given
   std::string attention = "flash";
   double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
+  std::string dispatcher = "alltoall";  // --dispatcher
   std::string zero_stages;     // --zero-stages: "" = search::kDefaultZeroStages; "0-3", "1,3"
   std::string schedules;       // --schedules: "" = 1f1b, interleaved with vpp > 1; "1f1b,zb-h1"
   // The axes the plan fixes (search::LayoutAxes), lists or ranges; "" = every legal value. --tp

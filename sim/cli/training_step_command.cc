@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sim/cli/cluster_flags.h"
+#include "sim/cli/dispatcher_flag.h"
 #include "sim/cli/host_launch_flag.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/network_flag.h"
@@ -101,6 +102,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   spec.routing = parse_routing_flag(a.routing);
   spec.seed = a.seed;
   spec.host_launch_ns = host_launch_ns(s.host_launch_us);
+  spec.dispatcher = parse_dispatcher_flag(s.dispatcher);
   return spec;
 }
 
@@ -133,7 +135,7 @@ const std::vector<std::string>& training_step_only_flags() {
                                               "--cp",          "--etp",       "--schedule",  "--recompute", "--recompute-modules",
                                               "--sequence-parallel",
                                               "--precision",   "--fp8-recipe", "--attention", "--no-overlap-grad-reduce",
-                                              "--part-layers", "--html", "--host-launch-us"};
+                                              "--part-layers", "--html", "--host-launch-us", "--dispatcher"};
   return flags;
 }
 

@@ -29,6 +29,7 @@ struct TrainingStepArgs {
   std::string attention = "flash";
   bool no_overlap_grad_reduce = false;
   double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
+  std::string dispatcher = "alltoall";  // --dispatcher
 };
 
 // The flags only the whole step reads (TrainingStepArgs), and those only the MoE-layer

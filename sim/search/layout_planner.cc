@@ -134,6 +134,7 @@ void add_batch_variants(const LayoutRequest& r, const StepLayout& layout, int ch
           s.routing = r.routing;
           s.seed = r.seed;
           s.host_launch_ns = r.host_launch_ns;
+          s.dispatcher = r.dispatcher;
           out.push_back(s);
         }
     }

@@ -98,6 +98,7 @@ struct LayoutRequest {
   RoutingSpec routing;
   std::uint64_t seed = 1;
   std::optional<std::int64_t> host_launch_ns;  // StepSpec::host_launch_ns for every layout
+  TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;  // StepSpec::dispatcher for every layout
   LayoutAxes only;  // the axes the request fixes
   // What selective recomputation re-runs (--recompute-modules A/B/...): each set a candidate of its
   // own; empty: the default set (core_attn).

@@ -136,7 +136,29 @@ namespace {
 
 // The keys of the MoE layer: required when the model has MoE layers, refused when every layer is dense.
 const std::vector<std::string_view> kMoeLayerKeys = {"d_ffn", "num_experts", "top_k", "capacity_factor",
-                                                     "shared_experts"};
+                                                     "shared_experts", "router_groups"};
+
+// router_groups: {num_groups, group_topk}: the groups divide the experts, at most top_k groups are
+// chosen, and the chosen groups hold at least top_k experts.
+ModelSpec::RouterGroups read_router_groups(const YamlValue& v, const ModelSpec& model) {
+  const YamlMap g = v.as_map({"num_groups", "group_topk"});
+  const YamlValue groups = g.require("num_groups");
+  ModelSpec::RouterGroups out;
+  out.num_groups = static_cast<int>(groups.as_int(1, model.num_experts));
+  if (model.num_experts % out.num_groups != 0)
+    groups.fail("num_groups = " + std::to_string(out.num_groups) + " must divide num_experts = " +
+                std::to_string(model.num_experts));
+  const YamlValue topk = g.require("group_topk");
+  out.group_topk = static_cast<int>(topk.as_int(1, out.num_groups));
+  if (out.group_topk > model.top_k)
+    topk.fail("group_topk = " + std::to_string(out.group_topk) + " must be at most top_k = " +
+              std::to_string(model.top_k) + ": a token's experts fill at most top_k groups");
+  const int per_group = model.num_experts / out.num_groups;
+  if (static_cast<std::int64_t>(out.group_topk) * per_group < model.top_k)
+    topk.fail("group_topk = " + std::to_string(out.group_topk) + " groups of " + std::to_string(per_group) +
+              " experts hold fewer than top_k = " + std::to_string(model.top_k) + " experts");
+  return out;
+}
 
 void read_moe_layer(const YamlMap& m, ModelSpec& model) {
   model.d_ffn = m.require("d_ffn").as_int(1, 1 << 22);
@@ -161,6 +183,7 @@ void read_moe_layer(const YamlMap& m, ModelSpec& model) {
       se.fail("missing required key 'd_ffn' (needed when count > 0)");
     }
   }
+  if (auto g = m.get("router_groups")) model.router_groups = read_router_groups(*g, model);
 }
 
 void read_model_dtypes(const YamlMap& m, ModelSpec& model) {
@@ -193,7 +216,8 @@ void read_model_dtypes(const YamlMap& m, ModelSpec& model) {
 const std::vector<std::string>& model_keys() {
   static const std::vector<std::string> keys =
       with_header({"d_model", "d_ffn", "num_experts", "top_k", "capacity_factor", "dtype", "gemm_precision",
-                   "activation", "num_layers", "shared_experts", "architecture", "published_parameters"});
+                   "activation", "num_layers", "shared_experts", "router_groups", "architecture",
+                   "published_parameters"});
   return keys;
 }
 

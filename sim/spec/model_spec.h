@@ -47,6 +47,16 @@ struct ModelSpec {
   SharedExpertSpec shared_experts;
   ArchitectureSpec architecture;  // the whole network; absent: the file describes its MoE layer only
   std::optional<PublishedParameters> published;
+  // Group-limited routing (DeepSeek-V3's n_group / topk_group, Megatron-Core's
+  // moe_router_num_groups / moe_router_group_topk): the experts in `num_groups` groups of
+  // consecutive ids, each token routed to its top-k among the experts of its best `group_topk`
+  // groups. Unset: routed among all experts. What it changes in moesim: the bytes a dispatcher that
+  // sends each token once per node moves (sim/step/dedup_dispatch.h).
+  struct RouterGroups {
+    int num_groups = 0;
+    int group_topk = 0;
+  };
+  std::optional<RouterGroups> router_groups;
 
   // False for a model whose every layer is dense (it has none of the MoE keys above).
   bool has_moe_layers() const { return num_experts > 0; }

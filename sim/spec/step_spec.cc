@@ -12,6 +12,8 @@ constexpr EnumNames<Recompute, 3> kRecompute{
 constexpr EnumNames<AttentionKernel, 2> kAttentionKernels{
     {{AttentionKernel::kFlash, "flash"}, {AttentionKernel::kUnfused, "unfused"}}};
 constexpr EnumNames<Fp8Recipe, 2> kFp8Recipes{{{Fp8Recipe::kCurrent, "current"}, {Fp8Recipe::kDelayed, "delayed"}}};
+constexpr EnumNames<TokenDispatcher, 2> kTokenDispatchers{
+    {{TokenDispatcher::kAllToAll, "alltoall"}, {TokenDispatcher::kDeepEp, "deepep"}}};
 
 }  // namespace
 
@@ -75,6 +77,10 @@ std::vector<std::string> attention_kernel_names() { return names_of(kAttentionKe
 std::string_view to_string(Fp8Recipe r) { return name_of(kFp8Recipes, r); }
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_from(kFp8Recipes, s); }
 std::vector<std::string> fp8_recipe_names() { return names_of(kFp8Recipes); }
+
+std::string_view to_string(TokenDispatcher d) { return name_of(kTokenDispatchers, d); }
+std::optional<TokenDispatcher> parse_token_dispatcher(std::string_view s) { return parse_from(kTokenDispatchers, s); }
+std::vector<std::string> token_dispatcher_names() { return names_of(kTokenDispatchers); }
 
 std::string strategy_layout_problem(MemoryStrategy s, int tp, int etp) {
   return "--strategy " + std::string(to_string(s)) + " with --tp " + std::to_string(tp) + " and --etp " +

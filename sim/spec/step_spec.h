@@ -69,6 +69,16 @@ std::string_view to_string(Fp8Recipe r);
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s);
 std::vector<std::string> fp8_recipe_names();
 
+// How an MoE layer's tokens reach their experts (--dispatcher): Megatron-Core's all-to-all
+// dispatcher (one row per token and expert, NCCL's all-to-all over the expert group), or DeepEP's
+// normal kernels (Megatron-Core's flex dispatcher; HybridEP moves the same bytes): each token once
+// per destination node over RDMA, then once per destination GPU over NVLink
+// (sim/step/dedup_dispatch.h).
+enum class TokenDispatcher { kAllToAll, kDeepEp };
+std::string_view to_string(TokenDispatcher d);
+std::optional<TokenDispatcher> parse_token_dispatcher(std::string_view s);
+std::vector<std::string> token_dispatcher_names();
+
 // Whether each rank of an MoE layer routes only its own tokens, as Megatron-Core's all-to-all
 // dispatcher does: with the experts' own tensor-parallel size (etp != tp), and with tensor
 // parallelism under sequence parallelism, where a rank holds its shard of the sequence (the
@@ -152,6 +162,8 @@ struct StepSpec {
   // Host time to launch each kernel, copy or collective (--host-launch-us), and the host's waits
   // for the values it reads (sim/engine/host_issue.h); unset: the host is not modelled.
   std::optional<std::int64_t> host_launch_ns;
+  // The MoE layers' token dispatcher (--dispatcher).
+  TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
 
   PipelineSchedule effective_schedule() const {
     return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);

@@ -45,6 +45,8 @@ std::optional<TaskIndex> MoeDispatcher::routing_metadata(Chain& chain, int layer
 
 void MoeDispatcher::probs_all_to_all(Chain& chain, int layer, Pass pass, const std::string& what, bool to_experts,
                                      const std::string& prefix, const ChunkRows& rows) {
+  // DeepEP's dispatch carries each token's top-k weights with it (a few bytes beside its row).
+  if (d_.dispatcher == TokenDispatcher::kDeepEp) return;
   const TaskName task = name(layer, pass, prefix + what + ".probs" + rows.suffix, prefix.empty() ? "a2a" : "recompute");
   const StreamClass stream = to_experts ? StreamClass::kCommDispatch : StreamClass::kCommCombine;
   if (rows.traffic) {

@@ -22,7 +22,10 @@
 // sourced figure), nor the synchronisation a layer without expert parallelism makes for the
 // grouped GEMM's split sizes ("before_finish"). Megatron-Core's flex dispatcher (DeepEP) sends
 // each token once per destination rank and permutes the received tokens into expert order
-// instead; moesim simulates the all-to-all dispatcher's data movement for both.
+// instead; with --dispatcher deepep moesim moves its bytes (sim/step/dedup_dispatch.h), the
+// probabilities inside the tokens' dispatch, and keeps the rest of this dispatcher's work (the
+// counts' all-gather and the host's wait stand for DeepEP's notify and its host wait for the
+// received counts; the sorts for the flex dispatcher's permutation).
 #pragma once
 
 #include <cstdint>

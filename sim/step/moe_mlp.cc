@@ -1,5 +1,8 @@
 #include "sim/step/moe_mlp.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "sim/core/error.h"
 #include "sim/routing/routing.h"
 
@@ -52,6 +55,19 @@ MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const Step
   routing.row_bytes = d.hidden * shape.element_bytes;
   if (std::optional<MoeRouting> plan = make_moe_routing(spec.routing, routing, spec.seed))
     d.routing = std::make_shared<const MoeRouting>(std::move(*plan));
+  d.dispatcher = spec.dispatcher;
+  d.router_groups = model.router_groups;
+  if (d.dispatcher == TokenDispatcher::kDeepEp) {
+    // Its bytes follow from a balanced routing's hit probabilities over every token's k experts:
+    // no padding to a capacity (f > 1) and no dropped rows (f < 1); f = 1 keeps every routed row.
+    if (!model.dropless && model.capacity_factor != 1.0) {
+      char f[32];
+      std::snprintf(f, sizeof f, "%g", model.capacity_factor);
+      throw InputError("--dispatcher deepep needs a dropless model or capacity_factor 1: " + model.name +
+                       "'s capacity_factor " + f + (model.capacity_factor > 1 ? " pads" : " drops") +
+                       " experts' rows, and DeepEP's bytes are derived for every token's top-k experts");
+    }
+  }
   return d;
 }
 
@@ -105,8 +121,46 @@ std::optional<TaskIndex> MoeMlp::all_to_all(const Chain& chain, int layer, Pass 
   if (d_.routing)  // the combine direction sends the rows back: the transpose
     return e_.all_to_allv(own, task, stream, group, d_.routing->rows_traffic.at(static_cast<std::size_t>(c)),
                           !to_experts);
+  if (d_.dispatcher == TokenDispatcher::kDeepEp) return dedup_all_to_all(chain, task, stream, to_experts, c);
   return e_.group_collective(own, task, stream, CollectiveOp::kAllToAll, group,
                              d_.rows_sent(c) * d_.hidden * e_.shape().element_bytes);
+}
+
+std::optional<TaskIndex> MoeMlp::dedup_all_to_all(const Chain& chain, const TaskName& task, StreamClass stream,
+                                                  bool to_experts, int c) {
+  Chain own = chain;
+  auto plan = dedup_plans_.find(chain.stage);
+  if (plan == dedup_plans_.end()) {
+    StepShape::NodeSplit split = e_.shape().expert_group_by_node(chain.stage);
+    const auto nodes = static_cast<int>(split.across.size());
+    const DedupHits hits = dedup_hits(d_.experts, d_.top_k, e_.shape().layout.ep, nodes, d_.router_groups);
+    plan = dedup_plans_.emplace(chain.stage, DedupPlan{std::move(split), hits}).first;
+  }
+  const StepShape::NodeSplit& split = plan->second.split;
+  const DedupHits& hits = plan->second.hits;
+  const auto nodes = static_cast<int>(split.across.size());
+  // The rank's tokens of chunk c (dropless: it sends top-k rows per token).
+  const double tokens = static_cast<double>(d_.rows_sent(c)) / d_.top_k;
+  const double row_bytes = static_cast<double>(d_.hidden * e_.shape().element_bytes);
+  // Per peer: across nodes, the tokens that hit the peer's node; within the node, the tokens the
+  // GPU holds after the first hop (its own and those of its peers across nodes) that hit the peer.
+  const auto across_bytes = static_cast<std::int64_t>(std::llround(tokens * hits.node * row_bytes)) * nodes;
+  const auto within_peers = static_cast<std::int64_t>(split.within.size());
+  const auto within_bytes =
+      static_cast<std::int64_t>(std::llround(tokens * nodes * hits.gpu * row_bytes)) * within_peers;
+  auto hop = [&](const std::vector<int>& group, const char* suffix, std::int64_t bytes) {
+    TaskName t = task;
+    t.name += suffix;
+    own.last = e_.group_collective(own, t, stream, CollectiveOp::kAllToAll, group, bytes);
+  };
+  if (to_experts) {
+    hop(split.across, ".rdma", across_bytes);
+    hop(split.within, ".nvl", within_bytes);
+  } else {
+    hop(split.within, ".nvl", within_bytes);
+    hop(split.across, ".rdma", across_bytes);
+  }
+  return own.last;
 }
 
 std::vector<std::optional<TaskIndex>> MoeMlp::to_experts(const Chain& chain, int layer, Pass pass,

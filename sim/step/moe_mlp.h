@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "sim/spec/model_spec.h"
+#include "sim/step/dedup_dispatch.h"
 #include "sim/step/moe_dispatcher.h"
 #include "sim/step/moe_routing.h"
 #include "sim/step/step_emitter.h"
@@ -78,6 +79,8 @@ struct MoeDims {
   // An imbalanced routing (moe_routing.h): the rows of the group's most loaded rank; null: uniform.
   std::shared_ptr<const MoeRouting> routing;
   bool sequence_parallel = false;   // the shared experts' FP8 amax reductions (StepSpec::sequence_parallel)
+  TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;  // StepSpec::dispatcher
+  std::optional<ModelSpec::RouterGroups> router_groups;     // ModelSpec::router_groups
 
   // kWhole: the microbatch's rows, all chunks together.
   static constexpr int kWhole = -1;
@@ -138,6 +141,11 @@ class MoeMlp {
   // c's rows, on a copy of `chain`: returns the all-to-all (the chain's last task for a group of one).
   std::optional<TaskIndex> all_to_all(const Chain& chain, int layer, Pass pass, const std::string& what,
                                       bool to_experts, const std::string& prefix, int c);
+  // DeepEP's two hops for one all-to-all of all_to_all (sim/step/dedup_dispatch.h): RDMA across
+  // nodes, then NVLink within the node; the direction back (`to_experts` false) runs them the other way.
+  std::optional<TaskIndex> dedup_all_to_all(const Chain& chain, const TaskName& task, StreamClass stream,
+                                            bool to_experts, int c);
+
   // Every chunk's all-to-all toward the experts, each after the chain's last task (and after
   // `host_wait`, the dispatcher's split sizes on the host), in forward with the chunk's routing
   // probabilities after it. Returns each chunk's last task.
@@ -207,6 +215,12 @@ class MoeMlp {
   StepEmitter& e_;
   const MoeDims& d_;
   MoeDispatcher dispatcher_;  // the all-to-all dispatcher's metadata, probabilities and sorts
+  // --dispatcher deepep: per stage, its expert group split by node and the hit probabilities.
+  struct DedupPlan {
+    StepShape::NodeSplit split;
+    DedupHits hits;
+  };
+  std::map<int, DedupPlan> dedup_plans_;
   // The offload copies of T_DI and T_M by (stage, microbatch, layer, chunk), for their prefetches.
   std::map<std::tuple<int, int, int, int>, std::pair<std::optional<TaskIndex>, std::optional<TaskIndex>>> offloaded_;
 };

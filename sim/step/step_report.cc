@@ -41,6 +41,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["moe_chunks"] = spec.moe_chunks;
   j["moe_strategy"] = std::string(to_string(spec.moe_strategy));
   if (spec.host_launch_ns) j["host_launch_s"] = seconds(*spec.host_launch_ns);
+  if (spec.dispatcher != TokenDispatcher::kAllToAll) j["dispatcher"] = std::string(to_string(spec.dispatcher));
   return j;
 }
 
@@ -139,6 +140,7 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
       << (spec.moe_strategy != MemoryStrategy::kNone
               ? "; MoE memory reuse " + std::string(to_string(spec.moe_strategy)) : std::string());
   if (spec.host_launch_ns) out << "; " << host_launch_phrase(*spec.host_launch_ns);
+  if (spec.dispatcher != TokenDispatcher::kAllToAll) out << "; MoE dispatcher " << to_string(spec.dispatcher);
   out << "\n";
   if (r.routing) out << routing_line(*r.routing, spec);
   out << "\n";

@@ -1,6 +1,7 @@
 #include "sim/step/step_shape.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "sim/core/error.h"
@@ -161,6 +162,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   require_architecture(model);
   StepShape shape;
   shape.layout = spec.layout;
+  shape.gpus_per_node = cluster.node.gpus_per_node;
   check_degrees(spec.layout, cluster);
   shape.dp = spec.layout.dp();
   check_model_split(model, spec.layout, spec.sequence_parallel);
@@ -184,6 +186,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.element_bytes = model.element_bytes();
   check_moe_chunks(model, shape, spec.moe_chunks, spec.sequence_parallel);
   check_step_routing(model, spec.routing);
+  check_dispatcher(model, shape, spec);
   check_moe_strategy(model, shape, spec);
   check_recompute_modules(model, spec);
   check_split_backward(shape, spec);
@@ -329,6 +332,54 @@ std::vector<int> StepShape::expert_tensor_group(int stage) const {
 std::vector<int> StepShape::expert_group(int stage) const {
   std::vector<int> out;
   for (int e = 0; e < layout.ep; ++e) out.push_back(stage_rank(stage) + e * layout.expert_tp());
+  return out;
+}
+
+namespace {
+// An expert group's members by node (node -> its members, ascending).
+std::map<int, std::vector<int>> members_by_node(const std::vector<int>& group, int gpus_per_node) {
+  std::map<int, std::vector<int>> by_node;
+  for (int r : group) by_node[r / gpus_per_node].push_back(r);
+  return by_node;
+}
+}  // namespace
+
+void check_dispatcher(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
+  if (spec.dispatcher == TokenDispatcher::kAllToAll) return;
+  require(model.has_moe_layers(), "--dispatcher deepep dispatches the tokens of MoE layers; " + model.name + " has none");
+  require(spec.routing.balanced(), "--dispatcher deepep with --routing " + spec.routing.to_string() +
+                                       ": not built, its bytes are derived for a uniform routing");
+  // DeepEP pairs each GPU with one peer on every other node: every expert group (each etp offset
+  // and expert-data-parallel replica of every stage) must put as many ranks on each node it spans.
+  const StepLayout& l = shape.layout;
+  for (int s = 0; s < shape.stages(); ++s)
+    for (int d = 0; d < l.edp(); ++d)
+      for (int t = 0; t < l.expert_tp(); ++t) {
+        std::vector<int> group;
+        const int first = shape.stage_rank(s) + d * l.expert_tp() * l.ep + t;
+        for (int e = 0; e < l.ep; ++e) group.push_back(first + e * l.expert_tp());
+        const auto by_node = members_by_node(group, shape.gpus_per_node);
+        const auto& [node0, members0] = *by_node.begin();
+        for (const auto& [node, members] : by_node)
+          if (members.size() != members0.size())
+            throw InputError("--dispatcher deepep: the expert group of ranks " + str(first) + " to " +
+                             str(group.back()) + " puts " + str(static_cast<std::int64_t>(members0.size())) +
+                             " on node " + str(node0) + " and " + str(static_cast<std::int64_t>(members.size())) +
+                             " on node " + str(node) +
+                             "; DeepEP needs the same number on every node (choose --ep, --etp and --pp so that "
+                             "a stage's expert groups fill whole nodes or divide one)");
+      }
+}
+
+StepShape::NodeSplit StepShape::expert_group_by_node(int stage) const {
+  const std::vector<int> group = expert_group(stage);
+  const std::map<int, std::vector<int>> by_node = members_by_node(group, gpus_per_node);
+  const int rep = group.front();
+  NodeSplit out;
+  const std::vector<int>& home = by_node.at(rep / gpus_per_node);
+  const auto position = static_cast<std::size_t>(std::find(home.begin(), home.end(), rep) - home.begin());
+  for (const auto& [node, members] : by_node) out.across.push_back(members[position]);
+  out.within = home;
   return out;
 }
 

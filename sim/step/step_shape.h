@@ -40,6 +40,7 @@ struct StepShape {
   DType storage_dtype = DType::kBf16;  // the model's tensors, and the GEMMs FP8 training keeps in it
   Fp8Recipe fp8_recipe = Fp8Recipe::kCurrent;  // with fp8 GEMMs: how the quantisations are scaled
   int element_bytes = 2;
+  int gpus_per_node = 1;  // the cluster's: which ranks share a node (rank / gpus_per_node)
 
   // Tokens of one microbatch on one rank: micro_batch x seq / cp (each context-parallel rank
   // holds 1/cp of the sequence).
@@ -63,6 +64,15 @@ struct StepShape {
   std::vector<int> expert_tensor_group(int stage) const;
   std::vector<int> expert_group(int stage) const;
   std::vector<int> expert_data_group(int stage) const;
+  // The expert group of a stage split by node, as a dispatcher that forwards within nodes sees it
+  // (sim/step/dedup_dispatch.h): `across`, the members with the representative rank's position in
+  // its node, one per node; `within`, the members on the representative rank's node
+  // (check_dispatcher has made sure each node holds as many).
+  struct NodeSplit {
+    std::vector<int> across;
+    std::vector<int> within;
+  };
+  NodeSplit expert_group_by_node(int stage) const;
   // The stages whose ranks hold stage `stage`'s parameters: itself, and for DualPipe its mirror.
   std::vector<int> replica_stages(int stage) const;
 };
@@ -102,5 +112,9 @@ void check_split_backward(const StepShape& shape, const StepSpec& spec);
 // --recompute-modules.
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
+
+// --dispatcher deepep: a model with MoE layers, a uniform routing, and expert groups that put the
+// same number of ranks on every node they span. Throws InputError naming --dispatcher and the rule.
+void check_dispatcher(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
 
 }  // namespace moesim

@@ -32,6 +32,27 @@ TEST_F(Cli, StepPlanPrintsTheSimulatedRankingAndWritesItAsJson) {
   EXPECT_EQ(plan["estimated"], plan["fitting"]);
 }
 
+// --dispatcher deepep reaches every layout the planner simulates: its header and JSON say so, and
+// `simulate` with the same flags gives the best layout's step time.
+TEST_F(Cli, StepPlanWithTheDeepEpDispatcher) {
+  const std::string model = "--model tests/golden/step-moe-deepep/tiny-moe-16e.yaml --hardware dgx-h100-ndr --gpus 16 ";
+  const Result r = run("plan " + model + "--global-batch 32 --seq 256 --jobs 2 --tp 1 --pp 1 --ep 16 --top 1 "
+                       "--dispatcher deepep --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", MoE dispatcher deepep"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  EXPECT_EQ(j["dispatcher"], "deepep");
+  const auto& best = j["plan"]["layouts"][0];
+  const Result sim = run("simulate " + model + "--global-batch 32 --seq 256 --ep 16 --micro-batch " +
+                         std::to_string(best["micro_batch"].get<int>()) + " --recompute " +
+                         best["recompute"].get<std::string>() + " --zero " + std::to_string(best["zero"].get<int>()) +
+                         " --chunks " + std::to_string(best["moe_chunks"].get<int>()) + " --dispatcher deepep --json -");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const auto js = nlohmann::json::parse(sim.out);
+  EXPECT_EQ(js["layout"]["dispatcher"], "deepep");
+  EXPECT_DOUBLE_EQ(js["step_time_s"].get<double>(), best["step_time_s"].get<double>()) << best.dump();
+}
+
 // A pipeline whose parts do not divide the layers: the balanced split, below the table and in the
 // JSON, and `simulate --part-layers` with it runs the same step.
 TEST_F(Cli, StepPlanGivesTheLayersOfEachPartOfAnUnevenSplit) {

@@ -1,5 +1,5 @@
 // `moesim validate steps` on MoE rows (validate/step_data.h, step_replay.h): the columns
-// expert_parallel, expert_tensor_parallel, context_parallel, precision and part_layers reach the simulated StepSpec, the
+// expert_parallel, expert_tensor_parallel, context_parallel, precision, part_layers and dispatcher reach the simulated StepSpec, the
 // tokens-per-s-per-gpu measure is global batch x sequence / (step time x GPUs), bad cells are named
 // by file and line, and an MoE row cannot be judged by the dense TFLOP/s count.
 #include <gtest/gtest.h>
@@ -150,6 +150,31 @@ TEST(StepMoe, BadMoeCellsAreNamedByFileAndLine) {
     EXPECT_EQ(err.rfind((dir / "steps.csv").string() + ":3:", 0), 0u) << c.name << ": " << err;
     EXPECT_NE(err.find(c.error), std::string::npos) << c.name << ": " << err;
   }
+}
+
+TEST(StepMoe, TheDispatcherColumnNamesDeepEpOrTheAllToAll) {
+  const char* header = "model,gpus,tensor_parallel,pipeline_parallel,expert_parallel,global_batch_size,"
+                       "micro_batch_size,seq_len,recompute,dispatcher,tokens_per_s_per_gpu\n";
+  const TempFiles tmp;
+  const StepDataset d = read_step_dataset(moe_dataset(
+      tmp, "tokens-per-s-per-gpu",
+      std::string(header) + "MOE,8,1,1,8,8,1,256,none,DeepEP,9\nMOE,8,1,1,8,8,1,256,none,hybridep,9\n"
+                            "MOE,8,1,1,8,8,1,256,none,A2A,9\nMOE,8,1,1,8,8,1,256,none,,9\n"));
+  const std::vector<StepRow> rows = read_step_rows(d);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].dispatcher, TokenDispatcher::kDeepEp);
+  EXPECT_EQ(rows[1].dispatcher, TokenDispatcher::kDeepEp);
+  EXPECT_EQ(rows[2].dispatcher, TokenDispatcher::kAllToAll);
+  EXPECT_EQ(rows[3].dispatcher, TokenDispatcher::kAllToAll);
+  EXPECT_EQ(prepare_step_row(d, rows[0]).spec.dispatcher, TokenDispatcher::kDeepEp);
+
+  const TempFiles bad;
+  const auto dir =
+      moe_dataset(bad, "tokens-per-s-per-gpu", std::string(header) + "MOE,8,1,1,8,8,1,256,none,NCCL,9\n");
+  const StepDataset db = read_step_dataset(dir);
+  const std::string err = input_error_of([&] { read_step_rows(db); });
+  EXPECT_EQ(err.rfind((dir / "steps.csv").string() + ":2:", 0), 0u) << err;
+  EXPECT_NE(err.find("dispatcher 'NCCL' is not DeepEP, HybridEP or all-to-all"), std::string::npos) << err;
 }
 
 TEST(StepMoe, TflopsOfAnMoeRowIsRefused) {

@@ -1,0 +1,24 @@
+// --dispatcher: the MoE layers' token dispatcher in the whole step (StepSpec::dispatcher,
+// sim/step/dedup_dispatch.h), read by simulate and plan with one help text and one parse.
+#pragma once
+
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/spec/step_spec.h"
+#include "sim/spec/yaml_reader.h"
+
+namespace moesim::cli {
+
+inline constexpr const char* kDispatcherFlagHelp =
+    "MoE token dispatcher (whole step): alltoall (Megatron-Core's all-to-all dispatcher, one row per token and "
+    "expert; default) | deepep (DeepEP's normal kernels through Megatron-Core's flex dispatcher, HybridEP's "
+    "bytes too: each token once per node over RDMA, then once per GPU over NVLink; dropless models, uniform "
+    "routing; docs/training-step.md#token-dispatchers---dispatcher)";
+
+inline TokenDispatcher parse_dispatcher_flag(const std::string& value) {
+  if (auto d = parse_token_dispatcher(value)) return *d;
+  throw InputError("--dispatcher '" + value + "' is not valid; valid: " + YamlValue::join_names(token_dispatcher_names()));
+}
+
+}  // namespace moesim::cli
