@@ -129,38 +129,44 @@ std::optional<TaskIndex> MoeMlp::all_to_all(const Chain& chain, int layer, Pass 
 std::optional<TaskIndex> MoeMlp::dedup_all_to_all(const Chain& chain, const TaskName& task, StreamClass stream,
                                                   bool to_experts, int c) {
   Chain own = chain;
-  auto plan = dedup_plans_.find(chain.stage);
-  if (plan == dedup_plans_.end()) {
-    StepShape::NodeSplit split = e_.shape().expert_group_by_node(chain.stage);
-    const auto nodes = static_cast<int>(split.across.size());
-    const DedupHits hits = dedup_hits(d_.experts, d_.top_k, e_.shape().layout.ep, nodes, d_.router_groups);
-    plan = dedup_plans_.emplace(chain.stage, DedupPlan{std::move(split), hits}).first;
+  const std::vector<int> group = e_.shape().expert_group(chain.stage);
+  std::shared_ptr<const TrafficMatrix>& traffic = dedup_traffic_[{chain.stage, c}];
+  if (!traffic) traffic = dedup_traffic(group, c);
+  return e_.all_to_allv(own, task, stream, group, traffic, !to_experts);
+}
+
+std::shared_ptr<const TrafficMatrix> MoeMlp::dedup_traffic(const std::vector<int>& group, int c) const {
+  // Each member's node, and its position among the group's members on that node (DeepEP pairs
+  // the members of one position across nodes; check_dispatcher made every node hold as many).
+  const int gpn = e_.shape().gpus_per_node;
+  const auto p = static_cast<int>(group.size());
+  std::vector<int> node(group.size()), position(group.size());
+  std::map<int, int> seen;  // node -> members placed so far
+  for (int i = 0; i < p; ++i) {
+    node[static_cast<std::size_t>(i)] = group[static_cast<std::size_t>(i)] / gpn;
+    position[static_cast<std::size_t>(i)] = seen[node[static_cast<std::size_t>(i)]]++;
   }
-  const StepShape::NodeSplit& split = plan->second.split;
-  const DedupHits& hits = plan->second.hits;
-  const auto nodes = static_cast<int>(split.across.size());
-  // The rank's tokens of chunk c (dropless: it sends top-k rows per token).
+  const auto nodes = static_cast<int>(seen.size());
+  const DedupHits hits = dedup_hits(d_.experts, d_.top_k, e_.shape().layout.ep, nodes, d_.router_groups);
+  // The rank's tokens of chunk c (it sends top-k rows per token when no row is padded or dropped).
   const double tokens = static_cast<double>(d_.rows_sent(c)) / d_.top_k;
-  const double row_bytes = static_cast<double>(d_.hidden * e_.shape().element_bytes);
-  // Per peer: across nodes, the tokens that hit the peer's node; within the node, the tokens the
-  // GPU holds after the first hop (its own and those of its peers across nodes) that hit the peer.
-  const auto across_bytes = static_cast<std::int64_t>(std::llround(tokens * hits.node * row_bytes)) * nodes;
-  const auto within_peers = static_cast<std::int64_t>(split.within.size());
-  const auto within_bytes =
-      static_cast<std::int64_t>(std::llround(tokens * nodes * hits.gpu * row_bytes)) * within_peers;
-  auto hop = [&](const std::vector<int>& group, const char* suffix, std::int64_t bytes) {
-    TaskName t = task;
-    t.name += suffix;
-    own.last = e_.group_collective(own, t, stream, CollectiveOp::kAllToAll, group, bytes);
-  };
-  if (to_experts) {
-    hop(split.across, ".rdma", across_bytes);
-    hop(split.within, ".nvl", within_bytes);
-  } else {
-    hop(split.within, ".nvl", within_bytes);
-    hop(split.across, ".rdma", across_bytes);
-  }
-  return own.last;
+  // Across nodes, the tokens that hit the peer's node; within the node, the tokens a GPU holds once
+  // its position's peers have sent theirs (its own included) that hit the peer.
+  const auto across = static_cast<std::int64_t>(std::llround(tokens * hits.node));
+  const auto within = static_cast<std::int64_t>(std::llround(tokens * nodes * hits.gpu));
+  auto rows = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(p) * static_cast<std::size_t>(p), 0);
+  for (int s = 0; s < p; ++s)
+    for (int d = 0; d < p; ++d) {
+      const auto su = static_cast<std::size_t>(s), du = static_cast<std::size_t>(d);
+      if (s == d) continue;
+      if (node[su] == node[du]) (*rows)[su * static_cast<std::size_t>(p) + du] = within;
+      else if (position[su] == position[du]) (*rows)[su * static_cast<std::size_t>(p) + du] = across;
+    }
+  auto t = std::make_shared<TrafficMatrix>();
+  t->size = p;
+  t->row_bytes = d_.hidden * e_.shape().element_bytes;
+  t->rows = std::move(rows);
+  return t;
 }
 
 std::vector<std::optional<TaskIndex>> MoeMlp::to_experts(const Chain& chain, int layer, Pass pass,

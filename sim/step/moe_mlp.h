@@ -141,10 +141,13 @@ class MoeMlp {
   // c's rows, on a copy of `chain`: returns the all-to-all (the chain's last task for a group of one).
   std::optional<TaskIndex> all_to_all(const Chain& chain, int layer, Pass pass, const std::string& what,
                                       bool to_experts, const std::string& prefix, int c);
-  // DeepEP's two hops for one all-to-all of all_to_all (sim/step/dedup_dispatch.h): RDMA across
-  // nodes, then NVLink within the node; the direction back (`to_experts` false) runs them the other way.
+  // DeepEP's exchange for one all-to-all of all_to_all (sim/step/dedup_dispatch.h): one
+  // all-to-allv whose traffic is both hops, RDMA across nodes and NVLink within each, moving at
+  // once (DeepEP forwards chunk by chunk); the same matrix back (`to_experts` false).
   std::optional<TaskIndex> dedup_all_to_all(const Chain& chain, const TaskName& task, StreamClass stream,
                                             bool to_experts, int c);
+  // That matrix for chunk c over `group` (the stage's expert group, sorted).
+  std::shared_ptr<const TrafficMatrix> dedup_traffic(const std::vector<int>& group, int c) const;
 
   // Every chunk's all-to-all toward the experts, each after the chain's last task (and after
   // `host_wait`, the dispatcher's split sizes on the host), in forward with the chunk's routing
@@ -215,12 +218,8 @@ class MoeMlp {
   StepEmitter& e_;
   const MoeDims& d_;
   MoeDispatcher dispatcher_;  // the all-to-all dispatcher's metadata, probabilities and sorts
-  // --dispatcher deepep: per stage, its expert group split by node and the hit probabilities.
-  struct DedupPlan {
-    StepShape::NodeSplit split;
-    DedupHits hits;
-  };
-  std::map<int, DedupPlan> dedup_plans_;
+  // --dispatcher deepep: the traffic of each (stage, chunk), shared by every layer and microbatch.
+  std::map<std::pair<int, int>, std::shared_ptr<const TrafficMatrix>> dedup_traffic_;
   // The offload copies of T_DI and T_M by (stage, microbatch, layer, chunk), for their prefetches.
   std::map<std::tuple<int, int, int, int>, std::pair<std::optional<TaskIndex>, std::optional<TaskIndex>>> offloaded_;
 };

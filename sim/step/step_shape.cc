@@ -371,18 +371,6 @@ void check_dispatcher(const ModelSpec& model, const StepShape& shape, const Step
       }
 }
 
-StepShape::NodeSplit StepShape::expert_group_by_node(int stage) const {
-  const std::vector<int> group = expert_group(stage);
-  const std::map<int, std::vector<int>> by_node = members_by_node(group, gpus_per_node);
-  const int rep = group.front();
-  NodeSplit out;
-  const std::vector<int>& home = by_node.at(rep / gpus_per_node);
-  const auto position = static_cast<std::size_t>(std::find(home.begin(), home.end(), rep) - home.begin());
-  for (const auto& [node, members] : by_node) out.across.push_back(members[position]);
-  out.within = home;
-  return out;
-}
-
 std::vector<int> StepShape::expert_data_group(int stage) const {
   std::vector<int> out;
   const int stride = layout.ep * layout.expert_tp();

@@ -64,15 +64,6 @@ struct StepShape {
   std::vector<int> expert_tensor_group(int stage) const;
   std::vector<int> expert_group(int stage) const;
   std::vector<int> expert_data_group(int stage) const;
-  // The expert group of a stage split by node, as a dispatcher that forwards within nodes sees it
-  // (sim/step/dedup_dispatch.h): `across`, the members with the representative rank's position in
-  // its node, one per node; `within`, the members on the representative rank's node
-  // (check_dispatcher has made sure each node holds as many).
-  struct NodeSplit {
-    std::vector<int> across;
-    std::vector<int> within;
-  };
-  NodeSplit expert_group_by_node(int stage) const;
   // The stages whose ranks hold stage `stage`'s parameters: itself, and for DualPipe its mirror.
   std::vector<int> replica_stages(int stage) const;
 };

@@ -1,7 +1,8 @@
 // DeepEP's token traffic (sim/step/dedup_dispatch.h, --dispatcher deepep): the hit probabilities
-// against counting and sampling, and the step's two hops. The step cases run Qwen3-30B-A3B (hidden
-// 2,048, 128 experts, top 8, dropless) on 32 H100s of 8 per node: pp 2, ep 16 over the stage's two
-// nodes, 512-token sequences, so each rank routes 512 tokens and sends C = 32 rows to each expert.
+// against counting and sampling, and the step's exchange of both hops. The step cases run
+// Qwen3-30B-A3B (hidden 2,048, 128 experts, top 8, dropless) on 32 H100s of 8 per node: pp 2, ep 16
+// over the stage's two nodes, 512-token sequences, so each rank routes 512 tokens and sends C = 32
+// rows to each expert.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -145,33 +146,33 @@ const CollectiveWork& collective(const TaskGraph& g, const std::string& id) {
   return std::get<CollectiveWork>(g.task(*i).work);
 }
 
-TEST(DedupDispatch, StepDispatchesOncePerNodeOverRdmaThenOncePerGpuOverNvlink) {
+// One all-to-allv over the expert group (ranks 0-15 on nodes 0 and 1): rank 0 sends to rank 8, its
+// position's peer on the other node, the tokens that hit that node, and forwards to each GPU of
+// its node the tokens both nodes' position-0 GPUs sent it that hit that GPU; nothing to the other
+// ranks of node 1.
+TEST(DedupDispatch, StepSendsOncePerNodeOverRdmaAndOncePerGpuOverNvlinkAtOnce) {
   const SimulatedStep sim = simulate(qwen_step(TokenDispatcher::kDeepEp));
   const TaskGraph& g = sim.graph.graph;
   const DedupHits hits = dedup_hits(128, 8, 16, 2, std::nullopt);
-  const double row = 2048.0 * 2;  // bf16
-  const CollectiveWork& rdma = collective(g, "mb0.L0.fwd.dispatch.rdma");
-  EXPECT_EQ(rdma.op, CollectiveOp::kAllToAll);
-  EXPECT_EQ(g.group(rdma.group), (std::vector<int>{0, 8}));  // rank 0's peer of the other node
-  EXPECT_EQ(rdma.bytes_per_peer, std::llround(512 * hits.node * row));
-  const CollectiveWork& nvl = collective(g, "mb0.L0.fwd.dispatch.nvl");
-  EXPECT_EQ(g.group(nvl.group), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
-  // The tokens of both nodes' rank-0 GPUs, forwarded to each GPU they hit.
-  EXPECT_EQ(nvl.bytes_per_peer, std::llround(512 * 2 * hits.gpu * row));
-  // Toward the experts (the dispatch, the combine's gradient) RDMA, then NVLink; back (the
-  // combine, the dispatch's gradient) NVLink, then RDMA.
-  auto before = [&](const std::string& a, const std::string& b) {
-    const std::vector<TaskIndex> p = g.predecessors(*g.find(b, -1));
-    return std::find(p.begin(), p.end(), *g.find(a, -1)) != p.end();
-  };
-  EXPECT_TRUE(before("mb0.L0.fwd.dispatch.rdma", "mb0.L0.fwd.dispatch.nvl"));
-  EXPECT_TRUE(before("mb0.L0.fwd.combine.nvl", "mb0.L0.fwd.combine.rdma"));
-  EXPECT_TRUE(before("mb0.L0.bwd.combine.rdma", "mb0.L0.bwd.combine.nvl"));
-  EXPECT_TRUE(before("mb0.L0.bwd.dispatch.nvl", "mb0.L0.bwd.dispatch.rdma"));
-  // The probabilities travel inside the tokens' dispatch, and the all-to-all dispatcher's own
-  // tasks are gone.
+  const CollectiveWork& dispatch = collective(g, "mb0.L0.fwd.dispatch");
+  ASSERT_TRUE(dispatch.is_all_to_allv());
+  EXPECT_EQ(g.group(dispatch.group).size(), 16u);
+  EXPECT_EQ(dispatch.traffic->row_bytes, 2048 * 2);  // bf16
+  const TrafficMatrix& t = *dispatch.traffic;
+  auto rows = [&](int s, int d) { return (*t.rows)[static_cast<std::size_t>(s * t.size + d)]; };
+  EXPECT_EQ(rows(0, 8), std::llround(512 * hits.node));
+  EXPECT_EQ(rows(5, 13), std::llround(512 * hits.node));
+  EXPECT_EQ(rows(0, 9), 0);
+  EXPECT_EQ(rows(0, 0), 0);
+  EXPECT_EQ(rows(0, 1), std::llround(512 * 2 * hits.gpu));
+  EXPECT_EQ(rows(15, 8), std::llround(512 * 2 * hits.gpu));
+  EXPECT_FALSE(dispatch.transposed);
+  // Back (the combine; the dispatch's gradient) the same paths the other way.
+  EXPECT_TRUE(collective(g, "mb0.L0.fwd.combine").transposed);
+  EXPECT_TRUE(collective(g, "mb0.L0.bwd.dispatch").transposed);
+  EXPECT_FALSE(collective(g, "mb0.L0.bwd.combine").transposed);
+  // The probabilities travel inside the tokens' dispatch.
   EXPECT_FALSE(g.find("mb0.L0.fwd.dispatch.probs", -1).has_value());
-  EXPECT_FALSE(g.find("mb0.L0.fwd.dispatch", -1).has_value());
 }
 
 TEST(DedupDispatch, FewerBytesCrossTheFabricAndTheStepIsNoSlower) {
@@ -180,20 +181,23 @@ TEST(DedupDispatch, FewerBytesCrossTheFabricAndTheStepIsNoSlower) {
   // All-to-all: 4,096 rows / 16 peers to each of the 8 ranks of the other node; DeepEP: each of
   // the 512 tokens once to that node when it hits it.
   const CollectiveWork& a2a = collective(alltoall.graph.graph, "mb0.L0.fwd.dispatch");
-  const CollectiveWork& rdma = collective(deepep.graph.graph, "mb0.L0.fwd.dispatch.rdma");
+  const CollectiveWork& dedup = collective(deepep.graph.graph, "mb0.L0.fwd.dispatch");
   EXPECT_EQ(a2a.bytes_per_peer, 4096 / 16 * 2048 * 2);
+  std::int64_t across = 0;
+  for (int d = 8; d < 16; ++d) across += dedup.pair_bytes(0, d);
   // 512 x 0.996 rows against 8 x 256: a quarter of the bytes.
-  EXPECT_NEAR(static_cast<double>(rdma.bytes_per_peer) / (8.0 * a2a.bytes_per_peer), 0.249, 0.001);
+  EXPECT_NEAR(static_cast<double>(across) / (8.0 * a2a.bytes_per_peer), 0.249, 0.001);
   EXPECT_LT(deepep.run.trace.makespan_ns(), alltoall.run.trace.makespan_ns());
 }
 
-TEST(DedupDispatch, WithinOneNodeOnlyTheNvlinkHopRuns) {
+TEST(DedupDispatch, WithinOneNodeOnlyNvlinkCarriesTheTokens) {
   StepSpec s = qwen_step(TokenDispatcher::kDeepEp);
   s.layout.ep = 8;
   const SimulatedStep sim = simulate(s);
-  EXPECT_FALSE(sim.graph.graph.find("mb0.L0.fwd.dispatch.rdma", -1).has_value());
-  const CollectiveWork& nvl = collective(sim.graph.graph, "mb0.L0.fwd.dispatch.nvl");
-  EXPECT_EQ(nvl.bytes_per_peer, std::llround(512 * dedup_hits(128, 8, 8, 1, std::nullopt).gpu * 2048 * 2));
+  const CollectiveWork& dispatch = collective(sim.graph.graph, "mb0.L0.fwd.dispatch");
+  ASSERT_TRUE(dispatch.is_all_to_allv());
+  EXPECT_EQ(sim.graph.graph.group(dispatch.group), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(dispatch.pair_bytes(0, 1), std::llround(512 * dedup_hits(128, 8, 8, 1, std::nullopt).gpu) * 2048 * 2);
 }
 
 TEST(DedupDispatch, RefusedForPaddingDroppingImbalanceDenseModelsAndUnevenNodes) {
