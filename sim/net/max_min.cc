@@ -43,6 +43,8 @@ std::vector<double> MaxMinSolver::solve(std::span<const std::span<const Weighted
   for (std::size_t f = 0; f < flows.size(); ++f)
     for (const WeightedLink& wl : flows[f]) on_[on_end_[static_cast<std::size_t>(wl.link)]++] = f;
   frozen_.assign(flows.size(), 0);
+  unfrozen_ = 0;
+  for (const auto& f : flows) unfrozen_ += f.empty() ? 0 : 1;
   // Both fillings take the same saturation events in the same order (the lowest level, ties by
   // link id) with the same arithmetic, so they give identical rates; the scan is cheaper while
   // few links are in use, the heap when many are.
@@ -64,6 +66,7 @@ void MaxMinSolver::saturate(std::size_t link, double level, std::span<const std:
     const std::size_t f = on_[k];
     if (frozen_[f]) continue;
     frozen_[f] = 1;
+    --unfrozen_;
     rate[f] = std::max(level, 0.0);
     for (const WeightedLink& wl : flows[f]) {
       const auto k = static_cast<std::size_t>(wl.link);
@@ -100,6 +103,7 @@ void MaxMinSolver::fill_by_scan(std::span<const std::span<const WeightedLink>> f
     open_.resize(kept);
     if (kept == 0) break;
     saturate(static_cast<std::size_t>(open_[best]), best_level, flows, rate);
+    if (unfrozen_ == 0) break;
   }
 }
 
@@ -175,11 +179,13 @@ void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> f
     if (open(i)) heap_.push_back({remaining_[i] / weight_[i], l});
   }
   heap_build();
+  std::size_t closed = 0;  // links in the heap whose flows are all frozen
   while (!heap_.empty()) {
     const LinkId l = heap_.front().link;
     const auto i = static_cast<std::size_t>(l);
     if (!open(i)) {
       heap_erase(l);
+      --closed;
       continue;
     }
     const double level = remaining_[i] / weight_[i];
@@ -190,13 +196,38 @@ void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> f
     }
     heap_erase(l);
     saturate(i, level, flows, rate);
+    if (unfrozen_ == 0) break;
     for (LinkId t : touched_) {
       const auto k = static_cast<std::size_t>(t);
-      if (pos_[k] < 0 || !open(k)) continue;
+      if (pos_[k] < 0) continue;
+      if (!open(k)) {
+        ++closed;  // closed by this event (a closed link has no flow left to touch it again)
+        continue;
+      }
       const double v = remaining_[k] / weight_[k];
       if (v < heap_[static_cast<std::size_t>(pos_[k])].key) heap_lower(t, v);
     }
+    // Once half the heap is closed links, drop them all and rebuild it from the open ones: one
+    // linear pass instead of a sift per closed link as it reaches the top (an event freezes flows
+    // that close hundreds of links at once in an aggregated all-to-all).
+    if (2 * closed > heap_.size()) {
+      std::size_t kept = 0;
+      for (const HeapEntry& e : heap_) {
+        if (open(static_cast<std::size_t>(e.link)))
+          heap_[kept++] = e;
+        else
+          pos_[static_cast<std::size_t>(e.link)] = -1;
+      }
+      heap_.resize(kept);
+      heap_build();
+      closed = 0;
+    }
   }
+  // Every flow has its rate: what is left are closed links, dropped at once rather than popped one
+  // by one (each pop a sift through the heap: most of the flow model's time in DeepSeek-V3's step
+  // on 1,024 GPUs, where nearly every link of a solve was left closed in the heap).
+  for (const HeapEntry& e : heap_) pos_[static_cast<std::size_t>(e.link)] = -1;
+  heap_.clear();
 }
 
 }  // namespace moesim

@@ -77,6 +77,7 @@ class MaxMinSolver {
   std::vector<LinkId> used_;
   std::vector<HeapEntry> heap_;
   std::vector<char> frozen_;
+  std::size_t unfrozen_ = 0;                   // flows crossing a link and not yet frozen
   std::vector<LinkId> open_;                   // fill_by_scan's open links
   std::vector<LinkId> touched_;                // links whose level changed in one saturation event
   std::vector<std::uint64_t> touched_stamp_;   // per link: the event that last touched it
