@@ -71,10 +71,6 @@ Dims resolve(const ModelSpec& m, const ActivationLayout& l) {
   require(l.recompute != Recompute::kSelective || !d.modules.moe || d.strategy == MemoryStrategy::kNone,
           "--recompute-modules moe with --strategy " + std::string(to_string(d.strategy)) +
               ": recomputing the MoE layer re-creates T_DI and T_M, which the strategy would restore; give one of them");
-  // The step restores T_DI and T_M per chunk in the experts' own layout (sim/step/moe_reuse.h),
-  // which parallel folding changes (the rows gathered over etp): not built.
-  require(d.strategy == MemoryStrategy::kNone || !d.own_shard,
-          strategy_layout_problem(d.strategy, l.tp, static_cast<int>(d.et)));
   return d;
 }
 
@@ -205,8 +201,9 @@ std::int64_t moe_mlp(const ModelSpec& m, const Dims& d) {
                        mask_bytes(d, m.d_model);
   bytes += shared_columns(m, d);
   if (d.own_shard) {
-    const MoeReusedTensors t = reused_tensors(m, d);  // no strategy restores them here (resolve)
-    return bytes + t.t_di + t.t_m + checked_mul({own_routed_rows(m, d), m.d_model, d.e});
+    const MoeReusedTensors t = reused_tensors(m, d);  // the gathered rows a strategy restores
+    if (d.strategy == MemoryStrategy::kNone) bytes += t.t_di + t.t_m;
+    return bytes + checked_mul({own_routed_rows(m, d), m.d_model, d.e});
   }
   const std::int64_t rows = routed_rows(m, d.n);
   bytes += checked_mul({rows, m.d_model, d.e}) / (d.sp ? d.t : 1);

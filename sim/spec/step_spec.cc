@@ -82,13 +82,6 @@ std::string_view to_string(TokenDispatcher d) { return name_of(kTokenDispatchers
 std::optional<TokenDispatcher> parse_token_dispatcher(std::string_view s) { return parse_from(kTokenDispatchers, s); }
 std::vector<std::string> token_dispatcher_names() { return names_of(kTokenDispatchers); }
 
-std::string strategy_layout_problem(MemoryStrategy s, int tp, int etp) {
-  return "--strategy " + std::string(to_string(s)) + " with --tp " + std::to_string(tp) + " and --etp " +
-         std::to_string(etp) + ": each rank routes its own tokens (Megatron-Core's all-to-all dispatcher, at tp > 1 "
-         "with sequence parallelism or etp != tp) and the experts all-gather the rows; restoring those per chunk is "
-         "not built (the strategies run at tp 1, etp 1)";
-}
-
 std::string host_launch_phrase(std::int64_t launch_ns) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "host launches %g us each", static_cast<double>(launch_ns) * 1e-3);

@@ -117,11 +117,6 @@ struct StepLayout {
   }
 };
 
-// Why --strategy `s` cannot run on a layout whose ranks route their own tokens
-// (StepLayout::routes_own_shard): restoring the experts' gathered rows is not built. The one
-// message of that rule, for the step's checks and the closed-form memory alike.
-std::string strategy_layout_problem(MemoryStrategy s, int tp, int etp);
-
 // "host launches X us each" for a host launch time (StepSpec::host_launch_ns), as the step's and
 // the layout plan's headers print it.
 std::string host_launch_phrase(std::int64_t launch_ns);

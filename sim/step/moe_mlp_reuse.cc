@@ -13,7 +13,10 @@
 // dispatch waits behind the offloads queued before it. Simplified: no slot reuse (MPipeMoE's next
 // chunk waits for the copy that empties its slot); the forward's own transient T_DI and T_M, and
 // the host's pinned copies, are not counted; an imbalanced routing restores the most loaded
-// rank's rows where the kept bytes it replaces are the balanced layout's.
+// rank's rows where the kept bytes it replaces are the balanced layout's. Where each rank routes
+// its own shard (tp > 1 with sequence parallelism, or etp != tp), T_DI and T_M are the rows the
+// experts all-gathered over etp: offloaded and prefetched or recomputed as they are, and a
+// re-dispatch all-gathers them again after its all-to-all.
 #include <string>
 
 #include "sim/core/error.h"
@@ -68,7 +71,16 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
                  CopyWork{t_di_bytes(c), CopyDirection::kHostToDevice});
     e_.graph().add_dependency(*di_copy, di);
   } else {
-    const std::optional<TaskIndex> sent = all_to_all(from_start, layer, Pass::kBackward, "redispatch", true, "", c);
+    std::optional<TaskIndex> sent = all_to_all(from_start, layer, Pass::kBackward, "redispatch", true, "", c);
+    if (d_.own_shard && d_.gathered > 1) {
+      // The rows each rank received are all-gathered over the experts' tensor-parallel group
+      // again, as the forward did after its dispatch.
+      Chain gather{chain.stage, chain.microbatch, sent};
+      const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
+      expert_tp_collective(gather, layer, Pass::kBackward, "experts.tp.redispatch.allgather" + suffix(c),
+                           CollectiveOp::kAllGather, d_.local_rows(ep, c), "");
+      sent = gather.last;
+    }
     if (sent && sent != start) {
       di = *sent;
     } else {

@@ -241,8 +241,6 @@ void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const St
   require(shape.schedule != PipelineSchedule::kZeroBubbleH1 && shape.schedule != PipelineSchedule::kDualPipe,
           flag + " with --schedule " + std::string(to_string(shape.schedule)) +
               ": a split backward's weight pass would need T_DI and T_M restored again (not built)");
-  require(!shape.layout.routes_own_shard(spec.sequence_parallel),
-          strategy_layout_problem(spec.moe_strategy, shape.layout.tp, shape.layout.expert_tp()));
 }
 
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing) {

@@ -2,8 +2,8 @@
 // MoE layers keep neither T_DI nor T_M, each chunk's come back before its expert backward by the
 // strategy's means, into buffers that end with that backward; none is today's step, task for task.
 // Qwen3-30B-A3B on 16 A100s (tp 2 without sequence parallelism, pp 2, ep 4; testing::small_moe_step), 2
-// chunks: with sequence parallelism each rank routes its own shard, whose gathered rows' restore is
-// not built.
+// chunks; with sequence parallelism each rank routes its own shard and the experts restore the
+// rows they gathered.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,6 +118,47 @@ TEST(MoeReuse, EachStrategyRestoresByItsOwnMeansBeforeTheExpertsBackward) {
   }
 }
 
+// Ranks that route their own shard (tp 2 with sequence parallelism, etp = tp): T_DI and T_M are
+// the rows the experts all-gathered over etp (2 x 256 tokens x 8 / 128 x 128 = 4,096 rows of the
+// closed form's count), dropped from the layer's kept bytes; a re-dispatch all-gathers them again
+// after its all-to-all, before the chunk's expert backward.
+TEST(MoeReuse, RanksRoutingTheirOwnShardRestoreTheGatheredRows) {
+  const ModelSpec model = testing::model_preset("qwen3-30b-a3b");
+  ActivationLayout l;
+  l.seq = 512;
+  l.tp = 2;
+  l.sequence_parallel = true;
+  const std::int64_t none = moe_layer_activations(model, l, 4).kept_bytes;
+  const MoeReusedTensors t = moe_reused_tensors(model, l);
+  EXPECT_EQ(t.t_di, 4096LL * 2048 * 2);
+  EXPECT_EQ(t.t_m, 4096LL * (2 * 768 + 768) / 2 * 2);
+  l.moe_strategy = MemoryStrategy::kS4;
+  EXPECT_EQ(moe_layer_activations(model, l, 4).kept_bytes, none - t.t_di - t.t_m);
+
+  StepSpec base = with(MemoryStrategy::kNone);
+  base.sequence_parallel = true;
+  StepSpec s2 = base;
+  s2.moe_strategy = MemoryStrategy::kS2;
+  const SimulatedStep kept = simulate(base);
+  const SimulatedStep sim = simulate(s2);
+  const TaskGraph& g = sim.graph.graph;
+  // One all-gather per re-dispatch: the 48 layers (24 a stage) x 2 microbatches x 2 chunks.
+  EXPECT_EQ(count_tasks(g, "experts.tp.redispatch.allgather"), 48 * 2 * 2);
+  const TaskIndex gather = *g.find("mb1.L5.bwd.experts.tp.redispatch.allgather.c1", -1);
+  const auto& work = std::get<CollectiveWork>(g.task(gather).work);
+  EXPECT_EQ(work.op, CollectiveOp::kAllGather);
+  EXPECT_EQ(g.group(work.group), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(depends(g, *g.find("mb1.L5.bwd.redispatch.c1", -1), gather));
+  EXPECT_LT(sim.report.peak_memory_bytes, kept.report.peak_memory_bytes);
+  EXPECT_GT(sim.report.step_ns, kept.report.step_ns);
+  // Folded experts (etp 1): nothing to gather, the all-to-all restores T_DI alone.
+  StepSpec folded = s2;
+  folded.layout.etp = 1;
+  const SimulatedStep f = simulate(folded);
+  EXPECT_EQ(count_tasks(f.graph.graph, "experts.tp.redispatch.allgather"), 0);
+  EXPECT_GT(count_tasks(f.graph.graph, ".redispatch.c"), 0);
+}
+
 TEST(MoeReuse, RefusesWhatItDoesNotRestore) {
   StepSpec full = with(MemoryStrategy::kS1);
   full.recompute = Recompute::kFull;
@@ -127,19 +168,6 @@ TEST(MoeReuse, RefusesWhatItDoesNotRestore) {
   StepSpec zb = with(MemoryStrategy::kS3);
   zb.schedule = PipelineSchedule::kZeroBubbleH1;
   EXPECT_NE(testing::step_error_of(zb, "qwen3-30b-a3b").find("--strategy s3 with --schedule zb-h1"), std::string::npos);
-  // Ranks that route their own tokens (folded experts, or tp > 1 with sequence parallelism):
-  // restoring the rows the experts gathered is not built.
-  StepSpec folded = with(MemoryStrategy::kS4);
-  folded.layout.etp = 1;
-  folded.sequence_parallel = true;
-  EXPECT_NE(testing::step_error_of(folded, "qwen3-30b-a3b")
-                .find("--strategy s4 with --tp 2 and --etp 1: each rank routes its own tokens"),
-            std::string::npos);
-  StepSpec shard = with(MemoryStrategy::kS2);
-  shard.sequence_parallel = true;
-  EXPECT_NE(testing::step_error_of(shard, "qwen3-30b-a3b")
-                .find("--strategy s2 with --tp 2 and --etp 2: each rank routes its own tokens"),
-            std::string::npos);
   StepSpec dense = testing::small_gpt_step();
   dense.moe_strategy = MemoryStrategy::kS2;
   EXPECT_NE(testing::step_error_of(dense).find("--strategy s2 reuses the MoE layers' buffers; GPT-1.7B has none"),
