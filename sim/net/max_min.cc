@@ -78,6 +78,9 @@ void MaxMinSolver::saturate(std::size_t link, double level, std::span<const std:
       }
     }
   }
+  // Every flow on `link` is frozen now: close it exactly, whatever rounding the subtracted weights
+  // left (a leftover above open()'s threshold would have the fillings pick it again forever).
+  weight_[link] = 0.0;
   ++stamp_;
 }
 
@@ -201,7 +204,9 @@ void MaxMinSolver::fill_by_heap(std::span<const std::span<const WeightedLink>> f
       const auto k = static_cast<std::size_t>(t);
       if (pos_[k] < 0) continue;
       if (!open(k)) {
-        ++closed;  // closed by this event (a closed link has no flow left to touch it again)
+        // Closed by this event. A link crossed by a zero-weight flow can close while that flow is
+        // still unfrozen and be counted again when it freezes: that only brings a rebuild forward.
+        ++closed;
         continue;
       }
       const double v = remaining_[k] / weight_[k];

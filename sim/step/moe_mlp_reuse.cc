@@ -71,24 +71,25 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
                  CopyWork{t_di_bytes(c), CopyDirection::kHostToDevice});
     e_.graph().add_dependency(*di_copy, di);
   } else {
-    std::optional<TaskIndex> sent = all_to_all(from_start, layer, Pass::kBackward, "redispatch", true, "", c);
-    if (d_.own_shard && d_.gathered > 1) {
-      // The rows each rank received are all-gathered over the experts' tensor-parallel group
-      // again, as the forward did after its dispatch.
-      Chain gather{chain.stage, chain.microbatch, sent};
-      const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
-      expert_tp_collective(gather, layer, Pass::kBackward, "experts.tp.redispatch.allgather" + suffix(c),
-                           CollectiveOp::kAllGather, d_.local_rows(ep, c), "");
-      sent = gather.last;
-    }
+    // The forward's path again: the all-to-all (a local copy of the permuted rows where the group
+    // has one rank), the experts' all-gather over etp where each rank routed its own shard, and
+    // the sort of the received rows into expert order.
+    Chain side = from_start;
+    const std::optional<TaskIndex> sent = all_to_all(from_start, layer, Pass::kBackward, "redispatch", true, "", c);
     if (sent && sent != start) {
-      di = *sent;
+      side.last = sent;
     } else {
-      Chain side = from_start;
-      const std::int64_t elems = t_di_bytes(c) / e_.shape().element_bytes;
-      di = e_.kernel(side, name(layer, Pass::kBackward, "experts.redispatch" + suffix(c), "redispatch", Op::kEncode),
-                     e_.elementwise(elems, elems), true);
+      const std::int64_t elems = d_.rows_sent(c) * d_.hidden;
+      e_.kernel(side, name(layer, Pass::kBackward, "experts.redispatch" + suffix(c), "redispatch", Op::kEncode),
+                e_.elementwise(elems, elems), true);
     }
+    if (d_.own_shard && d_.gathered > 1) {
+      const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
+      expert_tp_collective(side, layer, Pass::kBackward, "experts.tp.redispatch.allgather" + suffix(c),
+                           CollectiveOp::kAllGather, d_.local_rows(ep, c), "");
+    }
+    dispatcher_.sort_chunks(side, layer, Pass::kBackward, "redispatch", false, "", gathered_rows_of(c));
+    di = *side.last;
   }
   held(di, "T_DI", t_di_bytes(c));
   r.ready.push_back(di);

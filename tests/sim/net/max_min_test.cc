@@ -121,5 +121,38 @@ TEST(MaxMinSolver, ReusedAcrossCallsLeavesNoState) {
   }
 }
 
+// The heap path where events close many links at once (every flow also crosses one shared link,
+// and each a private link of its own), with weights that do not add up exactly in binary: the
+// solver rebuilds its heap without the closed links and stops once every flow is frozen; it
+// matches the textbook filling, ends, and a solver reused for the next problem (heap, then scan)
+// answers as a fresh one.
+TEST(MaxMinSolver, HeapPathWithClosingLinksAndInexactWeights) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> weight(0.3, 3.7);
+  for (int trial = 0; trial < 10; ++trial) {
+    // Flow f crosses the shared link 0, its narrow link 1 + f and its wide link 1 + n + f: as the
+    // narrow links saturate one by one, each closes its flow's wide link, still in the heap.
+    const int shared = 0, flows_n = 400;
+    std::vector<double> caps = random_caps(rng, 1 + 2 * flows_n);
+    caps[shared] = 1e5;
+    for (int f = 0; f < flows_n; ++f) caps[static_cast<std::size_t>(1 + flows_n + f)] = 1e9;
+    Flows flows(static_cast<std::size_t>(flows_n));
+    for (int f = 0; f < flows_n; ++f)
+      flows[static_cast<std::size_t>(f)] = {{shared, weight(rng)},
+                                            {static_cast<LinkId>(1 + f), weight(rng)},
+                                            {static_cast<LinkId>(1 + flows_n + f), weight(rng)}};
+    const std::vector<double> caps_copy = caps;
+    MaxMinSolver s(caps_copy);
+    std::vector<std::span<const WeightedLink>> spans(flows.begin(), flows.end());
+    const std::vector<double> got = s.solve(spans);
+    const std::vector<double> want = reference(caps, flows);
+    for (std::size_t f = 0; f < got.size(); ++f) EXPECT_NEAR(got[f], want[f], 1e-9 * want[f]) << trial << " " << f;
+    const Flows small = random_flows(rng, 30, 25);
+    std::vector<std::span<const WeightedLink>> small_spans(small.begin(), small.end());
+    EXPECT_EQ(s.solve(small_spans), solve(caps, small)) << trial;
+    EXPECT_EQ(s.solve(spans), got) << trial;
+  }
+}
+
 }  // namespace
 }  // namespace moesim
