@@ -1,7 +1,6 @@
 #include "sim/step/moe_mlp.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "sim/core/error.h"
 #include "sim/routing/routing.h"
@@ -57,17 +56,6 @@ MoeDims step_moe_dims(const ModelSpec& model, const StepShape& shape, const Step
     d.routing = std::make_shared<const MoeRouting>(std::move(*plan));
   d.dispatcher = spec.dispatcher;
   d.router_groups = model.router_groups;
-  if (d.dispatcher == TokenDispatcher::kDeepEp) {
-    // Its bytes follow from a balanced routing's hit probabilities over every token's k experts:
-    // no padding to a capacity (f > 1) and no dropped rows (f < 1); f = 1 keeps every routed row.
-    if (!model.dropless && model.capacity_factor != 1.0) {
-      char f[32];
-      std::snprintf(f, sizeof f, "%g", model.capacity_factor);
-      throw InputError("--dispatcher deepep needs a dropless model or capacity_factor 1: " + model.name +
-                       "'s capacity_factor " + f + (model.capacity_factor > 1 ? " pads" : " drops") +
-                       " experts' rows, and DeepEP's bytes are derived for every token's top-k experts");
-    }
-  }
   return d;
 }
 

@@ -1,6 +1,7 @@
 #include "sim/step/step_shape.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -347,6 +348,15 @@ void check_dispatcher(const ModelSpec& model, const StepShape& shape, const Step
   require(model.has_moe_layers(), "--dispatcher deepep dispatches the tokens of MoE layers; " + model.name + " has none");
   require(spec.routing.balanced(), "--dispatcher deepep with --routing " + spec.routing.to_string() +
                                        ": not built, its bytes are derived for a uniform routing");
+  // The bytes follow from a balanced routing's hit probabilities over every token's k experts: no
+  // padding to a capacity (f > 1) and no dropped rows (f < 1); f = 1 keeps every routed row.
+  if (!model.dropless && model.capacity_factor != 1.0) {
+    char f[32];
+    std::snprintf(f, sizeof f, "%g", model.capacity_factor);
+    throw InputError("--dispatcher deepep needs a dropless model or capacity_factor 1: " + model.name +
+                     "'s capacity_factor " + f + (model.capacity_factor > 1 ? " pads" : " drops") +
+                     " experts' rows, and DeepEP's bytes are derived for every token's top-k experts");
+  }
   // DeepEP pairs each GPU with one peer on every other node: every expert group (each etp offset
   // and expert-data-parallel replica of every stage) must put as many ranks on each node it spans.
   const StepLayout& l = shape.layout;

@@ -103,8 +103,8 @@ void check_split_backward(const StepShape& shape, const StepSpec& spec);
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
 
-// --dispatcher deepep: a model with MoE layers, a uniform routing, and expert groups that put the
-// same number of ranks on every node they span. Throws InputError naming --dispatcher and the rule.
+// --dispatcher deepep: a model with MoE layers, a uniform routing, no capacity_factor other than 1,
+// and expert groups that put the same number of ranks on every node they span. Throws InputError naming --dispatcher and the rule.
 void check_dispatcher(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
 
 }  // namespace moesim
