@@ -235,6 +235,9 @@ phase_bench() {
   step bench-torch 180 env PYTHONUNBUFFERED=1 python3 bench/moe_layer_torch.py
   # The host's time per launched kernel in PyTorch (what `simulate --host-launch-us` asks for).
   step bench-host-launch 120 env PYTHONUNBUFFERED=1 python3 validate/host_launch_probe.py
+  # A few-CTA communication kernel beside GEMMs on another stream, at normal and high priority
+  # (runtime/bench/sm_share_probe.h): what overlapping an all-to-all with computation costs.
+  step bench-sm-share 120 "$dist/bin/moesim_sm_share_probe"
 }
 
 phase_sanitize() {

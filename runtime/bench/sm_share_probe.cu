@@ -1,0 +1,334 @@
+#include "runtime/bench/sm_share_probe.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "runtime/exec/cuda_device.cuh"
+#include "sim/core/error.h"
+
+namespace moesim::runtime {
+namespace {
+
+#define PROBE_CUDA(call) cuda_check((call), #call)
+
+void probe_cublas(cublasStatus_t st, const char* call) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw InternalError(std::string(call) + " failed: cuBLAS status " + std::to_string(static_cast<int>(st)));
+}
+
+struct Stamps {
+  unsigned long long first_start;
+  unsigned long long last_end;
+};
+
+__device__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void copy_kernel(const int4* src, int4* dst, long long n, Stamps* st) {
+  if (threadIdx.x == 0) atomicMin(&st->first_start, global_ns());
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = src[i];
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(&st->last_end, global_ns());
+}
+
+// Holds its SM for `ns` without touching memory.
+__global__ void hold_kernel(unsigned long long ns, Stamps* st) {
+  __shared__ unsigned long long t0;
+  if (threadIdx.x == 0) {
+    t0 = global_ns();
+    atomicMin(&st->first_start, t0);
+  }
+  __syncthreads();
+  while (global_ns() - t0 < ns) __nanosleep(1000);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(&st->last_end, global_ns());
+}
+
+// One thread that keeps the GPU from starting the GEMMs until the host has queued them all.
+__global__ void blocker_kernel(unsigned long long ns) {
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) __nanosleep(1000);
+}
+
+__global__ void fill_kernel(__nv_bfloat16* p, long long n, unsigned seed) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    p[i] = __float2bfloat16(static_cast<float>(h & 0xffff) / 32768.0f - 1.0f);
+  }
+}
+
+struct GemmSequence {
+  const char* name;
+  int count, m, n, k;
+  bool fp32 = false;  // fp32 without tensor cores (cuBLAS's SIMT kernels) instead of bf16
+};
+constexpr GemmSequence kSequences[] = {{"2 x 8192^3", 2, 8192, 8192, 8192},
+                                       {"32 x 4096x2048x2048", 32, 4096, 2048, 2048},
+                                       {"1 x 4096^3 fp32", 1, 4096, 4096, 4096, true}};
+constexpr int kCtas[] = {8, 24, 66, 132};
+constexpr int kThreads = 512;  // NCCL's CTA size on Hopper
+constexpr unsigned long long kBlockerNs = 2'000'000;
+constexpr long long kCopyBufferBytes = 2ll << 30;
+constexpr long long kCopySizingBytes = 256ll << 20;
+
+struct Timing {  // microseconds after the first start event (the GEMMs' or the comm kernel's)
+  double arrive = 0, start = 0, end = 0, duration = 0, gemms_start = 0, gemms_end = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+class Probe {
+ public:
+  explicit Probe(int ordinal);
+  ~Probe();
+  Probe(const Probe&) = delete;
+  Probe& operator=(const Probe&) = delete;
+
+  // What the communication kernel does: copy `bytes` with `ctas`, or hold `ctas` SMs `hold_ns`.
+  struct Comm {
+    bool copy = true;
+    int ctas = 8;
+    long long bytes = 0;
+    unsigned long long hold_ns = 0;
+    bool high_priority = false;
+  };
+  // `gemms` GEMMs of `seq` (0: none) and, if `comm`, the kernel launched `delay_us` after they
+  // began; with `comm_first`, the kernel first and the GEMMs launched `delay_us` after it began.
+  Timing run_once(const GemmSequence& seq, int gemms, const Comm* comm, double delay_us, bool comm_first);
+  std::string describe() const;
+
+ private:
+  void launch_comm(const Comm& c, cudaStream_t s);
+  void launch_gemms(const GemmSequence& seq, int gemms);
+  Timing read_timing(bool with_comm);
+
+  int ordinal_;
+  cudaStream_t compute_ = nullptr, comm_normal_ = nullptr, comm_high_ = nullptr;
+  int least_priority_ = 0, greatest_priority_ = 0;
+  cublasHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  __nv_bfloat16 *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
+  void *src_ = nullptr, *dst_ = nullptr;
+  Stamps* stamps_ = nullptr;
+  cudaEvent_t start_ = nullptr, gemms_start_ = nullptr, gemms_end_ = nullptr, arrive_ = nullptr, comm_end_ = nullptr;
+};
+
+Probe::Probe(int ordinal) : ordinal_(ordinal) {
+  PROBE_CUDA(cudaSetDevice(ordinal));
+  PROBE_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority_, &greatest_priority_));
+  PROBE_CUDA(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least_priority_));
+  PROBE_CUDA(cudaStreamCreateWithPriority(&comm_normal_, cudaStreamNonBlocking, least_priority_));
+  PROBE_CUDA(cudaStreamCreateWithPriority(&comm_high_, cudaStreamNonBlocking, greatest_priority_));
+  probe_cublas(cublasCreate(&handle_), "cublasCreate");
+  probe_cublas(cublasSetStream(handle_, compute_), "cublasSetStream");
+  constexpr std::size_t kWorkspace = 32u << 20;
+  PROBE_CUDA(cudaMalloc(&workspace_, kWorkspace));
+  probe_cublas(cublasSetWorkspace(handle_, workspace_, kWorkspace), "cublasSetWorkspace");
+  const long long elems = 8192ll * 8192;  // the largest operand of kSequences
+  for (__nv_bfloat16** p : {&a_, &b_, &c_}) PROBE_CUDA(cudaMalloc(p, elems * sizeof(__nv_bfloat16)));
+  fill_kernel<<<1024, 256, 0, compute_>>>(a_, elems, 1u);
+  fill_kernel<<<1024, 256, 0, compute_>>>(b_, elems, 2u);
+  PROBE_CUDA(cudaMalloc(&src_, kCopyBufferBytes));
+  PROBE_CUDA(cudaMalloc(&dst_, kCopyBufferBytes));
+  PROBE_CUDA(cudaMemsetAsync(src_, 1, kCopyBufferBytes, compute_));
+  PROBE_CUDA(cudaMalloc(&stamps_, sizeof(Stamps)));
+  for (cudaEvent_t* e : {&start_, &gemms_start_, &gemms_end_, &arrive_, &comm_end_}) PROBE_CUDA(cudaEventCreate(e));
+  PROBE_CUDA(cudaDeviceSynchronize());
+}
+
+Probe::~Probe() {
+  // Best effort: a destructor must not throw.
+  cudaDeviceSynchronize();
+  for (cudaEvent_t e : {start_, gemms_start_, gemms_end_, arrive_, comm_end_}) cudaEventDestroy(e);
+  for (void* p : {static_cast<void*>(a_), static_cast<void*>(b_), static_cast<void*>(c_), src_, dst_,
+                  static_cast<void*>(stamps_), workspace_})
+    cudaFree(p);
+  if (handle_ != nullptr) cublasDestroy(handle_);
+  for (cudaStream_t s : {compute_, comm_normal_, comm_high_}) cudaStreamDestroy(s);
+}
+
+std::string Probe::describe() const {
+  cudaDeviceProp prop{};
+  PROBE_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
+  return std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, stream priorities " +
+         std::to_string(least_priority_) + " (normal) to " + std::to_string(greatest_priority_) + " (highest)";
+}
+
+void Probe::launch_comm(const Comm& c, cudaStream_t s) {
+  if (c.copy)
+    copy_kernel<<<c.ctas, kThreads, 0, s>>>(static_cast<const int4*>(src_), static_cast<int4*>(dst_),
+                                            c.bytes / static_cast<long long>(sizeof(int4)), stamps_);
+  else
+    hold_kernel<<<c.ctas, kThreads, 0, s>>>(c.hold_ns, stamps_);
+  PROBE_CUDA(cudaGetLastError());
+}
+
+void Probe::launch_gemms(const GemmSequence& seq, int gemms) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaDataType_t type = seq.fp32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cublasComputeType_t compute = seq.fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+  PROBE_CUDA(cudaEventRecord(gemms_start_, compute_));
+  for (int i = 0; i < gemms; ++i)
+    probe_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, seq.m, seq.n, seq.k, &alpha, a_, type, seq.m, b_, type,
+                              seq.k, &beta, c_, type, seq.m, compute, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  PROBE_CUDA(cudaEventRecord(gemms_end_, compute_));
+}
+
+// Busy-waits (the host) until `event` completed and `delay_us` more passed.
+void wait_after(cudaEvent_t event, double delay_us) {
+  while (cudaEventQuery(event) == cudaErrorNotReady) {
+  }
+  const auto released = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - released).count() < delay_us) {
+  }
+}
+
+Timing Probe::run_once(const GemmSequence& seq, int gemms, const Comm* comm, double delay_us, bool comm_first) {
+  const Stamps reset{std::numeric_limits<unsigned long long>::max(), 0};
+  PROBE_CUDA(cudaMemcpy(stamps_, &reset, sizeof reset, cudaMemcpyHostToDevice));
+  PROBE_CUDA(cudaDeviceSynchronize());
+  if (comm != nullptr && comm_first) {
+    cudaStream_t s = comm->high_priority ? comm_high_ : comm_normal_;
+    PROBE_CUDA(cudaEventRecord(start_, s));
+    PROBE_CUDA(cudaEventRecord(arrive_, s));
+    launch_comm(*comm, s);
+    PROBE_CUDA(cudaEventRecord(comm_end_, s));
+    wait_after(start_, delay_us);
+    launch_gemms(seq, gemms);
+  } else {
+    // The blocker keeps the GPU from starting the GEMMs until the host has queued them all.
+    blocker_kernel<<<1, 32, 0, compute_>>>(kBlockerNs);
+    PROBE_CUDA(cudaEventRecord(start_, compute_));
+    launch_gemms(seq, gemms);
+    if (comm != nullptr) {
+      cudaStream_t s = comm->high_priority ? comm_high_ : comm_normal_;
+      wait_after(start_, delay_us);
+      PROBE_CUDA(cudaEventRecord(arrive_, s));
+      launch_comm(*comm, s);
+      PROBE_CUDA(cudaEventRecord(comm_end_, s));
+    }
+  }
+  PROBE_CUDA(cudaDeviceSynchronize());
+  return read_timing(comm != nullptr);
+}
+
+Timing Probe::read_timing(bool with_comm) {
+  Timing t;
+  float ms = 0;
+  PROBE_CUDA(cudaEventElapsedTime(&ms, start_, gemms_start_));
+  t.gemms_start = ms * 1e3;
+  PROBE_CUDA(cudaEventElapsedTime(&ms, start_, gemms_end_));
+  t.gemms_end = ms * 1e3;
+  if (with_comm) {
+    Stamps st{};
+    PROBE_CUDA(cudaMemcpy(&st, stamps_, sizeof st, cudaMemcpyDeviceToHost));
+    PROBE_CUDA(cudaEventElapsedTime(&ms, start_, arrive_));
+    t.arrive = ms * 1e3;
+    PROBE_CUDA(cudaEventElapsedTime(&ms, start_, comm_end_));
+    t.end = ms * 1e3;
+    t.duration = static_cast<double>(st.last_end - st.first_start) / 1e3;
+    t.start = t.end - t.duration;
+  }
+  return t;
+}
+
+// Medians of `reps` runs (after two warm-ups).
+Timing median_of(Probe& p, int reps, const GemmSequence& seq, int gemms, const Probe::Comm* comm, double delay_us,
+                 bool comm_first = false) {
+  std::vector<double> arrive, start, end, duration, gemms_start, gemms_end;
+  for (int r = 0; r < reps + 2; ++r) {
+    const Timing t = p.run_once(seq, gemms, comm, delay_us, comm_first);
+    if (r < 2) continue;
+    arrive.push_back(t.arrive);
+    start.push_back(t.start);
+    end.push_back(t.end);
+    duration.push_back(t.duration);
+    gemms_start.push_back(t.gemms_start);
+    gemms_end.push_back(t.gemms_end);
+  }
+  return {median(arrive), median(start), median(end), median(duration), median(gemms_start), median(gemms_end)};
+}
+
+// The copy's bytes for about `target_us` alone with `ctas` CTAs (a multiple of 16 bytes).
+long long copy_bytes_for(Probe& p, int reps, int ctas, double target_us) {
+  Probe::Comm c;
+  c.ctas = ctas;
+  c.bytes = kCopySizingBytes;
+  const double us = median_of(p, reps, kSequences[0], 0, &c, 0.0).duration;
+  const double scaled = static_cast<double>(kCopySizingBytes) * target_us / std::max(us, 1.0);
+  const long long bytes = static_cast<long long>(scaled) / 16 * 16;
+  return std::clamp(bytes, 1ll << 20, kCopyBufferBytes);
+}
+
+void print_row(std::ostream& out, const GemmSequence& seq, const Probe::Comm& c, const char* mode, double gemms_alone,
+               double comm_alone, const Timing& t) {
+  char line[320];
+  const double gemms_run = t.gemms_end - t.gemms_start;
+  // The copy's bytes copied per second alone (each byte read once and written once), in GB/s.
+  const double copy_gbps = c.copy ? static_cast<double>(c.bytes) / std::max(comm_alone, 1e-3) / 1e3 : 0.0;
+  std::snprintf(line, sizeof line,
+                "%-20s %-5s %-4s %4d %-6s %9.1f %9.1f %6.0f %8.1f %8.1f %7.1f %9.1f %5.2f %8.1f %9.1f %5.2f %9.1f\n",
+                seq.name, mode, c.copy ? "copy" : "hold", c.ctas, c.high_priority ? "high" : "normal", gemms_alone,
+                comm_alone, copy_gbps, t.arrive, t.start, t.start - t.arrive, t.duration,
+                t.duration / std::max(comm_alone, 1e-3), t.gemms_start, t.gemms_end,
+                gemms_run / std::max(gemms_alone, 1e-3), t.end);
+  out << line;
+}
+
+// The rows of one GEMM sequence: the communication kernel launched a quarter into the GEMMs
+// (both priorities), and for the bf16 sequences also launched first, the GEMMs 30 us after it.
+void probe_sequence(Probe& probe, int reps, const GemmSequence& seq, std::ostream& out) {
+  const double gemms_alone = median_of(probe, reps, seq, seq.count, nullptr, 0.0).gemms_end;
+  for (bool copy : {true, false}) {
+    for (int ctas : kCtas) {
+      Probe::Comm c;
+      c.copy = copy;
+      c.ctas = ctas;
+      c.bytes = copy ? copy_bytes_for(probe, reps, ctas, gemms_alone / 3) : 0;
+      c.hold_ns = static_cast<unsigned long long>(gemms_alone / 3 * 1e3);
+      const double comm_alone = median_of(probe, reps, seq, 0, &c, 0.0).duration;
+      for (bool high : {false, true}) {
+        c.high_priority = high;
+        print_row(out, seq, c, "mid", gemms_alone, comm_alone,
+                  median_of(probe, reps, seq, seq.count, &c, gemms_alone / 4));
+      }
+      if (seq.fp32) continue;
+      c.high_priority = false;
+      print_row(out, seq, c, "first", gemms_alone, comm_alone,
+                median_of(probe, reps, seq, seq.count, &c, 30.0, /*comm_first=*/true));
+    }
+  }
+}
+
+}  // namespace
+
+void run_sm_share_probe(const SmShareOptions& options, std::ostream& out) {
+  Probe probe(options.ordinal);
+  out << "# " << probe.describe() << "\n# medians of " << options.repetitions
+      << " runs; times in us after the first start; mid: comm launched a quarter into the GEMMs' time alone,"
+         " first: comm launched first, the GEMMs 30 us after it began\n"
+      << "# sequence           mode  kind ctas prio   gemms_us   comm_us   GB/s   arrive    start    wait  comm_run     x"
+         " gemms_at gemms_end     x  comm_end\n";
+  for (const GemmSequence& seq : kSequences) probe_sequence(probe, options.repetitions, seq, out);
+}
+
+}  // namespace moesim::runtime

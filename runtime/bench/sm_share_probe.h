@@ -1,0 +1,41 @@
+// How a communication kernel that holds a few SMs shares one GPU with GEMMs running on another
+// stream: the question behind overlapping a MoE layer's all-to-all with another microbatch's
+// computation (Megatron-Core's 1F1B all-to-all overlap, DualPipe's F&B pairs). NCCL runs a
+// collective as one kernel of a few CTAs (its channels, one CTA each, 512 threads on Hopper);
+// Megatron-Bridge's MoE recipes put the expert-parallel group's NCCL streams at high priority
+// (`high_priority_stream_groups: ["ep"]`) so that those CTAs need not wait for the GEMMs' blocks.
+//
+// The probe runs a sequence of bf16 GEMMs on a stream of normal priority and, while it runs, a
+// stand-in for the communication kernel on a second stream, at normal or at the device's highest
+// priority, with 8 to 132 CTAs of 512 threads:
+//   - copy: the CTAs copy a buffer through HBM (int4 loads and stores, grid-stride), sized so
+//     that alone it takes about a third of the GEMMs' time: SM occupancy plus HBM traffic;
+//   - hold: each CTA waits a fixed time on the global timer: SM occupancy alone.
+// The communication kernel is launched by the host a fixed delay after the GEMMs began (mode
+// "mid": it arrives in the middle of a GEMM) or first, the GEMMs 30 us after it began (mode
+// "first"), and the probe reports, as medians over repetitions: its
+// arrival (an event recorded on its stream just before it), when its first CTA started and its
+// last ended (the kernel's own global-timer stamps, its duration placed before its end event),
+// the wait between arrival and start, its stretch (duration over its duration alone) and the
+// GEMMs' stretch (their time from their first launch to their end, over their time alone).
+// Three GEMM sequences: two bf16 8192^3 GEMMs (each fills the GPU for over a millisecond), 32
+// expert-sized bf16 4096 x 2048 x 2048 GEMMs, and one fp32 4096^3 GEMM without tensor cores (a
+// kernel of other tiles and grid, mode "mid" only).
+//
+// Needs a GPU; run by validate/sm_share_probe.cc (`gpu_session.sh`'s bench phase).
+#pragma once
+
+#include <ostream>
+
+namespace moesim::runtime {
+
+struct SmShareOptions {
+  int repetitions = 7;  // timed repetitions per case (two more warm up), medians reported
+  int ordinal = 0;      // the GPU
+};
+
+// Runs every case and writes one table row per case to `out`. Throws InternalError when a CUDA
+// or cuBLAS call fails.
+void run_sm_share_probe(const SmShareOptions& options, std::ostream& out);
+
+}  // namespace moesim::runtime

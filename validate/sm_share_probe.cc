@@ -1,0 +1,37 @@
+// How a communication kernel of a few CTAs shares one GPU with GEMMs on another stream, at normal
+// and at high stream priority (runtime/bench/sm_share_probe.h says what is measured and why).
+// Needs a GPU; `gpu_session.sh run bench` runs it.
+//
+//   moesim_sm_share_probe [--reps N]      (N in 1..100, default 7)
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "runtime/bench/sm_share_probe.h"
+
+int main(int argc, char** argv) {
+  moesim::runtime::SmShareOptions options;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      const long reps = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || reps < 1 || reps > 100) {
+        std::cerr << "moesim_sm_share_probe: --reps must be an integer in 1..100, got '" << argv[i] << "'\n";
+        return 2;
+      }
+      options.repetitions = static_cast<int>(reps);
+    } else {
+      std::cerr << "moesim_sm_share_probe: unknown argument '" << argv[i] << "' (usage: moesim_sm_share_probe [--reps N])\n";
+      return 2;
+    }
+  }
+  try {
+    moesim::runtime::run_sm_share_probe(options, std::cout);
+  } catch (const std::exception& e) {
+    std::cerr << "moesim_sm_share_probe: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
