@@ -30,10 +30,10 @@ const CostModelEntry& compute_model_for(const ClusterSpec& cluster, ComputeModel
 }
 
 // Which tasks hold a GPU's SMs and which queue behind them (sim/engine/kernel_queue.h): GEMMs
-// and memory-bound kernels hold them; device-to-device copies, and the collectives that run as
-// device copies (one rank's, and every collective of a loopback node's virtual ranks), queue.
-// NCCL's kernels between GPUs are not queued: their launch order beside GEMMs was not measured.
-std::vector<KernelRole> kernel_roles(const TaskGraph& graph, const ClusterSpec& cluster) {
+// and memory-bound kernels hold them; device-to-device copies and every collective queue (NCCL's
+// and DeepEP's kernels run on the SMs as the device copies of one GPU do). Host copies run on the
+// copy engines: neither.
+std::vector<KernelRole> kernel_roles(const TaskGraph& graph) {
   std::vector<KernelRole> roles(graph.num_tasks(), KernelRole::kNone);
   for (TaskIndex i = 0; i < graph.num_tasks(); ++i) {
     const Work& work = graph.task(i).work;
@@ -41,11 +41,11 @@ std::vector<KernelRole> kernel_roles(const TaskGraph& graph, const ClusterSpec& 
       roles[i] = KernelRole::kHoldsSms;
     } else if (const auto* copy = std::get_if<CopyWork>(&work)) {
       if (copy->direction == CopyDirection::kDeviceToDevice) roles[i] = KernelRole::kQueuesBehind;
-    } else if (const auto* c = std::get_if<CollectiveWork>(&work)) {
-      if (cluster.node.loopback || graph.group(c->group).size() == 1) roles[i] = KernelRole::kQueuesBehind;
+    } else if (std::holds_alternative<CollectiveWork>(work)) {
+      roles[i] = KernelRole::kQueuesBehind;
     }
   }
-  // Nothing queues: no kernel needs to be followed (a training step across GPUs).
+  // Nothing queues: no kernel needs to be followed.
   if (std::find(roles.begin(), roles.end(), KernelRole::kQueuesBehind) == roles.end()) roles.clear();
   return roles;
 }
@@ -108,9 +108,10 @@ EngineRun simulate_graph(const TaskGraph& graph, const ClusterSpec& cluster, Net
     for (int r = 0; r < graph.world_size(); ++r) device[static_cast<std::size_t>(r)] = cluster.device_of(r);
     engine.share_devices(std::move(device));
   }
-  if (std::vector<KernelRole> roles = kernel_roles(graph, cluster); !roles.empty())
-    engine.queue_kernels(std::move(roles));
   const CostModelEntry& compute = compute_model_for(cluster, choice.compute);
+  // A model that prices the collectives itself (PipeMoE's alpha-beta model) has no SMs to queue for.
+  if (!compute.prices_collectives)
+    if (std::vector<KernelRole> roles = kernel_roles(graph); !roles.empty()) engine.queue_kernels(std::move(roles));
   for (std::unique_ptr<ActivityModel>& model : compute.make_compute(graph, cluster)) engine.add_model(std::move(model));
   if (!compute.prices_collectives) engine.add_model(make_collective_model(graph, cluster, choice));
   TraceRecorder recorder(graph.num_tasks());

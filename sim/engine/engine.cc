@@ -7,6 +7,7 @@
 #include <map>
 #include <queue>
 #include <string>
+#include <unordered_map>
 
 #include "sim/core/error.h"
 
@@ -177,10 +178,29 @@ class EngineRun {
   // only once released.
   void hold_back_queued_kernels(TimeNs now) {
     std::erase_if(ready_, [&](TaskIndex i) {
-      if (!kernels_.involves(i) || !kernels_.defer(i, devices_of(i))) return false;
+      if (!kernels_.involves(i)) return false;
+      const bool waits = kernels_.defer(i, devices_of(i));
+      devices_of_waiting_.erase(i);
+      if (!waits) return false;
       for (EngineObserver* o : observers_) o->on_task_start(i, now);
       return true;
     });
+  }
+
+  // `task`'s predecessor `pred`, on another stream, ended at `now`: on one device `task` arrives
+  // then; on several, it arrives then on the devices `pred` ran on (sim/engine/kernel_queue.h).
+  void arrives_after(TaskIndex task, TaskIndex pred, TimeNs now) {
+    if (ranks_[task].size() == 1) {
+      kernels_.arrives_no_earlier_than(task, now);
+      return;
+    }
+    auto it = devices_of_waiting_.find(task);
+    if (it == devices_of_waiting_.end()) it = devices_of_waiting_.emplace(task, devices_of(task)).first;
+    if (it->second.size() == 1) {
+      kernels_.arrives_no_earlier_than(task, now);
+    } else {
+      kernels_.arrives_on_no_earlier_than(task, it->second, devices_of(pred), now);
+    }
   }
 
   // The physical devices of a task's ranks, ascending and distinct.
@@ -269,8 +289,7 @@ class EngineRun {
       // Tasks that waited for this kernel start now (they were ready before: no second notice).
       if (kernels_.involves(i)) kernels_.ended(i, devices_of(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
-        if (kernels_.active() && graph_.task(s).stream != graph_.task(i).stream)
-          kernels_.arrives_no_earlier_than(s, now);
+        if (kernels_.involves(s) && graph_.task(s).stream != graph_.task(i).stream) arrives_after(s, i, now);
         satisfy(s, now);
       });
       if (host_.active()) {
@@ -291,6 +310,8 @@ class EngineRun {
   Concurrency concurrency_;
   std::vector<std::vector<int>> ranks_of_device_;
   KernelQueue kernels_;
+  // The devices of queued tasks on several ranks whose predecessors are still ending.
+  std::unordered_map<TaskIndex, std::vector<int>> devices_of_waiting_;
   std::vector<TaskIndex> ready_;
   std::vector<TaskIndex> finished_;
   std::vector<std::pair<TaskIndex, TimeNs>> served_;

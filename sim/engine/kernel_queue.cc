@@ -14,17 +14,39 @@ void KernelQueue::arrives_no_earlier_than(TaskIndex task, TimeNs now) {
   arrival_[task] = std::max(arrival_[task], now);
 }
 
+void KernelQueue::arrives_on_no_earlier_than(TaskIndex task, std::span<const int> task_devices,
+                                             std::span<const int> from, TimeNs now) {
+  std::vector<TimeNs>& at = device_arrival_[task];
+  if (at.empty()) at.assign(task_devices.size(), 0);
+  MOESIM_CHECK(at.size() == task_devices.size(), "a task's devices changed between two arrivals");
+  // Both lists ascend: one merge pass.
+  std::size_t k = 0;
+  for (int d : from) {
+    while (k < task_devices.size() && task_devices[k] < d) ++k;
+    if (k == task_devices.size()) break;
+    if (task_devices[k] == d) at[k] = std::max(at[k], now);
+  }
+}
+
+TimeNs KernelQueue::arrival_on(TaskIndex task, std::size_t index) const {
+  const auto it = device_arrival_.find(task);
+  if (it == device_arrival_.end()) return arrival_[task];
+  return std::max(arrival_[task], it->second[index]);
+}
+
 bool KernelQueue::defer(TaskIndex task, std::span<const int> devices) {
   // A released task starts: kernels that began while it waited were launched after it.
   if (roles_[task] != KernelRole::kQueuesBehind || waited_[task]) return false;
   int holders = 0;
-  for (int d : devices) {
-    for (TaskIndex h : running_[static_cast<std::size_t>(d)]) {
-      if (arrival_[h] >= arrival_[task]) continue;
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const TimeNs arrival = arrival_on(task, k);
+    for (TaskIndex h : running_[static_cast<std::size_t>(devices[k])]) {
+      if (arrival_[h] >= arrival) continue;
       waiters_[h].push_back(task);
       ++holders;
     }
   }
+  device_arrival_.erase(task);
   if (holders == 0) return false;
   holders_left_[task] = holders;
   waited_[task] = true;

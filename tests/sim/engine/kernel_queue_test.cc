@@ -114,5 +114,30 @@ TEST(KernelQueue, CopyWaitsForEveryEarlierKernelOfItsDeviceOnly) {
   EXPECT_EQ(two_gpus.records[copy].end_ns, 314);
 }
 
+// A collective between two GPUs (default 100 ns) is one kernel per GPU, each arriving on its
+// own. GPU 0's part is released at 10 by rank 0's encode; a GEMM released at 50 on GPU 0 runs
+// from 50 to 1050 (it arrived after). GPU 1's part is released at 200 by rank 1's encode, while
+// a GEMM queued there from the start runs from 0 to 500. The collective waits for GPU 1's GEMM
+// only: 500 to 600 (with one arrival for the whole collective, 200, it would wait for GPU 0's
+// GEMM too, to 1050).
+TEST(KernelQueue, ACollectiveArrivesOnEachGpuOnItsOwn) {
+  TaskGraph g(2, {0, 1});
+  const GroupId both = g.add_group({0, 1});
+  const auto encode0 = g.add_task(host_task("encode.r0", 0, StreamClass::kCompute, 10));
+  const auto late_host = g.add_task(host_task("host.r0", 0, StreamClass::kCommCombine, 50));
+  const auto gemm0 = g.add_task(host_task("gemm.r0", 0, StreamClass::kCommGrad, 1000));
+  const auto gemm1 = g.add_task(host_task("gemm.r1", 1, StreamClass::kCompute, 500));
+  const auto encode1 = g.add_task(host_task("encode.r1", 1, StreamClass::kCommCombine, 200));
+  const auto a2a = g.add_task(testing::all_to_all_task("a2a", both, 1000));
+  g.add_dependency(encode0, a2a);
+  g.add_dependency(encode1, a2a);
+  g.add_dependency(late_host, gemm0);
+  const Trace t = run(g, {kNone, kNone, kHolds, kHolds, kNone, kQueues});
+  EXPECT_EQ(t.records[gemm0].start_ns, 50);
+  EXPECT_EQ(t.records[gemm1].end_ns, 500);
+  EXPECT_EQ(t.records[a2a].start_ns, 200);  // issued when ready, as the runtime's events time it
+  EXPECT_EQ(t.records[a2a].end_ns, 600);
+}
+
 }  // namespace
 }  // namespace moesim
