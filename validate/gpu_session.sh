@@ -238,6 +238,7 @@ phase_bench() {
   # A few-CTA communication kernel beside GEMMs on another stream, at normal and high priority
   # (runtime/bench/sm_share_probe.h): what overlapping an all-to-all with computation costs.
   step bench-sm-share 120 "$dist/bin/moesim_sm_share_probe"
+  step bench-sm-share-factors 120 "$dist/bin/moesim_sm_share_probe" --factors
 }
 
 phase_sanitize() {

@@ -2,7 +2,9 @@
 // and at high stream priority (runtime/bench/sm_share_probe.h says what is measured and why).
 // Needs a GPU; `gpu_session.sh run bench` runs it.
 //
-//   moesim_sm_share_probe [--reps N]      (N in 1..100, default 7)
+//   moesim_sm_share_probe [--reps N] [--factors]   (N in 1..100, default 7)
+//
+// --factors: the interference table's communication cells instead (run_sm_share_factors).
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -13,8 +15,11 @@
 
 int main(int argc, char** argv) {
   moesim::runtime::SmShareOptions options;
+  bool factors = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+    if (std::strcmp(argv[i], "--factors") == 0) {
+      factors = true;
+    } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       char* end = nullptr;
       const long reps = std::strtol(argv[++i], &end, 10);
       if (*end != '\0' || reps < 1 || reps > 100) {
@@ -23,12 +28,15 @@ int main(int argc, char** argv) {
       }
       options.repetitions = static_cast<int>(reps);
     } else {
-      std::cerr << "moesim_sm_share_probe: unknown argument '" << argv[i] << "' (usage: moesim_sm_share_probe [--reps N])\n";
+      std::cerr << "moesim_sm_share_probe: unknown argument '" << argv[i] << "' (usage: moesim_sm_share_probe [--reps N] [--factors])\n";
       return 2;
     }
   }
   try {
-    moesim::runtime::run_sm_share_probe(options, std::cout);
+    if (factors)
+      moesim::runtime::run_sm_share_factors(options, std::cout);
+    else
+      moesim::runtime::run_sm_share_probe(options, std::cout);
   } catch (const std::exception& e) {
     std::cerr << "moesim_sm_share_probe: " << e.what() << "\n";
     return 1;

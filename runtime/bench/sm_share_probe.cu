@@ -319,7 +319,53 @@ void probe_sequence(Probe& probe, int reps, const GemmSequence& seq, std::ostrea
   }
 }
 
+// The interference table's two communication cells (sim/spec/hardware_spec.h: a task's speed
+// while the other class runs, over its speed alone) with the copy stand-in of `ctas` CTAs, each
+// measured while the other side runs for the whole timed window:
+//   computation.with_communication: `gemms` GEMMs of `seq` launched 30 us into a copy sized to
+//     last three times their time alone: their time alone / their time beside it;
+//   communication.with_computation: a copy of a third of the GEMMs' time, launched 0.3 of the way
+//     into a run of 4 x `gemms` GEMMs: its own time alone / its time from its first CTA's start
+//     to its last CTA's end (its wait for the GEMM running when it arrived is not in it).
+// A cell whose other side did not cover the timed window is marked "not covered".
+void probe_factors(Probe& probe, int reps, const GemmSequence& seq, int gemms, int ctas, std::ostream& out) {
+  const double gemms_alone = median_of(probe, reps, seq, gemms, nullptr, 0.0).gemms_end;
+  Probe::Comm c;
+  c.ctas = ctas;
+  c.bytes = copy_bytes_for(probe, reps, ctas, 3 * gemms_alone);
+  const Timing beside_copy = median_of(probe, reps, seq, gemms, &c, 30.0, /*comm_first=*/true);
+  const double computation = gemms_alone / std::max(beside_copy.gemms_end - beside_copy.gemms_start, 1e-3);
+  const bool computation_covered = beside_copy.end >= beside_copy.gemms_end;
+
+  const double long_alone = median_of(probe, reps, seq, 4 * gemms, nullptr, 0.0).gemms_end;
+  c.bytes = copy_bytes_for(probe, reps, ctas, gemms_alone / 3);
+  const double copy_alone = median_of(probe, reps, seq, 0, &c, 0.0).duration;
+  const Timing beside_gemms = median_of(probe, reps, seq, 4 * gemms, &c, long_alone * 0.3);
+  const double communication = copy_alone / std::max(beside_gemms.duration, 1e-3);
+  const bool communication_covered = beside_gemms.end <= beside_gemms.gemms_end;
+
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%-20s %6d %4d %9.1f %9.3f%s %9.1f %9.1f %9.3f%s\n", seq.name, gemms, ctas, gemms_alone, computation,
+                computation_covered ? "" : " (not covered)", copy_alone, beside_gemms.duration, communication,
+                communication_covered ? "" : " (not covered)");
+  out << line;
+}
+
 }  // namespace
+
+void run_sm_share_factors(const SmShareOptions& options, std::ostream& out) {
+  Probe probe(options.ordinal);
+  out << "# " << probe.describe() << "\n# medians of " << options.repetitions
+      << " runs; interference cells with the copy stand-in (speed beside the other class / speed alone)\n"
+      << "# sequence           gemms ctas gemms_us computation.with_communication copy_us beside_us"
+         " communication.with_computation\n";
+  for (const GemmSequence& seq : kSequences) {
+    if (seq.fp32) continue;
+    const int gemms = seq.count == 2 ? 1 : 8;  // a window the copy buffer can cover three times over
+    for (int ctas : {8, 24, 66}) probe_factors(probe, options.repetitions, seq, gemms, ctas, out);
+  }
+}
 
 void run_sm_share_probe(const SmShareOptions& options, std::ostream& out) {
   Probe probe(options.ordinal);
