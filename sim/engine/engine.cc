@@ -153,7 +153,7 @@ class EngineRun {
     if (kernels_.active()) {
       // Kernels starting now hold the SMs for the copies that can start now but arrived after them.
       for (TaskIndex i : ready_)
-        if (kernels_.involves(i)) kernels_.started(i, devices_of(i));
+        if (kernels_.holds(i)) kernels_.started(i, devices_of(i));
       hold_back_queued_kernels(now);
     }
     for (TaskIndex i : ready_) {
@@ -178,9 +178,10 @@ class EngineRun {
   // only once released.
   void hold_back_queued_kernels(TimeNs now) {
     std::erase_if(ready_, [&](TaskIndex i) {
-      if (!kernels_.involves(i)) return false;
-      const bool waits = kernels_.defer(i, devices_of(i));
-      devices_of_waiting_.erase(i);
+      if (!kernels_.queues(i)) return false;
+      const auto cached = devices_of_waiting_.find(i);
+      const bool waits = kernels_.defer(i, cached != devices_of_waiting_.end() ? cached->second : devices_of(i));
+      if (cached != devices_of_waiting_.end()) devices_of_waiting_.erase(cached);
       if (!waits) return false;
       for (EngineObserver* o : observers_) o->on_task_start(i, now);
       return true;
@@ -190,17 +191,34 @@ class EngineRun {
   // `task`'s predecessor `pred`, on another stream, ended at `now`: on one device `task` arrives
   // then; on several, it arrives then on the devices `pred` ran on (sim/engine/kernel_queue.h).
   void arrives_after(TaskIndex task, TaskIndex pred, TimeNs now) {
-    if (ranks_[task].size() == 1) {
+    const std::vector<int>* devices = several_devices(task);
+    if (devices == nullptr) {
+      kernels_.arrives_no_earlier_than(task, now);
+    } else {
+      kernels_.arrives_on_no_earlier_than(task, *devices, devices_of(pred), now);
+    }
+  }
+
+  // A queued task was issued at `now` by the last of its hosts: on one device it arrives then; on
+  // several, each device's kernel when its own host issued it (sim/engine/kernel_queue.h).
+  void arrives_issued(TaskIndex task, TimeNs now) {
+    const std::vector<int>* devices = several_devices(task);
+    if (devices == nullptr) {
       kernels_.arrives_no_earlier_than(task, now);
       return;
     }
+    for (const auto& [rank, at] : host_.issues_by_rank(task)) {
+      const int device = concurrency_.device_of(rank);
+      kernels_.arrives_on_no_earlier_than(task, *devices, std::span<const int>(&device, 1), at);
+    }
+  }
+
+  // The devices of a queued task on several devices (computed once, until it is ready), or null.
+  const std::vector<int>* several_devices(TaskIndex task) {
+    if (ranks_[task].size() == 1 || !kernels_.queues(task)) return nullptr;
     auto it = devices_of_waiting_.find(task);
     if (it == devices_of_waiting_.end()) it = devices_of_waiting_.emplace(task, devices_of(task)).first;
-    if (it->second.size() == 1) {
-      kernels_.arrives_no_earlier_than(task, now);
-    } else {
-      kernels_.arrives_on_no_earlier_than(task, it->second, devices_of(pred), now);
-    }
+    return it->second.size() > 1 ? &it->second : nullptr;
   }
 
   // The physical devices of a task's ranks, ascending and distinct.
@@ -236,7 +254,7 @@ class EngineRun {
     while (!issues_.empty() && issues_.top().first <= now) {
       const TaskIndex i = issues_.top().second;
       issues_.pop();
-      if (kernels_.active()) kernels_.arrives_no_earlier_than(i, now);
+      if (kernels_.involves(i)) arrives_issued(i, now);
       satisfy(i, now);
     }
   }
@@ -287,7 +305,7 @@ class EngineRun {
       }
       for (EngineObserver* o : observers_) o->on_task_end(i, now);
       // Tasks that waited for this kernel start now (they were ready before: no second notice).
-      if (kernels_.involves(i)) kernels_.ended(i, devices_of(i), ready_);
+      if (kernels_.holds(i)) kernels_.ended(i, devices_of(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
         if (kernels_.involves(s) && graph_.task(s).stream != graph_.task(i).stream) arrives_after(s, i, now);
         satisfy(s, now);

@@ -73,9 +73,16 @@ void HostIssuer::advance(int rank, Issued& out) {
     const TaskIndex task = h.order[h.next++];
     h.clock += spec_.launch_ns[task];
     issued_at_[task] = std::max(issued_at_[task], h.clock);
+    if ((*ranks_of_task_)[task].size() > 1) issues_by_rank_[task].emplace_back(rank, h.clock);
     if (--ranks_left_[task] == 0) out.emplace_back(issued_at_[task], task);
     h.blocked = host_read_[task];
   }
+}
+
+const std::vector<std::pair<int, TimeNs>>& HostIssuer::issues_by_rank(TaskIndex task) const {
+  static const std::vector<std::pair<int, TimeNs>> kNone;
+  const auto it = issues_by_rank_.find(task);
+  return it == issues_by_rank_.end() ? kNone : it->second;
 }
 
 }  // namespace moesim

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,10 @@ class HostIssuer {
   void begin(Issued& out);
   // `task` ended at `now`: the hosts that waited for it issue on; appends the tasks issued.
   void ended(TaskIndex task, TimeNs now, Issued& out);
+  // (rank, time) of each rank's issue of `task`, a task on several ranks, once every rank issued
+  // it (empty for a task on one rank): each GPU's kernel of a collective arrives when its own host
+  // launched it (sim/engine/kernel_queue.h).
+  const std::vector<std::pair<int, TimeNs>>& issues_by_rank(TaskIndex task) const;
 
  private:
   struct Host {
@@ -68,6 +73,8 @@ class HostIssuer {
   std::vector<Host> hosts_;
   std::vector<std::uint32_t> ranks_left_;  // per task: ranks that have not issued it yet
   std::vector<TimeNs> issued_at_;          // per task: the latest issue among its ranks so far
+  // Per task on several ranks: each rank's issue, in the order the ranks issued it.
+  std::unordered_map<TaskIndex, std::vector<std::pair<int, TimeNs>>> issues_by_rank_;
   std::vector<bool> host_read_;
   const std::vector<std::vector<int>>* ranks_of_task_ = nullptr;
 };

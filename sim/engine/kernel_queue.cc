@@ -16,16 +16,25 @@ void KernelQueue::arrives_no_earlier_than(TaskIndex task, TimeNs now) {
 
 void KernelQueue::arrives_on_no_earlier_than(TaskIndex task, std::span<const int> task_devices,
                                              std::span<const int> from, TimeNs now) {
+  if (roles_[task] != KernelRole::kQueuesBehind) {
+    arrives_no_earlier_than(task, now);
+    return;
+  }
   std::vector<TimeNs>& at = device_arrival_[task];
   if (at.empty()) at.assign(task_devices.size(), 0);
   MOESIM_CHECK(at.size() == task_devices.size(), "a task's devices changed between two arrivals");
-  // Both lists ascend: one merge pass.
-  std::size_t k = 0;
+  // Both lists ascend: each of `from` found by binary search after the last one found.
+  bool shared = false;
+  auto k = task_devices.begin();
   for (int d : from) {
-    while (k < task_devices.size() && task_devices[k] < d) ++k;
-    if (k == task_devices.size()) break;
-    if (task_devices[k] == d) at[k] = std::max(at[k], now);
+    k = std::lower_bound(k, task_devices.end(), d);
+    if (k == task_devices.end()) break;
+    if (*k != d) continue;
+    TimeNs& a = at[static_cast<std::size_t>(k - task_devices.begin())];
+    a = std::max(a, now);
+    shared = true;
   }
+  if (!shared) arrives_no_earlier_than(task, now);
 }
 
 TimeNs KernelQueue::arrival_on(TaskIndex task, std::size_t index) const {
@@ -36,7 +45,10 @@ TimeNs KernelQueue::arrival_on(TaskIndex task, std::size_t index) const {
 
 bool KernelQueue::defer(TaskIndex task, std::span<const int> devices) {
   // A released task starts: kernels that began while it waited were launched after it.
-  if (roles_[task] != KernelRole::kQueuesBehind || waited_[task]) return false;
+  if (roles_[task] != KernelRole::kQueuesBehind || waited_[task]) {
+    device_arrival_.erase(task);
+    return false;
+  }
   int holders = 0;
   for (std::size_t k = 0; k < devices.size(); ++k) {
     const TimeNs arrival = arrival_on(task, k);

@@ -57,14 +57,18 @@ class KernelQueue {
   KernelQueue(std::vector<KernelRole> roles, int devices);
 
   bool active() const { return !roles_.empty(); }
-  // Whether `task` takes part (holds the SMs or queues behind them).
+  // Whether `task` takes part (holds the SMs or queues behind them), holds them, queues.
   bool involves(TaskIndex task) const { return active() && roles_[task] != KernelRole::kNone; }
+  bool holds(TaskIndex task) const { return active() && roles_[task] == KernelRole::kHoldsSms; }
+  bool queues(TaskIndex task) const { return active() && roles_[task] == KernelRole::kQueuesBehind; }
   // `task` reaches the queue of each of its GPUs no earlier than `now`: a predecessor on another
   // stream ended (a task on one device), or (the host model, sim/engine/host_issue.h) its host
   // launched it.
   void arrives_no_earlier_than(TaskIndex task, TimeNs now);
   // A predecessor of `task` (on `task_devices`, ascending, two or more) on another stream ended
-  // at `now` on `from` (ascending): `task` reaches the queues of the devices of both no earlier.
+  // at `now` on `from` (ascending), or its host on `from` launched it then: `task` reaches the
+  // queues of the devices of both no earlier. Where they share no device (no graph builds such an
+  // edge), or `task` holds the SMs (a kernel of one device), on every device.
   void arrives_on_no_earlier_than(TaskIndex task, std::span<const int> task_devices, std::span<const int> from,
                                   TimeNs now);
   // `task` (on `devices`) starts now: a kHoldsSms task holds the SMs of its devices until it ends.

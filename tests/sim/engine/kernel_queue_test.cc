@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sim/engine/engine.h"
@@ -23,10 +24,12 @@ constexpr KernelRole kHolds = KernelRole::kHoldsSms;
 constexpr KernelRole kQueues = KernelRole::kQueuesBehind;
 constexpr KernelRole kNone = KernelRole::kNone;
 
-Trace run(const TaskGraph& g, std::vector<KernelRole> roles, std::vector<int> device_of_rank = {}) {
+Trace run(const TaskGraph& g, std::vector<KernelRole> roles, std::vector<int> device_of_rank = {},
+          const HostIssueSpec* host = nullptr) {
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "fixed", [](const Task&) { return true; }));
   if (!device_of_rank.empty()) engine.share_devices(std::move(device_of_rank));
+  if (host != nullptr) engine.issue_from_host(*host);
   engine.queue_kernels(std::move(roles));
   TraceRecorder rec(g.num_tasks());
   engine.add_observer(&rec);
@@ -114,29 +117,83 @@ TEST(KernelQueue, CopyWaitsForEveryEarlierKernelOfItsDeviceOnly) {
   EXPECT_EQ(two_gpus.records[copy].end_ns, 314);
 }
 
-// A collective between two GPUs (default 100 ns) is one kernel per GPU, each arriving on its
-// own. GPU 0's part is released at 10 by rank 0's encode; a GEMM released at 50 on GPU 0 runs
-// from 50 to 1050 (it arrived after). GPU 1's part is released at 200 by rank 1's encode, while
-// a GEMM queued there from the start runs from 0 to 500. The collective waits for GPU 1's GEMM
-// only: 500 to 600 (with one arrival for the whole collective, 200, it would wait for GPU 0's
-// GEMM too, to 1050).
-TEST(KernelQueue, ACollectiveArrivesOnEachGpuOnItsOwn) {
+// Two GPUs: an all-to-all over both (100 ns) released by rank 0's encode (10 ns) and rank 1's
+// (`encode1` ns), and GEMMs, each on its rank's own stream, queued from the start or released by a
+// host task of `release` ns on its rank. Returns the trace, the all-to-all's and the GEMMs' indices.
+struct Gemm {
+  int rank;
+  TimeNs release, ns;  // release 0: queued from the start
+};
+struct TwoGpus {
+  Trace trace;
+  TaskIndex a2a;
+  std::vector<TaskIndex> gemms;
+};
+TwoGpus collective_beside_gemms(TimeNs encode1, const std::vector<Gemm>& gemms) {
   TaskGraph g(2, {0, 1});
   const GroupId both = g.add_group({0, 1});
-  const auto encode0 = g.add_task(host_task("encode.r0", 0, StreamClass::kCompute, 10));
-  const auto late_host = g.add_task(host_task("host.r0", 0, StreamClass::kCommCombine, 50));
-  const auto gemm0 = g.add_task(host_task("gemm.r0", 0, StreamClass::kCommGrad, 1000));
-  const auto gemm1 = g.add_task(host_task("gemm.r1", 1, StreamClass::kCompute, 500));
-  const auto encode1 = g.add_task(host_task("encode.r1", 1, StreamClass::kCommCombine, 200));
+  std::vector<KernelRole> roles;
+  auto add = [&](Task t, KernelRole role) {
+    roles.push_back(role);
+    return g.add_task(std::move(t));
+  };
+  const auto encode0 = add(host_task("encode.r0", 0, StreamClass::kCommCombine, 10), kNone);
+  const auto encode1_task = add(host_task("encode.r1", 1, StreamClass::kCommCombine, encode1), kNone);
+  TwoGpus out;
+  for (const Gemm& m : gemms) {
+    const std::string r = std::to_string(m.rank) + "." + std::to_string(out.gemms.size());
+    const auto gemm = add(host_task("gemm.r" + r, m.rank, StreamClass::kCompute, m.ns), kHolds);
+    if (m.release > 0)
+      g.add_dependency(add(host_task("host.r" + r, m.rank, StreamClass::kCommGrad, m.release), kNone), gemm);
+    out.gemms.push_back(gemm);
+  }
+  out.a2a = add(testing::all_to_all_task("a2a", both, 1000), kQueues);
+  g.add_dependency(encode0, out.a2a);
+  g.add_dependency(encode1_task, out.a2a);
+  out.trace = run(g, std::move(roles));
+  return out;
+}
+
+// A collective between two GPUs is one kernel per GPU, each arriving on its own. GPU 0's part is
+// released at 10; a GEMM released at 50 on GPU 0 runs from 50 to 1050 (it arrived after). GPU 1's
+// part is released at 200, while a GEMM queued there from the start runs from 0 to 500. The
+// collective waits for GPU 1's GEMM only: 500 to 600 (with one arrival for the whole collective,
+// 200, it would wait for GPU 0's GEMM too, to 1150).
+TEST(KernelQueue, ACollectiveArrivesOnEachGpuOnItsOwn) {
+  const TwoGpus t = collective_beside_gemms(200, {{0, 50, 1000}, {1, 0, 500}});
+  EXPECT_EQ(t.trace.records[t.gemms[0]].start_ns, 50);
+  EXPECT_EQ(t.trace.records[t.gemms[1]].end_ns, 500);
+  EXPECT_EQ(t.trace.records[t.a2a].start_ns, 200);  // issued when ready, as the runtime's events time it
+  EXPECT_EQ(t.trace.records[t.a2a].end_ns, 600);
+}
+
+// A collective's kernel on a GPU waits for the GEMMs that arrived there before it: GPU 1's GEMM,
+// released at 100, runs from 100 to 1100; the collective's part on GPU 1 arrives at 200 (after
+// the GEMM), on GPU 0 at 10. It waits for GPU 1's GEMM: 1100 to 1200 (taking the earlier of its
+// arrivals, 10, it would not).
+TEST(KernelQueue, ACollectiveWaitsForWhatArrivedBeforeItsOwnPartOnEachGpu) {
+  const TwoGpus t = collective_beside_gemms(200, {{1, 100, 1000}});
+  EXPECT_EQ(t.trace.records[t.gemms[0]].start_ns, 100);
+  EXPECT_EQ(t.trace.records[t.a2a].start_ns, 200);
+  EXPECT_EQ(t.trace.records[t.a2a].end_ns, 1200);
+}
+
+// With host launches (sim/engine/host_issue.h, 10 ns each), a collective's kernel arrives on each
+// GPU when that GPU's host launched it: rank 0's host launches it at 10 and then a GEMM at 20
+// (20 to 1020); rank 1's host first launches a task of 190 ns, the collective at 200. The
+// collective is issued at 200 (its last launch) and does not wait for GPU 0's GEMM, which arrived
+// after its part there: 200 to 300 (with one arrival for both GPUs, 200, it would end at 1120).
+TEST(KernelQueue, AHostLaunchedCollectiveArrivesOnEachGpuAtItsOwnLaunch) {
+  TaskGraph g(2, {0, 1});
+  const GroupId both = g.add_group({0, 1});
+  g.add_task(host_task("before.r1", 1, StreamClass::kCompute, 1));
   const auto a2a = g.add_task(testing::all_to_all_task("a2a", both, 1000));
-  g.add_dependency(encode0, a2a);
-  g.add_dependency(encode1, a2a);
-  g.add_dependency(late_host, gemm0);
-  const Trace t = run(g, {kNone, kNone, kHolds, kHolds, kNone, kQueues});
-  EXPECT_EQ(t.records[gemm0].start_ns, 50);
-  EXPECT_EQ(t.records[gemm1].end_ns, 500);
-  EXPECT_EQ(t.records[a2a].start_ns, 200);  // issued when ready, as the runtime's events time it
-  EXPECT_EQ(t.records[a2a].end_ns, 600);
+  const auto gemm0 = g.add_task(host_task("gemm.r0", 0, StreamClass::kCompute, 1000));
+  const HostIssueSpec launches{{190, 10, 10}, {}};
+  const Trace t = run(g, {kNone, kQueues, kHolds}, {}, &launches);
+  EXPECT_EQ(t.records[gemm0].start_ns, 20);
+  EXPECT_EQ(t.records[a2a].start_ns, 200);
+  EXPECT_EQ(t.records[a2a].end_ns, 300);
 }
 
 }  // namespace
