@@ -346,9 +346,16 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
   const std::int64_t rows = d_.rows_sent();
   const bool input = part != BackwardPart::kWeight;
   if (!input) {
-    // The weight gradients alone: the experts' (over every chunk's rows at once), the shared
-    // experts' and the router's.
+    // The weight gradients alone: the experts' (over every chunk's rows at once, on every chunk's
+    // T_DI and T_M restored again under memory reuse), the shared experts' and the router's.
+    std::vector<Restored> restored;
+    if (d_.strategy != MemoryStrategy::kNone) {
+      const std::optional<TaskIndex> start = chain.last;
+      for (int c = 0; c < d_.chunks; ++c) restored.push_back(restore(chain, layer, c, start, ".w"));
+    }
+    const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
     experts_backward(chain, layer, part, MoeDims::kWhole);
+    for (const Restored& r : restored) release(r, first);
     shared_backward(chain, layer, part);
     e_.kernel(chain, name(layer, Pass::kBackward, "router.wgrad", "router"),
               e_.storage_gemm(1, d_.hidden, d_.experts, d_.tokens));

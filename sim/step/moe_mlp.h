@@ -208,7 +208,9 @@ class MoeMlp {
     std::vector<TaskIndex> ready;    // what the chunk's expert backward waits for
     std::vector<BufferId> buffers;   // freed when the chunk's expert backward ends
   };
-  Restored restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start);
+  // `again` (".w") names the second restore of a split backward's weight pass apart from the
+  // first, its input pass's.
+  Restored restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start, const std::string& again = "");
   // The chunk's expert backward (the tasks from `first` to the last one emitted) waits for the
   // restores and frees them at its last task.
   void release(const Restored& r, TaskIndex first);

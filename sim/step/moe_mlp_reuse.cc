@@ -8,7 +8,11 @@
 //   s3  T_DI offloaded and prefetched, T_M recomputed (fc1 and the activation again);
 //   s4  T_DI re-dispatched, T_M recomputed.
 // The restored tensors are buffers from their restoring task to the end of the chunk's expert
-// backward (its last task: fc1's weight gradient, which reads T_DI). The offloads share the rank's
+// backward (its last task: fc1's weight gradient, which reads T_DI). A split backward (zb-h1,
+// dualpipe) restores them twice: for the chunk's input gradients (B; its last task fc1's input
+// gradient) and again, every chunk's, for the layer's weight gradients (W: the experts' over every
+// chunk's rows at once), named `.w`. Simplified: the B pass restores T_DI too, which only its
+// recomputation of T_M (s3, s4) reads. The offloads share the rank's
 // device-to-host copy stream with the dispatcher's split-size copies, so a later MoE layer's
 // dispatch waits behind the offloads queued before it. Simplified: no slot reuse (MPipeMoE's next
 // chunk waits for the copy that empties its slot); the forward's own transient T_DI and T_M, and
@@ -48,7 +52,8 @@ void MoeMlp::offload(const Chain& chain, int layer, int c, TaskIndex fc1) {
   offloaded_[{chain.stage, chain.microbatch, layer, c}] = copies;
 }
 
-MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start) {
+MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start,
+                                 const std::string& again) {
   const auto found = offloaded_.find({chain.stage, chain.microbatch, layer, c});
   if (found == offloaded_.end())
     throw InternalError("moe reuse: layer " + std::to_string(layer) + " microbatch " + std::to_string(chain.microbatch) +
@@ -57,7 +62,7 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
   Restored r;
   const std::string tag = "mb" + std::to_string(chain.microbatch) + ".L" + std::to_string(layer) + ".restored.";
   auto held = [&](TaskIndex task, const std::string& tensor, std::int64_t bytes) {
-    const BufferId b = e_.buffer(chain.stage, tag + tensor + suffix(c), bytes, MemoryCategory::kActivations);
+    const BufferId b = e_.buffer(chain.stage, tag + tensor + suffix(c) + again, bytes, MemoryCategory::kActivations);
     e_.graph().allocate_at(task, b);
     r.buffers.push_back(b);
   };
@@ -67,7 +72,7 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
   TaskIndex di = 0;
   if (offloads_t_di(d_.strategy)) {
     Chain side = from_start;
-    di = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_DI" + suffix(c), "prefetch"),
+    di = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_DI" + suffix(c) + again, "prefetch"),
                  CopyWork{t_di_bytes(c), CopyDirection::kHostToDevice});
     e_.graph().add_dependency(*di_copy, di);
   } else {
@@ -75,20 +80,21 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
     // has one rank), the experts' all-gather over etp where each rank routed its own shard, and
     // the sort of the received rows into expert order.
     Chain side = from_start;
-    const std::optional<TaskIndex> sent = all_to_all(from_start, layer, Pass::kBackward, "redispatch", true, "", c);
+    const std::optional<TaskIndex> sent =
+        all_to_all(from_start, layer, Pass::kBackward, "redispatch" + again, true, "", c);
     if (sent && sent != start) {
       side.last = sent;
     } else {
       const std::int64_t elems = d_.rows_sent(c) * d_.hidden;
-      e_.kernel(side, name(layer, Pass::kBackward, "experts.redispatch" + suffix(c), "redispatch", Op::kEncode),
+      e_.kernel(side, name(layer, Pass::kBackward, "experts.redispatch" + suffix(c) + again, "redispatch", Op::kEncode),
                 e_.elementwise(elems, elems), true);
     }
     if (d_.own_shard && d_.gathered > 1) {
       const int ep = static_cast<int>(e_.shape().expert_group(chain.stage).size());
-      expert_tp_collective(side, layer, Pass::kBackward, "experts.tp.redispatch.allgather" + suffix(c),
+      expert_tp_collective(side, layer, Pass::kBackward, "experts.tp.redispatch.allgather" + suffix(c) + again,
                            CollectiveOp::kAllGather, d_.local_rows(ep, c), "");
     }
-    dispatcher_.sort_chunks(side, layer, Pass::kBackward, "redispatch", false, "", gathered_rows_of(c));
+    dispatcher_.sort_chunks(side, layer, Pass::kBackward, "redispatch" + again, false, "", gathered_rows_of(c));
     di = *side.last;
   }
   held(di, "T_DI", t_di_bytes(c));
@@ -96,7 +102,8 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
   // T_M: prefetched, or fc1 and the activation run again on the restored T_DI.
   if (offloads_t_m(d_.strategy)) {
     Chain side = from_start;
-    const TaskIndex m = e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_M" + suffix(c), "prefetch"),
+    const TaskIndex m =
+        e_.copy(side, name(layer, Pass::kBackward, "experts.prefetch.T_M" + suffix(c) + again, "prefetch"),
                                 CopyWork{t_m_bytes(c), CopyDirection::kHostToDevice});
     e_.graph().add_dependency(*m_copy, m);
     held(m, "T_M", t_m_bytes(c));
@@ -106,7 +113,7 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
     // cast included (the weights' fp8 copy is the forward's cached one).
     const int ep = static_cast<int>(e_.shape().expert_group(0).size());
     const std::int64_t rows = d_.local_rows(ep, c);
-    const std::string prefix = "recompute.";
+    const std::string prefix = again.empty() ? "recompute." : "recompute" + again + ".";
     const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
     fp8_input(chain, layer, "experts.fc1", d_.local_experts * d_.hidden * d_.expert_fc1_out, rows * d_.hidden, prefix,
               suffix(c));
@@ -122,7 +129,9 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
 }
 
 void MoeMlp::release(const Restored& r, TaskIndex first) {
-  const auto last = static_cast<TaskIndex>(e_.graph().num_tasks() - 1);  // fc1's weight gradient, a side task
+  // The last task emitted: fc1's weight gradient (a side task), or in a split backward's B pass
+  // fc1's input gradient.
+  const auto last = static_cast<TaskIndex>(e_.graph().num_tasks() - 1);
   for (TaskIndex t : r.ready)
     if (t != first) e_.graph().add_dependency(t, first);
   for (BufferId b : r.buffers) e_.graph().free_at(last, b);

@@ -188,7 +188,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   check_moe_chunks(model, shape, spec.moe_chunks, spec.sequence_parallel);
   check_step_routing(model, spec.routing);
   check_dispatcher(model, shape, spec);
-  check_moe_strategy(model, shape, spec);
+  check_moe_strategy(model, spec);
   check_recompute_modules(model, spec);
   check_split_backward(shape, spec);
   return shape;
@@ -233,15 +233,12 @@ void check_recompute_modules(const ModelSpec& model, const StepSpec& spec) {
               "norm's output (only MLA's input norm and an MoE layer's pre-MLP norm are modules of their own)");
 }
 
-void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
+void check_moe_strategy(const ModelSpec& model, const StepSpec& spec) {
   if (spec.moe_strategy == MemoryStrategy::kNone) return;
   const std::string flag = "--strategy " + std::string(to_string(spec.moe_strategy));
   require(model.has_moe_layers(), flag + " reuses the MoE layers' buffers; " + model.name + " has none");
   require(spec.recompute != Recompute::kFull,
           flag + " restores the experts' tensors that --recompute full already recomputes: give one of them");
-  require(shape.schedule != PipelineSchedule::kZeroBubbleH1 && shape.schedule != PipelineSchedule::kDualPipe,
-          flag + " with --schedule " + std::string(to_string(shape.schedule)) +
-              ": a split backward's weight pass would need T_DI and T_M restored again (not built)");
 }
 
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing) {

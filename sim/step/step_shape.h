@@ -91,9 +91,9 @@ std::vector<int> balanced_part_layers(int layers, int parts);
 // derives the shape. Throws InputError naming the flag and the rule.
 StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);
 // derive_step_shape's rule for --routing: an imbalanced routing needs MoE layers (InputError).
-// --strategy s1-s4 (StepSpec::moe_strategy): a model with MoE layers, no full recomputation and a
-// schedule with whole backward passes. Throws InputError naming --strategy.
-void check_moe_strategy(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
+// --strategy s1-s4 (StepSpec::moe_strategy): a model with MoE layers and no full recomputation.
+// Throws InputError naming --strategy.
+void check_moe_strategy(const ModelSpec& model, const StepSpec& spec);
 // ZB-H1 and DualPipe (split backward passes): no recomputation; DualPipe not with ZeRO 3. Throws
 // InputError naming --schedule.
 void check_split_backward(const StepShape& shape, const StepSpec& spec);
