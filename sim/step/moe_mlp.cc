@@ -351,7 +351,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
     std::vector<Restored> restored;
     if (d_.strategy != MemoryStrategy::kNone) {
       const std::optional<TaskIndex> start = chain.last;
-      for (int c = 0; c < d_.chunks; ++c) restored.push_back(restore(chain, layer, c, start, ".w"));
+      for (int c = 0; c < d_.chunks; ++c) restored.push_back(restore(chain, layer, c, start, part, ".w"));
     }
     const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
     experts_backward(chain, layer, part, MoeDims::kWhole);
@@ -377,7 +377,7 @@ void MoeMlp::backward(Chain& chain, int layer, BackwardPart part) {
                            d_.local_rows(ep, c), "");
     dispatcher_.sort_chunks(chain, layer, Pass::kBackward, "combine", false, "", gathered_rows_of(c));
     const bool reuses = d_.strategy != MemoryStrategy::kNone;
-    const Restored restored = reuses ? restore(chain, layer, c, start) : Restored{};
+    const Restored restored = reuses ? restore(chain, layer, c, start, part) : Restored{};
     const auto first = static_cast<TaskIndex>(e_.graph().num_tasks());
     experts_backward(chain, layer, part, c);
     if (reuses) release(restored, first);

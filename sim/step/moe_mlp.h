@@ -202,15 +202,27 @@ class MoeMlp {
   // T_M after fc2 (s1, s2), on the device-to-host copy stream.
   void offload(const Chain& chain, int layer, int c, TaskIndex fc1);
   // Before chunk c's expert backward: T_DI prefetched (s1, s3) or re-dispatched (s2, s4) from
-  // `start` (the MLP backward's first task) on, T_M prefetched (s1, s2) or recomputed from T_DI
-  // on the chain (s3, s4); each into a buffer its first task allocates.
+  // `start` (the MLP backward's first task; a weight pass's own start) on, T_M prefetched (s1,
+  // s2) or recomputed from T_DI on the chain (s3, s4); each into a buffer its first task
+  // allocates, as much of each as the pass reads (restore_needs). `again` (".w") names the second
+  // restore of a split backward, its weight pass's, apart from its input pass's.
   struct Restored {
     std::vector<TaskIndex> ready;    // what the chunk's expert backward waits for
     std::vector<BufferId> buffers;   // freed when the chunk's expert backward ends
   };
-  // `again` (".w") names the second restore of a split backward's weight pass apart from the
-  // first, its input pass's.
-  Restored restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start, const std::string& again = "");
+  struct RestoreNeeds {
+    bool t_di = true;            // T_DI restored
+    std::int64_t t_m_cols = 0;   // T_M's columns restored (of expert_kept_cols)
+  };
+  // A whole backward reads all of T_DI and T_M; a split backward's input pass T_M's columns the
+  // activation's backward reads (T_DI only where T_M is recomputed from it), its weight pass T_DI
+  // and the activation's output.
+  RestoreNeeds restore_needs(BackwardPart part) const;
+  Restored restore(Chain& chain, int layer, int c, std::optional<TaskIndex> start, BackwardPart part,
+                   const std::string& again = "");
+  // T_DI prefetched after its offload, or re-dispatched, from `from_start`; returns its last task.
+  TaskIndex restore_t_di(const Chain& from_start, int layer, int c, std::optional<TaskIndex> offload,
+                         const std::string& again);
   // The chunk's expert backward (the tasks from `first` to the last one emitted) waits for the
   // restores and frees them at its last task.
   void release(const Restored& r, TaskIndex first);
