@@ -80,6 +80,8 @@ class StepBuilder {
   void mtp_forward(Chain& chain);
   void mtp_backward(Chain& chain, BackwardPart bpart, bool last_of_chunk);
   void backward_layer(Chain& chain, int layer, BackwardPart bpart, bool last_of_chunk);
+  // The first GEMM emitted from task `first` on (`first` itself if none).
+  TaskIndex first_gemm_from(TaskIndex first) const;
   int part_of(int stage, const PipeAction& a) const { return model_part(shape().schedule, shape().pipeline, stage, a.chunk); }
   // The output a stage's action needs from another action, or nothing; `ready` false when that
   // action is not emitted yet.

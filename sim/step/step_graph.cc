@@ -171,17 +171,27 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
   if (bpart != BackwardPart::kWeight) gathered(chain, gathers, first);
   if (!spec_.overlap_grad_reduce) note_rest_grads(chain.stage, first);
   const bool emitted = first < out_.graph.num_tasks();
+  // ZeRO 2-3's unsharded gradients exist from the pass's first task; a weight pass's first GEMM,
+  // after what MoE memory reuse restores for it.
+  const TaskIndex grads_from = bpart == BackwardPart::kWeight ? first_gemm_from(first) : first;
   const bool pair = shape().replica_stages(chain.stage).size() > 1;
   if (pair && spec_.zero_stage >= 2 && bpart != BackwardPart::kInput && emitted) {
     std::optional<TaskIndex>& from = pair_grads_from_[static_cast<std::size_t>(chain.stage * layer_slots() + l)];
-    if (!from) from = first;
+    if (!from) from = grads_from;
   }
   if (!spec_.overlap_grad_reduce || bpart == BackwardPart::kInput) return;
   // ZeRO 2-3 keep a shard of the gradients: each microbatch's are reduce-scattered (DeepSpeed,
   // FSDP); below, the last microbatch reduces the buffer. DualPipe's two copies reduce once.
   const bool every_microbatch = spec_.zero_stage >= 2 && !pair;
   if (every_microbatch || last_of_chunk)
-    reduce_layer_grads(chain, l, last_of_chunk, every_microbatch && emitted ? std::optional<TaskIndex>(first) : std::nullopt);
+    reduce_layer_grads(chain, l, last_of_chunk,
+                       every_microbatch && emitted ? std::optional<TaskIndex>(grads_from) : std::nullopt);
+}
+
+TaskIndex StepBuilder::first_gemm_from(TaskIndex first) const {
+  for (TaskIndex i = first; i < out_.graph.num_tasks(); ++i)
+    if (std::holds_alternative<GemmWork>(out_.graph.task(i).work)) return i;
+  return first;
 }
 
 void StepBuilder::emit(int stage, std::size_t index) {

@@ -226,6 +226,27 @@ TEST(MoeReuse, ASplitBackwardRestoresWhatEachPassReads) {
   }
 }
 
+// ZeRO 2 with a split backward: a layer's unsharded gradients are allocated at its weight pass's
+// first GEMM, after the tensors memory reuse restores for that pass (not at the restore). (The
+// embedding's and the head's start at their passes' first task, whatever it is.)
+TEST(MoeReuse, ZeroTwoGradientsStartAtTheWeightPassesFirstGemm) {
+  StepSpec zb = with(MemoryStrategy::kS1);
+  zb.schedule = PipelineSchedule::kZeroBubbleH1;
+  zb.zero_stage = 2;
+  const SimulatedStep sim = simulate(zb);
+  const TaskGraph& g = sim.graph.graph;
+  int checked = 0;
+  for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
+    for (BufferId b : g.task(i).allocates) {
+      const std::string& name = g.buffer(b).name;  // a layer's (".L<n>."), not the model ends'
+      if (!name.ends_with(".unsharded") || name.find(".L") == std::string::npos) continue;
+      EXPECT_TRUE(std::holds_alternative<GemmWork>(g.task(i).work)) << g.buffer(b).name << " at " << g.task(i).id;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(MoeReuse, RefusesWhatItDoesNotRestore) {
   StepSpec full = with(MemoryStrategy::kS1);
   full.recompute = Recompute::kFull;
