@@ -153,7 +153,7 @@ class EngineRun {
     if (kernels_.active()) {
       // Kernels starting now hold the SMs for the copies that can start now but arrived after them.
       for (TaskIndex i : ready_)
-        if (kernels_.holds(i)) kernels_.started(i, devices_of(i));
+        if (kernels_.holds(i)) kernels_.started(i, single_device(i));
       hold_back_queued_kernels(now);
     }
     for (TaskIndex i : ready_) {
@@ -219,6 +219,14 @@ class EngineRun {
     auto it = devices_of_waiting_.find(task);
     if (it == devices_of_waiting_.end()) it = devices_of_waiting_.emplace(task, devices_of(task)).first;
     return it->second.size() > 1 ? &it->second : nullptr;
+  }
+
+  // The one device of a kernel that holds the SMs (GEMMs and memory-bound kernels run on one rank),
+  // without building a vector for each of them.
+  std::span<const int> single_device(TaskIndex i) {
+    MOESIM_CHECK(ranks_[i].size() == 1, "a kernel that holds the SMs runs on one rank");
+    one_device_ = concurrency_.device_of(ranks_[i].front());
+    return {&one_device_, 1};
   }
 
   // The physical devices of a task's ranks, ascending and distinct.
@@ -305,7 +313,7 @@ class EngineRun {
       }
       for (EngineObserver* o : observers_) o->on_task_end(i, now);
       // Tasks that waited for this kernel start now (they were ready before: no second notice).
-      if (kernels_.holds(i)) kernels_.ended(i, devices_of(i), ready_);
+      if (kernels_.holds(i)) kernels_.ended(i, single_device(i), ready_);
       graph_.for_each_successor(i, [&](TaskIndex s) {
         if (kernels_.involves(s) && graph_.task(s).stream != graph_.task(i).stream) arrives_after(s, i, now);
         satisfy(s, now);
@@ -328,6 +336,7 @@ class EngineRun {
   Concurrency concurrency_;
   std::vector<std::vector<int>> ranks_of_device_;
   KernelQueue kernels_;
+  int one_device_ = 0;  // single_device's answer
   // The devices of queued tasks on several ranks whose predecessors are still ending.
   std::unordered_map<TaskIndex, std::vector<int>> devices_of_waiting_;
   std::vector<TaskIndex> ready_;
