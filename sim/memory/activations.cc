@@ -180,10 +180,12 @@ std::int64_t shared_columns(const ModelSpec& m, const Dims& d) {
 MoeReusedTensors reused_tensors(const ModelSpec& m, const Dims& d) {
   if (d.own_shard) {
     const std::int64_t gathered = checked_mul(own_routed_rows(m, d), d.et);
-    return {checked_mul({gathered, m.d_model, d.e}), checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e})};
+    return {checked_mul({gathered, m.d_model, d.e}), checked_mul({gathered, mlp_columns(m, m.d_ffn) / d.et, d.e}),
+            checked_mul({gathered, m.d_ffn / d.et, d.e})};
   }
   const std::int64_t rows = routed_rows(m, d.n);
-  return {checked_mul({rows, m.d_model, d.e}), checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e})};
+  return {checked_mul({rows, m.d_model, d.e}), checked_mul({rows, mlp_columns(m, m.d_ffn) / d.t, d.e}),
+          checked_mul({rows, m.d_ffn / d.t, d.e})};
 }
 
 // The MoE MLP block. Over the rank's tokens: the norm's input, the router's (and shared experts')

@@ -58,6 +58,7 @@ struct ActivationLayout {
 struct MoeReusedTensors {
   std::int64_t t_di = 0;
   std::int64_t t_m = 0;
+  std::int64_t t_m_activation = 0;  // of t_m, the activation's output (what weight gradients read)
 };
 MoeReusedTensors moe_reused_tensors(const ModelSpec& model, const ActivationLayout& layout);
 

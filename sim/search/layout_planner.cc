@@ -314,6 +314,22 @@ std::vector<int> zero_stages(const LayoutRequest& r) {
   return sorted_or(r.zero_stages, std::vector<int>(kDefaultZeroStages.begin(), kDefaultZeroStages.end()));
 }
 
+namespace {
+
+// MoE memory reuse (--strategy s1-s4): what the backward restores at once on top of the kept
+// activations (sim/step/moe_mlp_reuse.cc): one chunk's T_DI and T_M in a whole backward; in a
+// split backward's weight pass every chunk's T_DI and activation output.
+std::int64_t restore_transient_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape,
+                                     const ActivationLayout& act) {
+  if (spec.moe_strategy == MemoryStrategy::kNone || !model.has_moe_layers()) return 0;
+  const MoeReusedTensors t = moe_reused_tensors(model, act);
+  const bool split = shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe;
+  const std::int64_t chunk = (t.t_di + t.t_m + spec.moe_chunks - 1) / spec.moe_chunks;
+  return split ? std::max(chunk, t.t_di + t.t_m_activation) : chunk;
+}
+
+}  // namespace
+
 std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec, const StepShape& shape) {
   const StepLayout& l = shape.layout;
   const ActivationLayout act = activation_layout(shape, spec);
@@ -323,12 +339,14 @@ std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec
   PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches, {}};
   for (const StepShape::Part& p : shape.parts) pipe.part_layers.push_back(p.layers);
   std::int64_t peak = 0;
+  const std::int64_t restored = restore_transient_bytes(model, spec, shape, act);
   for (int s = 0; s < l.pp; ++s) {
     const StageModelStates& st = states[static_cast<std::size_t>(s)];
     const std::int64_t bytes = static_cast<std::int64_t>(st.weight_bytes) + static_cast<std::int64_t>(st.grad_bytes) +
                                static_cast<std::int64_t>(st.optimizer_bytes) +
                                stage_activations(model, act, l.ep, pipe, s).bytes() +
-                               zero_transient_bytes(model, shape, spec.zero_stage, layers[static_cast<std::size_t>(s)], st);
+                               zero_transient_bytes(model, shape, spec.zero_stage, layers[static_cast<std::size_t>(s)], st) +
+                               restored;
     peak = std::max(peak, bytes);
   }
   return peak;
