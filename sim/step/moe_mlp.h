@@ -227,7 +227,8 @@ class MoeMlp {
   // restores and frees them at its last task.
   void release(const Restored& r, TaskIndex first);
   std::int64_t t_di_bytes(int c) const;
-  std::int64_t t_m_bytes(int c) const;
+  // T_M's bytes for chunk c: `cols` of its columns (0: all, expert_kept_cols).
+  std::int64_t t_m_bytes(int c, std::int64_t cols = 0) const;
 
   StepEmitter& e_;
   const MoeDims& d_;

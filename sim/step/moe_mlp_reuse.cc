@@ -33,9 +33,9 @@ std::int64_t MoeMlp::t_di_bytes(int c) const {
   return d_.local_rows(ep, c) * d_.hidden * e_.shape().element_bytes;
 }
 
-std::int64_t MoeMlp::t_m_bytes(int c) const {
+std::int64_t MoeMlp::t_m_bytes(int c, std::int64_t cols) const {
   const int ep = static_cast<int>(e_.shape().expert_group(0).size());
-  return d_.local_rows(ep, c) * d_.expert_kept_cols * e_.shape().element_bytes;
+  return d_.local_rows(ep, c) * (cols > 0 ? cols : d_.expert_kept_cols) * e_.shape().element_bytes;
 }
 
 void MoeMlp::offload(const Chain& chain, int layer, int c, TaskIndex fc1) {
@@ -90,7 +90,7 @@ MoeMlp::Restored MoeMlp::restore(Chain& chain, int layer, int c, std::optional<T
     held(*di, "T_DI", t_di_bytes(c));
     r.ready.push_back(*di);
   }
-  const std::int64_t m_bytes = t_m_bytes(c) / d_.expert_kept_cols * needs.t_m_cols;
+  const std::int64_t m_bytes = t_m_bytes(c, needs.t_m_cols);
   if (offloads_t_m(d_.strategy)) {
     // T_M prefetched (the columns this pass reads).
     Chain side = from_start;
