@@ -81,9 +81,23 @@ constexpr GemmSequence kSequences[] = {{"2 x 8192^3", 2, 8192, 8192, 8192},
                                        {"32 x 4096x2048x2048", 32, 4096, 2048, 2048},
                                        {"1 x 4096^3 fp32", 1, 4096, 4096, 4096, true}};
 constexpr int kCtas[] = {8, 24, 66, 132};
+
+// The --factors cases: a GEMM sequence and how many of its GEMMs make the timed window (a few
+// hundred microseconds or more, so that the 30 us launch offset is small beside it). Besides the
+// two bf16 sequences above, one rank's expert GEMMs of two public MoE models: DeepSeek-V3 (hidden
+// 7,168, expert d_ffn 2,048; 4,096 tokens) and Qwen3-30B-A3B (hidden 2,048, d_ffn 768; 2,048 tokens).
+struct FactorCase {
+  GemmSequence seq;
+  int window_gemms;
+};
+constexpr FactorCase kFactorCases[] = {{kSequences[0], 1},
+                                       {kSequences[1], 8},
+                                       {{"4 x 4096x2048x7168", 4, 4096, 2048, 7168}, 4},
+                                       {{"32 x 2048x768x2048", 32, 2048, 768, 2048}, 32}};
+constexpr int kFactorCtas[] = {8, 16, 24, 32, 66};
 constexpr int kThreads = 512;  // NCCL's CTA size on Hopper
 constexpr unsigned long long kBlockerNs = 2'000'000;
-constexpr long long kCopyBufferBytes = 2ll << 30;
+constexpr long long kCopyBufferBytes = 6ll << 30;  // 66 CTAs (about 950 GB/s) for 3 x 1.4 ms
 constexpr long long kCopySizingBytes = 256ll << 20;
 
 struct Timing {  // microseconds after the first start event (the GEMMs' or the comm kernel's)
@@ -142,7 +156,7 @@ Probe::Probe(int ordinal) : ordinal_(ordinal) {
   constexpr std::size_t kWorkspace = 32u << 20;
   PROBE_CUDA(cudaMalloc(&workspace_, kWorkspace));
   probe_cublas(cublasSetWorkspace(handle_, workspace_, kWorkspace), "cublasSetWorkspace");
-  const long long elems = 8192ll * 8192;  // the largest operand of kSequences
+  const long long elems = 8192ll * 8192;  // the largest operand of kSequences and kFactorCases
   for (__nv_bfloat16** p : {&a_, &b_, &c_}) PROBE_CUDA(cudaMalloc(p, elems * sizeof(__nv_bfloat16)));
   fill_kernel<<<1024, 256, 0, compute_>>>(a_, elems, 1u);
   fill_kernel<<<1024, 256, 0, compute_>>>(b_, elems, 2u);
@@ -360,11 +374,8 @@ void run_sm_share_factors(const SmShareOptions& options, std::ostream& out) {
       << " runs; interference cells with the copy stand-in (speed beside the other class / speed alone)\n"
       << "# sequence           gemms ctas gemms_us computation.with_communication copy_us beside_us"
          " communication.with_computation\n";
-  for (const GemmSequence& seq : kSequences) {
-    if (seq.fp32) continue;
-    const int gemms = seq.count == 2 ? 1 : 8;  // a window the copy buffer can cover three times over
-    for (int ctas : {8, 24, 66}) probe_factors(probe, options.repetitions, seq, gemms, ctas, out);
-  }
+  for (const FactorCase& fc : kFactorCases)
+    for (int ctas : kFactorCtas) probe_factors(probe, options.repetitions, fc.seq, fc.window_gemms, ctas, out);
 }
 
 void run_sm_share_probe(const SmShareOptions& options, std::ostream& out) {
