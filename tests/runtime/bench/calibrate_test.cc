@@ -116,7 +116,9 @@ TEST(Calibrate, FileLoadsBackAndReproducesTheMeasuredGemms) {
   EXPECT_NEAR(f[1][2], 0.9, 1e-4);  // computation with memcpy
   EXPECT_NEAR(f[2][1], 0.8, 1e-4);  // memcpy with computation
   EXPECT_NEAR(f[2][2], 0.7, 1e-4);  // memcpy with memcpy
-  EXPECT_EQ(f[0][1], InterferenceTable{}.factors[0][1]);  // communication with computation: not measured
+  const ClusterSpec node = load_hardware_spec(root + "/hardware/nodes/hgx-h100.yaml");
+  EXPECT_EQ(f[0][1], node.node.interference.factors[0][1]);  // communication with computation: not measured
+  EXPECT_EQ(f[1][0], node.node.interference.factors[1][0]);  // computation with communication: not measured
   EXPECT_NE(yaml.find("interference:  # measured cells"), std::string::npos) << yaml;
   const ComputeCostModel cost(cluster);
   for (std::int64_t mm : o.dims) {
