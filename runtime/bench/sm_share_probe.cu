@@ -28,6 +28,7 @@ void probe_cublas(cublasStatus_t st, const char* call) {
 struct Stamps {
   unsigned long long first_start;
   unsigned long long last_end;
+  unsigned long long cta_ns;  // the sum over CTAs of each one's time from its start to its end
 };
 
 __device__ unsigned long long global_ns() {
@@ -37,11 +38,20 @@ __device__ unsigned long long global_ns() {
 }
 
 __global__ void copy_kernel(const int4* src, int4* dst, long long n, Stamps* st) {
-  if (threadIdx.x == 0) atomicMin(&st->first_start, global_ns());
+  __shared__ unsigned long long t0;
+  if (threadIdx.x == 0) {
+    t0 = global_ns();
+    atomicMin(&st->first_start, t0);
+  }
+  __syncthreads();
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = src[i];
   __syncthreads();
-  if (threadIdx.x == 0) atomicMax(&st->last_end, global_ns());
+  if (threadIdx.x == 0) {
+    const unsigned long long t1 = global_ns();
+    atomicMax(&st->last_end, t1);
+    atomicAdd(&st->cta_ns, t1 - t0);
+  }
 }
 
 // Holds its SM for `ns` without touching memory.
@@ -54,7 +64,11 @@ __global__ void hold_kernel(unsigned long long ns, Stamps* st) {
   __syncthreads();
   while (global_ns() - t0 < ns) __nanosleep(1000);
   __syncthreads();
-  if (threadIdx.x == 0) atomicMax(&st->last_end, global_ns());
+  if (threadIdx.x == 0) {
+    const unsigned long long t1 = global_ns();
+    atomicMax(&st->last_end, t1);
+    atomicAdd(&st->cta_ns, t1 - t0);
+  }
 }
 
 // One thread that keeps the GPU from starting the GEMMs until the host has queued them all.
@@ -99,9 +113,12 @@ constexpr int kThreads = 512;  // NCCL's CTA size on Hopper
 constexpr unsigned long long kBlockerNs = 2'000'000;
 constexpr long long kCopyBufferBytes = 6ll << 30;  // 66 CTAs (about 950 GB/s) for 3 x 1.4 ms
 constexpr long long kCopySizingBytes = 256ll << 20;
+constexpr long long kOperandElems = 8192ll * 8192;  // the largest operand of kSequences and kFactorCases
+constexpr long long kL2FlushBytes = 512ll << 20;    // several times any GPU's L2
 
 struct Timing {  // microseconds after the first start event (the GEMMs' or the comm kernel's)
   double arrive = 0, start = 0, end = 0, duration = 0, gemms_start = 0, gemms_end = 0;
+  double cta_mean = 0;  // the comm kernel's mean time per CTA, from its start to its end
 };
 
 double median(std::vector<double> v) {
@@ -128,6 +145,10 @@ class Probe {
   // began; with `comm_first`, the kernel first and the GEMMs launched `delay_us` after it began.
   Timing run_once(const GemmSequence& seq, int gemms, const Comm* comm, double delay_us, bool comm_first);
   std::string describe() const;
+  // The --factors method: each GEMM of a sequence reads and writes its own slice of the operand
+  // buffers (as different experts' GEMMs do; one slice for all of them let the smaller shapes run
+  // from L2), and L2 is flushed before each run.
+  void use_fresh_operands() { fresh_operands_ = true; }
 
  private:
   void launch_comm(const Comm& c, cudaStream_t s);
@@ -135,6 +156,7 @@ class Probe {
   Timing read_timing(bool with_comm);
 
   int ordinal_;
+  bool fresh_operands_ = false;
   cudaStream_t compute_ = nullptr, comm_normal_ = nullptr, comm_high_ = nullptr;
   int least_priority_ = 0, greatest_priority_ = 0;
   cublasHandle_t handle_ = nullptr;
@@ -156,10 +178,9 @@ Probe::Probe(int ordinal) : ordinal_(ordinal) {
   constexpr std::size_t kWorkspace = 32u << 20;
   PROBE_CUDA(cudaMalloc(&workspace_, kWorkspace));
   probe_cublas(cublasSetWorkspace(handle_, workspace_, kWorkspace), "cublasSetWorkspace");
-  const long long elems = 8192ll * 8192;  // the largest operand of kSequences and kFactorCases
-  for (__nv_bfloat16** p : {&a_, &b_, &c_}) PROBE_CUDA(cudaMalloc(p, elems * sizeof(__nv_bfloat16)));
-  fill_kernel<<<1024, 256, 0, compute_>>>(a_, elems, 1u);
-  fill_kernel<<<1024, 256, 0, compute_>>>(b_, elems, 2u);
+  for (__nv_bfloat16** p : {&a_, &b_, &c_}) PROBE_CUDA(cudaMalloc(p, kOperandElems * sizeof(__nv_bfloat16)));
+  fill_kernel<<<1024, 256, 0, compute_>>>(a_, kOperandElems, 1u);
+  fill_kernel<<<1024, 256, 0, compute_>>>(b_, kOperandElems, 2u);
   PROBE_CUDA(cudaMalloc(&src_, kCopyBufferBytes));
   PROBE_CUDA(cudaMalloc(&dst_, kCopyBufferBytes));
   PROBE_CUDA(cudaMemsetAsync(src_, 1, kCopyBufferBytes, compute_));
@@ -199,11 +220,17 @@ void Probe::launch_gemms(const GemmSequence& seq, int gemms) {
   const float alpha = 1.0f, beta = 0.0f;
   const cudaDataType_t type = seq.fp32 ? CUDA_R_32F : CUDA_R_16BF;
   const cublasComputeType_t compute = seq.fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+  // Slices of the 8192^2-element operand buffers (bf16 elements; fp32 takes two each).
+  const long long width = seq.fp32 ? 2 : 1, capacity = kOperandElems / width;
+  const long long sizes[3] = {1ll * seq.m * seq.k, 1ll * seq.k * seq.n, 1ll * seq.m * seq.n};
   PROBE_CUDA(cudaEventRecord(gemms_start_, compute_));
-  for (int i = 0; i < gemms; ++i)
-    probe_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, seq.m, seq.n, seq.k, &alpha, a_, type, seq.m, b_, type,
-                              seq.k, &beta, c_, type, seq.m, compute, CUBLAS_GEMM_DEFAULT),
+  for (int i = 0; i < gemms; ++i) {
+    __nv_bfloat16* ops[3] = {a_, b_, c_};
+    for (int o = 0; o < 3 && fresh_operands_; ++o) ops[o] += (i % (capacity / sizes[o])) * sizes[o] * width;
+    probe_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, seq.m, seq.n, seq.k, &alpha, ops[0], type, seq.m, ops[1],
+                              type, seq.k, &beta, ops[2], type, seq.m, compute, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
+  }
   PROBE_CUDA(cudaEventRecord(gemms_end_, compute_));
 }
 
@@ -217,8 +244,10 @@ void wait_after(cudaEvent_t event, double delay_us) {
 }
 
 Timing Probe::run_once(const GemmSequence& seq, int gemms, const Comm* comm, double delay_us, bool comm_first) {
-  const Stamps reset{std::numeric_limits<unsigned long long>::max(), 0};
+  const Stamps reset{std::numeric_limits<unsigned long long>::max(), 0, 0};
   PROBE_CUDA(cudaMemcpy(stamps_, &reset, sizeof reset, cudaMemcpyHostToDevice));
+  // The copy's destination is written before it is read: clearing part of it evicts L2.
+  if (fresh_operands_) PROBE_CUDA(cudaMemsetAsync(dst_, 0, kL2FlushBytes, compute_));
   PROBE_CUDA(cudaDeviceSynchronize());
   if (comm != nullptr && comm_first) {
     cudaStream_t s = comm->high_priority ? comm_high_ : comm_normal_;
@@ -260,6 +289,7 @@ Timing Probe::read_timing(bool with_comm) {
     PROBE_CUDA(cudaEventElapsedTime(&ms, start_, comm_end_));
     t.end = ms * 1e3;
     t.duration = static_cast<double>(st.last_end - st.first_start) / 1e3;
+    t.cta_mean = static_cast<double>(st.cta_ns) / 1e3;  // divided by the CTAs by the caller
     t.start = t.end - t.duration;
   }
   return t;
@@ -268,7 +298,7 @@ Timing Probe::read_timing(bool with_comm) {
 // Medians of `reps` runs (after two warm-ups).
 Timing median_of(Probe& p, int reps, const GemmSequence& seq, int gemms, const Probe::Comm* comm, double delay_us,
                  bool comm_first = false) {
-  std::vector<double> arrive, start, end, duration, gemms_start, gemms_end;
+  std::vector<double> arrive, start, end, duration, gemms_start, gemms_end, cta_mean;
   for (int r = 0; r < reps + 2; ++r) {
     const Timing t = p.run_once(seq, gemms, comm, delay_us, comm_first);
     if (r < 2) continue;
@@ -278,8 +308,10 @@ Timing median_of(Probe& p, int reps, const GemmSequence& seq, int gemms, const P
     duration.push_back(t.duration);
     gemms_start.push_back(t.gemms_start);
     gemms_end.push_back(t.gemms_end);
+    cta_mean.push_back(comm != nullptr ? t.cta_mean / comm->ctas : 0.0);
   }
-  return {median(arrive), median(start), median(end), median(duration), median(gemms_start), median(gemms_end)};
+  return {median(arrive),      median(start),     median(end),     median(duration),
+          median(gemms_start), median(gemms_end), median(cta_mean)};
 }
 
 // The copy's bytes for about `target_us` alone with `ctas` CTAs (a multiple of 16 bytes).
@@ -334,13 +366,16 @@ void probe_sequence(Probe& probe, int reps, const GemmSequence& seq, std::ostrea
 }
 
 // The interference table's two communication cells (sim/spec/hardware_spec.h: a task's speed
-// while the other class runs, over its speed alone) with the copy stand-in of `ctas` CTAs, each
-// measured while the other side runs for the whole timed window:
-//   computation.with_communication: `gemms` GEMMs of `seq` launched 30 us into a copy sized to
-//     last three times their time alone: their time alone / their time beside it;
+// while the other class runs, over its speed alone), with fresh operands per GEMM and L2 flushed
+// before each run (Probe::use_fresh_operands), each measured while the other side runs for the
+// whole timed window:
+//   computation.with_communication: `gemms` GEMMs of `seq` launched 30 us into a copy of `ctas`
+//     CTAs sized to last three times their time alone: their time alone / their time beside it;
+//     again beside a "hold" kernel of as many CTAs (SMs taken without memory traffic);
 //   communication.with_computation: a copy of a third of the GEMMs' time, launched 0.3 of the way
-//     into a run of 4 x `gemms` GEMMs: its own time alone / its time from its first CTA's start
-//     to its last CTA's end (its wait for the GEMM running when it arrived is not in it).
+//     into a run of 4 x `gemms` GEMMs: its time alone / its time beside them, as the span from its
+//     first CTA's start to its last CTA's end (a CTA that waited for the running GEMM's SMs
+//     lengthens it) and as the mean time of one CTA from its own start to its end.
 // A cell whose other side did not cover the timed window is marked "not covered".
 void probe_factors(Probe& probe, int reps, const GemmSequence& seq, int gemms, int ctas, std::ostream& out) {
   const double gemms_alone = median_of(probe, reps, seq, gemms, nullptr, 0.0).gemms_end;
@@ -350,18 +385,24 @@ void probe_factors(Probe& probe, int reps, const GemmSequence& seq, int gemms, i
   const Timing beside_copy = median_of(probe, reps, seq, gemms, &c, 30.0, /*comm_first=*/true);
   const double computation = gemms_alone / std::max(beside_copy.gemms_end - beside_copy.gemms_start, 1e-3);
   const bool computation_covered = beside_copy.end >= beside_copy.gemms_end;
+  Probe::Comm hold = c;
+  hold.copy = false;
+  hold.hold_ns = static_cast<unsigned long long>(3 * gemms_alone * 1e3);
+  const Timing beside_hold = median_of(probe, reps, seq, gemms, &hold, 30.0, /*comm_first=*/true);
+  const double computation_hold = gemms_alone / std::max(beside_hold.gemms_end - beside_hold.gemms_start, 1e-3);
 
   const double long_alone = median_of(probe, reps, seq, 4 * gemms, nullptr, 0.0).gemms_end;
   c.bytes = copy_bytes_for(probe, reps, ctas, gemms_alone / 3);
-  const double copy_alone = median_of(probe, reps, seq, 0, &c, 0.0).duration;
+  const Timing copy_alone = median_of(probe, reps, seq, 0, &c, 0.0);
   const Timing beside_gemms = median_of(probe, reps, seq, 4 * gemms, &c, long_alone * 0.3);
-  const double communication = copy_alone / std::max(beside_gemms.duration, 1e-3);
+  const double communication = copy_alone.duration / std::max(beside_gemms.duration, 1e-3);
+  const double communication_cta = copy_alone.cta_mean / std::max(beside_gemms.cta_mean, 1e-3);
   const bool communication_covered = beside_gemms.end <= beside_gemms.gemms_end;
 
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "%-20s %6d %4d %9.1f %9.3f%s %9.1f %9.1f %9.3f%s\n", seq.name, gemms, ctas, gemms_alone, computation,
-                computation_covered ? "" : " (not covered)", copy_alone, beside_gemms.duration, communication,
+  char line[320];
+  std::snprintf(line, sizeof line, "%-20s %6d %4d %9.1f %9.3f%s %9.3f %9.1f %9.1f %9.3f %9.3f%s\n", seq.name, gemms, ctas,
+                gemms_alone, computation, computation_covered ? "" : " (not covered)", computation_hold,
+                copy_alone.duration, beside_gemms.duration, communication, communication_cta,
                 communication_covered ? "" : " (not covered)");
   out << line;
 }
@@ -370,10 +411,12 @@ void probe_factors(Probe& probe, int reps, const GemmSequence& seq, int gemms, i
 
 void run_sm_share_factors(const SmShareOptions& options, std::ostream& out) {
   Probe probe(options.ordinal);
+  probe.use_fresh_operands();
   out << "# " << probe.describe() << "\n# medians of " << options.repetitions
-      << " runs; interference cells with the copy stand-in (speed beside the other class / speed alone)\n"
-      << "# sequence           gemms ctas gemms_us computation.with_communication copy_us beside_us"
-         " communication.with_computation\n";
+      << " runs; interference cells with the copy stand-in (speed beside the other class / speed alone);"
+         " each GEMM its own operands, L2 flushed before each run\n"
+      << "# sequence           gemms ctas gemms_us computation.with_communication (copy, hold) copy_us beside_us"
+         " communication.with_computation (span, per CTA)\n";
   for (const FactorCase& fc : kFactorCases)
     for (int ctas : kFactorCtas) probe_factors(probe, options.repetitions, fc.seq, fc.window_gemms, ctas, out);
 }

@@ -41,8 +41,10 @@ void run_sm_share_probe(const SmShareOptions& options, std::ostream& out);
 // The interference table's communication cells (computation.with_communication,
 // communication.with_computation) measured with the copy stand-in of 8 to 66 CTAs beside bf16
 // GEMMs (the two sequences above and one rank's expert GEMMs of DeepSeek-V3 and Qwen3-30B-A3B),
-// each while the other side runs through the whole timed window; one row per GEMM shape and CTA
-// count. Throws as run_sm_share_probe.
+// each while the other side runs through the whole timed window; the computation cell also
+// beside the hold kernel, the communication cell also per CTA. Unlike run_sm_share_probe, each
+// GEMM of a sequence reads and writes its own operands and L2 is flushed before each run. One row
+// per GEMM shape and CTA count. Throws as run_sm_share_probe.
 void run_sm_share_factors(const SmShareOptions& options, std::ostream& out);
 
 }  // namespace moesim::runtime
