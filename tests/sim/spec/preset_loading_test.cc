@@ -126,6 +126,27 @@ TEST(PresetTest, AdiraCluster) {
   EXPECT_THAT(c.node.gpu.origin.file, HasSubstr("a100-sxm4-40gb.yaml"));
 }
 
+// The Hopper nodes carry the communication cells measured on their own GPU with
+// `moesim_sm_share_probe --factors` (validate/results/h200-2026-11-27, calls 16 and 17), the
+// "all" column the same, and keep MPipeMoE's A100 figures in the cells the probe does not measure.
+TEST(PresetTest, HopperNodesCarryTheirMeasuredInterferenceCells) {
+  struct Case {
+    const char* file;
+    double computation, communication;
+  };
+  for (const Case& k : {Case{"hgx-h200.yaml", 0.552, 0.670}, Case{"hgx-h100.yaml", 0.538, 0.690},
+                        Case{"h100-loopback-8.yaml", 0.538, 0.690}}) {
+    const auto& f = load_hardware_spec(kSourceDir + "/hardware/nodes/" + k.file).node.interference.factors;
+    const InterferenceTable a100;
+    EXPECT_DOUBLE_EQ(f[1][0], k.computation) << k.file;    // computation with communication
+    EXPECT_DOUBLE_EQ(f[1][3], k.computation) << k.file;    // computation with all
+    EXPECT_DOUBLE_EQ(f[0][1], k.communication) << k.file;  // communication with computation
+    EXPECT_DOUBLE_EQ(f[0][3], k.communication) << k.file;  // communication with all
+    EXPECT_EQ(f[0][2], a100.factors[0][2]) << k.file;      // communication with memcpy
+    EXPECT_EQ(f[2], a100.factors[2]) << k.file;            // the memcpy row
+  }
+}
+
 // The Selene-like and DGX H100 clusters grow or shrink with --gpus to the GPU counts of
 // Korthikanti et al. 2022 (8, 64, 280, 512, 2,240) and Narayanan et al. 2021 (32 ... 3,072), the
 // last rail leaf holding what is left of the nodes (35 nodes on 20-node leaves: 20 + 15).
