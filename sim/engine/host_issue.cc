@@ -16,7 +16,21 @@ HostIssuer::HostIssuer(HostIssueSpec spec, const std::vector<std::vector<int>>& 
   ranks_left_.assign(n, 0);
   issued_at_.assign(n, 0);
   host_read_.assign(n, false);
-  for (TaskIndex i = 0; i < n; ++i) {
+  position_.resize(n);
+  if (spec_.issue_order.empty()) {
+    for (TaskIndex i = 0; i < n; ++i) position_[i] = i;
+  } else {
+    MOESIM_CHECK(spec_.issue_order.size() == n, "the host issue order must list every task once");
+    std::vector<bool> seen(n, false);
+    for (std::size_t k = 0; k < n; ++k) {
+      const TaskIndex i = spec_.issue_order[k];
+      MOESIM_CHECK(i < n && !seen[i], "the host issue order must list every task once");
+      seen[i] = true;
+      position_[i] = static_cast<TaskIndex>(k);
+    }
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    const TaskIndex i = spec_.issue_order.empty() ? static_cast<TaskIndex>(k) : spec_.issue_order[k];
     const TimeNs launch = spec_.launch_ns[i];
     if (launch == kNotIssued) continue;
     MOESIM_CHECK(launch >= 0, "a negative host launch time");
@@ -40,12 +54,12 @@ void HostIssuer::check_program_order(const TaskGraph& graph) const {
   for (TaskIndex i = 0; i < ranks.size(); ++i) {
     if (spec_.launch_ns[i] == kNotIssued) continue;
     for (TaskIndex p : graph.predecessors(i)) {
-      if (p < i || spec_.launch_ns[p] == kNotIssued) continue;
+      if (position_[p] < position_[i] || spec_.launch_ns[p] == kNotIssued) continue;
       for (int r : ranks[i])
         if (std::find(ranks[p].begin(), ranks[p].end(), r) != ranks[p].end())
           throw InternalError("rank " + std::to_string(r) + " would issue task '" + graph.task(i).id +
                               "' before its predecessor '" + graph.task(p).id +
-                              "': the graph's emission order is not the rank's program order (host issue model)");
+                              "': the issue order is not the rank's program order (host issue model)");
     }
   }
 }

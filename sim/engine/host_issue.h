@@ -8,7 +8,8 @@
 // end before it issues anything that follows.
 //
 // Model: each rank's issued tasks are issued in ascending task index (the graph's emission order,
-// which the step builder keeps as each rank's program order), one after the other, `launch_ns`
+// which the step builder keeps as each rank's program order, or the spec's issue_order where it
+// interleaves two passes' streams), one after the other, `launch_ns`
 // each; a task on several ranks (a collective) is issued when the last of them has issued it; a
 // host read blocks its ranks' hosts from its issue until its end. Not modelled: a bound on how far
 // the host runs ahead (a stream's launch queue holds about 1,000 kernels before a launch blocks:
@@ -34,6 +35,9 @@ inline constexpr TimeNs kNotIssued = -1;
 struct HostIssueSpec {
   std::vector<TimeNs> launch_ns;      // per task: host time to issue it, or kNotIssued
   std::vector<TaskIndex> host_reads;  // issued tasks whose end their hosts wait for
+  // The program order: every task index once. Empty: ascending index (the graph's emission
+  // order); given where the graph's streams run tasks in another order (hold_stream_order).
+  std::vector<TaskIndex> issue_order;
 };
 
 class HostIssuer {
@@ -73,6 +77,7 @@ class HostIssuer {
   std::vector<Host> hosts_;
   std::vector<std::uint32_t> ranks_left_;  // per task: ranks that have not issued it yet
   std::vector<TimeNs> issued_at_;          // per task: the latest issue among its ranks so far
+  std::vector<TaskIndex> position_;        // per task: its place in the program order
   // Per task on several ranks: each rank's issue, in the order the ranks issued it.
   std::unordered_map<TaskIndex, std::vector<std::pair<int, TimeNs>>> issues_by_rank_;
   std::vector<bool> host_read_;

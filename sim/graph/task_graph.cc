@@ -157,7 +157,6 @@ TaskIndex TaskGraph::add_task(Task task) {
   check_buffer_uses(task);
   for (BufferId id : task.allocates) ++buffer_alloc_count_[id];
   for (BufferId id : task.frees) ++buffer_free_count_[id];
-  const StreamClass stream = task.stream;
   const TaskIndex index = static_cast<TaskIndex>(boost::add_vertex(std::move(task), graph_));
   by_id_.insert(id_key, index);
 
@@ -165,12 +164,37 @@ TaskIndex TaskGraph::add_task(Task task) {
   if (ranks.empty()) {
     throw InputError("collective '" + graph_[index].id + "' has no member among the simulated ranks");
   }
+  if (!held_from_) append_to_streams(index, ranks);
+  return index;
+}
+
+void TaskGraph::append_to_streams(TaskIndex index, const std::vector<int>& ranks) {
+  const StreamClass stream = graph_[index].stream;
   for (int r : ranks) {
     auto& seq = streams_[{r, static_cast<int>(stream)}];
     if (!seq.empty() && is_ordered_stream(stream)) add_dependency(seq.back(), index, DepKind::kStream);
     seq.push_back(index);
   }
-  return index;
+}
+
+void TaskGraph::hold_stream_order() {
+  if (held_from_) throw InternalError("hold_stream_order: the stream order is already held");
+  held_from_ = static_cast<TaskIndex>(num_tasks());
+}
+
+void TaskGraph::release_stream_order(const std::vector<TaskIndex>& order) {
+  if (!held_from_) throw InternalError("release_stream_order without hold_stream_order");
+  const TaskIndex from = *held_from_;
+  const std::size_t held = num_tasks() - from;
+  std::vector<bool> seen(held, false);
+  if (order.size() != held) throw InternalError("release_stream_order: the order does not list every held task once");
+  for (TaskIndex i : order) {
+    if (i < from || i >= num_tasks() || seen[i - from])
+      throw InternalError("release_stream_order: the order does not list every held task once");
+    seen[i - from] = true;
+  }
+  held_from_.reset();
+  for (TaskIndex i : order) append_to_streams(i, ranks_of(i));
 }
 
 void TaskGraph::add_dependency(TaskIndex from, TaskIndex to, DepKind kind) {

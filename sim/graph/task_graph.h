@@ -1,8 +1,8 @@
 // TaskGraph: the IR both engines execute (design.md section 3), on Boost.Graph.
 //
-// Tasks are vertices in insertion order, which is also the issue order: on each (rank, stream)
-// tasks run in the order they were added. add_task makes that explicit with a `stream` edge from
-// the previous task on the same stream, so "all predecessors done" implies "stream free", and a
+// Tasks are vertices in insertion order, which is also the issue order (unless a held range is
+// released in another, hold_stream_order): on each (rank, stream) tasks run in the order they were
+// added. add_task makes that explicit with a `stream` edge from the previous task on the same stream, so "all predecessors done" implies "stream free", and a
 // collective, which is on every simulated member's stream, also waits for all of them
 // (rendezvous); comm.pipeline, the pipeline's point-to-point transfers, is the exception: it gets
 // no stream edges (task.h). Other edges are `data` (a consumer needs a producer's output) and `reuse` (chunk g
@@ -98,6 +98,14 @@ class TaskGraph {
   // Tasks on one (rank, stream), in issue order.
   const std::vector<TaskIndex>& stream_tasks(int rank, StreamClass stream) const;
 
+  // Issue order other than insertion order, for work a framework interleaves by hand (DualPipe's
+  // overlapped forward and backward): after hold_stream_order(), add_task adds no stream edges;
+  // release_stream_order(order) puts the tasks added since on their streams in `order` (each of
+  // them exactly once), with the stream edges that order gives. Throws InternalError on a
+  // nested hold, a release without a hold, or an order that is not those tasks.
+  void hold_stream_order();
+  void release_stream_order(const std::vector<TaskIndex>& order);
+
  private:
   int world_size_;
   std::vector<int> simulated_ranks_;
@@ -118,6 +126,8 @@ class TaskGraph {
   std::optional<TaskIndex> find_hashed(std::size_t hash, std::string_view id, int rank) const;
   HashIndex by_id_;
   std::map<std::pair<int, int>, std::vector<TaskIndex>> streams_;  // (rank, stream) -> tasks
+  std::optional<TaskIndex> held_from_;  // hold_stream_order(): the first task added since
+  void append_to_streams(TaskIndex index, const std::vector<int>& ranks);
   Graph graph_;
 };
 

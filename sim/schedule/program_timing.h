@@ -6,8 +6,9 @@
 //   B/Bi(mb, q)    needs F(mb, q) and the B or Bi of (mb, q + 1);
 //   W(mb, q)       needs Bi(mb, q);
 // and a forward marked overlaps_next (DualPipe's F&B) also waits for what the backward after it
-// needs: the pair is launched together. The pair then takes F + B: the executor runs one pass at
-// a time per stage, so F&B is F + B, the overlap saving nothing.
+// needs: the pair is launched together. The pair then takes F + B here, an upper bound: these
+// durations have no communication apart, so the overlap the whole-step simulation gives the pair
+// (each pass's collectives beside the other's kernels, StepBuilder::emit_overlapped) is not in it.
 // Durations are per pass of one model part: the same for every part and stage, or one PassTimes
 // per model part (the layout planner's estimate: the first and last parts carry the embedding and
 // the output head, and a pass's time may include the transfer that brings in its input).

@@ -88,6 +88,8 @@ class StepBuilder {
   std::optional<Produced> input_of(int stage, const PipeAction& a, bool& ready) const;
   void emit(int stage, std::size_t index);
   void receive_partner_input(int stage, std::size_t index);
+  // Actions `index` and `index` + 1, DualPipe's overlapped forward and backward, interleaved.
+  void emit_overlapped(int stage, std::size_t index);
   // The transfer into `part`'s pass (the consumer) from the stage that produced its input.
   void transfer(Chain& chain, int part, const Produced& from, bool gradient);
   void forward(Chain& chain, int part);

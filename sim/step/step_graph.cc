@@ -332,6 +332,50 @@ void StepBuilder::build() {
   finish();
 }
 
+namespace {
+
+// A pass's tasks [from, to) in segments, each ending after one of the pass's tensor- or
+// expert-parallel collectives (on the dispatch or combine stream): those its next kernel waits for.
+std::vector<std::vector<TaskIndex>> collective_segments(const TaskGraph& g, TaskIndex from, TaskIndex to) {
+  std::vector<std::vector<TaskIndex>> out(1);
+  for (TaskIndex i = from; i < to; ++i) {
+    out.back().push_back(i);
+    const Task& t = g.task(i);
+    if (std::holds_alternative<CollectiveWork>(t.work) &&
+        (t.stream == StreamClass::kCommDispatch || t.stream == StreamClass::kCommCombine))
+      out.emplace_back();
+  }
+  return out;
+}
+
+}  // namespace
+
+// DualPipe runs an overlapped forward and backward as one interleaved sequence, as its reference
+// hand-interleaves the two passes' attention, MLP, dispatch and combine: the forward's kernels up
+// to its next collective, then the backward's up to its next, and so on, so that each pass's
+// collectives run beside the other pass's kernels (slowed by the node's interference table) and
+// no longer wait at the head of the compute stream. Emitted as before, put on the streams in that
+// order (TaskGraph::hold_stream_order), and issued by the host in it (StepGraph::interleaved).
+void StepBuilder::emit_overlapped(int stage, std::size_t index) {
+  TaskGraph& g = out_.graph;
+  const auto forward_from = static_cast<TaskIndex>(g.num_tasks());
+  g.hold_stream_order();
+  emit(stage, index);
+  const auto backward_from = static_cast<TaskIndex>(g.num_tasks());
+  emit(stage, index + 1);
+  const auto end = static_cast<TaskIndex>(g.num_tasks());
+  const auto f = collective_segments(g, forward_from, backward_from);
+  const auto b = collective_segments(g, backward_from, end);
+  StepGraph::Interleaved range{forward_from, {}};
+  range.order.reserve(end - forward_from);
+  for (std::size_t k = 0; k < std::max(f.size(), b.size()); ++k) {
+    if (k < f.size()) range.order.insert(range.order.end(), f[k].begin(), f[k].end());
+    if (k < b.size()) range.order.insert(range.order.end(), b[k].begin(), b[k].end());
+  }
+  g.release_stream_order(range.order);
+  out_.interleaved.push_back(std::move(range));
+}
+
 void StepBuilder::emit_programs() {
   // Stages take turns, each emitting the actions whose inputs are already emitted, so a producer
   // is always emitted before the transfer and the pass that consume it.
@@ -346,7 +390,12 @@ void StepBuilder::emit_programs() {
         input_of(s, program[i], ready);
         if (ready && program[i].overlaps_next) input_of(s, program[i + 1], ready);  // launched together
         if (!ready) break;
-        emit(s, i);
+        if (program[i].overlaps_next) {
+          emit_overlapped(s, i);
+          ++i;
+        } else {
+          emit(s, i);
+        }
         progress = true;
       }
     }
@@ -371,11 +420,19 @@ std::vector<int> stage_ranks(const StepShape& shape) {
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec) {
   StepShape shape = derive_step_shape(model, cluster, spec);
-  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}, {}, {}};
+  StepGraph out{shape, TaskGraph(shape.layout.gpus, stage_ranks(shape)), {}, {}, {}, {}, {}};
   step_build::StepBuilder builder(model, spec, out);
   builder.build();
   out.routing = builder.routing();
   return out;
+}
+
+std::vector<TaskIndex> issue_order(const StepGraph& g) {
+  if (g.interleaved.empty()) return {};
+  std::vector<TaskIndex> order(g.graph.num_tasks());
+  for (TaskIndex i = 0; i < order.size(); ++i) order[i] = i;
+  for (const StepGraph::Interleaved& r : g.interleaved) std::copy(r.order.begin(), r.order.end(), order.begin() + r.first);
+  return order;
 }
 
 }  // namespace moesim

@@ -49,7 +49,19 @@ struct StepGraph {
   std::vector<PassSpan> passes;                 // in emission order
   std::shared_ptr<const MoeRouting> routing;    // the MoE layers' routing plan (--routing); null: uniform
   HostLaunchNotes launch_notes;                 // for the host model (--host-launch-us)
+  // Where two passes' tasks run interleaved (DualPipe's overlapped forward and backward): each
+  // range of task indices [first, first + order.size()) and the order its tasks are issued in
+  // (TaskGraph::release_stream_order). Elsewhere a rank issues its tasks in index order.
+  struct Interleaved {
+    TaskIndex first = 0;
+    std::vector<TaskIndex> order;
+  };
+  std::vector<Interleaved> interleaved;
 };
+
+// The program order of every task of `g` (HostIssueSpec::issue_order): index order, but each
+// interleaved range in its own order. Empty when nothing is interleaved.
+std::vector<TaskIndex> issue_order(const StepGraph& g);
 
 StepGraph build_step_graph(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);
 

@@ -82,6 +82,7 @@ HostIssueSpec host_issue(const StepGraph& sg, std::int64_t launch_ns) {
   // The experts' grouped GEMMs: one launch per local expert (StepEmitter::grouped_gemm).
   for (TaskIndex i : sg.launch_notes.grouped_gemms) spec.launch_ns[i] = launch_ns * std::get<GemmWork>(sg.graph.task(i).work).batch;
   spec.host_reads = sg.launch_notes.host_reads;
+  spec.issue_order = issue_order(sg);
   return spec;
 }
 

@@ -30,7 +30,7 @@ TEST(HostIssue, LaunchesAreIssuedOneAfterTheOther) {
   const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
   const auto b = g.add_task(host_task("b", 0, StreamClass::kCopyD2H, 100));
   const auto c = g.add_task(host_task("c", 0, StreamClass::kCommGrad, 100));
-  const Trace t = run_issued(g, {{10, 10, 10}, {}});
+  const Trace t = run_issued(g, {{10, 10, 10}, {}, {}});
   EXPECT_EQ(t.records[a].start_ns, 10);
   EXPECT_EQ(t.records[b].start_ns, 20);
   EXPECT_EQ(t.records[c].start_ns, 30);
@@ -42,7 +42,7 @@ TEST(HostIssue, TheHostRunsAheadOfASlowGpu) {
   // One stream of 100 ns kernels launched 10 ns apart: only the first waits for its launch.
   TaskGraph g(1, {0});
   for (int k = 0; k < 3; ++k) g.add_task(host_task("k" + std::to_string(k), 0, StreamClass::kCompute, 100));
-  const Trace t = run_issued(g, {{10, 10, 10}, {}});
+  const Trace t = run_issued(g, {{10, 10, 10}, {}, {}});
   EXPECT_EQ(t.records[0].start_ns, 10);
   EXPECT_EQ(t.records[1].start_ns, 110);
   EXPECT_EQ(t.records[2].start_ns, 210);
@@ -53,7 +53,7 @@ TEST(HostIssue, AHostSlowerThanTheGpuSetsThePace) {
   // 10 ns kernels launched 100 ns apart: the GPU idles between them.
   TaskGraph g(1, {0});
   for (int k = 0; k < 3; ++k) g.add_task(host_task("k" + std::to_string(k), 0, StreamClass::kCompute, 10));
-  const Trace t = run_issued(g, {{100, 100, 100}, {}});
+  const Trace t = run_issued(g, {{100, 100, 100}, {}, {}});
   EXPECT_EQ(t.records[0].start_ns, 100);
   EXPECT_EQ(t.records[1].start_ns, 200);
   EXPECT_EQ(t.records[2].start_ns, 300);
@@ -67,7 +67,7 @@ TEST(HostIssue, AHostReadStopsTheHostUntilItsTaskEnds) {
   const auto a = g.add_task(host_task("a", 0, StreamClass::kCopyD2H, 100));
   const auto b = g.add_task(host_task("b", 0, StreamClass::kCompute, 100));
   const auto c = g.add_task(host_task("c", 0, StreamClass::kCommGrad, 100));
-  const Trace t = run_issued(g, {{10, 10, 10}, {a}});
+  const Trace t = run_issued(g, {{10, 10, 10}, {a}, {}});
   EXPECT_EQ(t.records[a].start_ns, 10);
   EXPECT_EQ(t.records[a].end_ns, 110);
   EXPECT_EQ(t.records[b].start_ns, 120);
@@ -80,7 +80,7 @@ TEST(HostIssue, ACollectiveStartsWhenItsLastRankIssuesIt) {
   const GroupId both = g.add_group({0, 1});
   const auto x = g.add_task(host_task("x", 1, StreamClass::kCompute, 100));
   const auto a2a = g.add_task(all_to_all_task("a2a", both, 1));
-  const Trace t = run_issued(g, {{10, 10}, {}});
+  const Trace t = run_issued(g, {{10, 10}, {}, {}});
   EXPECT_EQ(t.records[x].start_ns, 10);
   EXPECT_EQ(t.records[a2a].start_ns, 20);
 }
@@ -89,7 +89,7 @@ TEST(HostIssue, TasksTheHostDoesNotIssueStartWithTheirPredecessors) {
   TaskGraph g(1, {0});
   const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
   const auto b = g.add_task(host_task("b", 0, StreamClass::kCommPipeline, 100));
-  const Trace t = run_issued(g, {{50, kNotIssued}, {}});
+  const Trace t = run_issued(g, {{50, kNotIssued}, {}, {}});
   EXPECT_EQ(t.records[a].start_ns, 50);
   EXPECT_EQ(t.records[b].start_ns, 0);
 }
@@ -100,7 +100,7 @@ TEST(HostIssue, FreeLaunchesWithoutReadsChangeNothing) {
   const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
   const auto b = g.add_task(host_task("b", 0, StreamClass::kCopyD2H, 50));
   g.add_dependency(a, b);
-  const Trace t = run_issued(g, {{0, 0}, {}});
+  const Trace t = run_issued(g, {{0, 0}, {}, {}});
   EXPECT_EQ(t.records[b].start_ns, 100);
   EXPECT_EQ(t.makespan_ns(), 150);
 }
@@ -118,11 +118,37 @@ TEST(HostIssue, TheStepStaysBetweenTheGpuAloneAndEverythingInSeries) {
     if (k % 4 == 0) g.add_dependency(prev, t);
     prev = t;
   }
-  const Trace free = run_issued(g, {std::vector<TimeNs>(g.num_tasks(), 0), {}});
-  const Trace costly = run_issued(g, {std::vector<TimeNs>(g.num_tasks(), 15), {3, 9}});
+  const Trace free = run_issued(g, {std::vector<TimeNs>(g.num_tasks(), 0), {}, {}});
+  const Trace costly = run_issued(g, {std::vector<TimeNs>(g.num_tasks(), 15), {3, 9}, {}});
   EXPECT_GE(costly.makespan_ns(), free.makespan_ns());
   EXPECT_LE(costly.makespan_ns(), work + 15 * static_cast<TimeNs>(g.num_tasks()));
   for (TaskIndex i = 0; i < g.num_tasks(); ++i) EXPECT_GE(costly.records[i].start_ns, 15 * (i + 1));
+}
+
+TEST(HostIssue, AnIssueOrderReplacesIndexOrder) {
+  // Two streams' tasks, held and released in another order (TaskGraph::hold_stream_order): the
+  // host issues them in that order, 10 ns each.
+  TaskGraph g(1, {0});
+  g.hold_stream_order();
+  const auto f = g.add_task(host_task("f", 0, StreamClass::kCompute, 100));
+  const auto b = g.add_task(host_task("b", 0, StreamClass::kCommGrad, 100));
+  const auto f2 = g.add_task(host_task("f2", 0, StreamClass::kCompute, 100));
+  g.release_stream_order({b, f, f2});
+  const Trace t = run_issued(g, {{10, 10, 10}, {}, {b, f, f2}});
+  EXPECT_EQ(t.records[b].start_ns, 10);
+  EXPECT_EQ(t.records[f].start_ns, 20);
+  EXPECT_EQ(t.records[f2].start_ns, 120);  // issued at 30, behind f on the compute stream
+  // An order that is not a permutation of the tasks, or that issues a task before its stream
+  // predecessor, is refused.
+  const auto run_with = [&](std::vector<TaskIndex> order) {
+    Engine engine(g);
+    engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task));
+    engine.issue_from_host({{10, 10, 10}, {}, std::move(order)});
+    engine.run();
+  };
+  EXPECT_THROW(run_with({b, f}), InternalError);
+  EXPECT_THROW(run_with({b, b, f}), InternalError);
+  EXPECT_THROW(run_with({f2, b, f}), InternalError);
 }
 
 TEST(HostIssue, AHostReadTheHostDoesNotIssueIsRefused) {
@@ -130,7 +156,7 @@ TEST(HostIssue, AHostReadTheHostDoesNotIssueIsRefused) {
   const auto a = g.add_task(host_task("a", 0, StreamClass::kCompute, 100));
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task));
-  engine.issue_from_host({{kNotIssued}, {a}});
+  engine.issue_from_host({{kNotIssued}, {a}, {}});
   EXPECT_THROW(engine.run(), InternalError);
 }
 
@@ -142,7 +168,7 @@ TEST(HostIssue, AHostReadOnTwoRanksHoldsBothHostsUntilItEnds) {
   const auto a2a = g.add_task(all_to_all_task("a2a", both, 1));
   const auto x = g.add_task(host_task("x", 0, StreamClass::kCompute, 100));
   const auto y = g.add_task(host_task("y", 1, StreamClass::kCompute, 100));
-  const Trace t = run_issued(g, {{10, 10, 10}, {a2a}});
+  const Trace t = run_issued(g, {{10, 10, 10}, {a2a}, {}});
   EXPECT_EQ(t.records[a2a].start_ns, 10);
   EXPECT_EQ(t.records[x].start_ns, t.records[a2a].end_ns + 10);
   EXPECT_EQ(t.records[y].start_ns, t.records[a2a].end_ns + 10);
@@ -157,7 +183,7 @@ TEST(HostIssue, AKernelReachesTheGpuQueueWhenItsHostLaunchesIt) {
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task));
   engine.queue_kernels({KernelRole::kHoldsSms, KernelRole::kQueuesBehind});
-  engine.issue_from_host({{10, 40}, {}});
+  engine.issue_from_host({{10, 40}, {}, {}});
   const Trace t = testing::run_traced(engine, g);
   EXPECT_EQ(t.records[k].start_ns, 10);
   EXPECT_EQ(t.records[c].end_ns, 110 + 5);
@@ -173,7 +199,7 @@ TEST(HostIssue, ATaskIssuedBeforeItsOwnPredecessorIsRefused) {
   g.add_dependency(c, b);
   Engine engine(g);
   engine.add_model(std::make_unique<FixedModel>(g, "fixed", any_task));
-  engine.issue_from_host({{10, 10, 10}, {}});
+  engine.issue_from_host({{10, 10, 10}, {}, {}});
   try {
     engine.run();
     ADD_FAILURE() << "no error";

@@ -189,7 +189,7 @@ TEST(KernelQueue, AHostLaunchedCollectiveArrivesOnEachGpuAtItsOwnLaunch) {
   g.add_task(host_task("before.r1", 1, StreamClass::kCompute, 1));
   const auto a2a = g.add_task(testing::all_to_all_task("a2a", both, 1000));
   const auto gemm0 = g.add_task(host_task("gemm.r0", 0, StreamClass::kCompute, 1000));
-  const HostIssueSpec launches{{190, 10, 10}, {}};
+  const HostIssueSpec launches{{190, 10, 10}, {}, {}};
   const Trace t = run(g, {kNone, kQueues, kHolds}, {}, &launches);
   EXPECT_EQ(t.records[gemm0].start_ns, 20);
   EXPECT_EQ(t.records[a2a].start_ns, 200);
