@@ -194,10 +194,11 @@ void read_method(const RowCells& c, StepRow& r) {
     r.selective_modules = *modules;
   }
   if (c.has("dispatcher")) r.dispatcher = read_dispatcher(c);
-  if (c.has("sequence_parallel")) {
-    const std::string sp = c.get("sequence_parallel");
-    if (sp != "yes" && sp != "no") throw InputError(c.at(), "sequence_parallel '" + sp + "' is not yes or no");
-    r.sequence_parallel = sp == "yes";
+  for (auto [column, field] : {std::pair{"sequence_parallel", &r.sequence_parallel}, std::pair{"ep_overlap", &r.ep_overlap}}) {
+    if (!c.has(column)) continue;
+    const std::string v = c.get(column);
+    if (v != "yes" && v != "no") throw InputError(c.at(), std::string(column) + " '" + v + "' is not yes or no");
+    *field = v == "yes";
   }
 }
 

@@ -37,7 +37,8 @@
 // (yes/no), recompute (none/selective/full), selective_modules (with recompute selective: the
 // modules re-run, Megatron-Core's --recompute-modules names space-separated; default core_attn),
 // dispatcher (DeepEP or HybridEP: --dispatcher deepep; all-to-all, alltoall or A2A; case-insensitive;
-// empty or absent: the all-to-all dispatcher),
+// empty or absent: the all-to-all dispatcher), ep_overlap (yes/no: Megatron-Core's
+// overlap_moe_expert_parallel_comm, --overlap-moe-expert-parallel-comm; absent: no),
 // attention_heads, hidden_size, layers, vocab_size (checked against the preset) and
 // throughput_increase_pct (the published speed-up) are read where present. A row the source
 // leaves incomplete (no measurement, micro-batch or recomputation stated) is kept with the reason
@@ -115,6 +116,7 @@ struct StepRow {
   std::string measured_text;                  // the cell as the CSV writes it
   std::optional<double> published_speedup_pct;
   std::vector<std::string> missing;  // what the source does not state, why it cannot be simulated
+  bool ep_overlap = false;           // the ep_overlap column's
 };
 
 // Reads <dir>/steps.yaml.

@@ -69,6 +69,7 @@ StepSpec step_spec_of(const StepDataset& d, const StepRow& row, const StepModelM
   spec.recompute_modules = row.selective_modules;
   spec.dispatcher = row.dispatcher;
   spec.sequence_parallel = row.sequence_parallel;
+  spec.overlap_moe_ep_comm = row.ep_overlap;
   // steps.yaml says how the attention core ran. The 2021-22 Megatron-LM runs (Narayanan,
   // Korthikanti) name `unfused`: Megatron-LM had no fused attention kernel then (FlashAttention
   // came in mid-2022 and reached Megatron later), so those runs computed QK^T, the masked softmax,

@@ -1,5 +1,6 @@
 // --dispatcher: the MoE layers' token dispatcher in the whole step (StepSpec::dispatcher,
-// sim/step/dedup_dispatch.h), read by simulate and plan with one help text and one parse.
+// sim/step/dedup_dispatch.h), read by simulate and plan with one help text and one parse; and the
+// help of --overlap-moe-expert-parallel-comm, simulate's overlap of those all-to-alls.
 #pragma once
 
 #include <string>
@@ -15,6 +16,11 @@ inline constexpr const char* kDispatcherFlagHelp =
     "expert; default) | deepep (DeepEP's normal kernels through Megatron-Core's flex dispatcher, HybridEP's "
     "bytes too: each token once per node over RDMA, then once per GPU over NVLink; dropless models, uniform "
     "routing; docs/training-step.md#token-dispatchers---dispatcher)";
+
+inline constexpr const char* kOverlapMoeEpCommHelp =
+    "Megatron-Core's overlap_moe_expert_parallel_comm (whole step, MoE models, --pp 1 or --vpp > 1): its combined "
+    "1F1B, one more warmup forward and each steady-state forward overlapped with an earlier microbatch's backward, "
+    "one's all-to-alls beside the other's kernels (docs/training-step.md#all-to-all-overlap-in-1f1b---overlap-moe-expert-parallel-comm)";
 
 inline TokenDispatcher parse_dispatcher_flag(const std::string& value) {
   if (auto d = parse_token_dispatcher(value)) return *d;

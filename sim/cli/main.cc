@@ -210,6 +210,7 @@ void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
                 "reduce the gradients once after the backward instead of per layer during it (whole step)");
   add_host_launch_flag(app, s.host_launch_us);
   add_dispatcher_flag(app, s.dispatcher);
+  app->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm, kOverlapMoeEpCommHelp);
 }
 
 CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, SimulateOutputs& outputs) {

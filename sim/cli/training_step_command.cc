@@ -94,6 +94,7 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   }
   spec.zero_stage = a.layout.zero_stage;
   spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
+  spec.overlap_moe_ep_comm = s.overlap_moe_ep_comm;
   spec.moe_chunks = a.chunks;
   const auto strategy = parse_memory_strategy(a.strategy);
   if (!strategy)

@@ -28,6 +28,7 @@ struct TrainingStepArgs {
   std::string fp8_recipe;  // empty: current scaling
   std::string attention = "flash";
   bool no_overlap_grad_reduce = false;
+  bool overlap_moe_ep_comm = false;
   double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
   std::string dispatcher = "alltoall";  // --dispatcher
 };

@@ -407,6 +407,12 @@ TaskGraph build_graph(const Json& root, const Reader& top, const std::string& so
 }  // namespace
 
 std::string export_graph_json(const TaskGraph& graph) {
+  // The file gives no stream edges: importing re-derives them from the index order, which a
+  // released stream order (TaskGraph::hold_stream_order) is not.
+  if (graph.stream_order_released())
+    throw InputError("graph JSON lists each stream's tasks in index order; this graph runs some tasks in another "
+                     "order (interleaved passes: DualPipe's or combined 1F1B's overlapped pairs), which the file "
+                     "cannot keep");
   OrderedJson root = OrderedJson::object();
   root["schema_version"] = kGraphJsonSchemaVersion;
   root["world_size"] = graph.world_size();

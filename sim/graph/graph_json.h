@@ -30,6 +30,8 @@ namespace moesim {
 
 inline constexpr int kGraphJsonSchemaVersion = 2;  // 2: tasks carry their "op"
 
+// Throws InputError for a graph whose stream order was released in another order than its
+// indices (TaskGraph::stream_order_released): the file could not keep it.
 std::string export_graph_json(const TaskGraph& graph);
 
 // Parses and validates a graph; every problem is an InputError whose location is source_name and

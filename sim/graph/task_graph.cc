@@ -194,6 +194,7 @@ void TaskGraph::release_stream_order(const std::vector<TaskIndex>& order) {
     seen[i - from] = true;
   }
   held_from_.reset();
+  reordered_ = reordered_ || !std::is_sorted(order.begin(), order.end());
   for (TaskIndex i : order) append_to_streams(i, ranks_of(i));
 }
 

@@ -105,6 +105,8 @@ class TaskGraph {
   // nested hold, a release without a hold, or an order that is not those tasks.
   void hold_stream_order();
   void release_stream_order(const std::vector<TaskIndex>& order);
+  // Whether some release put tasks on their streams in another order than their indices.
+  bool stream_order_released() const { return reordered_; }
 
  private:
   int world_size_;
@@ -127,6 +129,7 @@ class TaskGraph {
   HashIndex by_id_;
   std::map<std::pair<int, int>, std::vector<TaskIndex>> streams_;  // (rank, stream) -> tasks
   std::optional<TaskIndex> held_from_;  // hold_stream_order(): the first task added since
+  bool reordered_ = false;
   void append_to_streams(TaskIndex index, const std::vector<int>& ranks);
   Graph graph_;
 };

@@ -206,6 +206,30 @@ std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, c
   return programs;
 }
 
+std::vector<std::vector<PipeAction>> combined_1f1b_programs(PipelineSchedule schedule, const PipelineShape& shape) {
+  check_runnable(schedule, shape);
+  const bool interleaved = schedule == PipelineSchedule::kInterleaved;
+  MOESIM_CHECK(interleaved || (schedule == PipelineSchedule::kOneFOneB && shape.stages == 1),
+               "combined 1F1B runs without pipelining or with the interleaved schedule");
+  std::vector<Program> programs;
+  for (int s = 0; s < shape.stages; ++s) {
+    const int n = shape.virtual_stages * shape.microbatches;
+    const int warmup = std::min((interleaved ? interleaved_warmup(shape, s) : 0) + 1, n);
+    Program p = interleaved ? warmup_steady_cooldown(
+                                  n, warmup, [&](int k) { return interleaved_action(shape, k, true); },
+                                  [&](int k) { return interleaved_action(shape, k, false); }, nothing_after)
+                            : warmup_steady_cooldown(
+                                  n, warmup, [](int k) { return action(PipeWork::kForward, k); },
+                                  [](int k) { return action(PipeWork::kBackward, k); }, nothing_after);
+    // The steady state's forwards, each followed by a backward; with no steady state (every forward
+    // in the warmup) the last forward and the first backward stay apart, as Megatron-Core runs them.
+    for (std::size_t i = static_cast<std::size_t>(warmup); i + 1 < p.size(); ++i)
+      p[i].overlaps_next = p[i].work == PipeWork::kForward && p[i + 1].work == PipeWork::kBackward;
+    programs.push_back(std::move(p));
+  }
+  return programs;
+}
+
 int num_model_parts(PipelineSchedule schedule, const PipelineShape& shape) {
   check_runnable(schedule, shape);
   return shape.stages * shape.virtual_stages;

@@ -46,8 +46,9 @@ struct PipeAction {
   PipeWork work = PipeWork::kForward;
   int microbatch = 0;
   int chunk = 0;
-  // DualPipe's F&B: this forward and the program's next action (a backward of the other direction)
-  // are launched together, once both inputs have arrived, and overlap each other.
+  // DualPipe's F&B, or a combined 1F1B pair: this forward and the program's next action (a backward
+  // of another microbatch) are launched together, once both inputs have arrived, and overlap each
+  // other (the whole-step builder interleaves them).
   bool overlaps_next = false;
   friend bool operator==(const PipeAction&, const PipeAction&) = default;
 };
@@ -62,6 +63,13 @@ std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& sha
 // chunk) appears once per pass the schedule has (F and B, or F, Bi and W). Throws InternalError
 // when schedule_problem is not "".
 std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, const PipelineShape& shape);
+
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; its combined_1f1b schedules,
+// without pipelining or interleaved): one more warmup forward on every stage, so that each
+// steady-state forward and the backward after it belong to different microbatches and run as an
+// overlapped pair (overlaps_next), one's expert-parallel all-to-alls beside the other's kernels.
+// For kOneFOneB with one stage and for kInterleaved; InternalError otherwise (the caller refuses).
+std::vector<std::vector<PipeAction>> combined_1f1b_programs(PipelineSchedule schedule, const PipelineShape& shape);
 
 // How many model parts the model is cut into (stages x virtual stages; DualPipe: stages), how many
 // chunks a stage runs (virtual stages; DualPipe: 2), and which part a chunk of a stage holds

@@ -159,6 +159,10 @@ struct StepSpec {
   std::optional<std::int64_t> host_launch_ns;
   // The MoE layers' token dispatcher (--dispatcher).
   TokenDispatcher dispatcher = TokenDispatcher::kAllToAll;
+  // Megatron-Core's overlap_moe_expert_parallel_comm (--overlap-moe-expert-parallel-comm): its
+  // combined 1F1B schedule, each steady-state forward overlapped with the backward of an earlier
+  // microbatch (sim/schedule/pipeline_schedule.h combined_1f1b_programs).
+  bool overlap_moe_ep_comm = false;
 
   PipelineSchedule effective_schedule() const {
     return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);

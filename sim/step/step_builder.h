@@ -50,7 +50,8 @@ class StepBuilder {
         layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
         optimizer_(emitter_, spec.zero_stage, model.dtype == DType::kFp16),
-        programs_(stage_programs(out.shape.schedule, out.shape.pipeline)) {
+        programs_(spec.overlap_moe_ep_comm ? combined_1f1b_programs(out.shape.schedule, out.shape.pipeline)
+                                           : stage_programs(out.shape.schedule, out.shape.pipeline)) {
     const ActivationLayout layout = activation_layout(out.shape, spec);
     for (int l = 0; l < model.num_layers; ++l) {
       // Dense and MoE layers keep different tensors; the layers of one kind keep the same.

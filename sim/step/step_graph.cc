@@ -373,6 +373,8 @@ void StepBuilder::emit_overlapped(int stage, std::size_t index) {
     if (k < b.size()) range.order.insert(range.order.end(), b[k].begin(), b[k].end());
   }
   g.release_stream_order(range.order);
+  // The pair is done when its last task in that order is (the forward's, where it has more segments).
+  last_action_task_[static_cast<std::size_t>(stage)] = range.order.back();
   out_.interleaved.push_back(std::move(range));
 }
 

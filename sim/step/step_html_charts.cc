@@ -131,6 +131,10 @@ std::string segment_tooltip(const LaneSegment& s) {
   if (s.kind == LaneSegmentKind::kPass) {
     text = std::string(to_string(s.action.work)) + " microbatch " + std::to_string(s.action.microbatch) + ", chunk " +
            std::to_string(s.action.chunk) + " (model part " + std::to_string(s.part) + ")";
+    if (s.paired)
+      text += " interleaved with " + std::string(to_string(s.paired->work)) + " microbatch " +
+              std::to_string(s.paired->microbatch) + ", chunk " + std::to_string(s.paired->chunk) + " (model part " +
+              std::to_string(s.paired_part) + ")";
   } else {
     text = s.kind == LaneSegmentKind::kOther ? "other work" : "bubble";
   }

@@ -45,13 +45,29 @@ std::optional<Interval> pass_extent(const TaskGraph& g, const Trace& trace, cons
 }
 
 // The stage's passes in program order (the order they were emitted in), each clipped to start
-// where the previous one ended.
+// where the previous one ended; an interleaved pair's backward joins its forward's segment.
 std::vector<LaneSegment> stage_passes(const StepGraph& sg, const Trace& trace, int stage, int rank) {
   std::vector<LaneSegment> out;
   TimeNs previous_end = 0;
+  std::optional<TaskIndex> paired_from;  // the backward's first task, right after an interleaved forward's segment
+  const auto interleaved_from = [&](TaskIndex first) {  // sg.interleaved is in emission order
+    const auto it = std::lower_bound(sg.interleaved.begin(), sg.interleaved.end(), first,
+                                     [](const StepGraph::Interleaved& r, TaskIndex f) { return r.first < f; });
+    return it != sg.interleaved.end() && it->first == first;
+  };
   for (const PassSpan& p : sg.passes) {
     if (p.stage != stage) continue;
     const std::optional<Interval> extent = pass_extent(sg.graph, trace, p, rank);
+    if (paired_from && p.first == *paired_from) {
+      paired_from.reset();
+      LaneSegment& pair = out.back();
+      pair.paired = p.action;
+      pair.paired_part = p.part;
+      if (extent) pair.end_ns = std::max(pair.end_ns, extent->second);
+      previous_end = pair.end_ns;
+      continue;
+    }
+    paired_from.reset();
     if (!extent || extent->second <= previous_end) continue;
     LaneSegment s;
     s.kind = LaneSegmentKind::kPass;
@@ -62,6 +78,7 @@ std::vector<LaneSegment> stage_passes(const StepGraph& sg, const Trace& trace, i
     s.true_start_ns = extent->first;
     out.push_back(s);
     previous_end = s.end_ns;
+    if (interleaved_from(p.first)) paired_from = p.end;
   }
   return out;
 }

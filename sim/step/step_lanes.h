@@ -19,6 +19,7 @@
 //           launch, --host-launch-us; not drawn apart).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "sim/driver/simulation.h"
@@ -36,6 +37,10 @@ struct LaneSegment {
   PipeAction action;
   int part = 0;
   TimeNs true_start_ns = 0;  // before clipping against the previous pass
+  // An interleaved pair (DualPipe's or combined 1F1B's, StepGraph::interleaved) is one segment:
+  // `action` the forward, `paired` the backward that ran interleaved with it, `paired_part` its part.
+  std::optional<PipeAction> paired;
+  int paired_part = 0;
 };
 
 struct StageLane {

@@ -38,6 +38,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   if (r.shape.gemm_dtype == DType::kFp8) j["fp8_recipe"] = std::string(to_string(r.shape.fp8_recipe));
   j["zero"] = spec.zero_stage;
   j["overlap_grad_reduce"] = spec.overlap_grad_reduce;
+  j["overlap_moe_expert_parallel_comm"] = spec.overlap_moe_ep_comm;
   j["moe_chunks"] = spec.moe_chunks;
   j["moe_strategy"] = std::string(to_string(spec.moe_strategy));
   if (spec.host_launch_ns) j["host_launch_s"] = seconds(*spec.host_launch_ns);

@@ -191,6 +191,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   check_moe_strategy(model, spec);
   check_recompute_modules(model, spec);
   check_split_backward(shape, spec);
+  check_moe_ep_overlap(model, shape, spec);
   return shape;
 }
 
@@ -208,6 +209,18 @@ void check_split_backward(const StepShape& shape, const StepSpec& spec) {
               std::string(to_string(spec.recompute)) +
               ": the weight-gradient pass needs the activations recomputation re-creates for the input gradient "
               "pass; use --recompute none");
+}
+
+void check_moe_ep_overlap(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
+  if (!spec.overlap_moe_ep_comm) return;
+  const std::string flag = "--overlap-moe-expert-parallel-comm";
+  require(model.has_moe_layers(), flag + " overlaps the MoE layers' all-to-alls; " + model.name + " has none");
+  require(shape.schedule == PipelineSchedule::kInterleaved ||
+              (shape.schedule == PipelineSchedule::kOneFOneB && shape.pipeline.stages == 1),
+          flag + " with --schedule " + std::string(to_string(shape.schedule)) + " and --pp " +
+              std::to_string(shape.pipeline.stages) +
+              ": Megatron-Core's combined 1F1B runs without pipelining (--pp 1) or with the interleaved schedule "
+              "(--vpp > 1)");
 }
 
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec) {

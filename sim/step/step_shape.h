@@ -106,5 +106,8 @@ void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
 // --dispatcher deepep: a model with MoE layers, a uniform routing, no capacity_factor other than 1,
 // and expert groups that put the same number of ranks on every node they span. Throws InputError naming --dispatcher and the rule.
 void check_dispatcher(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
+// --overlap-moe-expert-parallel-comm: a model with MoE layers, and 1F1B without pipelining or the
+// interleaved schedule (Megatron-Core's combined 1F1B). Throws InputError naming the flag.
+void check_moe_ep_overlap(const ModelSpec& model, const StepShape& shape, const StepSpec& spec);
 
 }  // namespace moesim

@@ -3,11 +3,13 @@
 // InputError a step spec is refused with.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "sim/core/error.h"
 #include "sim/spec/loader.h"
 #include "sim/step/step_graph.h"
+#include "sim/step/step_simulation.h"
 
 namespace moesim::testing {
 
@@ -73,6 +75,58 @@ inline std::string step_error_of(const StepSpec& spec, const std::string& model 
     return e.what();
   }
   return "";
+}
+
+// How many of an interleaved pair's forward collectives (on the dispatch or combine stream) that
+// forward kernels wait for ran at least partly while one of the pair's backward kernels ran
+// (StepGraph::interleaved: DualPipe's and combined 1F1B's overlapped pairs, the forward's tasks
+// emitted first). A forward's last collectives, which no forward kernel follows, are not counted:
+// passes run one after the other overlap there too.
+inline int collectives_beside_the_other_pass(const SimulatedStep& sim) {
+  const TaskGraph& g = sim.graph.graph;
+  const auto& rec = sim.run.trace.records;
+  int overlapped = 0;
+  for (const StepGraph::Interleaved& range : sim.graph.interleaved) {
+    const auto pass = std::find_if(sim.graph.passes.begin(), sim.graph.passes.end(),
+                                   [&](const PassSpan& p) { return p.first == range.first; });
+    if (pass == sim.graph.passes.end()) continue;
+    const TaskIndex backward_from = pass->end, end = range.first + static_cast<TaskIndex>(range.order.size());
+    TaskIndex last_forward_kernel = range.first;
+    for (TaskIndex f = range.first; f < backward_from; ++f)
+      if (g.task(f).stream == StreamClass::kCompute) last_forward_kernel = f;
+    for (TaskIndex f = range.first; f < last_forward_kernel; ++f) {
+      const Task& c = g.task(f);
+      if (!std::holds_alternative<CollectiveWork>(c.work) || c.stream == StreamClass::kCommGrad) continue;
+      for (TaskIndex b = backward_from; b < end; ++b) {
+        if (g.task(b).stream == StreamClass::kCompute && rec[b].start_ns < rec[f].end_ns && rec[f].start_ns < rec[b].end_ns) {
+          ++overlapped;
+          break;
+        }
+      }
+    }
+  }
+  return overlapped;
+}
+
+// Whether, on the compute stream of the stage rank of each interleaved pair, one of the pair's
+// backward kernels comes before one of its forward kernels (the graph's own stream order, not the
+// builder's bookkeeping).
+inline bool backward_kernels_precede_forward_kernels(const SimulatedStep& sim) {
+  const TaskGraph& g = sim.graph.graph;
+  for (const StepGraph::Interleaved& range : sim.graph.interleaved) {
+    const auto pass = std::find_if(sim.graph.passes.begin(), sim.graph.passes.end(),
+                                   [&](const PassSpan& p) { return p.first == range.first; });
+    if (pass == sim.graph.passes.end()) return false;
+    const int rank = sim.graph.shape.stage_rank(pass->stage);
+    const TaskIndex backward_from = pass->end, end = range.first + static_cast<TaskIndex>(range.order.size());
+    bool backward_seen = false, interleaved = false;
+    for (TaskIndex i : g.stream_tasks(rank, StreamClass::kCompute)) {
+      if (i >= backward_from && i < end) backward_seen = true;
+      if (i >= range.first && i < backward_from && backward_seen) interleaved = true;
+    }
+    if (!interleaved) return false;
+  }
+  return !sim.graph.interleaved.empty();
 }
 
 }  // namespace moesim::testing

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/graph/graph_json.h"
 #include "sim/graph/task_graph.h"
 
 namespace moesim {
@@ -37,6 +38,7 @@ TEST(StreamOrder, ReleasedTasksJoinTheirStreamsInTheOrderGiven) {
   g.release_stream_order({f1, b1, copy, f2, b2});
   EXPECT_EQ(g.stream_tasks(0, StreamClass::kCompute), (std::vector<TaskIndex>{before, f1, b1, f2, b2}));
   EXPECT_EQ(g.stream_tasks(0, StreamClass::kCopyD2H), std::vector<TaskIndex>{copy});
+  EXPECT_TRUE(g.stream_order_released());
   EXPECT_TRUE(has_edge(g, before, f1));
   EXPECT_TRUE(has_edge(g, f1, b1));
   EXPECT_TRUE(has_edge(g, b1, f2));
@@ -59,8 +61,12 @@ TEST(StreamOrder, RefusesAnOrderThatIsNotTheHeldTasks) {
   EXPECT_THROW(g.release_stream_order({a, a}), InternalError);           // one twice
   EXPECT_THROW(g.release_stream_order({before, a}), InternalError);      // not held
   EXPECT_THROW(g.release_stream_order({a, b, b + 1}), InternalError);    // no such task
+  EXPECT_FALSE(g.stream_order_released());
   g.release_stream_order({b, a});
   EXPECT_EQ(g.stream_tasks(0, StreamClass::kCompute), (std::vector<TaskIndex>{before, b, a}));
+  EXPECT_TRUE(g.stream_order_released());
+  // Graph JSON lists each stream in index order: such a graph is refused, not written wrongly.
+  EXPECT_THROW(export_graph_json(g), InputError);
 }
 
 }  // namespace

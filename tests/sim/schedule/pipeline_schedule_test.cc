@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/schedule/program_timing.h"
 #include "tests/sim/schedule/schedule_shapes.h"
 
 namespace moesim {
@@ -302,6 +303,48 @@ TEST(PipelineSchedulePeaks, CountsSplitBackwardsSeparately) {
                                         {W::kBackwardInput, 2, 0}, {W::kBackwardWeight, 1, 0}, {W::kBackwardWeight, 2, 0}};
   EXPECT_EQ(peak_in_flight(program), (InFlightPeak{2, 3}));
   EXPECT_EQ(peak_in_flight({}), (InFlightPeak{0, 0}));
+}
+
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): the 1F1B or interleaved
+// program with one more warmup forward, every forward followed by a backward overlapped with it,
+// the two of different microbatches (or chunks): without pipelining F0 F1+ B0 F2+ B1 ... B3; where
+// the warmup takes every forward (no steady state) nothing is paired.
+TEST(PipelineSchedulePrograms, CombinedOneFOneBOverlapsEachSteadyForwardWithAnEarlierBackward) {
+  EXPECT_EQ(text(combined_1f1b_programs(PipelineSchedule::kOneFOneB, {1, 1, 4})[0]), "F0 F1+ B0 F2+ B1 F3+ B2 B3");
+  EXPECT_EQ(text(combined_1f1b_programs(PipelineSchedule::kOneFOneB, {1, 1, 1})[0]), "F0 B0");
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kInterleaved)) {
+    SCOPED_TRACE("p=" + std::to_string(shape.stages) + " v=" + std::to_string(shape.virtual_stages) +
+                 " m=" + std::to_string(shape.microbatches));
+    const auto plain = stage_programs(PipelineSchedule::kInterleaved, shape);
+    const auto combined = combined_1f1b_programs(PipelineSchedule::kInterleaved, shape);
+    // Each pair launched once both its inputs are there: no stage waits forever.
+    EXPECT_NO_THROW(time_programs(PipelineSchedule::kInterleaved, shape, combined, PassTimes{}));
+    for (std::size_t s = 0; s < plain.size(); ++s) {
+      // The same actions; the forwards in the same order, one more of them before the first backward.
+      ASSERT_EQ(combined[s].size(), plain[s].size());
+      const auto first_backward = [](const std::vector<PipeAction>& p) {
+        return std::find_if(p.begin(), p.end(), [](const PipeAction& a) { return a.work == PipeWork::kBackward; }) -
+               p.begin();
+      };
+      const auto n = static_cast<std::ptrdiff_t>(plain[s].size() / 2);
+      EXPECT_EQ(first_backward(combined[s]), std::min(first_backward(plain[s]) + 1, n));
+      // The steady state's forwards, each followed by a backward: those after the warmup's (Megatron-LM's
+      // interleaved warmup, 2 (p - s - 1) + (v - 1) p, plus one), none when the warmup holds every forward.
+      const int p = shape.stages, v = shape.virtual_stages, stage = static_cast<int>(s);
+      const auto warmup = static_cast<std::size_t>(std::min<std::ptrdiff_t>((p - stage - 1) * 2 + (v - 1) * p + 1, n));
+      for (std::size_t i = 0; i < combined[s].size(); ++i) {
+        const PipeAction& a = combined[s][i];
+        const bool paired = i >= warmup && a.work == PipeWork::kForward && i + 1 < combined[s].size() &&
+                            combined[s][i + 1].work == PipeWork::kBackward;
+        EXPECT_EQ(a.overlaps_next, paired) << i;
+        if (paired) {
+          EXPECT_FALSE(a.microbatch == combined[s][i + 1].microbatch && a.chunk == combined[s][i + 1].chunk);
+        }
+      }
+    }
+  }
+  EXPECT_THROW(combined_1f1b_programs(PipelineSchedule::kOneFOneB, {2, 1, 4}), InternalError);
+  EXPECT_THROW(combined_1f1b_programs(PipelineSchedule::kZeroBubbleH1, {1, 1, 4}), InternalError);
 }
 
 }  // namespace

@@ -131,30 +131,9 @@ TEST(DualPipeStep, PeakMemoryIsModelStatesPlusPPlusOneChunks) {
 // that order (--host-launch-us runs, no slower than without a host).
 TEST(DualPipeStep, AnOverlappedPairsCollectivesRunBesideTheOtherPassesKernels) {
   const SimulatedStep sim = simulate_training_step(gpt(), cluster(16), dualpipe_step());
-  const TaskGraph& g = sim.graph.graph;
   ASSERT_FALSE(sim.graph.interleaved.empty());
-  int overlapped = 0;
-  for (const StepGraph::Interleaved& range : sim.graph.interleaved) {
-    // The pair's two passes, as emitted: the forward's tasks first.
-    const auto pass = std::find_if(sim.graph.passes.begin(), sim.graph.passes.end(),
-                                   [&](const PassSpan& p) { return p.first == range.first; });
-    ASSERT_NE(pass, sim.graph.passes.end());
-    const TaskIndex backward_from = pass->end;
-    EXPECT_FALSE(std::is_sorted(range.order.begin(), range.order.end()));  // interleaved
-    for (TaskIndex f = range.first; f < backward_from; ++f) {
-      const Task& c = g.task(f);
-      if (!std::holds_alternative<CollectiveWork>(c.work) || c.stream == StreamClass::kCommGrad) continue;
-      const auto& cr = sim.run.trace.records[f];
-      for (TaskIndex b = backward_from; b < range.first + range.order.size(); ++b) {
-        const auto& br = sim.run.trace.records[b];
-        if (g.task(b).stream == StreamClass::kCompute && br.start_ns < cr.end_ns && cr.start_ns < br.end_ns) {
-          ++overlapped;
-          break;
-        }
-      }
-    }
-  }
-  EXPECT_GT(overlapped, 0);
+  EXPECT_TRUE(testing::backward_kernels_precede_forward_kernels(sim));
+  EXPECT_GT(testing::collectives_beside_the_other_pass(sim), 0);
   StepSpec hosted = dualpipe_step();
   hosted.host_launch_ns = 5000;
   const SimulatedStep with_host = simulate_training_step(gpt(), cluster(16), hosted);

@@ -57,13 +57,24 @@ struct Case {
   StepSpec spec;
 };
 
+// moe_step interleaved (vpp 2) with Megatron-Core's combined 1F1B: its pairs are one segment each.
+StepSpec combined_moe_step() {
+  StepSpec s = moe_step();
+  s.layout.vpp = 2;
+  s.schedule = PipelineSchedule::kInterleaved;
+  s.overlap_moe_ep_comm = true;
+  return s;
+}
+
 std::vector<Case> cases() {
   return {{"gpipe", "gpt-1.7b", gpt_step(PipelineSchedule::kGpipe)},
           {"1f1b", "gpt-1.7b", gpt_step(PipelineSchedule::kOneFOneB)},
           {"interleaved", "gpt-1.7b", gpt_step(PipelineSchedule::kInterleaved, 2)},
           {"zb-h1", "gpt-1.7b", gpt_step(PipelineSchedule::kZeroBubbleH1)},
           {"moe", "qwen3-30b-a3b", moe_step()},
-          {"moe, host launches", "qwen3-30b-a3b", host_bound_moe_step()}};
+          {"moe, host launches", "qwen3-30b-a3b", host_bound_moe_step()},
+          {"dualpipe", "gpt-1.7b", gpt_step(PipelineSchedule::kDualPipe)},
+          {"moe, combined 1f1b", "qwen3-30b-a3b", combined_moe_step()}};
 }
 
 SimulatedStep simulate(const Case& c) {
@@ -92,6 +103,7 @@ TEST(StepLanes, CoverTheStepWithOneSegmentPerPassAndTheReportsBubbles) {
         if (s.kind == LaneSegmentKind::kBubble) bubble += s.end_ns - s.start_ns;
         if (s.kind == LaneSegmentKind::kPass) {
           passes.insert({static_cast<int>(s.action.work), s.action.microbatch, s.action.chunk});
+          if (s.paired) passes.insert({static_cast<int>(s.paired->work), s.paired->microbatch, s.paired->chunk});
           EXPECT_LE(s.true_start_ns, s.start_ns);
         }
       }
@@ -151,7 +163,9 @@ Json* StepHtml::json_ = nullptr;
 TimeNs StepHtml::step_ns_ = 0;
 
 TEST(StepHtmlHost, NamesTheHostsLaunchTimeAndDrawsItsWait) {
-  const Case c = cases().back();  // the MoE step with host launches of 40 us
+  Case c = cases().front();
+  for (const Case& k : cases())
+    if (std::string(k.name) == "moe, host launches") c = k;  // the MoE step with host launches of 40 us
   ASSERT_TRUE(c.spec.host_launch_ns.has_value());
   const ModelSpec model = testing::model_preset(c.model);
   const ClusterSpec cluster = testing::a100_cluster(c.spec.layout.gpus);
