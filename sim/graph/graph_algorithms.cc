@@ -122,4 +122,22 @@ CriticalPath critical_path(const TaskGraph& graph, const std::vector<TimeNs>& du
   return result;
 }
 
+bool has_path(const TaskGraph& graph, TaskIndex from, TaskIndex to) {
+  std::vector<bool> seen(graph.num_tasks(), false);
+  std::vector<TaskIndex> stack{from};
+  bool found = false;
+  while (!stack.empty() && !found) {
+    const TaskIndex t = stack.back();
+    stack.pop_back();
+    graph.for_each_successor(t, [&](TaskIndex s) {
+      if (s == to) found = true;
+      if (!seen[s]) {
+        seen[s] = true;
+        stack.push_back(s);
+      }
+    });
+  }
+  return found;
+}
+
 }  // namespace moesim

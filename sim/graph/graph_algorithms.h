@@ -25,6 +25,10 @@ std::string task_label(const TaskGraph& graph, TaskIndex i);
 // "a -> b -> c -> a" for a path of task indices.
 std::string describe_path(const TaskGraph& graph, const std::vector<TaskIndex>& path);
 
+// Whether `to` is reachable from `from` through one or more dependency edges (a task does not
+// reach itself without a cycle).
+bool has_path(const TaskGraph& graph, TaskIndex from, TaskIndex to);
+
 // Throws InputError("dependency cycle: a -> b -> a") when the graph has a cycle.
 void check_acyclic(const TaskGraph& graph);
 

@@ -7,12 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <vector>
 
 #include "plan_test_util.h"
 #include "sim/core/error.h"
+#include "sim/graph/graph_algorithms.h"
 #include "sim/driver/simulation.h"
 
 namespace moesim::runtime {
@@ -20,22 +20,6 @@ namespace {
 
 using testing::add_local;
 
-bool path(const TaskGraph& g, TaskIndex from, TaskIndex to) {
-  std::vector<bool> seen(g.num_tasks(), false);
-  std::deque<TaskIndex> q{from};
-  while (!q.empty()) {
-    const TaskIndex i = q.front();
-    q.pop_front();
-    for (TaskIndex s : g.successors(i)) {
-      if (s == to) return true;
-      if (!seen[s]) {
-        seen[s] = true;
-        q.push_back(s);
-      }
-    }
-  }
-  return false;
-}
 
 // Heaviest set of pairwise conflicting device buffers (weighted Bron-Kerbosch with pivoting): no
 // safe placement can be smaller, since each pair of them must be apart.
@@ -120,7 +104,7 @@ TEST(MemoryPlan, BuilderGraphsAreSafeAndAtLeastTheTrackerPeakAndNearTheOptimum) 
     }
     const auto ends_before = [&](BufferId x, BufferId y) {
       return freer[x] >= 0 && alloc[y] >= 0 && !c.graph.buffer(x).resident && !c.graph.buffer(y).resident &&
-             path(c.graph, static_cast<TaskIndex>(freer[x]), static_cast<TaskIndex>(alloc[y]));
+             has_path(c.graph, static_cast<TaskIndex>(freer[x]), static_cast<TaskIndex>(alloc[y]));
     };
     std::vector<BufferId> device;
     for (const BufferPlacement& x : plan.placements)

@@ -31,6 +31,17 @@ TaskGraph host_graph(const std::vector<std::string>& ids) {
   return g;
 }
 
+TEST(HasPath, FollowsOneOrMoreEdges) {
+  TaskGraph g = host_graph({"a", "b", "c", "d"});
+  g.add_dependency(0, 1);
+  g.add_dependency(1, 2);
+  EXPECT_TRUE(has_path(g, 0, 1));
+  EXPECT_TRUE(has_path(g, 0, 2));
+  EXPECT_FALSE(has_path(g, 2, 0));
+  EXPECT_FALSE(has_path(g, 0, 3));
+  EXPECT_FALSE(has_path(g, 1, 1));  // no cycle: a task does not reach itself
+}
+
 TEST(FindCycle, NoneInDag) {
   TaskGraph g = host_graph({"a", "b", "c"});
   g.add_dependency(0, 1);

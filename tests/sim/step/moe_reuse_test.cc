@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "sim/graph/graph_algorithms.h"
 #include "sim/memory/activations.h"
 #include "sim/step/step_simulation.h"
 #include "tests/sim/step_presets.h"
@@ -159,23 +160,6 @@ TEST(MoeReuse, RanksRoutingTheirOwnShardRestoreTheGatheredRows) {
   EXPECT_GT(count_tasks(f.graph.graph, ".redispatch.c"), 0);
 }
 
-// Whether `to` is reachable from `from` through the graph's dependencies.
-bool reaches(const TaskGraph& g, TaskIndex from, TaskIndex to) {
-  std::vector<bool> seen(g.num_tasks(), false);
-  std::vector<TaskIndex> stack{from};
-  while (!stack.empty()) {
-    const TaskIndex t = stack.back();
-    stack.pop_back();
-    if (t == to) return true;
-    g.for_each_successor(t, [&](TaskIndex s) {
-      if (!seen[s]) {
-        seen[s] = true;
-        stack.push_back(s);
-      }
-    });
-  }
-  return false;
-}
 
 // A split backward (zb-h1, dualpipe) restores twice: before each chunk's input gradients (B) what
 // they read (T_M's fc1-output columns; T_DI only to recompute them, s3 and s4), freed by the
@@ -202,7 +186,7 @@ TEST(MoeReuse, ASplitBackwardRestoresWhatEachPassReads) {
           if (std::find(t.allocates.begin(), t.allocates.end(), b) != t.allocates.end()) alloc = i;
           if (std::find(t.frees.begin(), t.frees.end(), b) != t.frees.end()) freed = i;
         }
-        EXPECT_TRUE(reaches(g, alloc, freed)) << name;
+        EXPECT_TRUE(has_path(g, alloc, freed)) << name;
         const std::string& id = g.task(freed).id;
         EXPECT_EQ(id.substr(0, id.find(".bwd")), name.substr(0, name.find(".restored")));
         const bool weight = name.find(".w.") != std::string::npos;
