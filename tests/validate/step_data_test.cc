@@ -237,6 +237,17 @@ TEST(StepData, BadRowsAreNamedByFileAndLine) {
     EXPECT_EQ(err.rfind((dir / "steps.csv").string() + ":3:", 0), 0u) << c.name << ": " << err;
     EXPECT_NE(err.find(c.error), std::string::npos) << c.name << ": " << err;
   }
+  {
+    // The ep_overlap column (--overlap-moe-expert-parallel-comm): yes or no, nothing else.
+    std::string header = kHeader;
+    header.insert(header.size() - 1, ",ep_overlap");
+    const TempFiles tmp;
+    const auto dir = tiny_copy_with_csv(tmp, header + "TINY,4,256,8,2,2,2,8,16,2,256,1024,2,no,full,0.010,yes\n" +
+                                                  "TINY,4,256,8,2,2,2,8,16,2,256,1024,2,no,full,0.010,sometimes\n");
+    const std::string err = input_error_of([&] { read_step_rows(read_step_dataset(dir)); });
+    EXPECT_EQ(err.rfind((dir / "steps.csv").string() + ":3:", 0), 0u) << err;
+    EXPECT_NE(err.find("ep_overlap 'sometimes' is not yes or no"), std::string::npos) << err;
+  }
   // A row whose architecture is not its preset's: steps.yaml maps it to the wrong model.
   const TempFiles tmp;
   const auto dir = tiny_copy_with_csv(tmp, std::string(kHeader) + good + "TINY,4,512,8,2,2,2,8,16,2,256,1024,2,no,full,0.01\n");
