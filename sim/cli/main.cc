@@ -245,6 +245,7 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_option("--schedules", s.schedules,
                    "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe "
                    "(default 1f1b, interleaved with vpp > 1; zb-h1 and dualpipe are simulated in full)");
+  plan->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm, kPlanOverlapMoeEpCommHelp);
   for (auto [flag, text, what] : {std::tuple{"--pp", &s.pp, "pipeline stages"}, {"--vpp", &s.vpp, "virtual stages"},
                                    {"--cp", &s.cp, "context-parallel degrees"},
                                    {"--etp", &s.etp, "experts' tensor-parallel sizes"},

@@ -125,6 +125,10 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.seed = a.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
   r.dispatcher = parse_dispatcher_flag(s.dispatcher);
+  r.try_moe_ep_overlap = s.overlap_moe_ep_comm;
+  if (r.try_moe_ep_overlap && !r.model.has_moe_layers())
+    throw InputError("--overlap-moe-expert-parallel-comm overlaps the MoE layers' all-to-alls; " + r.model.name +
+                     " has none");
   r.top = s.top;
   r.jobs = a.jobs > 0 ? a.jobs : search::default_jobs();
   return r;
@@ -181,6 +185,7 @@ std::string tried_text(const search::LayoutRequest& r) {
   list("ZeRO stages", zeros);
   list("schedules", schedules);
   list("memory reuse", strategies);
+  if (r.try_moe_ep_overlap) out += ", each with and without the combined 1F1B where it runs";
   return out;
 }
 
@@ -202,10 +207,21 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
   }
 }
 
-// One row of the table; `moe` adds the etp and chunks columns (layout_words), `reuse` the MoE
-// memory-reuse strategy's (when the request tries strategies).
-std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool reuse, bool schedule,
+// The table's optional columns: `moe` the etp and chunks (layout_words), `reuse` the MoE
+// memory-reuse strategy (when the request tries strategies), `schedule` the pipeline schedule
+// (when it names schedules), `overlap` whether the MoE all-to-alls run in the combined 1F1B (when
+// it tries that).
+struct TableColumns {
+  bool moe = false, reuse = false, schedule = false, overlap = false;
+};
+
+TableColumns table_columns(const search::LayoutRequest& r) {
+  return {r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty(), r.try_moe_ep_overlap};
+}
+
+std::string table_row(std::size_t rank, const PlannedLayout& p, const TableColumns& c,
                       const std::vector<RecomputeModules>& sets) {
+  const auto [moe, reuse, schedule, overlap] = c;
   const StepSpec& s = p.candidate.spec;
   const StepReport& r = *p.simulated;
   char buf[256];
@@ -231,6 +247,7 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, bool moe, bool r
     std::snprintf(buf, sizeof buf, "  %-11s", std::string(to_string(s.effective_schedule())).c_str());
     row += buf;
   }
+  if (overlap) row += s.overlap_moe_ep_comm ? "  yes    " : "  no     ";
   std::snprintf(buf, sizeof buf, "  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
                 recompute_word(s, sets).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
                 r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu,
@@ -247,17 +264,18 @@ std::string selective_note(const std::vector<RecomputeModules>& sets) {
 }
 
 // `sets`: the selective recomputations' module sets the request gives (none: the default).
-void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, bool reuse, bool schedule,
+void print_table(std::ostream& out, const LayoutPlan& plan, int top, const TableColumns& c,
                  const std::vector<RecomputeModules>& sets) {
+  const auto [moe, reuse, schedule, overlap] = c;
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
   }
   out << "\nrank  tp  cp  pp  vpp   ep" << (moe ? "  etp" : "") << "   dp   mb" << (moe ? "  chunks" : "")
-      << (reuse ? "  reuse" : "") << (schedule ? "  schedule   " : "")
+      << (reuse ? "  reuse" : "") << (schedule ? "  schedule   " : "") << (overlap ? "  a2a ovl" : "")
       << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
   const std::size_t shown = std::min(plan.simulated.size(), static_cast<std::size_t>(std::max(top, 0)));
-  for (std::size_t k = 0; k < shown; ++k) out << table_row(k + 1, plan.simulated[k], moe, reuse, schedule, sets);
+  for (std::size_t k = 0; k < shown; ++k) out << table_row(k + 1, plan.simulated[k], c, sets);
   for (std::size_t k = 0; k < shown; ++k) {
     const std::vector<int>& parts = plan.simulated[k].candidate.spec.part_layers;
     if (!parts.empty())
@@ -271,6 +289,9 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, bool moe, b
                 "sub-stage pipelining"
               : "")
       << (reuse ? "; reuse: the MoE layers' memory-reuse strategy (--strategies)" : "")
+      << (overlap ? "; a2a ovl: the MoE all-to-alls overlapped in Megatron-Core's combined 1F1B "
+                    "(--overlap-moe-expert-parallel-comm)"
+                  : "")
       << selective_note(sets) << ")\n";
 }
 
@@ -289,6 +310,7 @@ Json layout_json(const PlannedLayout& p) {
   j["moe_chunks"] = s.moe_chunks;
   j["moe_strategy"] = std::string(to_string(s.moe_strategy));
   j["schedule"] = std::string(to_string(s.effective_schedule()));
+  j["overlap_moe_expert_parallel_comm"] = s.overlap_moe_ep_comm;
   j["recompute"] = std::string(to_string(s.recompute));
   if (s.recompute == Recompute::kSelective) j["recompute_modules"] = to_string(s.recompute_modules);
   j["sequence_parallel"] = s.sequence_parallel;
@@ -343,6 +365,7 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   for (MemoryStrategy s : r.moe_strategies) strategies.push_back(std::string(to_string(s)));
   j["schedules"] = schedules;            // empty: 1f1b, interleaved with vpp > 1
   j["moe_strategies"] = strategies;      // empty: none
+  j["try_overlap_moe_expert_parallel_comm"] = r.try_moe_ep_overlap;
   return j;
 }
 
@@ -405,7 +428,7 @@ const std::vector<std::string>& step_plan_only_flags() {
   static const std::vector<std::string> flags{"--seq",        "--top",  "--target-tokens-per-day", "--attention",
                                               "--host-launch-us", "--dispatcher", "--zero-stages", "--schedules", "--pp",
                                               "--vpp",        "--cp",   "--etp",  "--micro-batch", "--recompute",
-                                              "--recompute-modules"};
+                                              "--recompute-modules", "--overlap-moe-expert-parallel-comm"};
   return flags;
 }
 
@@ -440,8 +463,7 @@ int run_step_plan(const PlanArgs& a, const StepPlanArgs& s, const std::function<
   if (target) return run_token_rate(r, s.target_tokens_per_day, a.max_nodes, a, version, out);
   const LayoutPlan plan = search::plan_layouts(r, progress_bar());
   print_header(out, r, plan);
-  print_table(out, plan, r.top, r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty(),
-              r.selective_sets);
+  print_table(out, plan, r.top, table_columns(r), r.selective_sets);
   if (!a.json_path.empty()) {
     Json j = request_json(r, version);
     j["plan"] = plan_json(r, plan);

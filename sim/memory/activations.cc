@@ -316,6 +316,8 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
   }
   const bool interleaved = p.schedule == PipelineSchedule::kInterleaved;
   require(interleaved || p.virtual_stages == 1, "virtual stages need the interleaved schedule");
+  require(!p.combined_1f1b || interleaved || (p.schedule == PipelineSchedule::kOneFOneB && p.stages == 1),
+          "the combined 1F1B runs without pipelining or with the interleaved schedule");
   // Megatron-LM's interleaved schedule runs microbatches in groups of p.
   require(!interleaved || p.microbatches % p.stages == 0,
           "the interleaved schedule needs microbatches divisible by the stages");
@@ -383,6 +385,10 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
                                       m * p.virtual_stages);
       break;
     case PipelineSchedule::kDualPipe: break;  // program_peak_chunks
+  }
+  if (p.combined_1f1b) {
+    const std::int64_t all = m * (p.schedule == PipelineSchedule::kInterleaved ? p.virtual_stages : 1);
+    passes = std::min(passes + 1, all);
   }
   std::vector<int> chunks(static_cast<std::size_t>(passes));
   for (std::int64_t k = 0; k < passes; ++k)  // forwards take the chunks in groups of p microbatches

@@ -114,6 +114,9 @@ struct PipelineLayout {
   int microbatches = 1;    // m: per step, per pipeline
   // Layers of each model part in forward order (StepSpec::part_layers); empty: an even split.
   std::vector<int> part_layers;
+  // Megatron-Core's combined 1F1B (StepSpec::overlap_moe_ep_comm; 1f1b with one stage, or
+  // interleaved): one more warmup forward, then each steady forward launched with a backward.
+  bool combined_1f1b = false;
 };
 
 struct StageActivations {
@@ -131,7 +134,11 @@ struct StageActivations {
 //     Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024);
 //   - interleaved: Megatron-LM's warm-up of 2(p - stage - 1) + (v - 1)p chunk forwards plus the
 //     first steady one, taking chunks in groups of p microbatches; for stage 0 that is
-//     L (1 + (p - 1)/(pv)) layers' worth (Korthikanti section 4.2.3).
+//     L (1 + (p - 1)/(pv)) layers' worth (Korthikanti section 4.2.3);
+//   - combined 1F1B (PipelineLayout::combined_1f1b): one pass more than its schedule's (at most
+//     every pass): the extra warmup forward, and the first steady forward, which allocates while
+//     the backward launched with it frees (interleaved with it, so the simulated peak may stay
+//     below this bound by less than one pass).
 // Stage 0 of 1F1B thus holds L layers' worth for any p (Korthikanti sections 4.2.3 and 4.3). The layers
 // are split over the p x v model parts as part_layers gives them, or evenly (the parts must then
 // divide them), as the step's shape splits them; MTP modules count as layers of the last layer's kind on the last part.

@@ -132,7 +132,9 @@ ProgramTiming time_programs_by_part(PipelineSchedule schedule, const PipelineSha
         if (ready && a.overlaps_next) ready = with_partner(schedule, shape, ends, programs[s], stage, i, *ready);
         if (!ready) break;
         MOESIM_CHECK(!ends.has_run(a.work, a.microbatch, part), describe(a, stage) + " runs twice");
-        const double took = duration(part_times[static_cast<std::size_t>(part)], a.work);
+        const PassTimes& times = part_times[static_cast<std::size_t>(part)];
+        const double took =
+            a.overlaps_next && times.forward_paired >= 0 ? times.forward_paired : duration(times, a.work);
         timing.start[s][i] = std::max(*ready, free_at[s]);
         free_at[s] = timing.start[s][i] + took;
         ends.at(a.work, a.microbatch, part) = free_at[s];

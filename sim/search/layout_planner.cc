@@ -228,6 +228,14 @@ void check_axes_of(const LayoutRequest& r, const std::vector<StepSpec>& specs) {
              "micro-batch: powers of two up to the global batch / the data-parallel size");
 }
 
+// Megatron-Core's combined 1F1B (StepSpec::overlap_moe_ep_comm) is tried beside each MoE layout it
+// runs on, where the request asks: without pipelining or with the interleaved schedule, with
+// expert parallelism and without full recomputation (check_moe_ep_overlap's rules).
+bool combined_1f1b_applies(const LayoutRequest& r, const StepSpec& s) {
+  return r.try_moe_ep_overlap && r.model.has_moe_layers() && (s.layout.pp == 1 || s.layout.vpp > 1) &&
+         s.layout.ep > 1 && s.recompute != Recompute::kFull;
+}
+
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
   const int gpus = r.cluster.num_gpus();
   const int layers = r.model.num_layers;
@@ -243,9 +251,14 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
             if (!allowed(r.only.vpp, vpp)) continue;
             const std::size_t from = out.size();
             add_expert_variants(r, StepLayout{gpus, tp, pp, vpp, 1, cp}, out);
-            for (std::size_t k = from; k < out.size(); ++k) {
+            const std::size_t to = out.size();
+            for (std::size_t k = from; k < to; ++k) {
               out[k].schedule = schedule;
               set_part_layers(out[k], layers);
+              if (!combined_1f1b_applies(r, out[k])) continue;
+              StepSpec combined = out[k];
+              combined.overlap_moe_ep_comm = true;
+              out.push_back(std::move(combined));
             }
           }
       }
@@ -336,7 +349,7 @@ std::int64_t closed_form_peak_bytes(const ModelSpec& model, const StepSpec& spec
   // The same model-state layout the step builder gives its stages (sim/step/step_shape.h).
   const std::vector<std::vector<int>> layers = stage_layers(shape);
   const auto states = model_states_per_gpu(model, states_layout(shape, spec.zero_stage), layers);
-  PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches, {}};
+  PipelineLayout pipe{shape.schedule, l.pp, l.vpp, shape.pipeline.microbatches, {}, spec.overlap_moe_ep_comm};
   for (const StepShape::Part& p : shape.parts) pipe.part_layers.push_back(p.layers);
   std::int64_t peak = 0;
   const std::int64_t restored = restore_transient_bytes(model, spec, shape, act);

@@ -40,7 +40,10 @@
 //   memory reuse  LayoutRequest::moe_strategies (--strategies), by default none (MoE models);
 //   schedule 1f1b, or interleaved with vpp > 1; LayoutRequest::schedules (--schedules) lists
 //        others to try with vpp 1 and pp > 1 (gpipe, zb-h1, dualpipe: the step estimate simulates
-//        zb-h1 and dualpipe in full) and whether interleaved is tried.
+//        zb-h1 and dualpipe in full) and whether interleaved is tried;
+//   combined 1F1B  with LayoutRequest::try_moe_ep_overlap, each MoE layout with pp 1 or vpp > 1,
+//        ep > 1 and no full recomputation a second time with the MoE all-to-alls overlapped (its
+//        closed-form peak counts one pass more).
 // The step's own rules (derive_step_shape: --etp's, --chunks', ...) reject what they refuse.
 // LayoutRequest::only fixes axes (tp, cp, pp, vpp, ep, etp, micro-batch) to the values it lists.
 #pragma once
@@ -93,6 +96,10 @@ struct LayoutRequest {
   std::vector<MemoryStrategy> moe_strategies;
   // The pipeline schedules to try; empty: 1f1b with vpp 1 and interleaved with vpp > 1.
   std::vector<PipelineSchedule> schedules;
+  // Whether each MoE layout without pipelining or with the interleaved schedule is also tried with
+  // Megatron-Core's combined 1F1B (StepSpec::overlap_moe_ep_comm; `plan
+  // --overlap-moe-expert-parallel-comm`).
+  bool try_moe_ep_overlap = false;
   // The MoE layers' routing for every layout (StepSpec::routing): uniform, or zipf (a matrix fixes
   // the expert-parallel size, which the planner varies: refused by plan_layouts).
   RoutingSpec routing;

@@ -7,6 +7,7 @@
 
 #include "sim/core/error.h"
 #include "sim/schedule/program_timing.h"
+#include "sim/step/step_shape.h"
 #include "sim/step/step_simulation.h"
 
 namespace moesim::search {
@@ -25,19 +26,34 @@ OncePasses once_passes(const StepShape& shape, const StepSpec& spec) {
   return {spec.overlap_grad_reduce && spec.zero_stage < 2, shape.gemm_dtype == DType::kFp8};
 }
 
+// Whether, in the combined 1F1B's programs on `p`, every stage launches a forward of each of its
+// chunks with a backward: then every model part has a paired forward to time.
+bool pairs_every_part(const StepShape& shape, const PipelineShape& p) {
+  for (const std::vector<PipeAction>& program : combined_1f1b_programs(shape.schedule, p)) {
+    std::vector<bool> paired(static_cast<std::size_t>(p.virtual_stages), false);
+    for (const PipeAction& a : program)
+      if (a.overlaps_next) paired[static_cast<std::size_t>(a.chunk)] = true;
+    if (std::find(paired.begin(), paired.end(), false) != paired.end()) return false;
+  }
+  return true;
+}
+
 // The fewest microbatches per pipeline the schedule runs on this shape (at most the step's own),
-// and at least two where some passes carry once-a-step work, so that every part has a pass
-// without it to time the others by.
-int sample_microbatches(const StepShape& shape, OncePasses once) {
+// at least two where some passes carry once-a-step work, so that every part has a pass without it
+// to time the others by, and with the combined 1F1B enough that every part's forward is paired.
+int sample_microbatches(const StepShape& shape, const StepSpec& spec, OncePasses once) {
   PipelineShape p = shape.pipeline;
   for (p.microbatches = once.any() ? 2 : 1; p.microbatches < shape.pipeline.microbatches; ++p.microbatches)
-    if (schedule_problem(shape.schedule, p).empty()) return p.microbatches;
+    if (schedule_problem(shape.schedule, p).empty() && (!spec.overlap_moe_ep_comm || pairs_every_part(shape, p)))
+      return p.microbatches;
   return shape.pipeline.microbatches;
 }
 
 struct Span {
   TimeNs start = std::numeric_limits<TimeNs>::max();
   TimeNs end = -1;
+  // The start of the transfer that brings the pass its input from another stage; none: max.
+  TimeNs input_start = std::numeric_limits<TimeNs>::max();
   void add(TimeNs s, TimeNs e) {
     start = std::min(start, s);
     end = std::max(end, e);
@@ -108,6 +124,7 @@ class SampleSpans {
     Span& span = at(backward, t.chunk, part_of(layer));
     if (t.stage == "zero3") span.end = std::max(span.end, rec.end_ns);
     else span.add(rec.start_ns, rec.end_ns);
+    if (transfer) span.input_start = std::min(span.input_start, rec.start_ns);
   }
 
   const StepShape& shape_;
@@ -124,58 +141,112 @@ struct Measured {
   TimeNs head = 0;                    // the latest stage's head: every pass starts after it
 };
 
-// A pass of the sample program: its stage, part, direction and time.
+// A pass of the sample program, or an overlapped pair (a forward and the backward launched with
+// it, the combined 1F1B's): its stage, parts, direction and time.
 struct TimedPass {
   int stage = 0;
   int part = 0;
   bool backward = false;
   double took = 0;
+  int backward_part = -1;  // a pair's backward's part; -1: a single pass
+  bool once = false;       // carries once-a-step work
 };
 
-// Each part's pass times are the mean over its sampled passes without once-a-step work; what a
-// once pass takes beyond that mean joins its stage's tail (the stage runs its passes one after
-// the other, so the excess delays its end by as much).
-Measured measure(const SimulatedStep& sim, OncePasses once) {
+// The sample's passes and pairs, stage by stage in program order, and each stage's tail.
+std::vector<TimedPass> timed_passes(const SimulatedStep& sim, const StepSpec& spec, OncePasses once,
+                                    SampleSpans& spans, Measured& m) {
   const StepShape& shape = sim.report.shape;
   const int last = shape.pipeline.microbatches - 1;
-  SampleSpans spans(sim);
-  const auto programs = stage_programs(shape.schedule, shape.pipeline);
-  Measured m;
-  const auto parts = static_cast<std::size_t>(shape.num_parts());
-  std::vector<double> sum(2 * parts, 0), count(2 * parts, 0);
-  std::vector<TimedPass> once_taken;
+  auto is_once = [&](const PipeAction& a) {
+    const bool backward = a.work != PipeWork::kForward;
+    return last > 0 && (backward ? once.last_backward && a.microbatch == last : once.first_forward && a.microbatch == 0);
+  };
+  std::vector<TimedPass> out;
+  const auto programs = step_programs(shape, spec);
   for (int s = 0; s < shape.stages(); ++s) {
+    const std::vector<PipeAction>& program = programs[static_cast<std::size_t>(s)];
     TimeNs previous_end = 0;
-    for (const PipeAction& a : programs[static_cast<std::size_t>(s)]) {
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const PipeAction& a = program[i];
       const int part = model_part(shape.schedule, shape.pipeline, s, a.chunk);
       const bool backward = a.work != PipeWork::kForward;
       const Span& span = spans.at(backward, a.microbatch, part);
+      TimedPass pass{s, part, backward, 0, -1, is_once(a)};
       // A pass runs from when it could start on its stage: the stage is free and its input is on the way.
-      const double took = static_cast<double>(span.end - std::max(span.start, previous_end));
-      const bool is_once = last > 0 && (backward ? once.last_backward && a.microbatch == last
-                                                 : once.first_forward && a.microbatch == 0);
-      if (is_once) {
-        once_taken.push_back({s, part, backward, took});
-      } else {
-        sum[2 * static_cast<std::size_t>(part) + backward] += took;
-        count[2 * static_cast<std::size_t>(part) + backward] += 1;
+      TimeNs start = std::max(span.start, previous_end), end = span.end;
+      if (a.overlaps_next) {
+        // A pair is launched once both inputs are on the way (with_partner in program_timing.h):
+        // the later of the two transfers that bring them, where they come from other stages.
+        const PipeAction& b = program[++i];
+        pass.backward_part = model_part(shape.schedule, shape.pipeline, s, b.chunk);
+        const Span& other = spans.at(true, b.microbatch, pass.backward_part);
+        start = std::max(previous_end, std::min(span.start, other.start));
+        for (const Span* input : {&span, &other})
+          if (input->input_start != std::numeric_limits<TimeNs>::max()) start = std::max(start, input->input_start);
+        end = std::max(end, other.end);
+        pass.once = pass.once || is_once(b);
       }
-      previous_end = span.end;
+      pass.took = static_cast<double>(end - start);
+      out.push_back(pass);
+      previous_end = end;
     }
     m.tail.push_back(spans.stage_end(s) - previous_end);
     m.head = std::max(m.head, spans.head_end(s));
   }
-  m.part_times.assign(parts, PassTimes{0, 0, 0, 0});
-  auto mean = [&](int part, bool backward) {
-    const std::size_t k = 2 * static_cast<std::size_t>(part) + backward;
+  return out;
+}
+
+// Each part's pass times are the mean over its sampled passes without once-a-step work, and a
+// paired forward's the mean of its pairs' times less their backwards' means; what a once pass
+// (or pair) takes beyond those means joins its stage's tail (the stage runs its passes one after
+// the other, so the excess delays its end by as much).
+Measured measure(const SimulatedStep& sim, const StepSpec& spec, OncePasses once) {
+  const StepShape& shape = sim.report.shape;
+  SampleSpans spans(sim);
+  Measured m;
+  const std::vector<TimedPass> passes = timed_passes(sim, spec, once, spans, m);
+  const auto parts = static_cast<std::size_t>(shape.num_parts());
+  // Per part: forward, backward, paired forward.
+  std::vector<double> sum(3 * parts, 0), count(3 * parts, 0);
+  auto slot = [](int part, int kind) { return 3 * static_cast<std::size_t>(part) + static_cast<std::size_t>(kind); };
+  for (const TimedPass& p : passes)
+    if (!p.once && p.backward_part < 0) {
+      sum[slot(p.part, p.backward)] += p.took;
+      count[slot(p.part, p.backward)] += 1;
+    }
+  // A part whose every single pass carries once-a-step work (the combined 1F1B pairs the last
+  // stage's last chunk's backwards with forwards, all but the last microbatch's) takes its time from
+  // those; its stage then adds nothing for them to its tail.
+  for (const TimedPass& p : passes)
+    if (p.once && p.backward_part < 0 && count[slot(p.part, p.backward)] == 0) {
+      sum[slot(p.part, p.backward)] += p.took;
+      count[slot(p.part, p.backward)] += 1;
+    }
+  auto mean = [&](int part, int kind) {
+    const std::size_t k = slot(part, kind);
     return count[k] > 0 ? sum[k] / count[k] : 0.0;
   };
+  for (const TimedPass& p : passes)
+    if (!p.once && p.backward_part >= 0) {
+      sum[slot(p.part, 2)] += p.took - mean(p.backward_part, 1);
+      count[slot(p.part, 2)] += 1;
+    }
+  m.part_times.assign(parts, PassTimes{0, 0, 0, 0, -1});
   for (std::size_t q = 0; q < parts; ++q) {
-    m.part_times[q].forward = mean(static_cast<int>(q), false);
-    m.part_times[q].backward = mean(static_cast<int>(q), true);
+    const int part = static_cast<int>(q);
+    m.part_times[q].forward = mean(part, 0);
+    m.part_times[q].backward = mean(part, 1);
+    if (count[slot(part, 2)] > 0) m.part_times[q].forward_paired = std::max(0.0, mean(part, 2));
   }
-  for (const TimedPass& p : once_taken)
-    m.tail[static_cast<std::size_t>(p.stage)] += static_cast<TimeNs>(p.took - mean(p.part, p.backward));
+  for (const TimedPass& p : passes) {
+    if (!p.once) continue;
+    const PassTimes& t = m.part_times[static_cast<std::size_t>(p.part)];
+    double expected = p.backward ? t.backward : t.forward;
+    if (p.backward_part >= 0)
+      expected = (t.forward_paired >= 0 ? t.forward_paired : t.forward) +
+                 m.part_times[static_cast<std::size_t>(p.backward_part)].backward;
+    m.tail[static_cast<std::size_t>(p.stage)] += static_cast<TimeNs>(p.took - expected);
+  }
   return m;
 }
 
@@ -197,7 +268,7 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
   }
   StepSpec sample = spec;
   const OncePasses once = once_passes(shape, spec);
-  const int sampled = sample_microbatches(shape, once);
+  const int sampled = sample_microbatches(shape, spec, once);
   sample.global_batch = std::int64_t{sampled} * spec.micro_batch * shape.dp;
   const SimulatedStep sim = simulate_training_step(model, cluster, sample, network);
   est.sampled_microbatches = sampled;
@@ -205,8 +276,8 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
   if (est.exact) {
     est.step_ns = sim.report.step_ns;
   } else {
-    const Measured m = measure(sim, once);
-    const auto programs = stage_programs(shape.schedule, shape.pipeline);
+    const Measured m = measure(sim, spec, once);
+    const auto programs = step_programs(shape, spec);
     const ProgramTiming timing = time_programs_by_part(shape.schedule, shape.pipeline, programs, m.part_times);
     double step = 0;
     for (int s = 0; s < shape.stages(); ++s) {

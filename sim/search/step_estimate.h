@@ -14,7 +14,12 @@
 //     wait for it;
 //   - the head: the latest stage's end of its tasks before the passes (the gradient buffer's zeroing);
 //   - each stage's tail: from its last pass's end to the end of its gradient reductions,
-//     optimizer and weight all-gather, plus what its once-a-step passes took beyond the mean.
+//     optimizer and weight all-gather, plus what its once-a-step passes took beyond the mean;
+//   - with the combined 1F1B (StepSpec::overlap_moe_ep_comm), each part's paired forward: what a
+//     pair (that part's forward and the backward launched with it, interleaved) took beyond its
+//     backward's mean, averaged over the sampled pairs; the sample then has enough microbatches
+//     that every stage pairs a forward of each of its chunks (two groups of `pp` for the
+//     interleaved schedule, two microbatches without pipelining).
 // sim/schedule's time_programs then times the real number of microbatches with those pass times,
 // and the step is the head plus the latest stage's last pass plus its tail. When the sample is the whole step
 // (as many microbatches), the estimate is the simulated step itself.

@@ -21,6 +21,7 @@
 #include "sim/step/optimizer_step.h"
 #include "sim/step/step_emitter.h"
 #include "sim/step/step_graph.h"
+#include "sim/step/step_shape.h"
 #include "sim/step/transformer_layer.h"
 
 namespace moesim::step_build {
@@ -50,8 +51,7 @@ class StepBuilder {
         layer_(emitter_, dims_, model, model.has_moe_layers() ? &moe_ : nullptr),
         ends_(emitter_, dims_, model.architecture.vocab_size, model.num_layers),
         optimizer_(emitter_, spec.zero_stage, model.dtype == DType::kFp16),
-        programs_(spec.overlap_moe_ep_comm ? combined_1f1b_programs(out.shape.schedule, out.shape.pipeline)
-                                           : stage_programs(out.shape.schedule, out.shape.pipeline)) {
+        programs_(step_programs(out.shape, spec)) {
     const ActivationLayout layout = activation_layout(out.shape, spec);
     for (int l = 0; l < model.num_layers; ++l) {
       // Dense and MoE layers keep different tensors; the layers of one kind keep the same.

@@ -211,6 +211,11 @@ void check_split_backward(const StepShape& shape, const StepSpec& spec) {
               "pass; use --recompute none");
 }
 
+std::vector<std::vector<PipeAction>> step_programs(const StepShape& shape, const StepSpec& spec) {
+  return spec.overlap_moe_ep_comm ? combined_1f1b_programs(shape.schedule, shape.pipeline)
+                                  : stage_programs(shape.schedule, shape.pipeline);
+}
+
 void check_moe_ep_overlap(const ModelSpec& model, const StepShape& shape, const StepSpec& spec) {
   if (!spec.overlap_moe_ep_comm) return;
   const std::string flag = "--overlap-moe-expert-parallel-comm";
@@ -221,6 +226,14 @@ void check_moe_ep_overlap(const ModelSpec& model, const StepShape& shape, const 
               std::to_string(shape.pipeline.stages) +
               ": Megatron-Core's combined 1F1B runs without pipelining (--pp 1) or with the interleaved schedule "
               "(--vpp > 1)");
+  // Megatron-Core's TransformerConfig refuses the rest: nothing to overlap without expert
+  // parallelism, and a whole layer's checkpoint hides the passes' parts the schedule interleaves.
+  require(shape.layout.ep > 1, flag + " with --ep 1: there is no expert-parallel all-to-all to overlap");
+  require(spec.recompute != Recompute::kFull,
+          flag + " with --recompute full: Megatron-Core refuses it (a whole layer's checkpoint cannot be interleaved); "
+                 "use none or selective");
+  require(model.architecture.mtp_depth <= 1, flag + " with " + std::to_string(model.architecture.mtp_depth) +
+                                                 " multi-token prediction modules: Megatron-Core supports one");
 }
 
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec) {

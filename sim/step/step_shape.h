@@ -87,6 +87,10 @@ std::vector<std::vector<int>> stage_layers(const StepShape& shape);
 // InputError naming --pp x --vpp where it cannot (parts > layers, or two end parts of one unit).
 std::vector<int> balanced_part_layers(int layers, int parts);
 
+// The stages' programs the step runs: Megatron-Core's combined 1F1B with overlap_moe_ep_comm
+// (combined_1f1b_programs), otherwise the schedule's own (stage_programs).
+std::vector<std::vector<PipeAction>> step_programs(const StepShape& shape, const StepSpec& spec);
+
 // Checks `spec` against the model and the cluster (whose GPU count the layout must fill) and
 // derives the shape. Throws InputError naming the flag and the rule.
 StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec);

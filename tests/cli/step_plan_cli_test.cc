@@ -125,6 +125,42 @@ TEST_F(Cli, StepPlanTriesTheZeroStagesItIsGiven) {
   EXPECT_EQ(nlohmann::json::parse(defaults.out)["zero_stages"], nlohmann::json::parse("[0, 1]"));
 }
 
+// --overlap-moe-expert-parallel-comm with --global-batch: every layout the combined 1F1B runs on
+// tried with and without it, an `a2a ovl` column and JSON keys; `simulate` with the flag gives an
+// overlapped layout's step time. A dense model is refused, exit 2.
+TEST_F(Cli, StepPlanTriesTheCombinedOneFOneB) {
+  const std::string model = "--model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --gpus 8 ";
+  const Result r = run("plan " + model + "--global-batch 16 --jobs 2 --top 20 --chunks 1 --pp 1 --ep 2,4 "
+                       "--overlap-moe-expert-parallel-comm --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", each with and without the combined 1F1B where it runs\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  chunks  a2a ovl  recompute"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  EXPECT_EQ(j["try_overlap_moe_expert_parallel_comm"], true);
+  int overlapped = 0;
+  for (const auto& l : j["plan"]["layouts"]) {
+    if (!l["overlap_moe_expert_parallel_comm"].get<bool>()) continue;
+    EXPECT_NE(l["recompute"], "full") << l.dump();
+    if (overlapped++ > 0) continue;
+    const Result sim = run("simulate " + model + "--global-batch 16 --tp " + std::to_string(l["tp"].get<int>()) +
+                           " --cp " + std::to_string(l["cp"].get<int>()) + " --ep " + std::to_string(l["ep"].get<int>()) +
+                           " --etp " + std::to_string(l["etp"].get<int>()) + " --micro-batch " +
+                           std::to_string(l["micro_batch"].get<int>()) + " --recompute " +
+                           l["recompute"].get<std::string>() + " --zero " + std::to_string(l["zero"].get<int>()) +
+                           (l["sequence_parallel"].get<bool>() ? " --sequence-parallel" : "") +
+                           " --overlap-moe-expert-parallel-comm --json -");
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), l["step_time_s"].get<double>())
+        << l.dump();
+  }
+  EXPECT_GT(overlapped, 0) << r.out;
+  const Result dense = run(kTinyPlan + " --gpus 8 --overlap-moe-expert-parallel-comm");
+  EXPECT_EQ(dense.exit_code, 2);
+  EXPECT_NE(dense.err.find("--overlap-moe-expert-parallel-comm overlaps the MoE layers' all-to-alls; Tiny-GPT has none"),
+            std::string::npos)
+      << dense.err;
+}
+
 // --strategies with --global-batch: the MoE layers' memory reuse, a `reuse` column and JSON key.
 TEST_F(Cli, StepPlanTriesMemoryReuseStrategies) {
   const Result r = run("plan --model tests/sim/search/data/tiny-moe.yaml --hardware dgx-a100-80gb-hdr --global-batch 16 "

@@ -145,6 +145,34 @@ TEST(Activations, GpipeHoldsEveryMicrobatch) {
   EXPECT_EQ(s.kept_bytes, 32 * 12 * dense_layer_activations(m, l).kept_bytes);
 }
 
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) holds one pass more than its
+// schedule: the extra warmup forward, and the steady forward launched beside the first backward.
+TEST(Activations, CombinedOneFOneBHoldsOnePassMore) {
+  const ModelSpec m = preset("gpt-175b");
+  const ActivationLayout l = unfused(1, 8, true, Recompute::kSelective);
+  const std::int64_t layer = dense_layer_activations(m, l).kept_bytes;
+  // Interleaved, p 8, v 2: 23 passes at stage 0 (above), 24 combined: the 24th is chunk 0's
+  // (forwards take the chunks in groups of p), so chunk 0 (6 layers and the embedding) 16, chunk 1 8.
+  PipelineLayout pipe{.schedule = PipelineSchedule::kInterleaved, .stages = 8, .virtual_stages = 2, .microbatches = 64,
+                      .part_layers = {}, .combined_1f1b = true};
+  const StageActivations first = stage_activations(m, l, 1, pipe, 0);
+  EXPECT_EQ(first.in_flight, 24);
+  EXPECT_EQ(first.kept_bytes, 144 * layer + 16 * embedding_activations(m, l));
+  // The last stage: (v - 1) p + 1 = 9 passes, 10 combined (chunk 1 of the 10th holds the output's tensors).
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 7).in_flight, 10);
+  // Without pipelining: one microbatch in flight, two combined; never more than the step runs.
+  pipe = {.schedule = PipelineSchedule::kOneFOneB, .stages = 1, .microbatches = 4, .part_layers = {},
+          .combined_1f1b = true};
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 0).in_flight, 2);
+  pipe.microbatches = 1;
+  EXPECT_EQ(stage_activations(m, l, 1, pipe, 0).in_flight, 1);
+  // Plain 1F1B with p > 1 does not combine.
+  pipe = {.schedule = PipelineSchedule::kOneFOneB, .stages = 8, .microbatches = 32, .part_layers = {},
+          .combined_1f1b = true};
+  EXPECT_THAT(input_error_of([&] { stage_activations(m, l, 1, pipe, 0); }),
+              HasSubstr("the combined 1F1B runs without pipelining or with the interleaved schedule"));
+}
+
 TEST(Activations, UnevenPartsCountTheirOwnLayers) {
   // GPT-175B's 96 layers over 8 stages as 11 + 12 x 6 + 13: stage 0 holds 8 microbatches of its
   // 11 layers (and the embedding), the last stage one of its 13 (and the output's tensors).

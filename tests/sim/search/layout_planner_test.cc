@@ -15,64 +15,14 @@
 #include "sim/memory/activations.h"
 #include "sim/spec/loader.h"
 #include "tests/sim/spec/spec_test_util.h"
+#include "tests/sim/search/layout_planner_test_util.h"
 #include "tests/sim/step_presets.h"
 
 namespace moesim::search {
 namespace {
 
 using ::testing::HasSubstr;
-
-ModelSpec preset(const std::string& name) { return moesim::testing::model_preset(name); }
-ClusterSpec cluster(int gpus) { return moesim::testing::a100_cluster(gpus); }
-
-LayoutRequest request(const std::string& model, int gpus, std::int64_t global_batch, std::int64_t seq) {
-  LayoutRequest r;
-  r.model = preset(model);
-  r.cluster = cluster(gpus);
-  r.global_batch = global_batch;
-  r.seq = seq;
-  r.top = 3;
-  r.jobs = 2;
-  return r;
-}
-
-// A step of `layout` at `global_batch` x `seq` tokens with sequence parallelism.
-StepSpec sp_step(const StepLayout& layout, std::int64_t global_batch, std::int64_t seq) {
-  StepSpec spec;
-  spec.layout = layout;
-  spec.global_batch = global_batch;
-  spec.seq = seq;
-  spec.sequence_parallel = true;
-  return spec;
-}
-
-// What the planner varies, as one string.
-std::string key(const StepSpec& s) {
-  const StepLayout& l = s.layout;
-  return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.pp) + "/" + std::to_string(l.vpp) +
-         "/" + std::to_string(l.ep) + "/" + std::to_string(l.expert_tp()) + "/" + std::to_string(s.moe_chunks) + "/" +
-         std::to_string(s.micro_batch) + "/" + std::string(to_string(s.recompute)) + "/" + std::to_string(s.zero_stage);
-}
-
-// tests/sim/search/data/tiny-gpt.yaml: 4 layers of width 512, quick to plan.
-LayoutRequest tiny(int gpus, std::int64_t global_batch) {
-  LayoutRequest r = request("gpt-1.7b", gpus, global_batch, 0);
-  r.model = load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/tests/sim/search/data/tiny-gpt.yaml");
-  return r;
-}
-
-// tests/sim/search/data/tiny-moe.yaml: tiny-gpt's shape with 4 experts (top-2) in every layer.
-LayoutRequest tiny_moe(int gpus, std::int64_t global_batch) {
-  LayoutRequest r = tiny(gpus, global_batch);
-  r.model = load_model_spec(std::string(MOESIM_SOURCE_DIR) + "/tests/sim/search/data/tiny-moe.yaml");
-  return r;
-}
-
-std::int64_t count_of(const LayoutEnumeration& e, const std::string& reason) {
-  for (const RejectionCount& r : e.rejections)
-    if (r.reason == reason) return r.count;
-  return 0;
-}
+using namespace plan_test;
 
 TEST(LayoutPlanner, KeepsOnlyLegalLayoutsThatFitAndCountsEveryOtherCandidate) {
   const LayoutRequest r = request("gpt-1.7b", 16, 24, 1024);
@@ -181,64 +131,6 @@ TEST(LayoutPlanner, ClosedFormPeakCoversZeroTwoAndThreesWholeTensors) {
   }
 }
 
-// The closed form counts what MoE memory reuse restores at once (one chunk's T_DI and T_M; a
-// split backward's weight pass every chunk's T_DI and activation output) on top of the kept
-// activations: Qwen3-30B-A3B on 8 A100s (tp 2 with sequence parallelism, pp 2, ep 2, 8 x 4,096
-// tokens). With 1f1b and s4 it is the simulated peak, within 10% above it. ZB-H1's closed form
-// leaves out what its deferred weight passes hold (below the simulated peak with or without a
-// strategy); with s1 it is no further below than without one.
-TEST(LayoutPlanner, ClosedFormPeakCountsTheRestoredTensors) {
-  const LayoutRequest r = request("qwen3-30b-a3b", 8, 8, 4096);
-  auto peaks = [&](PipelineSchedule schedule, MemoryStrategy strategy) {
-    StepSpec spec = sp_step(StepLayout{8, 2, 2, 1, 2, 1}, 8, 4096);
-    spec.schedule = schedule;
-    spec.moe_strategy = strategy;
-    const StepShape shape = derive_step_shape(r.model, r.cluster, spec);
-    const auto closed = static_cast<double>(closed_form_peak_bytes(r.model, spec, shape));
-    const auto simulated = static_cast<double>(simulate_training_step(r.model, r.cluster, spec).report.peak_memory_bytes);
-    std::printf("%s %s: closed form %.3f GiB, simulated %.3f GiB\n", std::string(to_string(schedule)).c_str(),
-                std::string(to_string(strategy)).c_str(), closed / (1 << 30), simulated / (1 << 30));
-    return std::pair{closed, simulated};
-  };
-  const auto [closed, simulated] = peaks(PipelineSchedule::kOneFOneB, MemoryStrategy::kS4);
-  EXPECT_GE(closed, simulated);
-  EXPECT_LE(closed, simulated * 1.10);
-  const auto [zb_closed, zb_simulated] = peaks(PipelineSchedule::kZeroBubbleH1, MemoryStrategy::kNone);
-  const auto [s1_closed, s1_simulated] = peaks(PipelineSchedule::kZeroBubbleH1, MemoryStrategy::kS1);
-  EXPECT_LE(s1_simulated - s1_closed, (zb_simulated - zb_closed) * 1.01);
-}
-
-// --strategies: the MoE layers' memory reuse tried beside none; the step's rules reject it with
-// full recomputation and folded experts, and a dense model is refused.
-TEST(LayoutPlanner, TriesTheRequestedMemoryReuseStrategiesOfMoeLayers) {
-  LayoutRequest r = tiny_moe(8, 16);
-  r.moe_chunks = {1};
-  const LayoutEnumeration plain = enumerate_layouts(r);
-  r.moe_strategies = {MemoryStrategy::kS4, MemoryStrategy::kNone, MemoryStrategy::kS4};
-  const LayoutEnumeration asked = enumerate_layouts(r);
-  EXPECT_EQ(asked.considered, 2 * plain.considered);
-  std::set<std::string> none, reuse;
-  bool own_shard = false;  // s4 also where each rank routes its own shard (folded or tp > 1 with SP)
-  for (const LayoutCandidate& c : asked.fitting) {
-    StepSpec plain_spec = c.spec;
-    plain_spec.moe_strategy = MemoryStrategy::kNone;
-    (c.spec.moe_strategy == MemoryStrategy::kNone ? none : reuse).insert(key(plain_spec));
-    if (c.spec.moe_strategy == MemoryStrategy::kS4) {
-      EXPECT_NE(c.spec.recompute, Recompute::kFull) << key(c.spec);
-      own_shard |= c.spec.layout.routes_own_shard(c.spec.sequence_parallel);
-    }
-  }
-  EXPECT_FALSE(reuse.empty());
-  EXPECT_TRUE(own_shard);
-  for (const std::string& k : reuse) EXPECT_TRUE(none.contains(k)) << k;  // s4 needs no more memory
-  EXPECT_GT(count_of(asked, "--strategy sN restores the experts' tensors that --recompute full already recomputes: "
-                            "give one of them"),
-            0);
-  LayoutRequest dense = tiny(8, 16);
-  dense.moe_strategies = {MemoryStrategy::kS1};
-  EXPECT_THROW(enumerate_layouts(dense), InputError);
-}
-
 // --schedules: each listed schedule with vpp 1 and pp > 1, interleaved only if listed, pp 1 once
 // (no pipeline); the step's rules reject split backward passes with recomputation, by name.
 TEST(LayoutPlanner, TriesTheRequestedPipelineSchedules) {
@@ -271,61 +163,6 @@ TEST(LayoutPlanner, TriesTheRequestedPipelineSchedules) {
     EXPECT_TRUE(p.estimate.exact);
     EXPECT_EQ(p.estimate.step_ns, p.simulated->step_ns);
   }
-}
-
-TEST(LayoutPlanner, EnumeratesExpertParallelDegreesOfMoeModels) {
-  LayoutRequest r = request("gpt-1.7b", 16, 64, 1024);
-  r.model = preset("qwen3-30b-a3b");
-  const LayoutEnumeration e = enumerate_layouts(r);
-  bool expert_parallel = false;
-  for (const LayoutCandidate& c : e.fitting) {
-    expert_parallel |= c.spec.layout.ep > 1;
-    EXPECT_NO_THROW(derive_step_shape(r.model, r.cluster, c.spec));
-  }
-  EXPECT_TRUE(expert_parallel);
-  EXPECT_GT(count_of(e, "--ep N does not divide --cp x data-parallel size = N (the expert-parallel group lies inside "
-                        "them)"),
-            0);
-}
-
-TEST(LayoutPlanner, EnumeratesTheExpertsTensorParallelSizesAndSubStageChunksOfMoeModels) {
-  const LayoutRequest r = tiny_moe(8, 8);
-  const LayoutEnumeration e = enumerate_layouts(r);
-  std::set<int> etps, chunks;
-  std::set<std::string> distinct;
-  bool folded = false;
-  for (const LayoutCandidate& c : e.fitting) {
-    const StepLayout& l = c.spec.layout;
-    EXPECT_NO_THROW(derive_step_shape(r.model, r.cluster, c.spec));
-    EXPECT_NE(l.etp, l.tp) << "etp = tp is written 0 (the unfolded layout), as --etp's default";
-    folded |= l.folded();
-    etps.insert(l.expert_tp());
-    chunks.insert(c.spec.moe_chunks);
-    distinct.insert(key(c.spec));
-  }
-  EXPECT_TRUE(folded);
-  EXPECT_EQ(etps, (std::set<int>{1, 2, 4, 8}));
-  EXPECT_EQ(chunks, (std::set<int>{1, 2, 4}));
-  EXPECT_EQ(distinct.size(), e.fitting.size()) << "a layout enumerated twice";
-}
-
-TEST(LayoutPlanner, CountsTheCandidatesOfASmallMoeModelByHand) {
-  // 8 GPUs of one node, 4 layers, a batch of 1 sequence. tp x cp x pp (x vpp), pp <= 4 layers:
-  //   tp 1: cp 1: pp 1, 2 (vpp 1, 2), 4; cp 2: the same 4; cp 4: pp 1, 2 (vpp 1, 2); cp 8: pp 1   12
-  //   tp 2: cp 1: pp 1, 2 (vpp 1, 2), 4; cp 2: pp 1, 2 (vpp 1, 2); cp 4: pp 1                      8
-  //   tp 4: cp 1: pp 1, 2 (vpp 1, 2); cp 2: pp 1                                                   4
-  //   tp 8: pp 1                                                                                   1
-  // 25 layouts, each with micro-batch 1 (the per-replica batch is at most 1), recompute none and
-  // full, ZeRO 0 and 1, except ZeRO 1 where cp x dp = 1 (tp 2 pp 4, tp 4 pp 2 vpp 1 and 2, tp 8):
-  // 25 x 4 - 4 x 2 = 92 for the dense model. The MoE model adds ep 1, 2, 4 (the divisors of its 4
-  // experts) x etp 1, 2, 4, 8 (tp and the three others) x chunks 1, 2, 4: 92 x 36 = 3,312.
-  EXPECT_EQ(enumerate_layouts(tiny(8, 1)).considered, 92);
-  LayoutRequest moe = tiny_moe(8, 1);
-  EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4 * 3);
-  moe.moe_chunks = {4, 1, 2, 2};  // each count once, in any order
-  EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4 * 3);
-  moe.moe_chunks = {1};
-  EXPECT_EQ(enumerate_layouts(moe).considered, 92 * 3 * 4);
 }
 
 // Tiny-GPT with `layers` layers, all dense.
@@ -473,32 +310,6 @@ TEST(LayoutPlanner, TriesTheRequestedRecomputationsWithEachSetOfModules) {
   }
   EXPECT_GT(lower, 0);
   EXPECT_GT(lower_still, 0);
-}
-
-TEST(LayoutPlanner, RejectsIllegalExpertTensorParallelSizesUnderTheStepsOwnRules) {
-  // The etp x ep rule, counted by hand over the 25 layouts above (batch 1: 4 batch variants, 2
-  // where cp x dp = 1) and the folded pairs (etp != tp, ep) whose etp x ep does not divide a
-  // stage's S = 8 / pp ranks: S = 8: (4, 4), (8, 2), (8, 4); S = 4: (2, 4), (4, 2), (4, 4), (8, 1),
-  // (8, 2), (8, 4); S = 2: those and (1, 4), (2, 2), (4, 1), less the pairs with etp = tp.
-  //   tp 1: 4 layouts of S 8 x 4 x 3 pairs + 6 of S 4 x 4 x 6 + 2 of S 2 x 4 x 8           = 256
-  //   tp 2: 3 of S 8 x 4 x 3 + 4 of S 4 x 4 x 5 + 1 of S 2 (cp x dp = 1) x 2 x 7             = 130
-  //   tp 4: 2 of S 8 x 4 x 2 + 2 of S 4 (cp x dp = 1) x 2 x 4                                =  32
-  //   tp 8: 1 of S 8 (cp x dp = 1) x 2 x 1                                                   =   2
-  // 420, for each of the 3 chunk counts: 1,260.
-  const LayoutRequest r = tiny_moe(8, 1);
-  const LayoutEnumeration e = enumerate_layouts(r);
-  EXPECT_EQ(count_of(e, "--etp x --ep = N does not divide the N ranks of a pipeline stage (--tp x --cp x "
-                        "data-parallel size; the experts' layout etp x ep x expert data-parallel fills them)"),
-            1260);
-  // Experts 1,028 wide (4 x 257): etp 8 does not divide their columns. Every folded etp 8 (the
-  // 24 layouts with tp != 8: 92 - 2 batch variants) x 3 ep x 3 chunks: 810.
-  LayoutRequest narrow = r;
-  narrow.model.d_ffn = 1028;
-  const LayoutEnumeration n = enumerate_layouts(narrow);
-  EXPECT_EQ(count_of(n, "--etp N does not divide the experts' d_ffn N of Tiny-MoE (their columns are split over the "
-                        "etp ranks)"),
-            810);
-  for (const LayoutCandidate& c : n.fitting) EXPECT_NE(c.spec.layout.expert_tp(), 8);
 }
 
 TEST(LayoutPlanner, RanksTheSimulatedLayoutsByTheirSimulatedStep) {

@@ -111,6 +111,41 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeL
   }
 }
 
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): each steady pair of a
+// forward and a backward runs interleaved, shorter than the two passes one after the other. The
+// estimate times each part's paired forward from the sampled pairs, so it tracks the full
+// simulation with the overlap as closely as without, and ranks the two variants of a layout as
+// the full simulation does. Qwen3-30B-A3B on 16 H100s (whose interference cells were measured).
+TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithTheCombinedOneFOneB) {
+  struct CombinedCase {
+    int tp, pp, vpp;
+    std::int64_t global_batch;
+  };
+  const ModelSpec model = preset("qwen3-30b-a3b");
+  const ClusterSpec cl = moesim::testing::cluster_preset("dgx-h100-ndr", 16);
+  for (const CombinedCase c : {CombinedCase{2, 2, 2, 32}, CombinedCase{1, 2, 4, 64}, CombinedCase{2, 1, 1, 32},
+                               CombinedCase{1, 4, 2, 64}}) {
+    double full_s[2] = {0, 0}, estimate_s[2] = {0, 0};
+    for (const bool overlap : {false, true}) {
+      StepSpec spec = spec_of({"qwen3-30b-a3b", 16, c.tp, 1, c.pp, c.vpp, c.global_batch, 1, Recompute::kNone, 1});
+      spec.layout.ep = 16 / (c.tp * c.pp) >= 8 / c.tp ? 8 / c.tp : 16 / (c.tp * c.pp);
+      spec.overlap_moe_ep_comm = overlap;
+      const StepEstimate est = estimate_training_step(model, cl, spec);
+      const StepReport full = simulate_training_step(model, cl, spec).report;
+      const double error = static_cast<double>(est.step_ns - full.step_ns) / static_cast<double>(full.step_ns);
+      std::printf("Qwen3-30B-A3B 16 H100s tp %d pp %d vpp %d ep %d%s: full %.4f s, estimate %.4f s (%+.2f%%, "
+                  "sampled %d microbatches)\n",
+                  c.tp, c.pp, c.vpp, spec.layout.ep, overlap ? " combined" : "", static_cast<double>(full.step_ns) * 1e-9,
+                  static_cast<double>(est.step_ns) * 1e-9, 100 * error, est.sampled_microbatches);
+      EXPECT_FALSE(est.exact);
+      EXPECT_LE(std::abs(error), kTolerance) << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp << " " << overlap;
+      full_s[overlap] = static_cast<double>(full.step_ns);
+      estimate_s[overlap] = static_cast<double>(est.step_ns);
+    }
+    EXPECT_EQ(full_s[1] < full_s[0], estimate_s[1] < estimate_s[0]) << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp;
+  }
+}
+
 // Uneven splits (as --part-layers gives them; the planner's balanced_part_layers makes such splits
 // where the parts do not divide the layers): the sample times each part's own passes.
 TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithUnevenParts) {

@@ -7,11 +7,13 @@
 #include <string>
 
 #include "sim/step/step_simulation.h"
+#include "tests/sim/spec/spec_test_util.h"
 #include "tests/sim/step_presets.h"
 
 namespace moesim {
 namespace {
 
+using moesim::testing::input_error_of;
 using ::testing::HasSubstr;
 
 // Qwen3-30B-A3B on 16 H100s, interleaved: pp 2, vpp 2, ep 4 (small_moe_step with two chunks a stage).
@@ -26,7 +28,7 @@ SimulatedStep simulate(const StepSpec& s) {
   return simulate_training_step(testing::model_preset("qwen3-30b-a3b"), testing::cluster_preset("dgx-h100-ndr", 16), s);
 }
 
-TEST(MoeEpOverlap, IsRefusedWithoutMoeLayersOrWithPlainPipelining) {
+TEST(MoeEpOverlap, IsRefusedWhereMegatronCoreRefusesIt) {
   StepSpec dense = testing::small_gpt_step();
   dense.overlap_moe_ep_comm = true;
   EXPECT_THAT(testing::step_error_of(dense),
@@ -37,6 +39,21 @@ TEST(MoeEpOverlap, IsRefusedWithoutMoeLayersOrWithPlainPipelining) {
               HasSubstr("--overlap-moe-expert-parallel-comm with --schedule 1f1b and --pp 2: Megatron-Core's combined "
                         "1F1B runs without pipelining (--pp 1) or with the interleaved schedule (--vpp > 1)"));
   EXPECT_EQ(testing::step_error_of(interleaved_moe_step(true), "qwen3-30b-a3b"), "");
+  // Megatron-Core's TransformerConfig refuses expert parallelism 1 and full recomputation.
+  StepSpec no_ep = interleaved_moe_step(true);
+  no_ep.layout.ep = 1;
+  EXPECT_THAT(testing::step_error_of(no_ep, "qwen3-30b-a3b"),
+              HasSubstr("--overlap-moe-expert-parallel-comm with --ep 1: there is no expert-parallel all-to-all to "
+                        "overlap"));
+  StepSpec full = interleaved_moe_step(true);
+  full.recompute = Recompute::kFull;
+  EXPECT_THAT(testing::step_error_of(full, "qwen3-30b-a3b"),
+              HasSubstr("--overlap-moe-expert-parallel-comm with --recompute full: Megatron-Core refuses it"));
+  ModelSpec two_mtp = testing::model_preset("qwen3-30b-a3b");
+  two_mtp.architecture.mtp_depth = 2;
+  EXPECT_THAT(input_error_of([&] { build_step_graph(two_mtp, testing::a100_cluster(16), interleaved_moe_step(true)); }),
+              HasSubstr("--overlap-moe-expert-parallel-comm with 2 multi-token prediction modules: Megatron-Core "
+                        "supports one"));
 }
 
 TEST(MoeEpOverlap, EachPairsForwardCollectivesRunBesideTheBackwardsKernels) {
