@@ -310,7 +310,7 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
           "pipeline stages, virtual stages and microbatches must be at least 1");
   require(stage >= 0 && stage < p.stages, "stage " + std::to_string(stage) + " is outside 0.." +
                                               std::to_string(p.stages - 1));
-  if (p.schedule == PipelineSchedule::kDualPipe) {
+  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kZeroBubbleH1) {
     const std::string problem = schedule_problem(p.schedule, {p.stages, p.virtual_stages, p.microbatches});
     require(problem.empty(), problem);
   }
@@ -349,8 +349,10 @@ std::vector<int> part_starts(const ModelSpec& m, const PipelineLayout& p) {
   return out;
 }
 
-// DualPipe's two directions interleave irregularly: the chunks of the (microbatch, chunk) pairs
-// whose activations the stage's own program holds at its peak (from F to B, or to W when split).
+// The chunks of the (microbatch, chunk) pairs whose activations the stage's own program holds at
+// its peak, from F to B, or to W when the backward is split: DualPipe's two directions interleave
+// irregularly, and ZB-H1's deferred W passes keep up to min(p, m) microbatches on every stage
+// (the step keeps a layer's activations whole until its W; Qi et al. count only what W reads).
 std::vector<int> program_peak_chunks(const PipelineLayout& p, int stage) {
   const PipelineShape shape{p.stages, p.virtual_stages, p.microbatches};
   const auto program = stage_programs(p.schedule, shape)[static_cast<std::size_t>(stage)];
@@ -369,7 +371,8 @@ std::vector<int> program_peak_chunks(const PipelineLayout& p, int stage) {
 // The passes in flight at the stage's peak, in the order they started; each entry is the chunk it
 // runs through.
 std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
-  if (p.schedule == PipelineSchedule::kDualPipe) return program_peak_chunks(p, stage);
+  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kZeroBubbleH1)
+    return program_peak_chunks(p, stage);
   const std::int64_t m = p.microbatches;
   std::int64_t passes = 0;
   switch (p.schedule) {
@@ -377,13 +380,13 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
       passes = m;
       break;
     case PipelineSchedule::kOneFOneB:
-    case PipelineSchedule::kZeroBubbleH1:
       passes = std::min<std::int64_t>(p.stages - stage, m);
       break;
     case PipelineSchedule::kInterleaved:
       passes = std::min<std::int64_t>(2 * (p.stages - stage - 1) + (p.virtual_stages - 1) * p.stages + 1,
                                       m * p.virtual_stages);
       break;
+    case PipelineSchedule::kZeroBubbleH1:
     case PipelineSchedule::kDualPipe: break;  // program_peak_chunks
   }
   if (p.combined_1f1b) {

@@ -130,8 +130,12 @@ struct StageActivations {
 // embedding on the model's first part, the output extras and MTP modules on its last) times the
 // passes in flight at the end of the schedule's warm-up:
 //   - GPipe: all m microbatches (every forward runs before the first backward);
-//   - 1F1B and zero-bubble H1: min(p - stage, m) (Narayanan et al., SC21; ZB-H1 keeps 1F1B's peak,
-//     Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024);
+//   - 1F1B: min(p - stage, m) (Narayanan et al., SC21);
+//   - zero-bubble H1 and DualPipe: what the stage's program holds from each forward to its last
+//     backward pass (W where the backward is split): ZB-H1's deferred W passes keep min(p, m)
+//     microbatches on every stage, since the step keeps a layer's activations whole until its W
+//     (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, count only what W reads there,
+//     for a peak no higher than 1F1B's); DualPipe p + 1 chunks;
 //   - interleaved: Megatron-LM's warm-up of 2(p - stage - 1) + (v - 1)p chunk forwards plus the
 //     first steady one, taking chunks in groups of p microbatches; for stage 0 that is
 //     L (1 + (p - 1)/(pv)) layers' worth (Korthikanti section 4.2.3);
