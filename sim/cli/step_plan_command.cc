@@ -153,6 +153,7 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   if (moe) out << ", chunks " << s.moe_chunks;
   if (s.moe_strategy != MemoryStrategy::kNone) out << ", memory reuse " << to_string(s.moe_strategy);
   if (s.schedule) out << ", schedule " << to_string(*s.schedule);
+  if (s.overlap_moe_ep_comm) out << ", combined 1F1B (--overlap-moe-expert-parallel-comm)";
   out << ", recompute " << to_string(s.recompute);
   if (s.recompute == Recompute::kSelective) out << " (" << to_string(s.recompute_modules) << ")";
   out << ", ZeRO " << s.zero_stage;

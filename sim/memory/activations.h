@@ -140,9 +140,9 @@ struct StageActivations {
 //     first steady one, taking chunks in groups of p microbatches; for stage 0 that is
 //     L (1 + (p - 1)/(pv)) layers' worth (Korthikanti section 4.2.3);
 //   - combined 1F1B (PipelineLayout::combined_1f1b): one pass more than its schedule's (at most
-//     every pass): the extra warmup forward, and the first steady forward, which allocates while
-//     the backward launched with it frees (interleaved with it, so the simulated peak may stay
-//     below this bound by less than one pass).
+//     every pass): the extra warmup forward keeps the schedule's count before the first pair, whose
+//     forward allocates while the backward launched with it frees (interleaved with it, so the
+//     simulated peak stays below this bound, by up to a pass less a few layers).
 // Stage 0 of 1F1B thus holds L layers' worth for any p (Korthikanti sections 4.2.3 and 4.3). The layers
 // are split over the p x v model parts as part_layers gives them, or evenly (the parts must then
 // divide them), as the step's shape splits them; MTP modules count as layers of the last layer's kind on the last part.

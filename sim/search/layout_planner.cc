@@ -232,8 +232,19 @@ void check_axes_of(const LayoutRequest& r, const std::vector<StepSpec>& specs) {
 // runs on, where the request asks: without pipelining or with the interleaved schedule, with
 // expert parallelism and without full recomputation (check_moe_ep_overlap's rules).
 bool combined_1f1b_applies(const LayoutRequest& r, const StepSpec& s) {
-  return r.try_moe_ep_overlap && r.model.has_moe_layers() && (s.layout.pp == 1 || s.layout.vpp > 1) &&
-         s.layout.ep > 1 && s.recompute != Recompute::kFull;
+  return r.try_moe_ep_overlap && r.model.has_moe_layers() && r.model.architecture.mtp_depth <= 1 &&
+         (s.layout.pp == 1 || s.layout.vpp > 1) && s.layout.ep > 1 && s.recompute != Recompute::kFull;
+}
+
+// Whether the step's rules accept the layout: a twin of one they reject would be rejected by the
+// same rule, counted twice.
+bool step_accepts(const LayoutRequest& r, const StepSpec& s) {
+  try {
+    derive_step_shape(r.model, r.cluster, s);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
 }
 
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
@@ -255,7 +266,7 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
             for (std::size_t k = from; k < to; ++k) {
               out[k].schedule = schedule;
               set_part_layers(out[k], layers);
-              if (!combined_1f1b_applies(r, out[k])) continue;
+              if (!combined_1f1b_applies(r, out[k]) || !step_accepts(r, out[k])) continue;
               StepSpec combined = out[k];
               combined.overlap_moe_ep_comm = true;
               out.push_back(std::move(combined));
@@ -320,7 +331,14 @@ std::int64_t zero_transient_bytes(const ModelSpec& model, const StepShape& shape
 }  // namespace
 
 void check_fixed_axes(const LayoutRequest& r) {
-  if (fixed_count(r.only) > 0) check_axes_of(r, candidate_specs(r));
+  if (fixed_count(r.only) == 0 && !r.try_moe_ep_overlap) return;
+  const std::vector<StepSpec> specs = candidate_specs(r);
+  if (fixed_count(r.only) > 0) check_axes_of(r, specs);
+  if (r.try_moe_ep_overlap &&
+      std::none_of(specs.begin(), specs.end(), [](const StepSpec& s) { return s.overlap_moe_ep_comm; }))
+    throw InputError("--overlap-moe-expert-parallel-comm: no candidate layout of this request runs Megatron-Core's "
+                     "combined 1F1B (it needs --pp 1 or --vpp > 1, --ep > 1, no full recomputation, at most one "
+                     "multi-token prediction module, and a layout the step accepts)");
 }
 
 std::vector<int> zero_stages(const LayoutRequest& r) {

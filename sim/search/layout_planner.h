@@ -142,8 +142,9 @@ LayoutEnumeration enumerate_layouts(const LayoutRequest& request);
 
 // Throws InputError naming the flag for a value of request.only that no candidate layout of the
 // request has (with the other fixed axes; with several fixed and no candidate at all, naming them
-// all). Not part of enumerate_layouts: the token-rate search plans node counts on which a fixed
-// value may not exist yet.
+// all), and naming --overlap-moe-expert-parallel-comm when the request tries the combined 1F1B but
+// no candidate runs it. Not part of enumerate_layouts: the token-rate search plans node counts on
+// which a fixed value may not exist yet.
 void check_fixed_axes(const LayoutRequest& request);
 
 struct PlannedLayout {

@@ -158,8 +158,11 @@ TEST(Activations, CombinedOneFOneBHoldsOnePassMore) {
   const StageActivations first = stage_activations(m, l, 1, pipe, 0);
   EXPECT_EQ(first.in_flight, 24);
   EXPECT_EQ(first.kept_bytes, 144 * layer + 16 * embedding_activations(m, l));
-  // The last stage: (v - 1) p + 1 = 9 passes, 10 combined (chunk 1 of the 10th holds the output's tensors).
-  EXPECT_EQ(stage_activations(m, l, 1, pipe, 7).in_flight, 10);
+  // The last stage: (v - 1) p + 1 = 9 passes, 10 combined: chunk 0 (part 7) 8, chunk 1 (part 15,
+  // with the output's tensors) 2.
+  const StageActivations last = stage_activations(m, l, 1, pipe, 7);
+  EXPECT_EQ(last.in_flight, 10);
+  EXPECT_EQ(last.kept_bytes, 60 * layer + 2 * output_activations(m, l));
   // Without pipelining: one microbatch in flight, two combined; never more than the step runs.
   pipe = {.schedule = PipelineSchedule::kOneFOneB, .stages = 1, .microbatches = 4, .part_layers = {},
           .combined_1f1b = true};

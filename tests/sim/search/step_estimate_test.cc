@@ -116,7 +116,11 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeL
 // estimate times each part's paired forward from the sampled pairs, so it tracks the full
 // simulation with the overlap as closely as without, and ranks the two variants of a layout as
 // the full simulation does. Qwen3-30B-A3B on 16 H100s (whose interference cells were measured).
-TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithTheCombinedOneFOneB) {
+// Measured: within 0.5% on every case (the test prints each); held to 2%, so that a change to the
+// pairs' measurement that loses their overlap shows.
+constexpr double kCombinedTolerance = 0.02;
+
+TEST(StepEstimate, IsWithinTwoPercentOfTheFullSimulationWithTheCombinedOneFOneB) {
   struct CombinedCase {
     int tp, pp, vpp;
     std::int64_t global_batch;
@@ -138,7 +142,7 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationWithTheCombinedOneFOneB
                   c.tp, c.pp, c.vpp, spec.layout.ep, overlap ? " combined" : "", static_cast<double>(full.step_ns) * 1e-9,
                   static_cast<double>(est.step_ns) * 1e-9, 100 * error, est.sampled_microbatches);
       EXPECT_FALSE(est.exact);
-      EXPECT_LE(std::abs(error), kTolerance) << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp << " " << overlap;
+      EXPECT_LE(std::abs(error), kCombinedTolerance) << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp << " " << overlap;
       full_s[overlap] = static_cast<double>(full.step_ns);
       estimate_s[overlap] = static_cast<double>(est.step_ns);
     }
