@@ -40,11 +40,17 @@ bool pairs_every_part(const StepShape& shape, const PipelineShape& p) {
 
 // The fewest microbatches per pipeline the schedule runs on this shape (at most the step's own),
 // at least two where some passes carry once-a-step work, so that every part has a pass without it
-// to time the others by, and with the combined 1F1B enough that every part's forward is paired.
+// to time the others by; with the interleaved schedule and the last backward's reductions two
+// groups of pp, so that every part's backward has a pass before the first reductions run (in one
+// group each chunk's last microbatch is in it, and the reductions of the chunk that finishes first
+// run beside most other backwards); with the combined 1F1B enough that every part's forward is
+// paired.
 int sample_microbatches(const StepShape& shape, const StepSpec& spec, OncePasses once) {
   PipelineShape p = shape.pipeline;
+  const bool two_groups = shape.schedule == PipelineSchedule::kInterleaved && once.last_backward;
   for (p.microbatches = once.any() ? 2 : 1; p.microbatches < shape.pipeline.microbatches; ++p.microbatches)
-    if (schedule_problem(shape.schedule, p).empty() && (!spec.overlap_moe_ep_comm || pairs_every_part(shape, p)))
+    if (schedule_problem(shape.schedule, p).empty() && (!two_groups || p.microbatches >= 2 * p.stages) &&
+        (!spec.overlap_moe_ep_comm || pairs_every_part(shape, p)))
       return p.microbatches;
   return shape.pipeline.microbatches;
 }
@@ -150,7 +156,24 @@ struct TimedPass {
   double took = 0;
   int backward_part = -1;  // a pair's backward's part; -1: a single pass
   bool once = false;       // carries once-a-step work
+  // Starts after the stage's first once-a-step backward ended: beside its gradient reductions.
+  bool late = false;
+  TimeNs start = 0, end = 0;
+  bool apart() const { return once || late; }
 };
+
+// Marks the passes of each stage that start once its first once-a-step backward has ended (the
+// reductions it launched then run beside them, slowing them): timed apart from the others, as the
+// once passes are. The sample ends with the same passes after that point as the step does.
+void mark_late(std::vector<TimedPass>& passes, int stages) {
+  std::vector<TimeNs> first_once_end(static_cast<std::size_t>(stages), std::numeric_limits<TimeNs>::max());
+  for (const TimedPass& p : passes)
+    if (p.once && (p.backward || p.backward_part >= 0)) {
+      TimeNs& end = first_once_end[static_cast<std::size_t>(p.stage)];
+      end = std::min(end, p.end);
+    }
+  for (TimedPass& p : passes) p.late = !p.once && p.start >= first_once_end[static_cast<std::size_t>(p.stage)];
+}
 
 // The sample's passes and pairs, stage by stage in program order, and each stage's tail.
 std::vector<TimedPass> timed_passes(const SimulatedStep& sim, const StepSpec& spec, OncePasses once,
@@ -187,49 +210,51 @@ std::vector<TimedPass> timed_passes(const SimulatedStep& sim, const StepSpec& sp
         pass.once = pass.once || is_once(b);
       }
       pass.took = static_cast<double>(end - start);
+      pass.start = start;
+      pass.end = end;
       out.push_back(pass);
       previous_end = end;
     }
     m.tail.push_back(spans.stage_end(s) - previous_end);
     m.head = std::max(m.head, spans.head_end(s));
   }
+  mark_late(out, shape.stages());
   return out;
 }
 
-// Each part's pass times are the mean over its sampled passes without once-a-step work, and a
-// paired forward's the mean of its pairs' times less their backwards' means; what a once pass
-// (or pair) takes beyond those means joins its stage's tail (the stage runs its passes one after
-// the other, so the excess delays its end by as much).
+// Each part's pass times are the mean over its sampled passes timed with the others (not once,
+// not late), and a paired forward's the mean of its pairs' times less their backwards' means; a
+// part with no such pass takes its time from its late passes, then from its once passes. What a
+// pass (or pair) timed apart takes beyond those means joins its stage's tail (the stage runs its
+// passes one after the other, so the excess delays its end by as much).
 Measured measure(const SimulatedStep& sim, const StepSpec& spec, OncePasses once) {
   const StepShape& shape = sim.report.shape;
   SampleSpans spans(sim);
   Measured m;
   const std::vector<TimedPass> passes = timed_passes(sim, spec, once, spans, m);
   const auto parts = static_cast<std::size_t>(shape.num_parts());
-  // Per part: forward, backward, paired forward.
+  // Per part: forward, backward, paired forward (kind 2).
   std::vector<double> sum(3 * parts, 0), count(3 * parts, 0);
   auto slot = [](int part, int kind) { return 3 * static_cast<std::size_t>(part) + static_cast<std::size_t>(kind); };
-  for (const TimedPass& p : passes)
-    if (!p.once && p.backward_part < 0) {
-      sum[slot(p.part, p.backward)] += p.took;
-      count[slot(p.part, p.backward)] += 1;
-    }
-  // A part whose every single pass carries once-a-step work (the combined 1F1B pairs the last
-  // stage's last chunk's backwards with forwards, all but the last microbatch's) takes its time from
-  // those; its stage then adds nothing for them to its tail.
-  for (const TimedPass& p : passes)
-    if (p.once && p.backward_part < 0 && count[slot(p.part, p.backward)] == 0) {
-      sum[slot(p.part, p.backward)] += p.took;
-      count[slot(p.part, p.backward)] += 1;
-    }
+  auto kind_of = [](const TimedPass& p) { return p.backward_part >= 0 ? 2 : static_cast<int>(p.backward); };
   auto mean = [&](int part, int kind) {
     const std::size_t k = slot(part, kind);
     return count[k] > 0 ? sum[k] / count[k] : 0.0;
   };
-  for (const TimedPass& p : passes)
-    if (!p.once && p.backward_part >= 0) {
-      sum[slot(p.part, 2)] += p.took - mean(p.backward_part, 1);
-      count[slot(p.part, 2)] += 1;
+  // Each (part, kind) from its passes of the best tier it has: 0 timed with the others, 1 late,
+  // 2 once. Single passes first: a paired forward's time needs its backward's mean.
+  auto tier = [](const TimedPass& p) { return p.once ? 2 : p.late ? 1 : 0; };
+  std::vector<int> best(3 * parts, 3);
+  for (const TimedPass& p : passes) {
+    int& b = best[slot(p.part, kind_of(p))];
+    b = std::min(b, tier(p));
+  }
+  for (const bool pairs : {false, true})
+    for (const TimedPass& p : passes) {
+      const std::size_t k = slot(p.part, kind_of(p));
+      if ((p.backward_part >= 0) != pairs || tier(p) != best[k]) continue;
+      sum[k] += pairs ? p.took - mean(p.backward_part, 1) : p.took;
+      count[k] += 1;
     }
   m.part_times.assign(parts, PassTimes{0, 0, 0, 0, -1});
   for (std::size_t q = 0; q < parts; ++q) {
@@ -239,7 +264,7 @@ Measured measure(const SimulatedStep& sim, const StepSpec& spec, OncePasses once
     if (count[slot(part, 2)] > 0) m.part_times[q].forward_paired = std::max(0.0, mean(part, 2));
   }
   for (const TimedPass& p : passes) {
-    if (!p.once) continue;
+    if (!p.apart()) continue;
     const PassTimes& t = m.part_times[static_cast<std::size_t>(p.part)];
     double expected = p.backward ? t.backward : t.forward;
     if (p.backward_part >= 0)

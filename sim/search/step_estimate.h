@@ -5,16 +5,19 @@
 // The estimate uses the same cost models, on a smaller graph: the step is simulated with the
 // fewest microbatches per pipeline its schedule runs (one group of `pp` for the interleaved
 // schedule; at least 2 where some passes carry once-a-step work: the last microbatch's backward
-// beside ZeRO 0-1's gradient reductions, the first microbatch's forward with fp8 weight casts),
-// and from that trace it takes
+// beside ZeRO 0-1's gradient reductions, the first microbatch's forward with fp8 weight casts;
+// two groups of `pp` for the interleaved schedule with those reductions), and from that trace it
+// takes
 //   - each model part's forward and backward pass time: from when the pass could start on its
 //     stage (the incoming transfer's start, or the stage's previous pass's end) to its last
-//     task's end, averaged over the sampled passes without once-a-step work; the transfer that
-//     brings a pass its input is thus part of the pass, as the step builder makes the consumer
-//     wait for it;
+//     task's end, averaged over the sampled passes timed together: not those with once-a-step
+//     work, nor those that start after the stage's first once-a-step backward has ended (the
+//     reductions it launched run beside them); the transfer that brings a pass its input is thus
+//     part of the pass, as the step builder makes the consumer wait for it;
 //   - the head: the latest stage's end of its tasks before the passes (the gradient buffer's zeroing);
 //   - each stage's tail: from its last pass's end to the end of its gradient reductions,
-//     optimizer and weight all-gather, plus what its once-a-step passes took beyond the mean;
+//     optimizer and weight all-gather, plus what its passes timed apart took beyond the mean (the
+//     sample ends with the same passes after its first once-a-step backward as the step does);
 //   - with the combined 1F1B (StepSpec::overlap_moe_ep_comm), each part's paired forward: what a
 //     pair (that part's forward and the backward launched with it, interleaved) took beyond its
 //     backward's mean, averaged over the sampled pairs; the sample then has enough microbatches

@@ -47,6 +47,9 @@ StepSpec spec_of(const Case& c) {
 // where the sample overestimates. The bound is the 5% the planner was asked to meet; it leaves
 // room for cost-model changes that move both figures together.
 constexpr double kTolerance = 0.05;
+// The MoE cases below measured within 0.5% (each printed); held to 2%, so that a change that loses
+// what they test (the pairs' overlap, the passes beside the reductions) shows.
+constexpr double kTightTolerance = 0.02;
 
 TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationOnAGridOfSmallLayouts) {
   const Case cases[] = {
@@ -55,10 +58,10 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationOnAGridOfSmallLayouts) 
       {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kFull, 0},
       {"gpt-1.7b", 16, 1, 1, 8, 1, 32, 1, Recompute::kNone, 0},
       {"gpt-1.7b", 16, 2, 1, 4, 2, 64, 1, Recompute::kNone, 0},
-      {"gpt-1.7b", 16, 1, 1, 2, 3, 64, 2, Recompute::kNone, 1},
+      {"gpt-1.7b", 16, 1, 1, 2, 3, 128, 2, Recompute::kNone, 1},
       {"gpt-1.7b", 16, 1, 2, 4, 1, 32, 1, Recompute::kNone, 1},
       {"gpt-22b", 32, 8, 1, 4, 1, 16, 1, Recompute::kNone, 0},
-      {"gpt-22b", 32, 4, 1, 8, 2, 16, 1, Recompute::kFull, 0},
+      {"gpt-22b", 32, 4, 1, 8, 2, 32, 1, Recompute::kFull, 0},
       // ZeRO 2 and 3 (plan --zero-stages): every microbatch's reduce-scatters, and 3's gathers.
       {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kNone, 2},
       {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kNone, 3},
@@ -96,7 +99,7 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeL
   const ModelSpec model = preset("qwen3-30b-a3b");
   const ClusterSpec cl = cluster(16);
   for (const MoeCase c : {MoeCase{2, 1, 1, 1}, MoeCase{2, 1, 1, 2}, MoeCase{2, 2, 1, 4}, MoeCase{2, 1, 2, 2}}) {
-    StepSpec spec = spec_of({"qwen3-30b-a3b", 16, 2, 1, c.pp, c.vpp, 16, 1, Recompute::kNone, 0});
+    StepSpec spec = spec_of({"qwen3-30b-a3b", 16, 2, 1, c.pp, c.vpp, 32, 1, Recompute::kNone, 0});
     spec.layout.ep = 4;
     spec.layout.etp = c.etp;
     spec.moe_chunks = c.chunks;
@@ -111,15 +114,34 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationForFoldedAndChunkedMoeL
   }
 }
 
+// The interleaved schedule with the gradient reductions beside the last microbatch's backwards
+// (ZeRO 0 and 1): the sample runs two groups of pp, and the passes after a stage's first such
+// backward (beside its reductions) are timed apart. Qwen3-30B-A3B on 64 H100s, pp 2 x vpp 4, ep 8,
+// 16 microbatches: with one sampled group every chunk's last microbatch was in it and the
+// reductions ran beside most backwards, 20.1% (ZeRO 0) and 10.5% (ZeRO 1) slow; now -0.2%, -0.5%.
+TEST(StepEstimate, TimesTheBackwardsBesideTheGradientReductionsApart) {
+  const ModelSpec model = preset("qwen3-30b-a3b");
+  const ClusterSpec cl = moesim::testing::cluster_preset("dgx-h100-ndr", 64);
+  for (const int zero : {0, 1}) {
+    StepSpec spec = spec_of({"qwen3-30b-a3b", 64, 1, 1, 2, 4, 512, 1, Recompute::kNone, zero});
+    spec.seq = 4096;
+    spec.layout.ep = 8;
+    const StepEstimate est = estimate_training_step(model, cl, spec);
+    const StepReport full = simulate_training_step(model, cl, spec).report;
+    const double error = static_cast<double>(est.step_ns - full.step_ns) / static_cast<double>(full.step_ns);
+    std::printf("Qwen3-30B-A3B 64 H100s pp 2 vpp 4 ep 8 zero %d: full %.4f s, estimate %.4f s (%+.2f%%, sampled %d of %d)\n",
+                zero, static_cast<double>(full.step_ns) * 1e-9, static_cast<double>(est.step_ns) * 1e-9, 100 * error,
+                est.sampled_microbatches, full.shape.pipeline.microbatches);
+    EXPECT_EQ(est.sampled_microbatches, 4);
+    EXPECT_LE(std::abs(error), kTightTolerance) << "zero " << zero;
+  }
+}
+
 // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): each steady pair of a
 // forward and a backward runs interleaved, shorter than the two passes one after the other. The
 // estimate times each part's paired forward from the sampled pairs, so it tracks the full
 // simulation with the overlap as closely as without, and ranks the two variants of a layout as
 // the full simulation does. Qwen3-30B-A3B on 16 H100s (whose interference cells were measured).
-// Measured: within 0.5% on every case (the test prints each); held to 2%, so that a change to the
-// pairs' measurement that loses their overlap shows.
-constexpr double kCombinedTolerance = 0.02;
-
 TEST(StepEstimate, IsWithinTwoPercentOfTheFullSimulationWithTheCombinedOneFOneB) {
   struct CombinedCase {
     int tp, pp, vpp;
@@ -142,7 +164,7 @@ TEST(StepEstimate, IsWithinTwoPercentOfTheFullSimulationWithTheCombinedOneFOneB)
                   c.tp, c.pp, c.vpp, spec.layout.ep, overlap ? " combined" : "", static_cast<double>(full.step_ns) * 1e-9,
                   static_cast<double>(est.step_ns) * 1e-9, 100 * error, est.sampled_microbatches);
       EXPECT_FALSE(est.exact);
-      EXPECT_LE(std::abs(error), kCombinedTolerance) << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp << " " << overlap;
+      EXPECT_LE(std::abs(error), kTightTolerance) << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp << " " << overlap;
       full_s[overlap] = static_cast<double>(full.step_ns);
       estimate_s[overlap] = static_cast<double>(est.step_ns);
     }
