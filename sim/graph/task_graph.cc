@@ -40,10 +40,16 @@ TaskGraph::TaskGraph(int world_size, std::vector<int> simulated_ranks)
       throw InputError("simulated rank " + std::to_string(r) + " is outside the world [0, " +
                        std::to_string(world_size_) + ")");
   }
+  // A flag per rank up to a world of a million ranks (128 KiB); a graph file may declare more.
+  if (world_size_ <= (1 << 20)) {
+    simulated_flag_.assign(static_cast<std::size_t>(world_size_), false);
+    for (int r : simulated_ranks_) simulated_flag_[static_cast<std::size_t>(r)] = true;
+  }
 }
 
 bool TaskGraph::is_simulated(int rank) const {
-  return std::binary_search(simulated_ranks_.begin(), simulated_ranks_.end(), rank);
+  if (simulated_flag_.empty()) return std::binary_search(simulated_ranks_.begin(), simulated_ranks_.end(), rank);
+  return rank >= 0 && rank < world_size_ && simulated_flag_[static_cast<std::size_t>(rank)];
 }
 
 GroupId TaskGraph::add_group(std::vector<int> ranks) {

@@ -111,6 +111,10 @@ class TaskGraph {
  private:
   int world_size_;
   std::vector<int> simulated_ranks_;
+  // Per rank of the world, whether it is simulated (empty for a world above a million ranks, where
+  // is_simulated searches simulated_ranks_): ranks_of asks for every member of a collective's
+  // group, a thousand ranks for a data-parallel group at scale.
+  std::vector<bool> simulated_flag_;
   void check_buffer_uses(const Task& task) const;
   void check_buffer_use(const Task& task, BufferId id, const char* verb, const std::vector<int>& counts) const;
 
