@@ -29,6 +29,7 @@ struct Case {
   std::int64_t global_batch, micro_batch;
   Recompute recompute;
   int zero;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;  // interleaved where vpp > 1
 };
 
 StepSpec spec_of(const Case& c) {
@@ -40,6 +41,7 @@ StepSpec spec_of(const Case& c) {
   s.recompute = c.recompute;
   s.sequence_parallel = c.tp > 1;
   s.zero_stage = c.zero;
+  if (c.schedule != PipelineSchedule::kOneFOneB) s.schedule = c.schedule;
   return s;
 }
 
@@ -66,6 +68,9 @@ TEST(StepEstimate, IsWithinFivePercentOfTheFullSimulationOnAGridOfSmallLayouts) 
       {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kNone, 2},
       {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kNone, 3},
       {"gpt-1.7b", 16, 1, 1, 4, 2, 64, 2, Recompute::kFull, 3},
+      // GPipe: its last backward in program order is microbatch 0's, which launches the reductions.
+      {"gpt-1.7b", 16, 2, 1, 2, 1, 64, 1, Recompute::kFull, 0, PipelineSchedule::kGpipe},
+      {"gpt-22b", 32, 4, 1, 2, 1, 32, 1, Recompute::kFull, 1, PipelineSchedule::kGpipe},
   };
   double worst = 0;
   for (const Case& c : cases) {
