@@ -78,7 +78,9 @@ class SampleSpans {
         parts_(static_cast<std::size_t>(shape_.num_parts())),
         spans_(2 * static_cast<std::size_t>(shape_.pipeline.microbatches) * parts_),
         stage_end_(static_cast<std::size_t>(shape_.stages()), 0),
-        head_end_(static_cast<std::size_t>(shape_.stages()), 0) {
+        head_end_(static_cast<std::size_t>(shape_.stages()), 0),
+        grad_busy_(static_cast<std::size_t>(shape_.stages()), 0),
+        grad_end_(static_cast<std::size_t>(shape_.stages()), 0) {
     for (std::size_t q = 0; q < parts_; ++q) {
       const StepShape::Part& p = shape_.parts[q];
       if (part_of_layer_.size() < static_cast<std::size_t>(p.first_layer + p.layers))
@@ -97,6 +99,10 @@ class SampleSpans {
   TimeNs stage_end(int stage) const { return stage_end_[static_cast<std::size_t>(stage)]; }
   // The end of the stage's head: the stage-wide tasks before its passes (zero_grad_buffer).
   TimeNs head_end(int stage) const { return head_end_[static_cast<std::size_t>(stage)]; }
+  // The stage's per-microbatch gradient reductions (ZeRO 2-3's reduce-scatters): their summed
+  // time on the stage's gradient stream, and when the last ended (0: none).
+  TimeNs grad_busy(int stage) const { return grad_busy_[static_cast<std::size_t>(stage)]; }
+  TimeNs grad_end(int stage) const { return grad_end_[static_cast<std::size_t>(stage)]; }
 
  private:
   // Multi-token prediction modules' layers (numbered from the model's layer count on) run on the
@@ -114,6 +120,12 @@ class SampleSpans {
         TimeNs& end = stage_end_[static_cast<std::size_t>(rank / shape_.layout.stage_size())];
         end = std::max(end, rec.end_ns);
       }
+    if (t.stage == "grad" && t.chunk >= 0 && t.stream == StreamClass::kCommGrad) {
+      const std::vector<int> ranks = g.ranks_of(i);
+      const auto stage = static_cast<std::size_t>(ranks.front() / shape_.layout.stage_size());
+      grad_busy_[stage] += rec.end_ns - rec.start_ns;
+      grad_end_[stage] = std::max(grad_end_[stage], rec.end_ns);
+    }
     // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass;
     // the optimizer's forward-pass task (the gradient buffer's zeroing) to the head.
     if (t.chunk < 0 && t.stage == "optimizer" && t.pass == Pass::kForward && t.rank >= 0) {
@@ -143,12 +155,18 @@ class SampleSpans {
   std::vector<Span> spans_;
   std::vector<TimeNs> stage_end_;
   std::vector<TimeNs> head_end_;
+  std::vector<TimeNs> grad_busy_;
+  std::vector<TimeNs> grad_end_;
 };
 
 struct Measured {
   std::vector<PassTimes> part_times;  // ns
   std::vector<TimeNs> tail;           // per stage
   TimeNs head = 0;                    // the latest stage's head: every pass starts after it
+  // Per stage: its per-microbatch gradient reductions' time on the gradient stream, for one
+  // microbatch, and what the stage ran after the last of them (the optimizer's step).
+  std::vector<double> grad_per_microbatch;
+  std::vector<TimeNs> after_grad;
 };
 
 // A pass of the sample program, or an overlapped pair (a forward and the backward launched with
@@ -230,6 +248,11 @@ std::vector<TimedPass> timed_passes(const SimulatedStep& sim, const StepSpec& sp
     }
     m.tail.push_back(spans.stage_end(s) - previous_end);
     m.head = std::max(m.head, spans.head_end(s));
+    // ZeRO 0-1 reduce once, from the last backwards (timed apart above).
+    const bool every_microbatch = spec.zero_stage >= 2;
+    m.grad_per_microbatch.push_back(
+        every_microbatch ? static_cast<double>(spans.grad_busy(s)) / shape.pipeline.microbatches : 0.0);
+    m.after_grad.push_back(spans.grad_end(s) > 0 ? spans.stage_end(s) - spans.grad_end(s) : 0);
   }
   mark_late(out, shape.stages());
   return out;
@@ -288,6 +311,20 @@ Measured measure(const SimulatedStep& sim, const StepSpec& spec, OncePasses once
   return m;
 }
 
+// ZeRO 2-3 reduce-scatter every microbatch's gradients on the stage's one gradient stream: the
+// stage cannot end before its first backward's start plus every microbatch's reductions one after
+// the other and what follows them. Binding where backwards run back to back faster than their
+// reductions (GPipe's); 0 without per-microbatch reductions.
+double gradient_stream_end(const StepShape& shape, const std::vector<PipeAction>& program, const ProgramTiming& timing,
+                           const Measured& m, int stage) {
+  const auto s = static_cast<std::size_t>(stage);
+  if (m.grad_per_microbatch[s] <= 0) return 0;
+  const auto first_backward = std::find_if(program.begin(), program.end(),
+                                           [](const PipeAction& a) { return a.work != PipeWork::kForward; });
+  const double start = timing.start[s][static_cast<std::size_t>(first_backward - program.begin())];
+  return start + shape.pipeline.microbatches * m.grad_per_microbatch[s] + static_cast<double>(m.after_grad[s]);
+}
+
 }  // namespace
 
 StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
@@ -325,6 +362,7 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
       const double end = timing.start[static_cast<std::size_t>(s)].back() +
                          (last.work == PipeWork::kForward ? t.forward : t.backward);
       step = std::max(step, static_cast<double>(m.head) + end + static_cast<double>(m.tail[static_cast<std::size_t>(s)]));
+      step = std::max(step, static_cast<double>(m.head) + gradient_stream_end(shape, program, timing, m, s));
     }
     est.step_ns = static_cast<TimeNs>(step);
   }

@@ -28,9 +28,10 @@
 //
 // What it leaves out: contention between passes of different microbatches (transfers sharing
 // links with tensor-parallel collectives); a once-a-step pass's excess is added to its stage's
-// end, as if nothing else on the stage had hidden it; with ZeRO 2-3 the per-microbatch
-// reduce-scatters queuing behind back-to-back backwards (GPipe's: GPT-18B at tp 4 x pp 2 on 32
-// A100s, ZeRO 2, 64 microbatches, a step estimated 10.5% short). tests/sim/search/step_estimate_test.cc
+// end, as if nothing else on the stage had hidden it. With ZeRO 2-3 each stage's per-microbatch
+// reduce-scatters, one after the other on its gradient stream from its first backward on, bound
+// its end from below (GPipe's back-to-back backwards outrun them: GPT-18B at tp 4 x pp 2 on 32
+// A100s, ZeRO 2, 64 microbatches, estimated 10.5% short without the bound, -0.4% with it). tests/sim/search/step_estimate_test.cc
 // measures the error against full simulations.
 #pragma once
 
