@@ -20,12 +20,9 @@ namespace {
 struct OncePasses {
   bool last_backward = false;
   bool first_forward = false;
-  bool any() const { return last_backward || first_forward; }
 };
 
 OncePasses once_passes(const StepShape& shape, const StepSpec& spec) {
-  // Also without a data-parallel group to reduce over: the two microbatches this asks the sample
-  // for time the passes better than one (GPT-22B at tp 8 x pp 4 on 32 GPUs: +4.0% with one).
   return {spec.overlap_grad_reduce && spec.zero_stage < 2, shape.gemm_dtype == DType::kFp8};
 }
 
@@ -79,8 +76,9 @@ class SampleSpans {
         spans_(2 * static_cast<std::size_t>(shape_.pipeline.microbatches) * parts_),
         stage_end_(static_cast<std::size_t>(shape_.stages()), 0),
         head_end_(static_cast<std::size_t>(shape_.stages()), 0),
-        grad_busy_(static_cast<std::size_t>(shape_.stages()), 0),
-        grad_end_(static_cast<std::size_t>(shape_.stages()), 0) {
+        grad_tasks_(static_cast<std::size_t>(shape_.stages())),
+        grad_end_(static_cast<std::size_t>(shape_.stages()), 0),
+        stage_wide_(static_cast<std::size_t>(shape_.stages())) {
     for (std::size_t q = 0; q < parts_; ++q) {
       const StepShape::Part& p = shape_.parts[q];
       if (part_of_layer_.size() < static_cast<std::size_t>(p.first_layer + p.layers))
@@ -99,10 +97,36 @@ class SampleSpans {
   TimeNs stage_end(int stage) const { return stage_end_[static_cast<std::size_t>(stage)]; }
   // The end of the stage's head: the stage-wide tasks before its passes (zero_grad_buffer).
   TimeNs head_end(int stage) const { return head_end_[static_cast<std::size_t>(stage)]; }
-  // The stage's per-microbatch gradient reductions (ZeRO 2-3's reduce-scatters): their summed
-  // time on the stage's gradient stream, and when the last ended (0: none).
-  TimeNs grad_busy(int stage) const { return grad_busy_[static_cast<std::size_t>(stage)]; }
+  // The stage's per-microbatch gradient reductions (ZeRO 2-3's reduce-scatters), for one
+  // microbatch: their count per microbatch times their mean time, {beside, alone}: the mean over
+  // those that start before `passes_end` (the stage's last pass's end: beside its backwards) and
+  // over those after it (alone, faster); each the other where it has none.
+  std::pair<double, double> grad_per_microbatch(int stage, TimeNs passes_end) const {
+    const auto& tasks = grad_tasks_[static_cast<std::size_t>(stage)];
+    if (tasks.empty()) return {0, 0};
+    double sum[2] = {0, 0};
+    int count[2] = {0, 0};
+    for (const auto& [start, end] : tasks) {
+      const int alone = start >= passes_end;
+      sum[alone] += static_cast<double>(end - start);
+      ++count[alone];
+    }
+    const double per = static_cast<double>(tasks.size()) / shape_.pipeline.microbatches;
+    const double beside = count[0] > 0 ? sum[0] / count[0] : sum[1] / count[1];
+    const double alone = count[1] > 0 ? sum[1] / count[1] : beside;
+    return {beside * per, alone * per};
+  }
+  // When the stage's last per-microbatch reduction ended (0: none).
   TimeNs grad_end(int stage) const { return grad_end_[static_cast<std::size_t>(stage)]; }
+  // The summed time of the stage's own stage-wide tasks (the rest of the gradients' reductions,
+  // the optimizer, the weights' all-gather) that start after its last per-microbatch reduction:
+  // not the waits for other stages' (a collective over several stages counts for each).
+  TimeNs after_grad(int stage) const {
+    TimeNs sum = 0;
+    for (const auto& [start, end] : stage_wide_[static_cast<std::size_t>(stage)])
+      if (start >= grad_end(stage)) sum += end - start;
+    return sum;
+  }
 
  private:
   // Multi-token prediction modules' layers (numbered from the model's layer count on) run on the
@@ -120,10 +144,18 @@ class SampleSpans {
         TimeNs& end = stage_end_[static_cast<std::size_t>(rank / shape_.layout.stage_size())];
         end = std::max(end, rec.end_ns);
       }
+    if (t.chunk < 0 && !transfer) {
+      int last_stage = -1;  // a task's ranks are sorted: each stage once
+      for (int rank : g.ranks_of(i)) {
+        const int stage = rank / shape_.layout.stage_size();
+        if (stage != last_stage) stage_wide_[static_cast<std::size_t>(stage)].emplace_back(rec.start_ns, rec.end_ns);
+        last_stage = stage;
+      }
+    }
     if (t.stage == "grad" && t.chunk >= 0 && t.stream == StreamClass::kCommGrad) {
       const std::vector<int> ranks = g.ranks_of(i);
       const auto stage = static_cast<std::size_t>(ranks.front() / shape_.layout.stage_size());
-      grad_busy_[stage] += rec.end_ns - rec.start_ns;
+      grad_tasks_[stage].emplace_back(rec.start_ns, rec.end_ns);
       grad_end_[stage] = std::max(grad_end_[stage], rec.end_ns);
     }
     // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass;
@@ -155,8 +187,9 @@ class SampleSpans {
   std::vector<Span> spans_;
   std::vector<TimeNs> stage_end_;
   std::vector<TimeNs> head_end_;
-  std::vector<TimeNs> grad_busy_;
+  std::vector<std::vector<std::pair<TimeNs, TimeNs>>> grad_tasks_;  // per stage
   std::vector<TimeNs> grad_end_;
+  std::vector<std::vector<std::pair<TimeNs, TimeNs>>> stage_wide_;  // per stage: chunk < 0 tasks
 };
 
 struct Measured {
@@ -164,8 +197,8 @@ struct Measured {
   std::vector<TimeNs> tail;           // per stage
   TimeNs head = 0;                    // the latest stage's head: every pass starts after it
   // Per stage: its per-microbatch gradient reductions' time on the gradient stream, for one
-  // microbatch, and what the stage ran after the last of them (the optimizer's step).
-  std::vector<double> grad_per_microbatch;
+  // microbatch, and the time of its own work after the last of them (SampleSpans::after_grad).
+  std::vector<std::pair<double, double>> grad_per_microbatch;  // {beside the backwards, alone}
   std::vector<TimeNs> after_grad;
 };
 
@@ -250,9 +283,9 @@ std::vector<TimedPass> timed_passes(const SimulatedStep& sim, const StepSpec& sp
     m.head = std::max(m.head, spans.head_end(s));
     // ZeRO 0-1 reduce once, from the last backwards (timed apart above).
     const bool every_microbatch = spec.zero_stage >= 2;
-    m.grad_per_microbatch.push_back(
-        every_microbatch ? static_cast<double>(spans.grad_busy(s)) / shape.pipeline.microbatches : 0.0);
-    m.after_grad.push_back(spans.grad_end(s) > 0 ? spans.stage_end(s) - spans.grad_end(s) : 0);
+    m.grad_per_microbatch.push_back(every_microbatch ? spans.grad_per_microbatch(s, previous_end)
+                                                     : std::pair<double, double>{0, 0});
+    m.after_grad.push_back(spans.grad_end(s) > 0 ? spans.after_grad(s) : 0);
   }
   mark_late(out, shape.stages());
   return out;
@@ -311,18 +344,24 @@ Measured measure(const SimulatedStep& sim, const StepSpec& spec, OncePasses once
   return m;
 }
 
-// ZeRO 2-3 reduce-scatter every microbatch's gradients on the stage's one gradient stream: the
-// stage cannot end before its first backward's start plus every microbatch's reductions one after
-// the other and what follows them. Binding where backwards run back to back faster than their
-// reductions (GPipe's); 0 without per-microbatch reductions.
+// ZeRO 2-3 reduce-scatter every microbatch's gradients on the stage's one gradient stream, one
+// after the other from its first backward on: at the rate measured beside backwards until the
+// stage's last pass ends, then at the rate measured alone; then the stage's own work after them.
+// Binding where backwards run back to back faster than their reductions (GPipe's); 0 without
+// per-microbatch reductions.
 double gradient_stream_end(const StepShape& shape, const std::vector<PipeAction>& program, const ProgramTiming& timing,
-                           const Measured& m, int stage) {
+                           double passes_end, const Measured& m, int stage) {
   const auto s = static_cast<std::size_t>(stage);
-  if (m.grad_per_microbatch[s] <= 0) return 0;
+  const auto [beside, alone] = m.grad_per_microbatch[s];
+  if (beside <= 0) return 0;
   const auto first_backward = std::find_if(program.begin(), program.end(),
                                            [](const PipeAction& a) { return a.work != PipeWork::kForward; });
   const double start = timing.start[s][static_cast<std::size_t>(first_backward - program.begin())];
-  return start + shape.pipeline.microbatches * m.grad_per_microbatch[s] + static_cast<double>(m.after_grad[s]);
+  const double microbatches = shape.pipeline.microbatches;
+  const double done_beside = std::min(microbatches, std::max(0.0, passes_end - start) / beside);
+  const double end = done_beside >= microbatches ? start + microbatches * beside
+                                                 : passes_end + (microbatches - done_beside) * alone;
+  return end + static_cast<double>(m.after_grad[s]);
 }
 
 }  // namespace
@@ -362,7 +401,7 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
       const double end = timing.start[static_cast<std::size_t>(s)].back() +
                          (last.work == PipeWork::kForward ? t.forward : t.backward);
       step = std::max(step, static_cast<double>(m.head) + end + static_cast<double>(m.tail[static_cast<std::size_t>(s)]));
-      step = std::max(step, static_cast<double>(m.head) + gradient_stream_end(shape, program, timing, m, s));
+      step = std::max(step, static_cast<double>(m.head) + gradient_stream_end(shape, program, timing, end, m, s));
     }
     est.step_ns = static_cast<TimeNs>(step);
   }

@@ -23,16 +23,19 @@
 //     that every stage pairs a forward of each of its chunks (two groups of `pp` for the
 //     interleaved schedule, two microbatches without pipelining).
 // sim/schedule's time_programs then times the real number of microbatches with those pass times,
-// and the step is the head plus the latest stage's last pass plus its tail. When the sample is the whole step
-// (as many microbatches), the estimate is the simulated step itself.
+// and a stage ends at the head plus its last pass plus its tail, or, with ZeRO 2-3, later if its
+// gradient stream does: every microbatch's reduce-scatters one after the other from its first
+// backward, at the time per microbatch the sample measured beside backwards until its last pass
+// ends and alone after it, then the stage's own work after them (GPipe's back-to-back backwards
+// outrun their reductions: GPT-18B at tp 4 x pp 2 on 32 A100s, ZeRO 2, 64 microbatches, estimated
+// 10.5% short without this, -0.2% with it). The step is the latest stage's end. When the sample is
+// the whole step (as many microbatches), the estimate is the simulated step itself.
 //
 // What it leaves out: contention between passes of different microbatches (transfers sharing
 // links with tensor-parallel collectives); a once-a-step pass's excess is added to its stage's
-// end, as if nothing else on the stage had hidden it. With ZeRO 2-3 each stage's per-microbatch
-// reduce-scatters, one after the other on its gradient stream from its first backward on, bound
-// its end from below (GPipe's back-to-back backwards outrun them: GPT-18B at tp 4 x pp 2 on 32
-// A100s, ZeRO 2, 64 microbatches, estimated 10.5% short without the bound, -0.4% with it). tests/sim/search/step_estimate_test.cc
-// measures the error against full simulations.
+// end, as if nothing else on the stage had hidden it; ZeRO-3's weight gathers on the gradient
+// stream (GPipe at ZeRO 3 stays 1-3% short). tests/sim/search/step_estimate_test.cc measures the
+// error against full simulations.
 #pragma once
 
 #include "sim/driver/simulation.h"

@@ -145,8 +145,8 @@ TEST(StepEstimate, TimesTheBackwardsBesideTheGradientReductionsApart) {
 // ZeRO 2-3 reduce-scatter every microbatch's gradients on one stream: where the backwards run back
 // to back faster than their reductions (GPipe), the step ends when that stream does. GPT-18B on 32
 // A100s, tp 4 x pp 2, full recomputation, ZeRO 2, 64 microbatches: GPipe was estimated 10.5% short
-// before the stream's bound (-0.4% now); 1F1B, whose reductions hide between its passes, is not
-// bound by it.
+// before the stream's end was counted (-0.2% now); 1F1B, whose reductions hide between its
+// passes, ends with its passes.
 TEST(StepEstimate, EndsNoEarlierThanTheGradientStreamWithZeroTwo) {
   const ModelSpec model = preset("gpt-18b");
   const ClusterSpec cl = cluster(32);
