@@ -33,9 +33,10 @@
 //
 // What it leaves out: contention between passes of different microbatches (transfers sharing
 // links with tensor-parallel collectives); a once-a-step pass's excess is added to its stage's
-// end, as if nothing else on the stage had hidden it; ZeRO-3's weight gathers on the gradient
-// stream (GPipe at ZeRO 3 stays 1-3% short). tests/sim/search/step_estimate_test.cc measures the
-// error against full simulations.
+// end, as if nothing else on the stage had hidden it. ZeRO 3 stays 1-3% short on GPT-1.7B and
+// GPT-3.6B at pp 4 (GPipe and 1F1B; counting its backward weight gathers, which share the
+// gradient stream, did not move it). tests/sim/search/step_estimate_test.cc measures the error
+// against full simulations.
 #pragma once
 
 #include "sim/driver/simulation.h"
