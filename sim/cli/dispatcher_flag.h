@@ -19,13 +19,13 @@ inline constexpr const char* kDispatcherFlagHelp =
 
 inline constexpr const char* kOverlapMoeEpCommHelp =
     "Megatron-Core's overlap_moe_expert_parallel_comm (whole step, MoE models, --pp 1 or --vpp > 1, --ep > 1, no "
-    "full recomputation): its combined "
+    "full recomputation, --zero 0-2): its combined "
     "1F1B, one more warmup forward and each steady-state forward overlapped with an earlier microbatch's backward, "
     "one's all-to-alls beside the other's kernels (docs/training-step.md#all-to-all-overlap-in-1f1b---overlap-moe-expert-parallel-comm)";
 
 inline constexpr const char* kPlanOverlapMoeEpCommHelp =
     "with --global-batch: also try each MoE layout Megatron-Core's combined 1F1B runs on (--pp 1 or --vpp > 1, "
-    "--ep > 1, no full recomputation) with it (docs/planning.md)";
+    "--ep > 1, no full recomputation, ZeRO below 3) with it (docs/planning.md)";
 
 inline TokenDispatcher parse_dispatcher_flag(const std::string& value) {
   if (auto d = parse_token_dispatcher(value)) return *d;

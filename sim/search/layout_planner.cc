@@ -230,10 +230,11 @@ void check_axes_of(const LayoutRequest& r, const std::vector<StepSpec>& specs) {
 
 // Megatron-Core's combined 1F1B (StepSpec::overlap_moe_ep_comm) is tried beside each MoE layout it
 // runs on, where the request asks: without pipelining or with the interleaved schedule, with
-// expert parallelism and without full recomputation (check_moe_ep_overlap's rules).
+// expert parallelism, without full recomputation and below ZeRO 3 (check_moe_ep_overlap's rules).
 bool combined_1f1b_applies(const LayoutRequest& r, const StepSpec& s) {
   return r.try_moe_ep_overlap && r.model.has_moe_layers() && r.model.architecture.mtp_depth <= 1 &&
-         (s.layout.pp == 1 || s.layout.vpp > 1) && s.layout.ep > 1 && s.recompute != Recompute::kFull;
+         (s.layout.pp == 1 || s.layout.vpp > 1) && s.layout.ep > 1 && s.recompute != Recompute::kFull &&
+         s.zero_stage < 3;
 }
 
 // Whether the step's rules accept the layout: a twin of one they reject would be rejected by the
@@ -337,8 +338,8 @@ void check_fixed_axes(const LayoutRequest& r) {
   if (r.try_moe_ep_overlap &&
       std::none_of(specs.begin(), specs.end(), [](const StepSpec& s) { return s.overlap_moe_ep_comm; }))
     throw InputError("--overlap-moe-expert-parallel-comm: no candidate layout of this request runs Megatron-Core's "
-                     "combined 1F1B (it needs --pp 1 or --vpp > 1, --ep > 1, no full recomputation, at most one "
-                     "multi-token prediction module, and a layout the step accepts)");
+                     "combined 1F1B (it needs --pp 1 or --vpp > 1, --ep > 1, no full recomputation, ZeRO below 3, at "
+                     "most one multi-token prediction module, and a layout the step accepts)");
 }
 
 std::vector<int> zero_stages(const LayoutRequest& r) {

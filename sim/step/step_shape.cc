@@ -234,6 +234,10 @@ void check_moe_ep_overlap(const ModelSpec& model, const StepShape& shape, const 
                  "use none or selective");
   require(model.architecture.mtp_depth <= 1, flag + " with " + std::to_string(model.architecture.mtp_depth) +
                                                  " multi-token prediction modules: Megatron-Core supports one");
+  // As with DualPipe's pairs: the interleaved pair's order on the gradient stream against ZeRO-3's
+  // prefetched weight gathers is not modelled (the two deadlock in the simulation).
+  require(spec.zero_stage < 3, flag + " with --zero 3: ZeRO-3's per-layer weight gathers inside the interleaved "
+                                      "pairs are not modelled; use --zero 0, 1 or 2");
 }
 
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec) {

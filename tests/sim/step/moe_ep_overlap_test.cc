@@ -49,6 +49,11 @@ TEST(MoeEpOverlap, IsRefusedWhereMegatronCoreRefusesIt) {
   full.recompute = Recompute::kFull;
   EXPECT_THAT(testing::step_error_of(full, "qwen3-30b-a3b"),
               HasSubstr("--overlap-moe-expert-parallel-comm with --recompute full: Megatron-Core refuses it"));
+  StepSpec zero3 = interleaved_moe_step(true);
+  zero3.zero_stage = 3;
+  EXPECT_THAT(testing::step_error_of(zero3, "qwen3-30b-a3b"),
+              HasSubstr("--overlap-moe-expert-parallel-comm with --zero 3: ZeRO-3's per-layer weight gathers inside the "
+                        "interleaved pairs are not modelled"));
   ModelSpec two_mtp = testing::model_preset("qwen3-30b-a3b");
   two_mtp.architecture.mtp_depth = 2;
   EXPECT_THAT(input_error_of([&] { build_step_graph(two_mtp, testing::a100_cluster(16), interleaved_moe_step(true)); }),
