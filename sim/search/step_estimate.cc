@@ -14,9 +14,9 @@ namespace moesim::search {
 namespace {
 
 // Passes that carry work the step runs once, which its other microbatches' passes do not repeat:
-// with ZeRO 0-1, the gradient reductions launched by each (stage,
-// chunk)'s last backward in program order (the last microbatch's, GPipe's microbatch 0's), and with
-// fp8 GEMMs the weights' casts in the first microbatch's forward.
+// with ZeRO 0-1, the gradient reductions launched by each (stage, chunk)'s last backward in
+// program order (the last microbatch's, GPipe's microbatch 0's), and with fp8 GEMMs the weights'
+// casts in the first microbatch's forward.
 struct OncePasses {
   bool last_backward = false;
   bool first_forward = false;
@@ -41,11 +41,11 @@ bool pairs_every_part(const StepShape& shape, const PipelineShape& p) {
 // The fewest microbatches per pipeline the schedule runs on this shape (at most the step's own),
 // and at least two: where some passes carry once-a-step work every part then has a pass without
 // it to time the others by, and without such work two time the passes better than one (ZeRO 3,
-// GPT-1.7B at pp 4: -2.6% with one, -1.2% with two); with the interleaved schedule and the last backward's reductions two
-// groups of pp, so that every part's backward has a pass before the first reductions run (in one
-// group each chunk's last microbatch is in it, and the reductions of the chunk that finishes first
-// run beside most other backwards); with the combined 1F1B enough that every part's forward is
-// paired.
+// GPT-1.7B at pp 4: -2.6% with one, -1.2% with two). With the interleaved schedule and the last
+// backwards' reductions two groups of pp, so that every part's backward has a pass before the
+// first reductions run (in one group each chunk's last microbatch is in it, and the reductions of
+// the chunk that finishes first run beside most other backwards); with the combined 1F1B enough
+// that every part's forward is paired.
 int sample_microbatches(const StepShape& shape, const StepSpec& spec, OncePasses once) {
   PipelineShape p = shape.pipeline;
   const bool two_groups = shape.schedule == PipelineSchedule::kInterleaved && once.last_backward;
@@ -77,7 +77,6 @@ class SampleSpans {
         stage_end_(static_cast<std::size_t>(shape_.stages()), 0),
         head_end_(static_cast<std::size_t>(shape_.stages()), 0),
         grad_tasks_(static_cast<std::size_t>(shape_.stages())),
-        grad_end_(static_cast<std::size_t>(shape_.stages()), 0),
         stage_wide_(static_cast<std::size_t>(shape_.stages())) {
     for (std::size_t q = 0; q < parts_; ++q) {
       const StepShape::Part& p = shape_.parts[q];
@@ -117,14 +116,19 @@ class SampleSpans {
     return {beside * per, alone * per};
   }
   // When the stage's last per-microbatch reduction ended (0: none).
-  TimeNs grad_end(int stage) const { return grad_end_[static_cast<std::size_t>(stage)]; }
+  TimeNs grad_end(int stage) const {
+    TimeNs end = 0;
+    for (const auto& task : grad_tasks_[static_cast<std::size_t>(stage)]) end = std::max(end, task.second);
+    return end;
+  }
   // The summed time of the stage's own stage-wide tasks (the rest of the gradients' reductions,
   // the optimizer, the weights' all-gather) that start after its last per-microbatch reduction:
   // not the waits for other stages' (a collective over several stages counts for each).
   TimeNs after_grad(int stage) const {
+    const TimeNs from = grad_end(stage);
     TimeNs sum = 0;
     for (const auto& [start, end] : stage_wide_[static_cast<std::size_t>(stage)])
-      if (start >= grad_end(stage)) sum += end - start;
+      if (start >= from) sum += end - start;
     return sum;
   }
 
@@ -139,24 +143,18 @@ class SampleSpans {
   void add(const TaskGraph& g, TaskIndex i, const TaskRecord& rec) {
     const Task& t = g.task(i);
     const bool transfer = t.stream == StreamClass::kCommPipeline;
-    if (!transfer)
-      for (int rank : g.ranks_of(i)) {
-        TimeNs& end = stage_end_[static_cast<std::size_t>(rank / shape_.layout.stage_size())];
-        end = std::max(end, rec.end_ns);
-      }
-    if (t.chunk < 0 && !transfer) {
-      int last_stage = -1;  // a task's ranks are sorted: each stage once
+    if (!transfer) {
+      const bool per_microbatch_reduction = t.stage == "grad" && t.chunk >= 0 && t.stream == StreamClass::kCommGrad;
+      int last_stage = -1;  // a task's ranks are sorted: each of its stages once
       for (int rank : g.ranks_of(i)) {
         const int stage = rank / shape_.layout.stage_size();
-        if (stage != last_stage) stage_wide_[static_cast<std::size_t>(stage)].emplace_back(rec.start_ns, rec.end_ns);
+        if (stage == last_stage) continue;
         last_stage = stage;
+        const auto st = static_cast<std::size_t>(stage);
+        stage_end_[st] = std::max(stage_end_[st], rec.end_ns);
+        if (t.chunk < 0) stage_wide_[st].emplace_back(rec.start_ns, rec.end_ns);
+        if (per_microbatch_reduction) grad_tasks_[st].emplace_back(rec.start_ns, rec.end_ns);
       }
-    }
-    if (t.stage == "grad" && t.chunk >= 0 && t.stream == StreamClass::kCommGrad) {
-      const std::vector<int> ranks = g.ranks_of(i);
-      const auto stage = static_cast<std::size_t>(ranks.front() / shape_.layout.stage_size());
-      grad_tasks_[stage].emplace_back(rec.start_ns, rec.end_ns);
-      grad_end_[stage] = std::max(grad_end_[stage], rec.end_ns);
     }
     // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass;
     // the optimizer's forward-pass task (the gradient buffer's zeroing) to the head.
@@ -188,7 +186,6 @@ class SampleSpans {
   std::vector<TimeNs> stage_end_;
   std::vector<TimeNs> head_end_;
   std::vector<std::vector<std::pair<TimeNs, TimeNs>>> grad_tasks_;  // per stage
-  std::vector<TimeNs> grad_end_;
   std::vector<std::vector<std::pair<TimeNs, TimeNs>>> stage_wide_;  // per stage: chunk < 0 tasks
 };
 
