@@ -19,11 +19,11 @@
 #include "sim/cli/compare_command.h"
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/exit_codes.h"
-#include "sim/cli/layout_flags.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/model_command.h"
 #include "sim/cli/network_flag.h"
 #include "sim/cli/number_flags.h"
+#include "sim/cli/options_command.h"
 #include "sim/cli/plan_command.h"
 #include "sim/cli/cost_models_command.h"
 #include "sim/cli/presets_command.h"
@@ -37,6 +37,7 @@
 #include "sim/cli/validate_command.h"
 #include "sim/core/error.h"
 #include "sim/spec/run_spec.h"
+#include "sim/spec/sweep_spec.h"
 
 namespace moesim::cli {
 namespace {
@@ -51,14 +52,6 @@ constexpr std::uint64_t kMaxStepFactor = 1024;
 constexpr std::uint64_t kMaxListed = 1000000;   // compare --worst
 
 // Chunk sizes in capacity slots: multiples of it but for the last chunk (run file: chunk_alignment).
-void add_chunk_align_option(CLI::App* app, int& alignment) {
-  app->add_option("--chunk-align", alignment,
-                  "chunk sizes (capacity slots per expert) are multiples of this but for the last chunk; 1: they "
-                  "differ by at most one")
-      ->transform(whole(1, kMaxChunkAlignment))
-      ->capture_default_str();
-}
-
 // A numeric option without a range would take "-1" or "nan" unchecked: a bug, which any run of
 // the program (every CLI test) reports.
 void check_every_number_has_a_range(const CLI::App& app) {
@@ -81,27 +74,6 @@ void refuse_empty_values(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands()) refuse_empty_values(*sub);  // the parsed ones
 }
 
-// max_zero: 3 for simulate, whose whole step (--global-batch) has ZeRO 0-3; its MoE-layer
-// simulation then refuses 2 and 3 (check_layout_flags).
-void add_layout_flags(CLI::App* app, LayoutFlags& f, std::uint64_t max_zero = 1) {
-  app->add_flag("--no-dtd", f.no_dtd,
-                "with --tp > 1: send every token through the all-to-alls on every tensor-parallel rank instead of "
-                "TED's duplicate token dropping (1/tp each, then an all-gather)");
-  app->add_flag("--grad-sync", f.grad_sync,
-                "simulate the data-parallel gradient all-reduces (experts over their data-parallel replicas, the "
-                "gate and shared experts over the non-expert group) on stream comm.grad");
-  app->add_option("--zero", f.zero_stage,
-                  "ZeRO stage of the optimizer states: 0 (whole on every rank; the default) or 1 (sharded over "
-                  "the data-parallel group)" +
-                      std::string(max_zero > 1 ? "; with --global-batch 0-3 (1 is Megatron's distributed optimizer)"
-                                               : ""))
-      ->transform(whole(0, max_zero));
-  app->add_option("--checkpoint", f.checkpoint,
-                  "activation checkpointing of each MoE layer: none (the default) | full (re-run its forward before "
-                  "its backward) | cac (TED's communication-aware checkpointing: the re-run reuses the all-to-alls' "
-                  "stashed outputs); needs strategy none");
-}
-
 // --gpus and --nodes (cluster_flags.h); returns --gpus, which excludes --nodes.
 CLI::Option* add_cluster_size_flags(CLI::App* app, long long& gpus, long long& nodes) {
   CLI::Option* g = app->add_option("--gpus", gpus, "the cluster preset grown or shrunk to this many GPUs (whole nodes)")
@@ -121,23 +93,12 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
                   "cluster, node or GPU YAML, or a bundled preset's name (`moesim presets clusters|nodes|gpus`)");
   app->add_option("--calibration", a.calibration_path,
                   "calibration YAML measured by `moesim calibrate` on this GPU (hardware/calibration/)");
-  app->add_option("--tokens", a.tokens, "tokens per GPU per layer pass (B)")->transform(whole(1, kMaxTokensPerGpu));
   app->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
-  app->add_option("--chunks,-n", a.chunks, "pipeline chunks per layer (n)")
-      ->transform(whole(1, kMaxChunks))->capture_default_str();
-  add_chunk_align_option(app, a.chunk_alignment);
-  app->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")
-      ->capture_default_str();
-  app->add_option("--ep", a.ep_size, "expert-parallel group size (0 = every GPU of the cluster / --tp)")
-      ->transform(whole(0, kMaxGroupSize))
-      ->capture_default_str();
-  app->add_option("--tp", a.tp_size,
-                  "tensor-parallel degree of the experts and non-expert blocks (DeepSpeed-TED); the GPUs are "
-                  "tp x ep x data-parallel replicas")->transform(whole(1, kMaxGroupSize))
-      ->capture_default_str();
-  add_layout_flags(app, a.layout, max_zero);
-  app->add_option("--layers", a.layers, "MoE layers simulated back to back")
-      ->transform(whole(1, kMaxMoeLayers))->capture_default_str();
+  // max_zero: 3 for simulate, whose whole step (--global-batch) has ZeRO 0-3; the MoE-layer
+  // simulation still refuses 2 and 3 (the run option's range).
+  RunOptionFlagStyle style;
+  style.widen["zero_stage"] = static_cast<std::int64_t>(max_zero);
+  add_run_option_flags(app, a.options, {}, style);
   app->add_flag("--all-ranks", a.all_ranks,
                 "simulate every rank instead of one representative rank");
   CLI::Option* loopback = app->add_flag(
@@ -145,25 +106,6 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
       "the --ep ranks are virtual ranks sharing one GPU of the hardware, as `moesim run --loopback` runs "
       "them (shared compute, all-to-all as device copies; every rank simulated)");
   add_cluster_size_flags(app, a.gpus, a.nodes)->excludes(loopback);
-  app->add_option("--seed", a.seed, "random seed: places zipf routing's hot experts (recorded in the report)")
-      ->transform(whole(0, kMaxSeed))->capture_default_str();
-  app->add_option("--strategy", a.strategy, "memory-reuse strategy: none|s1|s2|s3|s4 (MPipeMoE)")
-      ->capture_default_str();
-  app->add_option("--slots", a.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")->transform(whole(1, 2))
-      ->capture_default_str();
-  app->add_option("--optimizer", a.optimizer, "optimizer for model-state memory: adam|momentum|sgd")
-      ->capture_default_str();
-  app->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
-  app->add_option("--compute", a.compute, kComputeFlagHelp)->capture_default_str();
-  app->add_option("--a2a", a.a2a, "all-to-all algorithm of dispatch/combine (flow model): pairwise|2dh")
-      ->capture_default_str();
-  app->add_flag("--no-routing-data", a.no_routing_data,
-                "do not count gate scores and indices kept for backward (the papers' accounting)");
-  app->add_option("--routing", a.routing,
-                  "token routing: uniform (balanced, padded to capacity) | zipf:<s> | matrix:<csv file>; "
-                  "other than uniform, every rank is simulated with its own rows (--global-batch: the MoE layers "
-                  "compute the most loaded expert-parallel rank's rows, all-to-allv between)")
-      ->capture_default_str();
 }
 
 void add_host_launch_flag(CLI::App* app, double& us) {
@@ -273,9 +215,6 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_option("--objective", a.objective, "what best means: time (step) | forward (the MoE forward pass alone, what the PipeMoE model predicts) | memory | balanced")->capture_default_str();
   plan->add_option("--method", a.method, "selection method: simulate|pipemoe|mpipemoe-online|mpmoe-model|all")
       ->capture_default_str();
-  plan->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
-  plan->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
-  plan->add_option("--compute", a.compute, kComputeFlagHelp)->capture_default_str();
   plan->add_option("--ep", a.ep,
                    "expert-parallel group size (default 0 = every GPU / --tp); with --global-batch the ep values to "
                    "try, a list (default every divisor of the experts)");
@@ -283,20 +222,11 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
                    "tensor-parallel degree (DeepSpeed-TED; default 1): the simulate and mpipemoe-online methods only; "
                    "with --global-batch the tp values to try, a list (default every divisor of a node's GPUs that divides "
                    "the cluster's)");
-  add_layout_flags(plan, a.layout);
-  plan->add_option("--layers", a.layers, "MoE layers simulated back to back")
-      ->transform(whole(1, kMaxMoeLayers))->capture_default_str();
-  plan->add_option("--slots", a.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")
-      ->transform(whole(1, 2))->capture_default_str();
-  add_chunk_align_option(plan, a.chunk_alignment);
-  plan->add_option("--optimizer", a.optimizer, "adam|momentum|sgd")->capture_default_str();
-  plan->add_flag("--no-routing-data", a.no_routing_data, "do not count gate scores and indices (the papers' accounting)");
-  plan->add_option("--routing", a.routing,
-                   "token routing: uniform | zipf:<s> | matrix:<csv file> (the simulate method; the model-based "
-                   "methods assume balanced routing; with --global-batch uniform or zipf:<s>)")
-      ->capture_default_str();
-  plan->add_option("--seed", a.seed, "random seed: places zipf routing's hot experts")
-      ->transform(whole(0, kMaxSeed))->capture_default_str();
+  RunOptionFlagStyle style;
+  style.notes["routing"] =
+      "; plan: the simulate method (the model-based methods assume balanced routing); with --global-batch uniform "
+      "or zipf:<s>";
+  add_run_option_flags(plan, a.options, plan_option_keys(), style);
   plan->add_option("--json", a.json_path, "write the plan as JSON ('-' for stdout)");
   plan->add_option("--memory-limit", a.memory_limit, kMemoryLimitHelp);
   plan->add_option("--jobs,-j", a.jobs, "simulations in parallel (0 = every core)")
@@ -322,15 +252,13 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
                     "gets global / (GPUs / tp) per GPU");
   sweep->add_option("--tp", a.tp,
                     "tensor-parallel degrees, list or ranges (default 1); the expert-parallel group spans GPUs / tp");
-  add_layout_flags(sweep, a.layout);
   sweep->add_option("--chunks,-n", a.chunks, "pipeline degrees (default without --grid: 1,2,4,8)");
   sweep->add_option("--strategies", a.strategies, "memory strategies: all or none,s1,s2,s3,s4 (default none)");
   sweep->add_option("--routing", a.routing, "routing values, comma-separated: uniform, zipf:<s>, matrix:<csv file>");
-  sweep->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel");
-  sweep->add_option("--network", a.network, std::string(kNetworkFlagHelp) + "; default: the grid file's, else auto");
-  sweep->add_option("--compute", a.compute, std::string(kComputeFlagHelp) + "; default: the grid file's, else auto");
-  sweep->add_option("--layers", a.layers, "MoE layers simulated back to back (default 1)")
-      ->transform(whole(1, kMaxMoeLayers));
+  // Given to every configuration; without a flag the grid file's value, else the run default.
+  RunOptionFlagStyle style;
+  style.show_defaults = false;
+  add_run_option_flags(sweep, a.fixed, sweep_fixed_keys(), style);
   sweep->add_option("--step-target-ms", a.step_target_ms, "capacity view: the step must take at most this (ms)")
       ->transform(real(0, kMaxStepMs));
   sweep->add_option("--csv", a.csv_path, "write the CSV ('-' for stdout; the default when no output is named)");
@@ -456,6 +384,13 @@ CLI::App* add_cost_models(CLI::App& app, CostModelsArgs& a) {
   return cmd;
 }
 
+CLI::App* add_options_command(CLI::App& app, OptionsArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "options", "list the run options (run-file key, flag, type, default, values, rule; sim/spec/run_options.h)");
+  cmd->add_flag("--markdown", a.markdown, "print the table of docs/config-reference.md's run-file section");
+  return cmd;
+}
+
 // CLI11 would only say "a subcommand is required"; name the unknown command instead.
 void refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
   if (argc <= 1 || argv[1][0] == '-') return;
@@ -542,6 +477,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* model_cmd = add_model_command(app, model_args);
   CostModelsArgs cost_models_args;
   CLI::App* cost_models_cmd = add_cost_models(app, cost_models_args);
+  OptionsArgs options_args;
+  CLI::App* options_cmd = add_options_command(app, options_args);
   check_every_number_has_a_range(app);
   // --version must work without a subcommand.
   for (int i = 1; i < argc; ++i) {
@@ -564,11 +501,7 @@ int main_impl(int argc, char** argv) {
   if (graph.export_cmd->parsed()) return run_graph_export(graph.export_args, graph.export_path);
   if (graph.check_cmd->parsed()) return run_graph_check(graph.check_path);
   if (plan->parsed()) return dispatch_plan(*plan, plan_args, step_plan_args);
-  if (sweep->parsed()) {
-    sweep_args.layout.zero_given = sweep->count("--zero") > 0;
-    sweep_args.layout.checkpoint_given = sweep->count("--checkpoint") > 0;
-    return run_sweep_command(sweep_args, kVersion);
-  }
+  if (sweep->parsed()) return run_sweep_command(sweep_args, kVersion);
   if (collective->parsed()) {
     coll.op_given = collective->count("--op") > 0;
     coll.against_given = collective->count("--against") > 0;
@@ -583,6 +516,7 @@ int main_impl(int argc, char** argv) {
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (cost_models_cmd->parsed()) return run_cost_models(cost_models_args, std::cout);
+  if (options_cmd->parsed()) return run_options_command(options_args, std::cout);
   if (calibrate->parsed()) {
     cal_args.out_given = calibrate->count("--out") > 0;
     for (int i = 0; i < argc; ++i) cal_args.command_line += (i ? " " : "") + std::string(i ? argv[i] : "moesim");

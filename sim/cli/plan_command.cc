@@ -86,28 +86,17 @@ search::PlanRequest plan_request(const PlanArgs& a) {
                      "whole training step");
   const int tp = single_degree("--tp", a.tp, 1, 1);
   const int ep = single_degree("--ep", a.ep, 0, 0);
-  check_layout_flags(tp, tp, a.layout.no_dtd, a.layout.zero_stage);
+  RunSpec run;
+  a.options.apply(run);
+  check_no_dtd_flag(a.options.given_key("drop_duplicate_tokens"), tp);
 
   search::PlanRequest req;
   req.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
   req.cluster = scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), a.calibration_path),
                                a.gpus, a.nodes);
+  req.run = run;
   req.run.ep_size = ep;
   req.run.tp_size = tp;
-  req.run.drop_duplicate_tokens = !a.layout.no_dtd;
-  req.run.grad_sync = a.layout.grad_sync;
-  req.run.zero_stage = a.layout.zero_stage;
-  req.run.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
-  req.run.num_moe_layers = a.layers;
-  req.run.slots = a.slots;
-  req.run.chunk_alignment = a.chunk_alignment;
-  req.run.count_routing_data = !a.no_routing_data;
-  req.run.routing = parse_routing_flag(a.routing);
-  req.run.seed = a.seed;
-  req.run.order = parse_named<OrderPolicy>("--order", a.order, parse_order_policy, order_policy_names());
-  req.run.network = parse_network_flag(a.network);
-  req.run.compute = parse_compute_flag(a.compute);
-  req.run.optimizer = parse_named<Optimizer>("--optimizer", a.optimizer, parse_optimizer, optimizer_names());
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
   req.tokens = parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu);
   if (!a.chunks.empty()) req.chunk_counts = parse_chunk_list("--chunks", a.chunks);
@@ -124,6 +113,13 @@ search::PlanRequest plan_request(const PlanArgs& a) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& plan_option_keys() {
+  static const std::vector<std::string> keys{"drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint",
+                                             "chunk_alignment", "order", "num_moe_layers", "seed", "slots",
+                                             "optimizer", "routing_data", "network", "compute", "routing"};
+  return keys;
+}
 
 int run_plan(const PlanArgs& a, const std::string& version) {
   // Under mpirun every rank checks the same input and a failure is reported once (World::agree);

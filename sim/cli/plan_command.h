@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "sim/cli/layout_flags.h"
+#include "sim/cli/run_option_flags.h"
 
 namespace moesim::cli {
 
@@ -23,27 +23,22 @@ struct PlanArgs {
   std::string strategies = "all";  // "all" or "none,s1,..."
   std::string objective = "time";
   std::string method = "simulate";  // one method or "all"
-  std::string order = "mpipemoe";
-  std::string network = "auto";    // --network (network_flag.h)
-  std::string compute = "auto";    // --compute (network_flag.h)
   // --ep, --tp: one degree each for the MoE-layer plan (parsed there: 0 = every GPU / tp, and 1);
   // with --global-batch the values the layout plan tries, lists (empty: every legal one).
   std::string ep;
   std::string tp;
-  LayoutFlags layout;              // --no-dtd, --grad-sync, --zero
-  int layers = 1;
-  int slots = 2;
-  int chunk_alignment = 1;         // --chunk-align
-  std::string optimizer = "adam";
-  bool no_routing_data = false;
-  std::string routing = "uniform";  // --routing, as for simulate
-  std::uint64_t seed = 1;            // --seed: where zipf routing puts its hot experts
+  // The run options plan takes as simulate does (plan_option_keys(): --order, --network, --routing,
+  // --seed, --no-dtd, --zero, ...; sim/spec/run_options.h).
+  RunOptionFlags options;
   std::string json_path;           // "-" = stdout (the table then goes to stderr)
   int jobs = 0;                    // 0 = every hardware thread
   bool fit = false;
   int max_nodes = 64;
   double max_step_ms = 0;          // 0 = no target
 };
+
+// The keys of the run options `moesim plan` takes as flags.
+const std::vector<std::string>& plan_option_keys();
 
 int run_plan(const PlanArgs& args, const std::string& version);
 

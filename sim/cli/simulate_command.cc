@@ -10,9 +10,7 @@
 
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/memory_limit_flag.h"
-#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
-#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/driver/footprint.h"
 #include "sim/driver/simulation.h"
@@ -52,89 +50,24 @@ class PhaseTimer {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, double>> phases_;
 };
-std::string join(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 
-bool given(const StepArgs& a, const char* flag) { return a.given(flag); }
-
-// Merges the run file (if any) with the flags; flags given on the command line win.
+// Merges the run file (if any) with the flags into a.run; flags given on the command line win.
 void resolve_step_args(StepArgs& a) {
   RunFile file;
   if (!a.run_path.empty()) {
     file = load_run_spec(a.run_path);
-    if (!given(a, "--model") && file.model_path) a.model_path = *file.model_path;
-    if (!given(a, "--hardware") && file.hardware_path) a.hardware_path = *file.hardware_path;
-    if (!given(a, "--tokens")) a.tokens = file.run.tokens_per_gpu;
-    if (!given(a, "--chunks")) a.chunks = file.run.num_chunks;
-    if (!given(a, "--chunk-align")) a.chunk_alignment = file.run.chunk_alignment;
-    if (!given(a, "--order")) a.order = std::string(to_string(file.run.order));
-    if (!given(a, "--ep")) a.ep_size = file.run.ep_size;
-    if (!given(a, "--tp")) a.tp_size = file.run.tp_size;
-    if (!given(a, "--no-dtd")) a.layout.no_dtd = !file.run.drop_duplicate_tokens;
-    if (!given(a, "--grad-sync")) a.layout.grad_sync = file.run.grad_sync;
-    if (!given(a, "--zero")) a.layout.zero_stage = file.run.zero_stage;
-    if (!given(a, "--checkpoint")) a.layout.checkpoint = std::string(to_string(file.run.checkpoint));
-    if (!given(a, "--layers")) a.layers = file.run.num_moe_layers;
-    if (!given(a, "--seed")) a.seed = file.run.seed;
-    if (!given(a, "--strategy")) a.strategy = std::string(to_string(file.run.strategy));
-    if (!given(a, "--slots")) a.slots = file.run.slots;
-    if (!given(a, "--optimizer")) a.optimizer = std::string(to_string(file.run.optimizer));
-    if (!given(a, "--no-routing-data")) a.no_routing_data = !file.run.count_routing_data;
-    if (!given(a, "--network")) a.network = std::string(to_string(file.run.network));
-    if (!given(a, "--compute")) a.compute = std::string(to_string(file.run.compute));
-    if (!given(a, "--a2a")) a.a2a = std::string(to_string(file.run.all_to_all));
-    if (!given(a, "--routing")) a.routing = file.run.routing.to_string();  // paths already resolved
+    if (!a.given("--model") && file.model_path) a.model_path = *file.model_path;
+    if (!a.given("--hardware") && file.hardware_path) a.hardware_path = *file.hardware_path;
   }
+  a.run = file.run;
+  a.options.apply(a.run);
   if (a.model_path.empty()) throw InputError("--model is required (or model: in a --run file)");
   if (a.hardware_path.empty()) throw InputError("--hardware is required (or hardware: in a --run file)");
   a.model_path = resolve_model_arg(a.model_path, "--model");
   a.hardware_path = resolve_hardware_arg(a.hardware_path, "--hardware");
-  if (a.run_path.empty() && !given(a, "--tokens"))
+  if (a.run_path.empty() && !a.options.given_key("tokens_per_gpu"))
     throw InputError("--tokens is required (or tokens_per_gpu: in a --run file)");
-}
-
-RunSpec to_run_spec(const StepArgs& a) {
-  // The numbers are in range: the flags' validators (main.cc) and the run file's loader check them.
-  check_layout_flags(a.tp_size, a.tp_size, a.layout.no_dtd && given(a, "--no-dtd"), a.layout.zero_stage);
-  RunSpec run;
-  run.tokens_per_gpu = a.tokens;
-  run.num_chunks = a.chunks;
-  run.chunk_alignment = a.chunk_alignment;
-  run.ep_size = a.ep_size;
-  run.tp_size = a.tp_size;
-  run.drop_duplicate_tokens = !a.layout.no_dtd;
-  run.grad_sync = a.layout.grad_sync;
-  run.zero_stage = a.layout.zero_stage;
-  run.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
-  run.num_moe_layers = a.layers;
-  run.seed = a.seed;
-  const auto order = parse_order_policy(a.order);
-  if (!order)
-    throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " + join(order_policy_names()));
-  run.order = *order;
-  const auto strategy = parse_memory_strategy(a.strategy);
-  if (!strategy)
-    throw InputError("--strategy '" + a.strategy + "' is not a memory strategy; valid: " +
-                     join(memory_strategy_names()));
-  run.strategy = *strategy;
-  run.slots = a.slots;
-  const auto optimizer = parse_optimizer(a.optimizer);
-  if (!optimizer)
-    throw InputError("--optimizer '" + a.optimizer + "' is not an optimizer; valid: " + join(optimizer_names()));
-  run.optimizer = *optimizer;
-  run.count_routing_data = !a.no_routing_data;
-  run.network = parse_network_flag(a.network);
-  run.compute = parse_compute_flag(a.compute);
-  const auto a2a = parse_all_to_all_algorithm(a.a2a);
-  if (!a2a)
-    throw InputError("--a2a '" + a.a2a + "' is not an all-to-all algorithm; valid: " +
-                     join(all_to_all_algorithm_names()));
-  run.all_to_all = *a2a;
-  run.routing = parse_routing_flag(a.routing);
-  return run;
+  check_no_dtd_flag(a.options.given_key("drop_duplicate_tokens"), a.run.tp_size);
 }
 
 // The hardware the step runs on: the file (with its calibration), or with --loopback its GPU
@@ -142,7 +75,7 @@ RunSpec to_run_spec(const StepArgs& a) {
 ClusterSpec load_step_cluster(const StepArgs& a) {
   ClusterSpec cluster = scaled_cluster(load_hardware_spec(a.hardware_path, a.calibration_path), a.gpus, a.nodes);
   if (!a.loopback) return cluster;
-  return loopback_cluster(cluster, a.ep_size > 0 ? a.ep_size : cluster.num_gpus());
+  return loopback_cluster(cluster, a.run.ep_size > 0 ? a.run.ep_size : cluster.num_gpus());
 }
 
 }  // namespace
@@ -157,7 +90,7 @@ int run_simulate(StepArgs& a, const SimulateOutputs& outputs, const std::string&
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_step_cluster(a);
-  const RunSpec run = to_run_spec(a);
+  const RunSpec& run = a.run;
   check_simulated_layers(model, run.num_moe_layers);
   timer.mark("load");
   BuildOptions options;
@@ -212,7 +145,7 @@ int run_graph_export(StepArgs& a, const std::string& out_path) {
   resolve_step_args(a);
   const ModelSpec model = load_model_spec(a.model_path);
   const ClusterSpec cluster = load_step_cluster(a);
-  const RunSpec run = to_run_spec(a);
+  const RunSpec& run = a.run;
   BuildOptions options;
   options.representative_rank = !a.all_ranks;
   options.all_replicas = a.all_ranks;

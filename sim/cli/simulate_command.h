@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/cli/layout_flags.h"
+#include "sim/cli/run_option_flags.h"
 
 namespace moesim::cli {
 
@@ -18,28 +19,14 @@ struct StepArgs {
   std::string model_path;
   std::string hardware_path;
   std::string calibration_path;
-  long long tokens = 0;
-  int chunks = 1;
-  std::string order = "mpipemoe";
-  int ep_size = 0;
-  int tp_size = 1;
-  LayoutFlags layout;
-  int layers = 1;
+  RunOptionFlags options;  // the run options' flags (sim/spec/run_options.h)
   bool all_ranks = false;
   bool loopback = false;
   long long gpus = 0;   // --gpus: the cluster preset grown or shrunk to this many GPUs (0 = as the file says)
   std::string memory_limit;  // --memory-limit (memory_limit_flag.h): "" default, "none", or a size
   long long nodes = 0;  // --nodes: ... to this many nodes
-  unsigned long long seed = 1;
-  std::string strategy = "none";
-  int slots = 2;
-  int chunk_alignment = 1;  // --chunk-align
-  std::string optimizer = "adam";
-  bool no_routing_data = false;
-  std::string network = "auto";
-  std::string compute = "auto";
-  std::string a2a = "pairwise";
-  std::string routing = "uniform";
+  // The run: the run file's (or the defaults) with the flags given applied; set by the command.
+  RunSpec run;
 };
 
 

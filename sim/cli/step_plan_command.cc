@@ -107,7 +107,9 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   if (!attention)
     throw InputError("--attention '" + s.attention + "' is not valid; valid: " + YamlValue::join_names(attention_kernel_names()));
   r.attention = *attention;
-  r.network = NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)};
+  RunSpec run;  // the run options the layout plan reads: --network, --compute, --routing, --seed
+  a.options.apply(run);
+  r.network = NetworkChoice{run.network, AllToAllAlgorithm::kPairwise, run.compute};
   if (!a.chunks.empty()) r.moe_chunks = parse_chunk_list("--chunks", a.chunks);
   r.schedules = named_list("--schedules", s.schedules, "a schedule", parse_pipeline_schedule, pipeline_schedule_names());
   if (!s.zero_stages.empty())
@@ -121,8 +123,8 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
     spec.recompute_modules = modules;
     check_recompute_modules(r.model, spec);
   }
-  r.routing = parse_routing_flag(a.routing);
-  r.seed = a.seed;
+  r.routing = run.routing;
+  r.seed = run.seed;
   r.host_launch_ns = host_launch_ns(s.host_launch_us);
   r.dispatcher = parse_dispatcher_flag(s.dispatcher);
   r.try_moe_ep_overlap = s.overlap_moe_ep_comm;

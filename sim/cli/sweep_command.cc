@@ -120,22 +120,10 @@ SweepSpec spec_from(const SweepArgs& a) {
     if (a.tokens.empty() && a.global_tokens.empty())
       throw InputError("sweep: give a grid file (--grid) or --tokens (or --global-tokens)");
   }
-  if (!a.order.empty()) {
-    const auto o = parse_order_policy(a.order);
-    if (!o) throw InputError("--order '" + a.order + "' is not valid; valid: " + YamlValue::join_names(order_policy_names()));
-    spec.order = *o;
-  }
-  if (a.layers > 0) spec.num_moe_layers = a.layers;
-  if (!a.network.empty()) spec.network = parse_network_flag(a.network);
-  if (!a.compute.empty()) spec.compute = parse_compute_flag(a.compute);
-  const auto [min_tp, max_tp] = std::minmax_element(spec.tp.values.begin(), spec.tp.values.end());
-  if (min_tp != spec.tp.values.end()) {
-    check_layout_flags(*min_tp, *max_tp, a.layout.no_dtd, a.layout.zero_given ? a.layout.zero_stage : 0);
-  }
-  if (a.layout.no_dtd) spec.drop_duplicate_tokens = false;
-  if (a.layout.grad_sync) spec.grad_sync = true;
-  if (a.layout.zero_given) spec.zero_stage = a.layout.zero_stage;
-  if (a.layout.checkpoint_given) spec.checkpoint = parse_checkpoint_flag(a.layout.checkpoint);
+  a.fixed.apply(spec.fixed);
+  const auto max_tp = std::max_element(spec.tp.values.begin(), spec.tp.values.end());
+  if (max_tp != spec.tp.values.end())
+    check_no_dtd_flag(a.fixed.given_key("drop_duplicate_tokens"), *max_tp);
   if (a.step_target_ms >= 0) spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));
   return spec;
 }

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "sim/cli/layout_flags.h"
+#include "sim/cli/run_option_flags.h"
 
 namespace moesim::cli {
 
@@ -20,14 +20,12 @@ struct SweepArgs {
   std::string tokens;       // "2048,4096": per GPU
   std::string global_tokens;  // instead of tokens: per step of the whole cluster
   std::string tp;           // "1,2,4,8"
-  LayoutFlags layout;       // --no-dtd, --grad-sync, --zero: every configuration
   std::string chunks;       // "1-16"
   std::string strategies;   // "none,s4" or "all"
   std::string routing;      // "uniform"
-  std::string order;
-  std::string network;      // "" = the grid file's (default auto); network_flag.h
-  std::string compute;      // "" = the grid file's (default auto); network_flag.h
-  int layers = 0;           // 0 = the grid file's (default 1)
+  // The run options every configuration takes (sweep_fixed_keys(): --order, --network, --layers,
+  // --no-dtd, --zero, ...), given on the command line over the grid file's.
+  RunOptionFlags fixed;
   double step_target_ms = -1;  // < 0: the grid file's (default none)
   std::string csv_path;     // "-" = stdout
   std::string json_path;

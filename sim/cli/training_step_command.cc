@@ -60,12 +60,16 @@ std::vector<int> parse_part_layers(const std::string& text) {
 }
 
 StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
+  // The run options the whole step shares with the MoE-layer simulation, from their flags; --zero
+  // is the step's own (0-3), read below.
+  RunSpec run;
+  a.options.apply(run, {"zero_stage"});
   StepSpec spec;
   spec.layout.gpus = gpus;
-  spec.layout.tp = a.tp_size;
+  spec.layout.tp = run.tp_size;
   spec.layout.pp = s.pp;
   spec.layout.vpp = s.vpp;
-  spec.layout.ep = a.given("--ep") ? a.ep_size : 1;
+  spec.layout.ep = a.options.given_key("ep_size") ? run.ep_size : 1;
   spec.layout.cp = s.cp;
   spec.layout.etp = s.etp;
   if (spec.layout.ep < 1) throw InputError("--ep must be at least 1 with --global-batch, got " + std::to_string(spec.layout.ep));
@@ -92,16 +96,13 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
       throw InputError("--fp8-recipe '" + s.fp8_recipe + "' needs --precision fp8 (bf16 GEMMs have no scaling recipe)");
     spec.fp8_recipe = parse_flag("--fp8-recipe", s.fp8_recipe, parse_fp8_recipe(s.fp8_recipe), fp8_recipe_names());
   }
-  spec.zero_stage = a.layout.zero_stage;
+  spec.zero_stage = a.options.given_key("zero_stage") ? std::stoi(a.options.values.at("zero_stage")) : 0;
   spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
   spec.overlap_moe_ep_comm = s.overlap_moe_ep_comm;
-  spec.moe_chunks = a.chunks;
-  const auto strategy = parse_memory_strategy(a.strategy);
-  if (!strategy)
-    throw InputError("--strategy '" + a.strategy + "' is not valid; valid: " + YamlValue::join_names(memory_strategy_names()));
-  spec.moe_strategy = *strategy;
-  spec.routing = parse_routing_flag(a.routing);
-  spec.seed = a.seed;
+  spec.moe_chunks = run.num_chunks;
+  spec.moe_strategy = run.strategy;
+  spec.routing = run.routing;
+  spec.seed = run.seed;
   spec.host_launch_ns = host_launch_ns(s.host_launch_us);
   spec.dispatcher = parse_dispatcher_flag(s.dispatcher);
   return spec;
@@ -120,6 +121,13 @@ void write_html(const SimulateOutputs& outputs, const SimulatedStep& sim, const 
     std::snprintf(line, sizeof line, "timing: html report %zu bytes in %.1f ms\n", html.size(), ms);
     std::cerr << line;
   }
+}
+
+// The cost models the --network and --compute flags name (the whole step's all-to-alls are pairwise).
+NetworkChoice network_choice(const StepArgs& a) {
+  RunSpec run;
+  a.options.apply(run, {"zero_stage"});
+  return NetworkChoice{run.network, AllToAllAlgorithm::kPairwise, run.compute};
 }
 
 void refuse_layer_flags(const StepArgs& a) {
@@ -165,7 +173,7 @@ int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutp
   // hundreds of thousands of tasks one by one took a quarter of the run (as compilers skip freeing
   // their ASTs at exit).
   const SimulatedStep& sim = *new SimulatedStep(
-      simulate_training_step(model, cluster, spec, NetworkChoice{parse_network_flag(a.network), AllToAllAlgorithm::kPairwise, parse_compute_flag(a.compute)}));
+      simulate_training_step(model, cluster, spec, network_choice(a)));
   const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-" ||
                             outputs.html_path == "-";
   (stdout_taken ? std::cerr : std::cout) << step_summary(sim.report, model, cluster, spec);

@@ -1,5 +1,7 @@
 #include "sim/report/spec_json.h"
 
+#include "sim/spec/run_options.h"
+
 namespace moesim {
 namespace {
 
@@ -93,23 +95,20 @@ ordered_json config_json(const ModelSpec& model, const ClusterSpec& cluster, con
                      {"host_memory", link_json(node.host_memory)},
                      {"interference", interference_json(node.interference)},
                      {"gpu", gpu_json(node.gpu)}}}};
-  j["run"] = {{"tokens_per_gpu", run.tokens_per_gpu},
-              {"ep_size", dims.ep_size},
-              {"tp_size", dims.tp_size},
-              {"drop_duplicate_tokens", dims.drop_duplicate_tokens},
-              {"grad_sync", run.grad_sync},
-              {"zero_stage", run.zero_stage},
-              {"checkpoint", std::string(to_string(run.checkpoint))},
-              {"num_chunks", run.num_chunks},
-              {"order", std::string(to_string(run.order))},
-              {"num_moe_layers", run.num_moe_layers},
-              {"seed", run.seed},
-              {"strategy", std::string(to_string(run.strategy))},
-              {"slots", run.slots},
-              {"chunk_alignment", run.chunk_alignment},
-              {"optimizer", std::string(to_string(run.optimizer))},
-              {"count_routing_data", run.count_routing_data},
-              {"routing", run.routing.to_string()}};
+  // Every run option by its run-file key (sim/spec/run_options.h), with the expert-parallel and
+  // tensor-parallel layout as resolved (ep_size 0 becomes the group's size).
+  RunSpec resolved = run;
+  resolved.ep_size = dims.ep_size;
+  resolved.tp_size = dims.tp_size;
+  resolved.drop_duplicate_tokens = dims.drop_duplicate_tokens;
+  ordered_json echo = ordered_json::object();
+  for (const RunOption& o : run_options()) {
+    const std::string text = o.text(resolved);
+    if (o.type == RunOptionType::kInteger) echo[o.key] = std::stoll(text);
+    else if (o.type == RunOptionType::kBool) echo[o.key] = text == "true";
+    else echo[o.key] = text;
+  }
+  j["run"] = echo;
   j["derived"] = {{"local_experts", dims.local_experts},
                   {"dp_size", dims.dp_size},
                   {"global_tokens", static_cast<std::int64_t>(cluster.num_gpus() / dims.tp_size) * dims.tokens},

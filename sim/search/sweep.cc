@@ -100,29 +100,11 @@ void load_clusters(const SweepSpec& spec, SweepPlan& plan) {
   }
 }
 
-// The run options every configuration takes from the sweep as a whole.
-RunSpec sweep_run_options(const SweepSpec& spec) {
-  RunSpec run;
-  run.drop_duplicate_tokens = spec.drop_duplicate_tokens;
-  run.grad_sync = spec.grad_sync;
-  run.zero_stage = spec.zero_stage;
-  run.checkpoint = spec.checkpoint;
-  run.order = spec.order;
-  run.network = spec.network;
-  run.compute = spec.compute;
-  run.num_moe_layers = spec.num_moe_layers;
-  run.slots = spec.slots;
-  run.chunk_alignment = spec.chunk_alignment;
-  run.optimizer = spec.optimizer;
-  run.count_routing_data = spec.count_routing_data;
-  return run;
-}
-
 // Every grid point in grid order: model, hardware, gpus, tokens, tp, routing, strategy, n.
 void expand_grid(const SweepSpec& spec, const std::vector<RoutingSpec>& routings, SweepPlan& plan) {
   const std::size_t num_g = num_gpu_values(spec);
   SweepConfig c;
-  c.run = sweep_run_options(spec);
+  c.run = spec.fixed;
   for (std::size_t m = 0; m < plan.models.size(); ++m) {
     c.model = static_cast<int>(m);
     for (std::size_t h = 0; h < spec.hardware.values.size(); ++h) {
@@ -256,10 +238,10 @@ SweepTable sweep_table(const SweepPlan& plan, const std::vector<SweepOutcome>& o
   t.tool_version = tool_version;
   t.step_target_ns = plan.spec.step_target_ns;
   t.token_unit = plan.spec.token_unit;
-  t.grad_sync = plan.spec.grad_sync;
-  t.network = plan.spec.network;
-  t.zero_stage = plan.spec.zero_stage;
-  t.checkpoint = plan.spec.checkpoint;
+  t.grad_sync = plan.spec.fixed.grad_sync;
+  t.network = plan.spec.fixed.network;
+  t.zero_stage = plan.spec.fixed.zero_stage;
+  t.checkpoint = plan.spec.fixed.checkpoint;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const SweepConfig& c = plan.configs[i];
     const ClusterSpec& cluster = plan.clusters[static_cast<std::size_t>(c.cluster)];

@@ -13,6 +13,7 @@
 #include "sim/spec/file_kind.h"
 #include "sim/spec/hardware_sections.h"
 #include "sim/spec/model_sections.h"
+#include "sim/spec/run_options.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
@@ -481,11 +482,9 @@ namespace {
 
 RunFile read_run_file(const YamlValue& root) {
   check_file_kind(root, {"run"}, "--run");
-  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "model", "hardware",
-                                 "tokens_per_gpu", "ep_size", "tp_size", "drop_duplicate_tokens",
-                                 "grad_sync", "zero_stage", "checkpoint", "num_chunks", "order",
-                                 "num_moe_layers", "seed", "strategy", "slots", "optimizer", "chunk_alignment",
-                                 "routing_data", "network", "compute", "all_to_all", "routing"});
+  std::vector<std::string> keys{"schema_version", "kind", "name", "source", "model", "hardware"};
+  for (const RunOption& o : run_options()) keys.push_back(o.key);
+  const YamlMap m = root.as_map(keys);
   check_header(m, "run", true, true);
   check_source(m);
   if (auto n = m.get("name")) n->as_name();
@@ -498,29 +497,10 @@ RunFile read_run_file(const YamlValue& root) {
   };
   if (auto v = m.get("model")) out.model_path = resolve(*v);
   if (auto v = m.get("hardware")) out.hardware_path = resolve(*v);
-  out.run.tokens_per_gpu = m.require("tokens_per_gpu").as_int(1, kMaxTokensPerGpu);
-  if (auto v = m.get("ep_size")) out.run.ep_size = static_cast<int>(v->as_int(0, kMaxGroupSize));
-  if (auto v = m.get("tp_size")) out.run.tp_size = static_cast<int>(v->as_int(1, kMaxGroupSize));
-  if (auto v = m.get("drop_duplicate_tokens")) out.run.drop_duplicate_tokens = v->as_bool();
-  if (auto v = m.get("grad_sync")) out.run.grad_sync = v->as_bool();
-  if (auto v = m.get("zero_stage")) out.run.zero_stage = static_cast<int>(v->as_int(0, 1));
-  if (auto v = m.get("checkpoint"))
-    out.run.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
-  if (auto v = m.get("num_chunks")) out.run.num_chunks = static_cast<int>(v->as_int(1, kMaxChunks));
-  if (auto v = m.get("chunk_alignment")) out.run.chunk_alignment = static_cast<int>(v->as_int(1, kMaxChunkAlignment));
-  if (auto v = m.get("order")) out.run.order = v->as_enum(parse_order_policy, order_policy_names());
-  if (auto v = m.get("num_moe_layers")) out.run.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
-  if (auto v = m.get("strategy")) out.run.strategy = v->as_enum(parse_memory_strategy, memory_strategy_names());
-  if (auto v = m.get("slots")) out.run.slots = static_cast<int>(v->as_int(1, 2));
-  if (auto v = m.get("optimizer")) out.run.optimizer = v->as_enum(parse_optimizer, optimizer_names());
-  if (auto v = m.get("routing_data")) out.run.count_routing_data = v->as_bool();
-  if (auto v = m.get("network")) out.run.network = v->as_enum(parse_network_model, network_model_names());
-  if (auto v = m.get("compute")) out.run.compute = v->as_enum(parse_compute_model, compute_model_names());
-  if (auto v = m.get("all_to_all"))
-    out.run.all_to_all = v->as_enum(parse_all_to_all_algorithm, all_to_all_algorithm_names());
-  if (auto v = m.get("routing")) out.run.routing = parse_routing_spec(v->as_string(), v->location(), base.string());
-  if (auto v = m.get("seed"))
-    out.run.seed = static_cast<std::uint64_t>(v->as_int(0, static_cast<std::int64_t>(kMaxSeed)));
+  for (const RunOption& o : run_options()) {
+    if (o.required) o.read(out.run, m.require(o.key), base.string());
+    else if (auto v = m.get(o.key)) o.read(out.run, *v, base.string());
+  }
   return out;
 }
 

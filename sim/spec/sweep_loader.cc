@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/spec/file_kind.h"
+#include "sim/spec/run_options.h"
 #include "sim/spec/run_spec.h"
 #include "sim/spec/sweep_spec.h"
 #include "sim/spec/yaml_reader.h"
@@ -25,10 +26,11 @@ SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
 
 SweepSpec read_sweep_file(const YamlValue& root) {
   check_file_kind(root, {"sweep"}, "--grid");
-  const YamlMap m = root.as_map({"schema_version", "kind", "name", "source", "models", "hardware", "gpus",
-                                 "tokens", "global_tokens", "tp", "chunks", "strategies", "routing", "order", "network", "compute",
-                                 "num_moe_layers", "slots", "chunk_alignment", "optimizer", "routing_data", "step_target",
-                                 "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"});
+  std::vector<std::string> keys{"schema_version", "kind", "name",   "source",     "models",     "hardware",
+                                "gpus",           "tokens", "global_tokens", "tp", "chunks", "strategies", "routing",
+                                "step_target"};
+  keys.insert(keys.end(), sweep_fixed_keys().begin(), sweep_fixed_keys().end());
+  const YamlMap m = root.as_map(keys);
   check_header(m, "sweep", true, true);
   SweepSpec spec;
   spec.origin = origin_of(m);
@@ -77,24 +79,20 @@ SweepSpec read_sweep_file(const YamlValue& root) {
     spec.routing.values = {"uniform"};
     spec.routing.where = spec.origin;
   }
-  if (auto v = m.get("order")) spec.order = v->as_enum(parse_order_policy, order_policy_names());
-  if (auto v = m.get("network")) spec.network = v->as_enum(parse_network_model, network_model_names());
-  if (auto v = m.get("compute")) spec.compute = v->as_enum(parse_compute_model, compute_model_names());
-  if (auto v = m.get("num_moe_layers")) spec.num_moe_layers = static_cast<int>(v->as_int(1, kMaxMoeLayers));
-  if (auto v = m.get("slots")) spec.slots = static_cast<int>(v->as_int(1, 2));
-  if (auto v = m.get("chunk_alignment")) spec.chunk_alignment = static_cast<int>(v->as_int(1, kMaxChunkAlignment));
-  if (auto v = m.get("optimizer")) spec.optimizer = v->as_enum(parse_optimizer, optimizer_names());
-  if (auto v = m.get("routing_data")) spec.count_routing_data = v->as_bool();
+  for (const std::string& key : sweep_fixed_keys())
+    if (auto v = m.get(key)) run_option(key).read(spec.fixed, *v, base.string());
   if (auto v = m.get("step_target")) spec.step_target_ns = v->as_time(std::int64_t{1} << 50);
-  if (auto v = m.get("drop_duplicate_tokens")) spec.drop_duplicate_tokens = v->as_bool();
-  if (auto v = m.get("grad_sync")) spec.grad_sync = v->as_bool();
-  if (auto v = m.get("zero_stage")) spec.zero_stage = static_cast<int>(v->as_int(0, 1));
-  if (auto v = m.get("checkpoint"))
-    spec.checkpoint = v->as_enum(parse_activation_checkpointing, activation_checkpointing_names());
   return spec;
 }
 
 }  // namespace
+
+const std::vector<std::string>& sweep_fixed_keys() {
+  static const std::vector<std::string> keys{"order",          "network",   "compute",         "num_moe_layers",
+                                             "slots",          "chunk_alignment", "optimizer", "routing_data",
+                                             "drop_duplicate_tokens", "grad_sync", "zero_stage", "checkpoint"};
+  return keys;
+}
 
 std::vector<RoutingSpec> SweepSpec::routing_specs() const {
   const std::string base = routing.where.file.empty() ? "" : fs::path(routing.where.file).parent_path().string();

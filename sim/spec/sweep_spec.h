@@ -28,6 +28,7 @@
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/spec/routing_spec.h"
+#include "sim/spec/run_spec.h"
 #include "sim/spec/types.h"
 
 namespace moesim {
@@ -60,23 +61,16 @@ struct SweepSpec {
   SweepAxis<std::string> routing;   // as written (the report's label)
   // The parsed routing values, in the axis's order (matrix paths resolved).
   std::vector<RoutingSpec> routing_specs() const;
-  OrderPolicy order = OrderPolicy::kMPipeMoE;
-  NetworkModel network = NetworkModel::kAuto;  // the collective model of every configuration
-  ComputeModel compute = ComputeModel::kAuto;  // ... and the compute model
-  int num_moe_layers = 1;
-  int slots = 2;
-  int chunk_alignment = 1;
-  Optimizer optimizer = Optimizer::kAdam;
-  bool count_routing_data = true;
+  // The run options every configuration takes as a run file gives them (sweep_fixed_keys(); the
+  // axes' fields are set per configuration).
+  RunSpec fixed;
   TimeNs step_target_ns = 0;        // capacity view: the step must take at most this; 0 = none
-  // Given to every configuration as in a run file (sim/spec/run_spec.h).
-  bool drop_duplicate_tokens = true;
-  bool grad_sync = false;
-  int zero_stage = 0;
-  ActivationCheckpointing checkpoint = ActivationCheckpointing::kNone;
 
   const char* token_key() const { return token_axis_key(token_unit); }
 };
+
+// The run-file keys a sweep file takes as they are, for every configuration (sim/spec/run_options.h).
+const std::vector<std::string>& sweep_fixed_keys();
 
 // Loads a sweep file. Paths are relative to the file. Every list must be non-empty; models and
 // hardware files must exist (checked here, loaded by the sweep); exactly one of tokens and

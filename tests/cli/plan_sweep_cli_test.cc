@@ -89,7 +89,7 @@ TEST_F(Cli, PlanAndSweepTakeTheNetworkModel) {
   EXPECT_NE(by_model[" --network flow"]["tables"][0]["rows"], by_model[" --network alpha-beta"]["tables"][0]["rows"]);
   Result bad = run(plan + " --network fast");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--network 'fast' is not a network model; valid: auto, alpha-beta, flow"), std::string::npos)
+  EXPECT_NE(bad.err.find("--network: unknown value 'fast'; valid values: auto, alpha-beta, flow"), std::string::npos)
       << bad.err;
 
   const std::string sweep = "sweep --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/dgx-a100-2node.yaml "

@@ -119,7 +119,7 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
       {kTed + " --tp 3", "tp_size 3 must divide the cluster's GPU count 64"},
       {kTed + " --tp 0", "error: --tp: 0 is outside [1, 16777216]"},
       {kTed + " --tp 4 --ep 32", "tp_size x ep_size = 4 x 32 must divide"},
-      {kTed + " --zero 2", "error: --zero must be 0 or 1 (ZeRO stage of the optimizer states), got 2"},
+      {kTed + " --zero 2", "error: --zero: must be in [0, 1], found 2"},
       {kTed + " --no-dtd", "--no-dtd turns off duplicate token dropping, which only exists with --tp > 1"},
       {kTed + " --tp 2 --routing zipf:1.2", "imbalanced routing is simulated for expert parallelism only"},
       {kTed + " --tp 2 --loopback --ep 8", "runs expert parallelism only"},
@@ -127,7 +127,7 @@ TEST_F(Cli, BadLayoutsExitTwoNamingTheRule) {
       {"simulate --run " + bad_key.string() + files, bad_key.string() + ":4:"},
       {"simulate --run " + bad_bool.string() + files, bad_bool.string() + ":4:"},
       {"simulate --run " + bad_zero.string() + files, bad_zero.string() + ":4:"},
-      {kTed + " --checkpoint some", "--checkpoint 'some' is not an activation checkpointing mode; valid: none, full, cac"},
+      {kTed + " --checkpoint some", "--checkpoint: unknown value 'some'; valid values: none, full, cac"},
       {kTed + " --checkpoint cac --strategy s2", "use strategy none with it (got s2)"},
       {kTed + " --tp 2 --a2a 2dh", "the 2DH all-to-all (--a2a 2dh) needs expert-parallel groups of whole nodes"},
   };

@@ -86,9 +86,9 @@ TEST(SweepLayoutTest, TokensPerGpuGiveTheGlobalBatch) {
 // nothing but the grid. The layout options reach every configuration.
 TEST(SweepLayoutTest, EachLayoutStepsAsSimulateStep) {
   SweepSpec s = adira_layouts();
-  s.grad_sync = true;
-  s.zero_stage = 1;
-  s.drop_duplicate_tokens = false;
+  s.fixed.grad_sync = true;
+  s.fixed.zero_stage = 1;
+  s.fixed.drop_duplicate_tokens = false;
   const SweepPlan plan = prepare_sweep(s);
   std::vector<std::size_t> all(plan.configs.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;

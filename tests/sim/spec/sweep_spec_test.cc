@@ -45,9 +45,9 @@ TEST(SweepSpecTest, LayoutKeysAndTheGlobalTokenAxis) {
   EXPECT_EQ(s.tokens.where.line, 5);
   EXPECT_EQ(s.tp.values, (std::vector<int>{1, 2, 8}));
   EXPECT_EQ(s.tp.where.line, 6);
-  EXPECT_TRUE(s.grad_sync);
-  EXPECT_EQ(s.zero_stage, 1);
-  EXPECT_FALSE(s.drop_duplicate_tokens);
+  EXPECT_TRUE(s.fixed.grad_sync);
+  EXPECT_EQ(s.fixed.zero_stage, 1);
+  EXPECT_FALSE(s.fixed.drop_duplicate_tokens);
 }
 
 TEST(SweepSpecTest, DefaultsArePerGpuTokensAndNoTensorParallelism) {
@@ -60,9 +60,9 @@ TEST(SweepSpecTest, DefaultsArePerGpuTokensAndNoTensorParallelism) {
   EXPECT_STREQ(s.token_key(), "tokens");
   EXPECT_EQ(s.tokens.values, (std::vector<std::int64_t>{4096}));
   EXPECT_EQ(s.tp.values, (std::vector<int>{1}));
-  EXPECT_FALSE(s.grad_sync);
-  EXPECT_EQ(s.zero_stage, 0);
-  EXPECT_TRUE(s.drop_duplicate_tokens);
+  EXPECT_FALSE(s.fixed.grad_sync);
+  EXPECT_EQ(s.fixed.zero_stage, 0);
+  EXPECT_TRUE(s.fixed.drop_duplicate_tokens);
 }
 
 TEST(SweepSpecTest, BadLayoutKeysNameTheirLine) {

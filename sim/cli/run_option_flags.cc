@@ -1,0 +1,62 @@
+#include "sim/cli/run_option_flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+
+#include "sim/cli/cli11_validators.h"
+#include "sim/spec/run_options.h"
+
+namespace moesim::cli {
+
+bool RunOptionFlags::given_key(const std::string& key) const {
+  for (const std::string& k : keys)
+    if (k == key) return given && given(run_option(key).flag);
+  return false;
+}
+
+void RunOptionFlags::apply(RunSpec& run, const std::vector<std::string>& skip) const {
+  for (const std::string& key : keys) {
+    if (!given_key(key) || std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+    const RunOption& o = run_option(key);
+    if (o.type == RunOptionType::kBool) {
+      o.set(run, o.flag_sets ? "true" : "false", SourceLocation{}, "");
+    } else {
+      o.set(run, values.at(key), SourceLocation{}, "");
+    }
+  }
+}
+
+std::vector<std::string> RunOptionFlags::given_flags() const {
+  std::vector<std::string> out;
+  for (const std::string& key : keys)
+    if (given_key(key)) out.push_back(run_option(key).flag);
+  return out;
+}
+
+void add_run_option_flags(CLI::App* app, RunOptionFlags& flags, const std::vector<std::string>& keys,
+                          const RunOptionFlagStyle& style) {
+  flags.given = [app](const char* flag) { return app->count(flag) > 0; };
+  const RunSpec defaults;
+  for (const RunOption& o : run_options()) {
+    if (!keys.empty() && std::find(keys.begin(), keys.end(), o.key) == keys.end()) continue;
+    flags.keys.push_back(o.key);
+    std::string name = o.flag;
+    if (*o.alias) name += std::string(",") + o.alias;
+    const auto note = style.notes.find(o.key);
+    const std::string help = std::string(o.help) + (note == style.notes.end() ? "" : note->second);
+    if (o.type == RunOptionType::kBool) {
+      app->add_flag(name, flags.switches[o.key], help);
+      continue;
+    }
+    CLI::Option* opt = app->add_option(name, flags.values[o.key], help);
+    if (!o.required && style.show_defaults) opt->default_str(o.text(defaults));
+    if (o.type == RunOptionType::kInteger) {
+      const auto w = style.widen.find(o.key);
+      const std::int64_t max = w == style.widen.end() ? o.max : w->second;
+      opt->type_name("INT")->transform(whole(static_cast<std::uint64_t>(o.min), static_cast<std::uint64_t>(max)));
+    }
+  }
+}
+
+}  // namespace moesim::cli

@@ -1,0 +1,49 @@
+// The run options' command-line flags (sim/spec/run_options.h), as a command registers them: the
+// text of each value given, applied over a run file's or the defaults' RunSpec. The flag names,
+// help, ranges and defaults all come from the table; only the registration includes CLI11.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/spec/run_spec.h"
+
+namespace CLI {
+class App;
+}
+
+namespace moesim::cli {
+
+struct RunOptionFlags {
+  std::vector<std::string> keys;              // the registered options' keys
+  std::map<std::string, std::string> values;  // key -> the value's text, for options that take one
+  std::map<std::string, bool> switches;       // key -> whether a boolean option's flag was given
+  std::function<bool(const char*)> given;     // whether a flag was on the command line
+
+  // Whether the option with this key was given on the command line.
+  bool given_key(const std::string& key) const;
+  // `run` with every option given on the command line set from it (InputError naming the flag),
+  // but the options in `skip`, which the caller reads itself.
+  void apply(RunSpec& run, const std::vector<std::string>& skip = {}) const;
+  // The registered options that were given, as their flags ("--slots"), for commands that refuse them.
+  std::vector<std::string> given_flags() const;
+};
+
+// How a command registers the run options' flags.
+struct RunOptionFlagStyle {
+  // An integer option's command-line maximum where the command reads a wider range itself (the
+  // whole step's --zero 0-3); the run option's own range is still checked by apply().
+  std::map<std::string, std::int64_t> widen;
+  // Show RunSpec's defaults in the help (false where a file's values are the defaults: sweep).
+  bool show_defaults = true;
+  // Words added to an option's help, by key, for what the command does with it.
+  std::map<std::string, std::string> notes;
+};
+
+// Registers the flags of the options `keys` (every option when empty) on `app`.
+void add_run_option_flags(CLI::App* app, RunOptionFlags& flags, const std::vector<std::string>& keys,
+                          const RunOptionFlagStyle& style = {});
+
+}  // namespace moesim::cli
