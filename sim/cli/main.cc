@@ -36,6 +36,7 @@
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/validate_command.h"
 #include "sim/core/error.h"
+#include "sim/spec/run_options.h"
 #include "sim/spec/run_spec.h"
 #include "sim/spec/sweep_spec.h"
 
@@ -282,7 +283,7 @@ CLI::App* add_collective(CLI::App& app, CollectiveArgs& a) {
   collective->add_option("--max-bytes,-e", a.max_bytes, "largest size (K, M, G)")->capture_default_str();
   collective->add_option("--step-factor,-f", a.step_factor, "size multiplication factor")
       ->transform(whole(2, kMaxStepFactor))->capture_default_str();
-  collective->add_option("--network", a.network, kNetworkFlagHelp)->capture_default_str();
+  collective->add_option("--network", a.network, run_option("network").help)->capture_default_str();
   collective->add_option("--a2a", a.a2a, "all-to-all algorithm: pairwise|2dh")->capture_default_str();
   collective->add_option("--calibration", a.calibration_path,
                          "calibration YAML, e.g. the network fitted by `moesim calibrate --alltoall-log`");
@@ -347,18 +348,18 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
       "published", "replay the published measurements of validate/data/ and print each error (docs/validation.md)");
   v.published->add_option("--data", v.published_args.data_dir, "folder of datasets (default validate/data)");
   v.published->add_option("--csv", v.published_args.csv_path, "write one row per point ('-' for stdout)");
-  v.published->add_option("--network", v.published_args.network, kNetworkFlagHelp)->capture_default_str();
+  v.published->add_option("--network", v.published_args.network, run_option("network").help)->capture_default_str();
   v.steps = validate_cmd->add_subcommand(
       "steps", "simulate the published whole training steps of validate/data/ and print each error (docs/validation.md)");
   v.steps->add_option("--data", v.steps_args.data_dir, "folder of datasets (default validate/data)");
   v.steps->add_option("--csv", v.steps_args.csv_path, "write one row per dataset row ('-' for stdout)");
-  v.steps->add_option("--network", v.steps_args.network, kNetworkFlagHelp)->capture_default_str();
+  v.steps->add_option("--network", v.steps_args.network, run_option("network").help)->capture_default_str();
   v.steps->add_option("--only", v.steps_args.only, "DATASET, DATASET:LINE or DATASET:MODEL, comma-separated (default: every row)");
   add_host_launch_flag(v.steps, v.steps_args.host_launch_us);
   v.layers = validate_cmd->add_subcommand(
       "layers", "simulate the published per-layer times of validate/data/ and print each error (docs/validation.md)");
   v.layers->add_option("--data", v.layers_args.data_dir, "folder of datasets (default validate/data)");
-  v.layers->add_option("--network", v.layers_args.network, kNetworkFlagHelp)->capture_default_str();
+  v.layers->add_option("--network", v.layers_args.network, run_option("network").help)->capture_default_str();
   v.calibration = validate_cmd->add_subcommand(
       "calibration", "a calibration file's measured GEMM times against the datasheet model of a node of that GPU "
                      "(docs/validation.md)");

@@ -1,7 +1,7 @@
-// --network and --compute: the cost models of simulate, plan, sweep (and --network of collective
-// and validate), looked up by name in the model registry (sim/driver/model_registry.h) in one
-// place, so that every command accepts the same names and says the same thing about a bad one
-// (main.cc declares the flags with these help texts).
+// --network of the commands outside the run options' table (collective, validate): the same names
+// and the same words about a bad one as simulate, plan and sweep, whose --network is the run
+// option's (sim/spec/run_options.h; the registry, sim/driver/model_registry.h, holds the same
+// names, which a test checks).
 #pragma once
 
 #include <string>
@@ -10,16 +10,7 @@
 
 namespace moesim::cli {
 
-inline constexpr const char* kNetworkFlagHelp =
-    "collective model: auto|alpha-beta|flow (auto: flow when the hardware has a topology, else alpha-beta; "
-    "`moesim cost-models`, docs/network.md)";
-inline constexpr const char* kComputeFlagHelp =
-    "compute model: auto|roofline|pipemoe-alpha-beta (auto: pipemoe-alpha-beta when the hardware's alpha_beta "
-    "says simulate: true, else roofline; `moesim cost-models`)";
-
-// The model `value` names; InputError naming --network and the registry's names otherwise.
+// The model `value` names; InputError "--network: unknown value ..." otherwise.
 NetworkModel parse_network_flag(const std::string& value);
-// The same for --compute.
-ComputeModel parse_compute_flag(const std::string& value);
 
 }  // namespace moesim::cli

@@ -11,9 +11,7 @@
 #include "sim/cli/list_args.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
-#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
-#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/report/plan_report.h"
 #include "sim/search/planner.h"
@@ -88,7 +86,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   const int ep = single_degree("--ep", a.ep, 0, 0);
   RunSpec run;
   a.options.apply(run);
-  check_no_dtd_flag(a.options.given_key("drop_duplicate_tokens"), tp);
+  check_no_dtd_flag(a.options.switched_on("drop_duplicate_tokens"), tp);
 
   search::PlanRequest req;
   req.model = load_model_spec(resolve_model_arg(a.model_path, "--model"));

@@ -1,6 +1,6 @@
 // `moesim plan`: rank every (pipeline degree n, memory strategy) configuration for a model on a
 // cluster, compare the selection methods, and with --fit find the smallest cluster that works.
-// The options are registered in main.cc (the one translation unit that includes CLI11); this is
+// The options are registered in main.cc (CLI11 stays out of this header); this is
 // what they fill and the command that runs on them. Algorithms live in sim/search/planner.h,
 // formats in sim/report/plan_report.h.
 #pragma once

@@ -1,6 +1,6 @@
 // `moesim run`: measure one training step of the MoE layer on GPUs with the runtime
 // (runtime/exec/measure.h), next to the simulator's prediction for the same graph. The options
-// are registered in main.cc (the one translation unit that includes CLI11). On a build without
+// are registered in main.cc (CLI11 stays out of this header). On a build without
 // the GPU runtime the command exists and exits 2 saying so.
 #pragma once
 

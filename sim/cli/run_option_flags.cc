@@ -20,12 +20,15 @@ void RunOptionFlags::apply(RunSpec& run, const std::vector<std::string>& skip) c
     if (!given_key(key) || std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
     const RunOption& o = run_option(key);
     if (o.type == RunOptionType::kBool) {
-      o.set(run, o.flag_sets ? "true" : "false", SourceLocation{}, "");
+      // `--grad-sync=false` is given too (CLI11 takes a flag's value): it sets the opposite.
+      o.set_from_flag(run, switches.at(key) == o.flag_sets ? "true" : "false");
     } else {
-      o.set(run, values.at(key), SourceLocation{}, "");
+      o.set_from_flag(run, values.at(key));
     }
   }
 }
+
+bool RunOptionFlags::switched_on(const std::string& key) const { return given_key(key) && switches.at(key); }
 
 std::vector<std::string> RunOptionFlags::given_flags() const {
   std::vector<std::string> out;

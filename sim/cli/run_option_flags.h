@@ -27,6 +27,8 @@ struct RunOptionFlags {
   // `run` with every option given on the command line set from it (InputError naming the flag),
   // but the options in `skip`, which the caller reads itself.
   void apply(RunSpec& run, const std::vector<std::string>& skip = {}) const;
+  // Whether a boolean option's flag was given and not as `--flag=false`.
+  bool switched_on(const std::string& key) const;
   // The registered options that were given, as their flags ("--slots"), for commands that refuse them.
   std::vector<std::string> given_flags() const;
 };

@@ -67,7 +67,7 @@ void resolve_step_args(StepArgs& a) {
   a.hardware_path = resolve_hardware_arg(a.hardware_path, "--hardware");
   if (a.run_path.empty() && !a.options.given_key("tokens_per_gpu"))
     throw InputError("--tokens is required (or tokens_per_gpu: in a --run file)");
-  check_no_dtd_flag(a.options.given_key("drop_duplicate_tokens"), a.run.tp_size);
+  check_no_dtd_flag(a.options.switched_on("drop_duplicate_tokens"), a.run.tp_size);
 }
 
 // The hardware the step runs on: the file (with its calibration), or with --loopback its GPU

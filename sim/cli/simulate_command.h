@@ -1,7 +1,7 @@
 // `moesim simulate` and `moesim graph export|check`: one training step of MoE layers simulated (a
 // summary, and on request a JSON report, a Perfetto trace and the text timeline), or its task
-// graph written or checked as JSON. The options are registered in main.cc (the one translation
-// unit that includes CLI11); this is what they fill and the commands that run on them.
+// graph written or checked as JSON. The options are registered in main.cc (CLI11 stays out of
+// this header); this is what they fill and the commands that run on them.
 #pragma once
 
 #include <functional>

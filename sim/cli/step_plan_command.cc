@@ -14,10 +14,8 @@
 
 #include "sim/cli/cluster_flags.h"
 #include "sim/cli/list_args.h"
-#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/progress.h"
-#include "sim/cli/routing_flag.h"
 #include "sim/core/error.h"
 #include "sim/search/layout_planner.h"
 #include "sim/search/thread_pool.h"

@@ -19,7 +19,6 @@
 #include "sim/cli/list_args.h"
 #include "sim/cli/memory_limit_flag.h"
 #include "sim/cli/mpi_world.h"
-#include "sim/cli/network_flag.h"
 #include "sim/cli/output_file.h"
 #include "sim/cli/progress.h"
 #include "sim/core/error.h"
@@ -123,7 +122,7 @@ SweepSpec spec_from(const SweepArgs& a) {
   a.fixed.apply(spec.fixed);
   const auto max_tp = std::max_element(spec.tp.values.begin(), spec.tp.values.end());
   if (max_tp != spec.tp.values.end())
-    check_no_dtd_flag(a.fixed.given_key("drop_duplicate_tokens"), *max_tp);
+    check_no_dtd_flag(a.fixed.switched_on("drop_duplicate_tokens"), *max_tp);
   if (a.step_target_ms >= 0) spec.step_target_ns = static_cast<TimeNs>(std::llround(a.step_target_ms * 1e6));
   return spec;
 }

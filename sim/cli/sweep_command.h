@@ -2,7 +2,7 @@
 // progress bar on a terminal, and write CSV, JSON and a self-contained HTML report. Started under
 // mpirun (in a build with MPI), the grid is sharded across the ranks (configuration i goes to rank
 // i mod size) and rank 0 gathers the outcomes and writes the same files a single process would.
-// Options are registered in main.cc (the one translation unit that includes CLI11).
+// Options are registered in main.cc (CLI11 stays out of this header).
 #pragma once
 
 #include <string>

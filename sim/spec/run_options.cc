@@ -231,60 +231,68 @@ std::vector<std::string> RunOption::choices() const {
 
 std::string RunOption::text(const RunSpec& run) const { return access_of(*this).get(run); }
 
-void RunOption::set(RunSpec& run, const std::string& value, const SourceLocation& where,
-                    const std::string& base_dir) const {
-  // One message per rule, whether the value came from a file (located) or a flag (named).
-  const auto fail = [&](const std::string& rule) {
-    if (where.file.empty()) throw InputError(std::string(flag) + ": " + rule);
-    throw InputError(where, rule);
-  };
-  switch (type) {
+namespace {
+
+// The rule `value` breaks, or "" when it is a valid spelling (a routing value is checked when parsed).
+std::string broken_rule(const RunOption& o, const std::string& value) {
+  switch (o.type) {
     case RunOptionType::kInteger: {
       const auto v = whole_number(value);
-      if (!v) fail("expected an integer, found '" + value + "'");
-      if (*v < min || *v > max)
-        fail("must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], found " + value);
-      break;
+      if (!v) return "expected an integer, found '" + value + "'";
+      if (*v < o.min || *v > o.max)
+        return "must be in [" + std::to_string(o.min) + ", " + std::to_string(o.max) + "], found " + value;
+      return "";
     }
     case RunOptionType::kBool:
-      if (value != "true" && value != "false") fail("expected true or false, found '" + value + "'");
-      break;
+      return value == "true" || value == "false" ? "" : "expected true or false, found '" + value + "'";
     case RunOptionType::kChoice: {
-      const std::vector<std::string> names = choices();
-      bool known = false;
-      for (const std::string& n : names) known = known || n == value;
-      if (!known) fail("unknown value '" + value + "'; valid values: " + YamlValue::join_names(names));
-      break;
+      const std::vector<std::string> names = o.choices();
+      for (const std::string& n : names)
+        if (n == value) return "";
+      return "unknown value '" + value + "'; valid values: " + YamlValue::join_names(names);
     }
     case RunOptionType::kRouting:
-      try {
-        access_of(*this).put(run, value, where, base_dir);
-      } catch (const InputError& e) {
-        fail(e.rule());
-      }
-      return;
+      return "";
   }
-  access_of(*this).put(run, value, where, base_dir);
+  return "";
+}
+
+}  // namespace
+
+void RunOption::set_from_flag(RunSpec& run, const std::string& value) const {
+  // The same rule as from a file (read below), named by the flag instead of located.
+  std::string rule = broken_rule(*this, value);
+  if (rule.empty()) {
+    try {
+      access_of(*this).put(run, value, SourceLocation{}, "");
+      return;
+    } catch (const InputError& e) {
+      rule = e.rule();  // routing's own rule
+    }
+  }
+  throw InputError(std::string(flag) + ": " + rule);
 }
 
 void RunOption::read(RunSpec& run, const YamlValue& value, const std::string& base_dir) const {
+  std::string text;
   switch (type) {
     case RunOptionType::kInteger:
-      access_of(*this).put(run, std::to_string(value.as_int(min, max)), value.location(), base_dir);
-      return;
+      text = std::to_string(value.as_int(min, max));
+      break;
     case RunOptionType::kBool:
-      access_of(*this).put(run, yes_no(value.as_bool()), value.location(), base_dir);
-      return;
+      text = yes_no(value.as_bool());
+      break;
     case RunOptionType::kChoice:
-    case RunOptionType::kRouting: {
-      const std::string text = value.as_string();
-      try {
-        set(run, text, value.location(), base_dir);
-      } catch (const InputError& e) {
-        value.fail(e.rule());  // located, and named by its key as every file error is
-      }
-      return;
-    }
+    case RunOptionType::kRouting:
+      text = value.as_string();
+      break;
+  }
+  const std::string rule = broken_rule(*this, text);
+  if (!rule.empty()) value.fail(rule);  // located, and named by its key as every file error is
+  try {
+    access_of(*this).put(run, text, value.location(), base_dir);
+  } catch (const InputError& e) {
+    value.fail(e.rule());
   }
 }
 

@@ -40,11 +40,11 @@ struct RunOption {
   std::vector<std::string> choices() const;
   // The option's value in `run`, spelled as a file or a flag takes it ("2", "true", "mpipemoe").
   std::string text(const RunSpec& run) const;
-  // Sets the option from text spelled as text() spells it. `where` locates the value in messages
-  // (empty file: a command-line flag, which the message then names); `base_dir` resolves a routing
-  // matrix's path. InputError stating the rule when the text breaks it.
-  void set(RunSpec& run, const std::string& value, const SourceLocation& where, const std::string& base_dir) const;
-  // Sets the option from a run or sweep file's value (type checked as the file reader checks it).
+  // Sets the option from a flag's text, spelled as text() spells it (a routing matrix's path is
+  // relative to the working folder). InputError "<flag>: <rule>" when the text breaks the rule.
+  void set_from_flag(RunSpec& run, const std::string& value) const;
+  // Sets the option from a run or sweep file's value (type checked as the file reader checks it);
+  // `base_dir` resolves a routing matrix's path. InputError "<file:line:col>: <key>: <rule>".
   void read(RunSpec& run, const YamlValue& value, const std::string& base_dir) const;
   // "integer", "bool", "string": the type column of the documentation.
   const char* type_name() const;

@@ -36,6 +36,20 @@ TEST_F(Cli, FlagsOverrideTheRunFileAndTheReportEchoesEveryOption) {
   EXPECT_EQ(echo.size(), 20u);
 }
 
+TEST_F(Cli, ABooleanFlagGivenFalseSetsTheOpposite) {
+  const fs::path file = write("sync.yaml", "schema_version: 1\nkind: run\ntokens_per_gpu: 2048\ngrad_sync: true\n");
+  const fs::path j = dir_ / "s.json";
+  Result r = run("simulate --run " + file.string() + kFiles + " --grad-sync=false --no-dtd=false --json " + j.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // --no-dtd=false asks for nothing, so --tp 1 is fine
+  EXPECT_EQ(nlohmann::json::parse(read_file(j))["config"]["run"]["grad_sync"], false);  // over the file's true
+  Result tp2 = run("simulate --run " + file.string() + kFiles + " --tp 2 --no-dtd=false --json " + j.string());
+  ASSERT_EQ(tp2.exit_code, 0) << tp2.err;
+  EXPECT_EQ(nlohmann::json::parse(read_file(j))["config"]["run"]["drop_duplicate_tokens"], true);
+  Result off = run("simulate --run " + file.string() + kFiles + " --tp 2 --no-dtd --json " + j.string());
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(nlohmann::json::parse(read_file(j))["config"]["run"]["drop_duplicate_tokens"], false);
+}
+
 TEST_F(Cli, ABadValueGetsTheSameWordsFromEveryCommandAndFromFiles) {
   for (const std::string& cmd : {"simulate" + kFiles + " --tokens 4096", "plan" + kFiles + " --tokens 4096",
                                  "sweep" + kFiles + " --tokens 4096 --chunks 1"}) {

@@ -57,7 +57,7 @@ TEST(RunOptionsTest, DefaultsAreRunSpecsAndSpellBack) {
     if (o.required) continue;  // no default: RunSpec's 0 is outside the range
     RunSpec run;
     const std::string def = o.text(run);
-    o.set(run, def, SourceLocation{}, "");
+    o.set_from_flag(run, def);
     EXPECT_EQ(o.text(run), def) << o.key;
   }
 }
@@ -66,7 +66,7 @@ TEST(RunOptionsTest, FileAndFlagGiveTheSameRun) {
   for (const RunOption& o : run_options()) {
     const std::string value = other_value(o);
     RunSpec from_flag;
-    o.set(from_flag, value, SourceLocation{}, "");
+    o.set_from_flag(from_flag, value);
     EXPECT_EQ(o.text(from_flag), value) << o.key;
     EXPECT_NE(o.text(from_flag), o.text(RunSpec{})) << o.key;
     std::string text = "schema_version: 1\nkind: run\n";
@@ -85,22 +85,21 @@ TEST(RunOptionsTest, FileAndFlagGiveTheSameRun) {
 TEST(RunOptionsTest, OneMessagePerRuleFromFileOrFlag) {
   const RunOption& slots = run_option("slots");
   RunSpec run;
-  const std::string flag = input_error_of([&] { slots.set(run, "3", SourceLocation{}, ""); });
-  EXPECT_EQ(flag, "--slots: must be in [1, 2], found 3");
-  const std::string file = input_error_of([&] { slots.set(run, "3", SourceLocation{"r.yaml", 4, 8}, ""); });
-  EXPECT_THAT(file, HasSubstr("r.yaml:4:8"));
-  EXPECT_THAT(file, HasSubstr("must be in [1, 2], found 3"));
+  EXPECT_EQ(input_error_of([&] { slots.set_from_flag(run, "3"); }), "--slots: must be in [1, 2], found 3");
+  // A file without a name still says the key's rule, not the flag's.
+  EXPECT_THAT(input_error_of([] { parse_run_spec("schema_version: 1\nkind: run\ntokens_per_gpu: 8\nslots: 3\n", ""); }),
+              HasSubstr("slots: must be in [1, 2], found 3"));
   const RunOption& order = run_option("order");
-  EXPECT_EQ(input_error_of([&] { order.set(run, "fifo", SourceLocation{}, ""); }),
+  EXPECT_EQ(input_error_of([&] { order.set_from_flag(run, "fifo"); }),
             "--order: unknown value 'fifo'; valid values: sequential, mpipemoe, fastermoe, tutel");
   const std::string in_file = input_error_of([] {
     parse_run_spec("schema_version: 1\nkind: run\ntokens_per_gpu: 8\norder: fifo\n", "/tmp/run.yaml");
   });
-  EXPECT_THAT(in_file, HasSubstr(":4:"));
-  EXPECT_THAT(in_file, HasSubstr("unknown value 'fifo'; valid values: sequential, mpipemoe, fastermoe, tutel"));
-  EXPECT_THAT(input_error_of([&] { run_option("seed").set(run, "1e3", SourceLocation{}, ""); }),
+  EXPECT_THAT(in_file, HasSubstr("/tmp/run.yaml:4:8: order: unknown value 'fifo'; valid values: sequential, "
+                                 "mpipemoe, fastermoe, tutel"));
+  EXPECT_THAT(input_error_of([&] { run_option("seed").set_from_flag(run, "1e3"); }),
               HasSubstr("--seed: expected an integer, found '1e3'"));
-  EXPECT_THAT(input_error_of([&] { run_option("routing").set(run, "zipf:-1", SourceLocation{}, ""); }),
+  EXPECT_THAT(input_error_of([&] { run_option("routing").set_from_flag(run, "zipf:-1"); }),
               HasSubstr("--routing: "));
   EXPECT_EQ(run.slots, RunSpec{}.slots);  // a refused value leaves the run as it was
 }
