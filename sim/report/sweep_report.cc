@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "sim/report/plan_report.h"
+#include "sim/report/sweep_columns.h"
 #include "sim/report/ordered_groups.h"
 
 namespace moesim {
@@ -26,15 +27,6 @@ std::vector<std::pair<GroupKey, std::vector<int>>> groups(const SweepTable& t) {
   for (std::size_t i = 0; i < t.records.size(); ++i) out.add(group_of(t.records[i]), static_cast<int>(i));
   return out.entries();
 }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
-std::string us(TimeNs t) { return format_fixed(static_cast<double>(t) / 1e3, 3); }
 
 // The record index that is faster, the first of equals (grid order); -1 stands for none.
 int faster(const SweepTable& t, int a, int b) {
@@ -200,24 +192,12 @@ std::string sweep_csv(const SweepTable& t) {
   for (const LayoutChoice& l : best_layout_per_batch(t)) {
     if (l.best >= 0) best_layout[static_cast<std::size_t>(l.best)] = true;
   }
-  // The columns after dropped_fraction came with tensor parallelism; earlier readers keep theirs.
-  std::string out =
-      "model,hardware,gpus,tokens,routing,strategy,n,step_us,forward_us,backward_us,peak_bytes,capacity_bytes,fits,"
-      "speedup_vs_n1_none,best,expert_imbalance,rank_imbalance,dropped_fraction,tp,ep,dp,global_tokens,best_layout,"
-      "drop_duplicate_tokens,grad_sync,zero_stage,checkpoint,model_peak_bytes\n";
+  std::string out = sweep_csv_header() + "\n";
   for (std::size_t i = 0; i < t.records.size(); ++i) {
-    const SweepRecord& r = t.records[i];
-    out += csv_field(r.model) + "," + csv_field(r.hardware) + "," + std::to_string(r.gpus) + "," +
-           std::to_string(r.tokens) + "," + csv_field(r.routing) + "," + std::string(to_string(r.strategy)) + "," +
-           std::to_string(r.num_chunks) + "," + us(r.step_ns) + "," + us(r.forward_ns) + "," + us(r.backward_ns) +
-           "," + std::to_string(r.peak_bytes) + "," + std::to_string(r.capacity_bytes) + "," + (r.fits ? "1" : "0") +
-           "," + (has_speedup[i] ? format_fixed(speedup[i], 4) : "") + "," + (best[i] ? "1" : "0") + "," +
-           format_fixed(r.expert_imbalance, 4) + "," + format_fixed(r.rank_imbalance, 4) + "," +
-           format_fixed(r.dropped_fraction, 6) + "," + std::to_string(r.layout.tp) + "," + std::to_string(r.layout.ep) +
-           "," + std::to_string(r.layout.dp) + "," + std::to_string(r.global_tokens) + "," +
-           (best_layout[i] ? "1" : "0") + "," + (r.drop_duplicate_tokens ? "1" : "0") + "," +
-           (t.grad_sync ? "1" : "0") + "," + std::to_string(t.zero_stage) + "," + std::string(to_string(t.checkpoint)) +
-           "," + std::to_string(r.model_peak_bytes) + "\n";
+    const SweepRow row{t, t.records[i], has_speedup[i], speedup[i], best[i], best_layout[i]};
+    std::string line;
+    for (const SweepColumn& c : sweep_columns()) line += (line.empty() ? "" : ",") + c.csv(row);
+    out += line + "\n";
   }
   return out;
 }
@@ -274,28 +254,7 @@ std::string sweep_json(const SweepTable& t) {
   j["checkpoint"] = std::string(to_string(t.checkpoint));
   ordered_json records = ordered_json::array();
   for (const SweepRecord& r : t.records) {
-    records.push_back({{"model", r.model},
-                       {"hardware", r.hardware},
-                       {"gpus", r.gpus},
-                       {"tokens", r.tokens},
-                       {"routing", r.routing},
-                       {"strategy", std::string(to_string(r.strategy))},
-                       {"n", r.num_chunks},
-                       {"step_ns", r.step_ns},
-                       {"forward_ns", r.forward_ns},
-                       {"backward_ns", r.backward_ns},
-                       {"peak_bytes", r.peak_bytes},
-                       {"model_peak_bytes", r.model_peak_bytes},
-                       {"capacity_bytes", r.capacity_bytes},
-                       {"fits", r.fits},
-                       {"expert_imbalance", r.expert_imbalance},
-                       {"rank_imbalance", r.rank_imbalance},
-                       {"dropped_fraction", r.dropped_fraction},
-                       {"tp", r.layout.tp},
-                       {"ep", r.layout.ep},
-                       {"dp", r.layout.dp},
-                       {"global_tokens", r.global_tokens},
-                       {"drop_duplicate_tokens", r.drop_duplicate_tokens}});
+    records.push_back(sweep_json_record(r));
   }
   j["records"] = records;
   const std::vector<BestChoice> choices = best_per_group(t);

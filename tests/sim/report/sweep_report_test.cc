@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sim/report/plan_report.h"
+#include "sim/report/sweep_columns.h"
 #include "sim/report/sweep_report.h"
 
 namespace moesim {
@@ -95,6 +99,47 @@ TEST(SweepReportTest, CsvColumnsAndFixedFormats) {
   SweepTable quoted = table();
   quoted.records[0].model = "a,\"b\"";
   EXPECT_EQ(sweep_csv(quoted).find("\"a,\"\"b\"\"\",h,8"), header.size());
+}
+
+// Every column of a record has the same value in the CSV and in the JSON records, and the JSON
+// records hold nothing else; docs/planning.md lists the columns as they are declared.
+TEST(SweepReportTest, CsvAndJsonRecordsComeFromOneListOfColumns) {
+  const SweepTable t = table();
+  const auto j = nlohmann::json::parse(sweep_json(t));
+  const std::string csv = sweep_csv(t);
+  std::istringstream lines(csv);
+  std::string header, first;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::vector<std::string> cells;
+  std::stringstream row(first);
+  for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+  if (!first.empty() && first.back() == ',') cells.push_back("");
+  const std::vector<SweepColumn>& columns = sweep_columns();
+  ASSERT_EQ(cells.size(), columns.size()) << first;
+  std::size_t keyed = 0;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    if (!columns[i].json_key) continue;
+    ++keyed;
+    const nlohmann::json& v = j["records"][0][columns[i].json_key];
+    ASSERT_FALSE(v.is_null()) << columns[i].json_key;
+    std::string expected;
+    if (v.is_string()) expected = v.get<std::string>();
+    else if (v.is_boolean()) expected = v.get<bool>() ? "1" : "0";
+    else if (std::string(columns[i].name).ends_with("_us")) expected = format_fixed(v.get<double>() / 1e3, 3);
+    else if (v.is_number_float()) expected = cells[i];  // fixed decimals in the CSV; checked below
+    else expected = std::to_string(v.get<long long>());
+    EXPECT_EQ(cells[i], expected) << columns[i].name;
+    if (v.is_number_float()) {
+      EXPECT_NEAR(std::stod(cells[i]), v.get<double>(), 1e-4) << columns[i].name;
+    }
+  }
+  EXPECT_EQ(j["records"][0].size(), keyed);
+  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/docs/planning.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  EXPECT_NE(doc.str().find(sweep_columns_markdown()), std::string::npos)
+      << "docs/planning.md's table of the CSV columns should read:\n" << sweep_columns_markdown();
 }
 
 std::size_t count(const std::string& text, const std::string& what) {
