@@ -5,6 +5,7 @@
 
 #include "sim/cli/number_flags.h"
 #include "sim/core/error.h"
+#include "sim/spec/run_options.h"
 #include "sim/spec/run_spec.h"
 #include "sim/spec/yaml_reader.h"
 
@@ -50,9 +51,14 @@ std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::str
   return out;
 }
 
+std::vector<std::int64_t> run_option_list(const std::string& key, const std::string& flag, const std::string& text) {
+  const RunOption& o = run_option(key);
+  return parse_int_list(flag, text, o.min, o.max);
+}
+
 std::vector<int> parse_chunk_list(const std::string& flag, const std::string& text) {
   std::vector<int> out;
-  for (std::int64_t v : parse_int_list(flag, text, 1, kMaxChunks)) out.push_back(static_cast<int>(v));
+  for (std::int64_t v : run_option_list("num_chunks", flag, text)) out.push_back(static_cast<int>(v));
   return out;
 }
 
@@ -63,12 +69,13 @@ std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const s
   }
   std::vector<MemoryStrategy> out;
   for (const std::string& item : split_list(flag, text)) {
-    const auto s = parse_memory_strategy(item);
-    if (!s) {
-      throw InputError(flag + ": '" + item + "' is not a memory strategy; valid: " +
-                       YamlValue::join_names(memory_strategy_names()) + ", or all");
+    RunSpec run;
+    try {
+      run_option("strategy").set_from_text(run, item, flag);
+    } catch (const InputError& e) {
+      throw InputError(e.rule() + ", or all");  // the list flag's own spelling of every one
     }
-    out.push_back(*s);
+    out.push_back(run.strategy);
   }
   return out;
 }

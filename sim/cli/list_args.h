@@ -15,6 +15,9 @@ namespace moesim::cli {
 // 0 <= min (no list flag takes a negative value), read as parse_integer_flag reads one.
 std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::string& text,
                                          std::int64_t min, std::int64_t max);
+// parse_int_list over the range of the run option `key` (sim/spec/run_options.h): a list flag of
+// that option's values (--tokens, --tp, --chunks) takes what the option takes.
+std::vector<std::int64_t> run_option_list(const std::string& key, const std::string& flag, const std::string& text);
 std::vector<int> parse_chunk_list(const std::string& flag, const std::string& text);
 // Comma-separated strategy names, or "all".
 std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const std::string& text);

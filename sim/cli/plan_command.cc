@@ -96,7 +96,7 @@ search::PlanRequest plan_request(const PlanArgs& a) {
   req.run.ep_size = ep;
   req.run.tp_size = tp;
   req.objective = parse_named<PlanObjective>("--objective", a.objective, parse_plan_objective, plan_objective_names());
-  req.tokens = parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu);
+  req.tokens = run_option_list("tokens_per_gpu", "--tokens", a.tokens);
   if (!a.chunks.empty()) req.chunk_counts = parse_chunk_list("--chunks", a.chunks);
   // `all` means every strategy the run can use: activation checkpointing replaces the MPipeMoE
   // ones, so it leaves none (a list naming s1-s4 with --checkpoint is refused with the rule).

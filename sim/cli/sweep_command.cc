@@ -94,7 +94,7 @@ SweepSpec spec_from(const SweepArgs& a) {
     throw InputError("give either --tokens (per GPU) or --global-tokens (per step of the whole cluster), not both");
   // Either flag replaces the file's token axis, whichever unit the file used.
   if (!a.tokens.empty()) {
-    override_axis(spec.tokens, parse_int_list("--tokens", a.tokens, 1, kMaxTokensPerGpu));
+    override_axis(spec.tokens, run_option_list("tokens_per_gpu", "--tokens", a.tokens));
     spec.token_unit = TokenUnit::kPerGpu;
   }
   if (!a.global_tokens.empty()) {
@@ -103,7 +103,7 @@ SweepSpec spec_from(const SweepArgs& a) {
   }
   if (!a.tp.empty()) {
     std::vector<int> tp;
-    for (std::int64_t v : parse_int_list("--tp", a.tp, 1, kMaxGroupSize)) tp.push_back(static_cast<int>(v));
+    for (std::int64_t v : run_option_list("tp_size", "--tp", a.tp)) tp.push_back(static_cast<int>(v));
     override_axis(spec.tp, tp);
   }
   if (!a.chunks.empty()) override_axis(spec.chunks, parse_chunk_list("--chunks", a.chunks));

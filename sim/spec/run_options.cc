@@ -259,7 +259,9 @@ std::string broken_rule(const RunOption& o, const std::string& value) {
 
 }  // namespace
 
-void RunOption::set_from_flag(RunSpec& run, const std::string& value) const {
+void RunOption::set_from_flag(RunSpec& run, const std::string& value) const { set_from_text(run, value, flag); }
+
+void RunOption::set_from_text(RunSpec& run, const std::string& value, const std::string& name) const {
   // The same rule as from a file (read below), named by the flag instead of located.
   std::string rule = broken_rule(*this, value);
   if (rule.empty()) {
@@ -270,7 +272,7 @@ void RunOption::set_from_flag(RunSpec& run, const std::string& value) const {
       rule = e.rule();  // routing's own rule
     }
   }
-  throw InputError(std::string(flag) + ": " + rule);
+  throw InputError(name + ": " + rule);
 }
 
 void RunOption::read(RunSpec& run, const YamlValue& value, const std::string& base_dir) const {

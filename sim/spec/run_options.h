@@ -43,6 +43,8 @@ struct RunOption {
   // Sets the option from a flag's text, spelled as text() spells it (a routing matrix's path is
   // relative to the working folder). InputError "<flag>: <rule>" when the text breaks the rule.
   void set_from_flag(RunSpec& run, const std::string& value) const;
+  // The same for a value named otherwise: an element of a list flag (--strategies, --chunks).
+  void set_from_text(RunSpec& run, const std::string& value, const std::string& name) const;
   // Sets the option from a run or sweep file's value (type checked as the file reader checks it);
   // `base_dir` resolves a routing matrix's path. InputError "<file:line:col>: <key>: <rule>".
   void read(RunSpec& run, const YamlValue& value, const std::string& base_dir) const;

@@ -24,6 +24,17 @@ SweepAxis<T> read_axis(const YamlMap& m, const char* key, Read read) {
   return axis;
 }
 
+// An axis element read as the run option `key` reads a run file's value (its range or values),
+// then taken from the run it set.
+template <typename T>
+auto option_value(const char* key, T RunSpec::*field, const std::string& base_dir) {
+  return [key, field, base_dir](const YamlValue& v) {
+    RunSpec run;
+    run_option(key).read(run, v, base_dir);
+    return run.*field;
+  };
+}
+
 SweepSpec read_sweep_file(const YamlValue& root) {
   check_file_kind(root, {"sweep"}, "--grid");
   std::vector<std::string> keys{"schema_version", "kind", "name",   "source",     "models",     "hardware",
@@ -59,13 +70,13 @@ SweepSpec read_sweep_file(const YamlValue& root) {
            "cluster)");
   if (m.has("global_tokens")) spec.token_unit = TokenUnit::kGlobal;
   spec.tokens = read_axis<std::int64_t>(m, spec.token_key(),
-                                        [](const YamlValue& v) { return v.as_int(1, kMaxTokensPerGpu); });
+                                        option_value("tokens_per_gpu", &RunSpec::tokens_per_gpu, base.string()));
   if (m.has("tp")) {
-    spec.tp = read_axis<int>(m, "tp", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxGroupSize)); });
+    spec.tp = read_axis<int>(m, "tp", option_value("tp_size", &RunSpec::tp_size, base.string()));
   }
-  spec.chunks = read_axis<int>(m, "chunks", [](const YamlValue& v) { return static_cast<int>(v.as_int(1, kMaxChunks)); });
-  spec.strategies = read_axis<MemoryStrategy>(
-      m, "strategies", [](const YamlValue& v) { return v.as_enum(parse_memory_strategy, memory_strategy_names()); });
+  spec.chunks = read_axis<int>(m, "chunks", option_value("num_chunks", &RunSpec::num_chunks, base.string()));
+  spec.strategies =
+      read_axis<MemoryStrategy>(m, "strategies", option_value("strategy", &RunSpec::strategy, base.string()));
   if (m.has("routing")) {
     spec.routing = read_axis<std::string>(m, "routing", [&base](const YamlValue& v) {
       const std::string r = v.as_name();
