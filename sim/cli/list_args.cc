@@ -7,6 +7,7 @@
 #include "sim/core/error.h"
 #include "sim/spec/run_options.h"
 #include "sim/spec/run_spec.h"
+#include "sim/spec/step_options.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim::cli {
@@ -81,12 +82,9 @@ std::vector<MemoryStrategy> parse_strategy_list(const std::string& flag, const s
 }
 
 RecomputeModules parse_recompute_modules_flag(const std::string& text) {
-  std::string error;
-  const auto modules = parse_recompute_modules(text, error);
-  if (!modules)
-    throw InputError("--recompute-modules '" + text + "': " + error + "; valid: " +
-                     YamlValue::join_names(recompute_module_names()));
-  return *modules;
+  StepSpec spec;
+  step_option("--recompute-modules").set_from_flag(spec, text);
+  return spec.recompute_modules;
 }
 
 std::vector<RecomputeModules> parse_recompute_module_sets(const std::string& text) {

@@ -11,8 +11,6 @@
 #include <string>
 #include <tuple>
 
-#include "sim/cli/dispatcher_flag.h"
-#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/calibrate_command.h"
 #include "sim/cli/cli11_validators.h"
 #include "sim/cli/collective_command.h"
@@ -109,52 +107,7 @@ void add_step_options(CLI::App* app, StepArgs& a, std::uint64_t max_zero = 1) {
   add_cluster_size_flags(app, a.gpus, a.nodes)->excludes(loopback);
 }
 
-void add_host_launch_flag(CLI::App* app, double& us) {
-  app->add_option("--host-launch-us", us, kHostLaunchFlagHelp)->transform(real(0, kMaxHostLaunchUs));
-}
-
-void add_dispatcher_flag(CLI::App* app, std::string& dispatcher) {
-  app->add_option("--dispatcher", dispatcher, kDispatcherFlagHelp)->capture_default_str();
-}
-
-void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) {
-  app->add_option("--global-batch", s.global_batch,
-                  "sequences per step: simulate the whole training step of a model with an architecture section "
-                  "(pipeline stages, every layer, gradient reductions, optimizer; docs/training-step.md)")
-      ->transform(whole(1, kMaxTokensPerGpu));
-  app->add_option("--micro-batch", s.micro_batch, "sequences per microbatch (whole step)")
-      ->transform(whole(1, kMaxTokensPerGpu));
-  app->add_option("--seq", s.seq, "tokens per sequence (whole step; default: the model's seq_len)")
-      ->transform(whole(1, kMaxTokensPerGpu));
-  app->add_option("--pp", s.pp, "pipeline-parallel stages (whole step)")->transform(whole(1, kMaxGroupSize));
-  app->add_option("--vpp", s.vpp, "virtual pipeline stages per stage (whole step; interleaved 1F1B)")
-      ->transform(whole(1, kMaxGroupSize));
-  app->add_option("--cp", s.cp, "context-parallel degree (whole step)")->transform(whole(1, kMaxGroupSize));
-  app->add_option("--etp", s.etp,
-                  "the experts' tensor-parallel size (whole step; Megatron-Core's --expert-tensor-parallel-size, "
-                  "default --tp): the MoE layers' own layout etp x ep x expert data-parallel over a stage's ranks")
-      ->transform(whole(1, kMaxGroupSize));
-  app->add_option("--schedule", s.schedule, "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1|dualpipe");
-  app->add_option("--part-layers", s.part_layers,
-                  "layers of each model part (whole step; --pp x --vpp comma-separated counts in forward order) for an "
-                  "uneven split, e.g. 7,8,8,8,8,8,8,6");
-  app->add_option("--recompute", s.recompute, "activation recomputation (whole step): none|selective|full");
-  app->add_option("--recompute-modules", s.recompute_modules,
-                  "with --recompute selective: the modules re-run, a list of core_attn, layernorm, moe_act, "
-                  "mla_up_proj, mlp, moe, shared_experts (Megatron-Core's names; default core_attn)");
-  app->add_flag("--sequence-parallel", s.sequence_parallel, "Megatron's sequence parallelism (whole step, --tp > 1)");
-  app->add_option("--precision", s.precision, "GEMM precision (whole step): bf16 (the model's own math) | fp8");
-  app->add_option("--fp8-recipe", s.fp8_recipe,
-                  "FP8 scaling recipe (whole step, --precision fp8): current (default; per-tensor current scaling, "
-                  "FP8-CS) | delayed (amax history)");
-  app->add_option("--attention", s.attention,
-                  "attention kernel (whole step): flash | unfused (Megatron-LM 2021-22: s x s scores, softmax, dropout)");
-  app->add_flag("--no-overlap-grad-reduce", s.no_overlap_grad_reduce,
-                "reduce the gradients once after the backward instead of per layer during it (whole step)");
-  add_host_launch_flag(app, s.host_launch_us);
-  add_dispatcher_flag(app, s.dispatcher);
-  app->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm, kOverlapMoeEpCommHelp);
-}
+void add_training_step_flags(CLI::App* app, TrainingStepArgs& s) { add_step_option_flags(app, s.options, {}); }
 
 CLI::App* add_simulate(CLI::App& app, StepArgs& a, TrainingStepArgs& step, SimulateOutputs& outputs) {
   CLI::App* simulate = app.add_subcommand(
@@ -178,17 +131,17 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
               "layouts of a whole training step (docs/planning.md)");
   plan->add_option("--global-batch", s.global_batch, "sequences per step: plan the whole step's layout")
       ->transform(whole(1, kMaxTokensPerGpu));
-  plan->add_option("--seq", s.seq, "tokens per sequence (default: the model's)")->transform(whole(1, kMaxTokensPerGpu));
   plan->add_option("--top", s.top, "layouts shown; the best 2K by the estimate are simulated")->transform(whole(1, 1000));
   plan->add_option("--target-tokens-per-day", s.target_tokens_per_day, "the fewest nodes reaching this token rate")
       ->transform(real(0, 1e30, true));
-  plan->add_option("--attention", s.attention, "attention kernel of the whole step: flash | unfused");
-  add_host_launch_flag(plan, s.host_launch_us);
-  add_dispatcher_flag(plan, s.dispatcher);
+  add_step_option_flags(plan, s.options, {"--seq", "--attention", "--host-launch-us", "--dispatcher"});
   plan->add_option("--schedules", s.schedules,
                    "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe "
                    "(default 1f1b, interleaved with vpp > 1; zb-h1 and dualpipe are simulated in full)");
-  plan->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm, kPlanOverlapMoeEpCommHelp);
+  // Not the step option: the plan tries layouts with and without it.
+  plan->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm,
+                 "with --global-batch: also try each MoE layout Megatron-Core's combined 1F1B runs on (--pp 1 or "
+                 "--vpp > 1, --ep > 1, no full recomputation, ZeRO below 3) with it (docs/planning.md)");
   for (auto [flag, text, what] : {std::tuple{"--pp", &s.pp, "pipeline stages"}, {"--vpp", &s.vpp, "virtual stages"},
                                    {"--cp", &s.cp, "context-parallel degrees"},
                                    {"--etp", &s.etp, "experts' tensor-parallel sizes"},
@@ -355,7 +308,7 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
   v.steps->add_option("--csv", v.steps_args.csv_path, "write one row per dataset row ('-' for stdout)");
   v.steps->add_option("--network", v.steps_args.network, run_option("network").help)->capture_default_str();
   v.steps->add_option("--only", v.steps_args.only, "DATASET, DATASET:LINE or DATASET:MODEL, comma-separated (default: every row)");
-  add_host_launch_flag(v.steps, v.steps_args.host_launch_us);
+  add_step_option_flags(v.steps, v.steps_args.step, {"--host-launch-us"});
   v.layers = validate_cmd->add_subcommand(
       "layers", "simulate the published per-layer times of validate/data/ and print each error (docs/validation.md)");
   v.layers->add_option("--data", v.layers_args.data_dir, "folder of datasets (default validate/data)");
@@ -387,8 +340,10 @@ CLI::App* add_cost_models(CLI::App& app, CostModelsArgs& a) {
 
 CLI::App* add_options_command(CLI::App& app, OptionsArgs& a) {
   CLI::App* cmd = app.add_subcommand(
-      "options", "list the run options (run-file key, flag, type, default, values, rule; sim/spec/run_options.h)");
-  cmd->add_flag("--markdown", a.markdown, "print the table of docs/config-reference.md's run-file section");
+      "options", "list the run options (run-file key, flag, type, default, values, rule) and the whole step's own options");
+  cmd->add_option("kind", a.kind, "run | step (default: both)");
+  cmd->add_flag("--markdown", a.markdown,
+                "print the tables of docs/config-reference.md's run-file section and docs/training-step.md's flags");
   return cmd;
 }
 

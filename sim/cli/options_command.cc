@@ -4,15 +4,23 @@
 #include <ostream>
 #include <string>
 
+#include "sim/core/error.h"
 #include "sim/spec/run_options.h"
+#include "sim/spec/step_options.h"
 
 namespace moesim::cli {
 
-int run_options_command(const OptionsArgs& args, std::ostream& out) {
-  if (args.markdown) {
-    out << run_options_markdown();
-    return 0;
-  }
+namespace {
+
+// Plain text: the documentation's Markdown quotes dropped.
+std::string plain(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), '`'), s.end());
+  return s;
+}
+
+std::string pad(std::string s, std::size_t w) { return s + std::string(w - std::min(w, s.size()), ' '); }
+
+void list_run_options(std::ostream& out) {
   const RunSpec defaults;
   std::size_t key_width = 0;
   std::size_t flag_width = 0;
@@ -20,12 +28,6 @@ int run_options_command(const OptionsArgs& args, std::ostream& out) {
     key_width = std::max(key_width, std::string(o.key).size());
     flag_width = std::max(flag_width, std::string(o.flag).size());
   }
-  const auto pad = [](std::string s, std::size_t w) { return s + std::string(w - std::min(w, s.size()), ' '); };
-  // Plain text: the documentation's Markdown quotes dropped.
-  const auto plain = [](std::string s) {
-    s.erase(std::remove(s.begin(), s.end(), '`'), s.end());
-    return s;
-  };
   out << "# run options: the run file's key, the flag, the type, the default and the values taken\n";
   for (const RunOption& o : run_options()) {
     std::string def = o.required ? "required" : o.text(defaults);
@@ -36,6 +38,34 @@ int run_options_command(const OptionsArgs& args, std::ostream& out) {
     if (o.type == RunOptionType::kBool) out << " (the flag sets " << (o.flag_sets ? "true" : "false") << ")";
     out << "\n";
   }
+}
+
+void list_step_options(std::ostream& out) {
+  std::size_t width = 0;
+  for (const StepOption& o : step_options()) width = std::max(width, std::string(o.flag).size());
+  out << "# whole-step options (--global-batch): the flag, the type, the values taken and the default\n";
+  for (const StepOption& o : step_options()) {
+    out << pad(o.flag, width) << "  " << pad(o.type_name(), 7) << "  " << plain(o.values_text()) << "; default "
+        << plain(o.default_text) << "\n"
+        << std::string(width + 2, ' ') << plain(o.rule) << "\n";
+  }
+}
+
+}  // namespace
+
+int run_options_command(const OptionsArgs& args, std::ostream& out) {
+  if (!args.kind.empty() && args.kind != "run" && args.kind != "step")
+    throw InputError("options: unknown kind '" + args.kind + "'; valid: run, step");
+  const bool run = args.kind != "step", step = args.kind != "run";
+  if (args.markdown) {
+    if (run) out << run_options_markdown();
+    if (run && step) out << "\n";
+    if (step) out << step_options_markdown();
+    return 0;
+  }
+  if (run) list_run_options(out);
+  if (run && step) out << "\n";
+  if (step) list_step_options(out);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "sim/cli/cli11_validators.h"
 #include "sim/spec/run_options.h"
+#include "sim/spec/step_options.h"
 
 namespace moesim::cli {
 
@@ -59,6 +60,45 @@ void add_run_option_flags(CLI::App* app, RunOptionFlags& flags, const std::vecto
       const std::int64_t max = w == style.widen.end() ? o.max : w->second;
       opt->type_name("INT")->transform(whole(static_cast<std::uint64_t>(o.min), static_cast<std::uint64_t>(max)));
     }
+  }
+}
+
+bool StepOptionFlags::given_flag(const std::string& flag) const {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end() && given && given(flag.c_str());
+}
+
+void StepOptionFlags::apply(StepSpec& spec) const {
+  for (const std::string& flag : flags) {
+    if (!given_flag(flag)) continue;
+    const StepOption& o = step_option(flag);
+    if (o.type == StepOptionType::kBool) {
+      o.set_from_flag(spec, switches.at(flag) == o.flag_sets ? "true" : "false");
+    } else {
+      o.set_from_flag(spec, values.at(flag));
+    }
+  }
+}
+
+std::string StepOptionFlags::text(const std::string& flag) const {
+  return given_flag(flag) && values.count(flag) ? values.at(flag) : "";
+}
+
+void add_step_option_flags(CLI::App* app, StepOptionFlags& out, const std::vector<std::string>& flags,
+                           const std::map<std::string, std::string>& notes) {
+  out.given = [app](const char* flag) { return app->count(flag) > 0; };
+  for (const StepOption& o : step_options()) {
+    if (!flags.empty() && std::find(flags.begin(), flags.end(), o.flag) == flags.end()) continue;
+    out.flags.push_back(o.flag);
+    const auto note = notes.find(o.flag);
+    const std::string help = std::string(o.help) + (note == notes.end() ? "" : note->second);
+    if (o.type == StepOptionType::kBool) {
+      app->add_flag(o.flag, out.switches[o.flag], help);
+      continue;
+    }
+    CLI::Option* opt = app->add_option(o.flag, out.values[o.flag], help);
+    if (o.type == StepOptionType::kInteger)
+      opt->type_name("INT")->transform(whole(static_cast<std::uint64_t>(o.min), static_cast<std::uint64_t>(o.max)));
+    if (o.type == StepOptionType::kReal) opt->type_name("FLOAT")->transform(real(o.min, o.max));
   }
 }
 

@@ -1,6 +1,7 @@
-// The run options' command-line flags (sim/spec/run_options.h), as a command registers them: the
-// text of each value given, applied over a run file's or the defaults' RunSpec. The flag names,
-// help, ranges and defaults all come from the table; only the registration includes CLI11.
+// The command-line flags of the run options (sim/spec/run_options.h) and of the whole step's own
+// options (sim/spec/step_options.h), as a command registers them: the text of each value given,
+// applied over a run file's or the defaults' RunSpec, or over a StepSpec. The flag names, help,
+// ranges and defaults all come from the tables; only the registration includes CLI11.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "sim/spec/run_spec.h"
+#include "sim/spec/step_spec.h"
 
 namespace CLI {
 class App;
@@ -47,5 +49,24 @@ struct RunOptionFlagStyle {
 // Registers the flags of the options `keys` (every option when empty) on `app`.
 void add_run_option_flags(CLI::App* app, RunOptionFlags& flags, const std::vector<std::string>& keys,
                           const RunOptionFlagStyle& style = {});
+
+// The whole step's own options' flags (sim/spec/step_options.h) a command registered.
+struct StepOptionFlags {
+  std::vector<std::string> flags;             // the registered options' flags
+  std::map<std::string, std::string> values;  // flag -> the value's text, for options that take one
+  std::map<std::string, bool> switches;       // flag -> a boolean option's value as given
+  std::function<bool(const char*)> given;
+
+  bool given_flag(const std::string& flag) const;
+  // `spec` with every option given set from it (InputError naming the flag).
+  void apply(StepSpec& spec) const;
+  // The value as given, for an option the command reads itself ("" when not given).
+  std::string text(const std::string& flag) const;
+};
+
+// Registers the flags `flags` of the step options (every one when empty) on `app`; `notes` adds
+// words to an option's help, by flag.
+void add_step_option_flags(CLI::App* app, StepOptionFlags& out, const std::vector<std::string>& flags,
+                           const std::map<std::string, std::string>& notes = {});
 
 }  // namespace moesim::cli

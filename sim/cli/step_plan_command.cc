@@ -1,5 +1,3 @@
-#include "sim/cli/dispatcher_flag.h"
-#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/step_plan_command.h"
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include "sim/spec/loader.h"
 #include "sim/spec/presets.h"
 #include "sim/spec/yaml_reader.h"
+#include "sim/spec/step_options.h"
 #include "sim/step/step_shape.h"
 
 namespace moesim::cli {
@@ -64,16 +63,29 @@ std::vector<int> degrees(const char* flag, const std::string& text) {
   return first_of_each(out);
 }
 
+// A list flag of a whole-step option's values (--pp, --vpp, --cp, --etp): the option's range.
+std::vector<int> step_degrees(const char* flag, const std::string& text) {
+  std::vector<int> out;
+  const StepOption& o = step_option(flag);
+  if (!text.empty())
+    for (std::int64_t v : parse_int_list(flag, text, static_cast<std::int64_t>(o.min), static_cast<std::int64_t>(o.max)))
+      out.push_back(static_cast<int>(v));
+  return first_of_each(out);
+}
+
 search::LayoutAxes fixed_axes(const PlanArgs& a, const StepPlanArgs& s) {
   search::LayoutAxes only;
   only.tp = degrees("--tp", a.tp);
   only.ep = degrees("--ep", a.ep);
-  only.pp = degrees("--pp", s.pp);
-  only.vpp = degrees("--vpp", s.vpp);
-  only.cp = degrees("--cp", s.cp);
-  only.etp = degrees("--etp", s.etp);
-  if (!s.micro_batch.empty())
-    only.micro_batch = first_of_each(parse_int_list("--micro-batch", s.micro_batch, 1, kMaxTokensPerGpu));
+  only.pp = step_degrees("--pp", s.pp);
+  only.vpp = step_degrees("--vpp", s.vpp);
+  only.cp = step_degrees("--cp", s.cp);
+  only.etp = step_degrees("--etp", s.etp);
+  if (!s.micro_batch.empty()) {
+    const StepOption& mb = step_option("--micro-batch");
+    only.micro_batch = first_of_each(parse_int_list("--micro-batch", s.micro_batch, static_cast<std::int64_t>(mb.min),
+                                                    static_cast<std::int64_t>(mb.max)));
+  }
   only.recompute = named_list("--recompute", s.recompute, "a recomputation", parse_recompute, recompute_names());
   return only;
 }
@@ -100,11 +112,10 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.cluster = scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), a.calibration_path),
                              a.gpus, a.nodes);
   r.global_batch = s.global_batch;
-  r.seq = s.seq;
-  const auto attention = parse_attention_kernel(s.attention);
-  if (!attention)
-    throw InputError("--attention '" + s.attention + "' is not valid; valid: " + YamlValue::join_names(attention_kernel_names()));
-  r.attention = *attention;
+  StepSpec one;  // the options every layout takes: --seq, --attention, --host-launch-us, --dispatcher
+  s.options.apply(one);
+  r.seq = one.seq;
+  r.attention = one.attention;
   RunSpec run;  // the run options the layout plan reads: --network, --compute, --routing, --seed
   a.options.apply(run);
   r.network = NetworkChoice{run.network, AllToAllAlgorithm::kPairwise, run.compute};
@@ -123,8 +134,8 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   }
   r.routing = run.routing;
   r.seed = run.seed;
-  r.host_launch_ns = host_launch_ns(s.host_launch_us);
-  r.dispatcher = parse_dispatcher_flag(s.dispatcher);
+  r.host_launch_ns = one.host_launch_ns;
+  r.dispatcher = one.dispatcher;
   r.try_moe_ep_overlap = s.overlap_moe_ep_comm;
   if (r.try_moe_ep_overlap && !r.model.has_moe_layers())
     throw InputError("--overlap-moe-expert-parallel-comm overlaps the MoE layers' all-to-alls; " + r.model.name +

@@ -5,6 +5,8 @@
 // ...) are refused with --global-batch, and these flags without it.
 #pragma once
 
+#include "sim/cli/run_option_flags.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,12 +17,11 @@ namespace moesim::cli {
 
 struct StepPlanArgs {
   long long global_batch = 0;
-  long long seq = 0;                 // 0: the model's seq_len
   int top = 5;                       // --top K
   double target_tokens_per_day = 0;  // 0: not given
-  std::string attention = "flash";
-  double host_launch_us = -1;  // --host-launch-us; negative: not given (the host is not modelled)
-  std::string dispatcher = "alltoall";  // --dispatcher
+  // --seq, --attention, --host-launch-us, --dispatcher: one value for every layout, the whole
+  // step's options (sim/spec/step_options.h).
+  StepOptionFlags options;
   std::string zero_stages;     // --zero-stages: "" = search::kDefaultZeroStages; "0-3", "1,3"
   std::string schedules;       // --schedules: "" = 1f1b, interleaved with vpp > 1; "1f1b,zb-h1"
   // The axes the plan fixes (search::LayoutAxes), lists or ranges; "" = every legal value. --tp

@@ -8,8 +8,6 @@
 #include <sstream>
 
 #include "sim/cli/cluster_flags.h"
-#include "sim/cli/dispatcher_flag.h"
-#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/list_args.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
@@ -18,6 +16,7 @@
 #include "sim/spec/loader.h"
 #include "sim/spec/presets.h"
 #include "sim/spec/run_spec.h"
+#include "sim/spec/step_options.h"
 #include "sim/spec/yaml_reader.h"
 #include "sim/step/step_html.h"
 #include "sim/step/step_simulation.h"
@@ -25,84 +24,28 @@
 namespace moesim::cli {
 namespace {
 
-std::string join(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
-template <typename E>
-E parse_flag(const std::string& flag, const std::string& value, std::optional<E> parsed,
-             const std::vector<std::string>& names) {
-  if (!parsed) throw InputError(flag + " '" + value + "' is not one of: " + join(names));
-  return *parsed;
-}
-
-// "4,8,8": the layers of each model part; InputError naming --part-layers for anything else.
-std::vector<int> parse_part_layers(const std::string& text) {
-  std::vector<int> out;
-  if (text.empty()) return out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    int value = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 0 || value > kMaxMoeLayers)
-      throw InputError("--part-layers '" + text + "': '" + item + "' is not a layer count in [0, " +
-                       std::to_string(kMaxMoeLayers) + "]; give a comma-separated list such as 4,8,8,...");
-    out.push_back(value);
-    start = comma + 1;
-  }
-  return out;
-}
-
 StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   // The run options the whole step shares with the MoE-layer simulation, from their flags; --zero
   // is the step's own (0-3), read below.
   RunSpec run;
   a.options.apply(run, {"zero_stage"});
   StepSpec spec;
+  s.options.apply(spec);
   spec.layout.gpus = gpus;
   spec.layout.tp = run.tp_size;
-  spec.layout.pp = s.pp;
-  spec.layout.vpp = s.vpp;
   spec.layout.ep = a.options.given_key("ep_size") ? run.ep_size : 1;
-  spec.layout.cp = s.cp;
-  spec.layout.etp = s.etp;
   if (spec.layout.ep < 1) throw InputError("--ep must be at least 1 with --global-batch, got " + std::to_string(spec.layout.ep));
-  spec.global_batch = s.global_batch;
-  spec.micro_batch = s.micro_batch;
-  spec.seq = s.seq;
-  if (!s.schedule.empty())
-    spec.schedule = parse_flag("--schedule", s.schedule, parse_pipeline_schedule(s.schedule), pipeline_schedule_names());
-  spec.part_layers = parse_part_layers(s.part_layers);
-  spec.recompute = parse_flag("--recompute", s.recompute, parse_recompute(s.recompute), recompute_names());
-  if (!s.recompute_modules.empty()) {
-    if (spec.recompute != Recompute::kSelective)
-      throw InputError("--recompute-modules '" + s.recompute_modules + "' needs --recompute selective (got " +
-                       s.recompute + ")");
-    spec.recompute_modules = parse_recompute_modules_flag(s.recompute_modules);
-  }
-  spec.sequence_parallel = s.sequence_parallel;
-  spec.attention = parse_flag("--attention", s.attention, parse_attention_kernel(s.attention), attention_kernel_names());
-  if (s.precision != "bf16" && s.precision != "fp8")
-    throw InputError("--precision '" + s.precision + "' is not one of: bf16, fp8");
-  spec.gemm_precision = s.precision == "fp8" ? DType::kFp8 : DType::kBf16;
-  if (!s.fp8_recipe.empty()) {
-    if (spec.gemm_precision != DType::kFp8)
-      throw InputError("--fp8-recipe '" + s.fp8_recipe + "' needs --precision fp8 (bf16 GEMMs have no scaling recipe)");
-    spec.fp8_recipe = parse_flag("--fp8-recipe", s.fp8_recipe, parse_fp8_recipe(s.fp8_recipe), fp8_recipe_names());
-  }
+  if (s.options.given_flag("--recompute-modules") && spec.recompute != Recompute::kSelective)
+    throw InputError("--recompute-modules '" + s.options.text("--recompute-modules") +
+                     "' needs --recompute selective (got " + std::string(to_string(spec.recompute)) + ")");
+  if (s.options.given_flag("--fp8-recipe") && spec.gemm_precision != DType::kFp8)
+    throw InputError("--fp8-recipe '" + s.options.text("--fp8-recipe") +
+                     "' needs --precision fp8 (bf16 GEMMs have no scaling recipe)");
   spec.zero_stage = a.options.given_key("zero_stage") ? std::stoi(a.options.values.at("zero_stage")) : 0;
-  spec.overlap_grad_reduce = !s.no_overlap_grad_reduce;
-  spec.overlap_moe_ep_comm = s.overlap_moe_ep_comm;
   spec.moe_chunks = run.num_chunks;
   spec.moe_strategy = run.strategy;
   spec.routing = run.routing;
   spec.seed = run.seed;
-  spec.host_launch_ns = host_launch_ns(s.host_launch_us);
-  spec.dispatcher = parse_dispatcher_flag(s.dispatcher);
   return spec;
 }
 
@@ -138,11 +81,11 @@ void refuse_layer_flags(const StepArgs& a) {
 }  // namespace
 
 const std::vector<std::string>& training_step_only_flags() {
-  static const std::vector<std::string> flags{"--micro-batch", "--seq",       "--pp",        "--vpp",
-                                              "--cp",          "--etp",       "--schedule",  "--recompute", "--recompute-modules",
-                                              "--sequence-parallel",
-                                              "--precision",   "--fp8-recipe", "--attention", "--no-overlap-grad-reduce",
-                                              "--part-layers", "--html", "--host-launch-us", "--dispatcher"};
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> out{"--html"};
+    for (const StepOption& o : step_options()) out.push_back(o.flag);
+    return out;
+  }();
   return flags;
 }
 

@@ -1,4 +1,3 @@
-#include "sim/cli/host_launch_flag.h"
 #include "sim/cli/validate_command.h"
 
 #include <chrono>
@@ -81,13 +80,15 @@ SelectedSteps select_steps(const std::filesystem::path& root, const validate::St
 int run_validate_steps(const ValidateStepsArgs& a) {
   const NetworkModel network = parse_network_flag(a.network);
   check_outputs({{"--csv", a.csv_path}});
+  StepSpec flags;
+  a.step.apply(flags);
   const SelectedSteps selected = select_steps(data_root(a.data_dir), validate::StepSelection::parse(a.only));
   std::vector<validate::StepDatasetReport> reports;
   std::size_t done = 0;
   for (std::size_t i = 0; i < selected.datasets.size(); ++i) {
     validate::StepDatasetReport r{selected.datasets[i], {}, {}, network};
     for (validate::PreparedStepRow row : selected.rows[i]) {
-      row.spec.host_launch_ns = host_launch_ns(a.host_launch_us);
+      row.spec.host_launch_ns = flags.host_launch_ns;
       const auto start = std::chrono::steady_clock::now();
       r.rows.push_back(validate::simulate_step_row(r.dataset, row, network));
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -101,8 +102,8 @@ int run_validate_steps(const ValidateStepsArgs& a) {
     r.speedups = validate::pair_speedups(r.rows);
     reports.push_back(std::move(r));
   }
-  if (a.host_launch_us >= 0 && a.csv_path != "-")
-    std::cout << "Host launches: " << a.host_launch_us << " us each (--host-launch-us; docs/training-step.md#host-launches)\n\n";
+  if (flags.host_launch_ns && a.csv_path != "-")
+    std::cout << "Host launches: " << static_cast<double>(*flags.host_launch_ns) / 1e3 << " us each (--host-launch-us; docs/training-step.md#host-launches)\n\n";
   return print_reports(reports, a.csv_path, validate::print_step_report, validate::print_step_summary,
                        validate::write_step_csv);
 }

@@ -5,6 +5,8 @@
 // dataset meets them (docs/validation.md). Goals not met are results, not errors: the exit code is 0.
 #pragma once
 
+#include "sim/cli/run_option_flags.h"
+
 #include <string>
 
 namespace moesim::cli {
@@ -27,7 +29,7 @@ struct ValidateStepsArgs {
   // on 64 GPUs, GPT-39B on 512: docs/validation.md) for 1.6 times the simulation time.
   std::string network = "alpha-beta";
   std::string only;      // DATASET[:LINE|:MODEL],...
-  double host_launch_us = -1;  // --host-launch-us for every row; negative: the host is not modelled
+  StepOptionFlags step;  // --host-launch-us for every row (sim/spec/step_options.h); not given: no host
 };
 
 int run_validate_steps(const ValidateStepsArgs& args);

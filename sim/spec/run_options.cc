@@ -1,7 +1,6 @@
 #include "sim/spec/run_options.h"
 
-#include <charconv>
-
+#include "sim/spec/option_rules.h"
 #include "sim/spec/yaml_reader.h"
 
 namespace moesim {
@@ -16,20 +15,7 @@ struct Access {
   std::vector<std::string> (*names)();  // kChoice only
 };
 
-std::int64_t to_int(const std::string& text) {
-  std::int64_t v = 0;
-  std::from_chars(text.data(), text.data() + text.size(), v);
-  return v;
-}
-
-// A whole number in decimal, no sign but '-', no spaces; nullopt otherwise (or on overflow).
-std::optional<std::int64_t> whole_number(const std::string& text) {
-  std::int64_t v = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || ptr != end) return std::nullopt;
-  return v;
-}
+std::int64_t to_int(const std::string& text) { return whole_number(text).value_or(0); }
 
 std::string yes_no(bool b) { return b ? "true" : "false"; }
 
@@ -236,21 +222,12 @@ namespace {
 // The rule `value` breaks, or "" when it is a valid spelling (a routing value is checked when parsed).
 std::string broken_rule(const RunOption& o, const std::string& value) {
   switch (o.type) {
-    case RunOptionType::kInteger: {
-      const auto v = whole_number(value);
-      if (!v) return "expected an integer, found '" + value + "'";
-      if (*v < o.min || *v > o.max)
-        return "must be in [" + std::to_string(o.min) + ", " + std::to_string(o.max) + "], found " + value;
-      return "";
-    }
+    case RunOptionType::kInteger:
+      return integer_rule_broken(value, o.min, o.max);
     case RunOptionType::kBool:
-      return value == "true" || value == "false" ? "" : "expected true or false, found '" + value + "'";
-    case RunOptionType::kChoice: {
-      const std::vector<std::string> names = o.choices();
-      for (const std::string& n : names)
-        if (n == value) return "";
-      return "unknown value '" + value + "'; valid values: " + YamlValue::join_names(names);
-    }
+      return bool_rule_broken(value);
+    case RunOptionType::kChoice:
+      return choice_rule_broken(value, o.choices());
     case RunOptionType::kRouting:
       return "";
   }

@@ -301,7 +301,7 @@ TEST_F(Cli, StepPlanBadInputExitsTwoNamingTheFlag) {
       {kTinyPlan + " --zero-stages 2-1", "--zero-stages: range '2-1' is empty"},
       {"plan --model gpt-1.7b --hardware dgx-a100-80gb-hdr --tokens 4096 --zero-stages 1",
        "--zero-stages belongs to the whole step's layout plan: give --global-batch"},
-      {kTinyPlan + " --attention fast", "--attention 'fast' is not valid; valid: flash, unfused"},
+      {kTinyPlan + " --attention fast", "--attention: unknown value 'fast'; valid values: flash, unfused"},
       {kTinyPlan + " --target-tokens-per-day 0", "--target-tokens-per-day"},
       {kTinyPlan + " --target-tokens-per-day 1e12 --gpus 16", "drop --gpus and --nodes"},
       {kTinyPlan + " --max-nodes 4", "--max-nodes with --global-batch bounds the search of --target-tokens-per-day"},
