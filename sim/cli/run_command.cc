@@ -44,22 +44,9 @@ RunInputs read_inputs(const RunArgs& a) {
   if (a.hardware_path.empty()) throw InputError("--hardware is required");
   RunInputs in{load_model_spec(a.model_path), load_hardware_spec(a.hardware_path, a.calibration_path), RunSpec{}};
   apply_dtype(in.model, a.dtype);
-  in.run.tokens_per_gpu = a.tokens;
-  in.run.num_chunks = a.chunks;
-  in.run.num_moe_layers = a.layers;
-  in.run.slots = a.slots;
-  in.run.seed = a.seed;
+  if (!a.options.given_key("tokens_per_gpu")) throw InputError("--tokens is required");
+  a.options.apply(in.run);
   in.run.ep_size = a.ranks;
-  const auto strategy = parse_memory_strategy(a.strategy);
-  if (!strategy)
-    throw InputError("--strategy '" + a.strategy + "' is not a memory strategy; valid: " +
-                     YamlValue::join_names(memory_strategy_names()));
-  in.run.strategy = *strategy;
-  const auto order = parse_order_policy(a.order);
-  if (!order)
-    throw InputError("--order '" + a.order + "' is not an ordering policy; valid: " +
-                     YamlValue::join_names(order_policy_names()));
-  in.run.order = *order;
   // Every size checked before any device is touched, on the hardware the ranks will run on.
   runtime::check_equal_chunks(derive_layer_dims(in.model, run_hardware(in.cluster, a.ranks, a.loopback), in.run));
   return in;

@@ -4,6 +4,8 @@
 // the GPU runtime the command exists and exits 2 saying so.
 #pragma once
 
+#include "sim/cli/run_option_flags.h"
+
 #include <string>
 
 namespace moesim::cli {
@@ -12,12 +14,10 @@ struct RunArgs {
   std::string model_path;
   std::string hardware_path;
   std::string calibration_path;  // empty: none
-  long long tokens = 0;
-  int chunks = 1;
-  int layers = 1;  // MoE layers back to back
-  std::string strategy = "none";
-  std::string order = "mpipemoe";
-  int slots = 2;
+  // --tokens, --chunks, --layers, --strategy, --order, --slots, --seed: the run options
+  // (sim/spec/run_options.h) of the measured step and of its prediction; the seed also seeds the
+  // inputs and parameters.
+  RunOptionFlags options;
   std::string dtype;  // "" = the model's; fp32 | tf32 | bf16 | fp16
   int iters = 20;
   int warmup = 5;
@@ -26,8 +26,10 @@ struct RunArgs {
   bool check = false;
   int ranks = 1;
   bool loopback = false;
-  unsigned long long seed = 1;
 };
+
+// The run options `moesim run` takes as flags.
+const std::vector<std::string>& run_command_option_keys();
 
 // Exit code: 0, or 3 when --check found a mismatch. Throws InputError (exit 2) for bad input, no
 // GPU, or a build without the GPU runtime.

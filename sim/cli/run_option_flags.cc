@@ -83,19 +83,21 @@ std::string StepOptionFlags::text(const std::string& flag) const {
   return given_flag(flag) && values.count(flag) ? values.at(flag) : "";
 }
 
-void add_step_option_flags(CLI::App* app, StepOptionFlags& out, const std::vector<std::string>& flags,
-                           const std::map<std::string, std::string>& notes) {
+void add_step_option_flags(CLI::App* app, StepOptionFlags& out, const std::vector<std::string>& flags) {
   out.given = [app](const char* flag) { return app->count(flag) > 0; };
   for (const StepOption& o : step_options()) {
     if (!flags.empty() && std::find(flags.begin(), flags.end(), o.flag) == flags.end()) continue;
     out.flags.push_back(o.flag);
-    const auto note = notes.find(o.flag);
-    const std::string help = std::string(o.help) + (note == notes.end() ? "" : note->second);
     if (o.type == StepOptionType::kBool) {
-      app->add_flag(o.flag, out.switches[o.flag], help);
+      app->add_flag(o.flag, out.switches[o.flag], o.help);
       continue;
     }
-    CLI::Option* opt = app->add_option(o.flag, out.values[o.flag], help);
+    CLI::Option* opt = app->add_option(o.flag, out.values[o.flag], o.help);
+    // A default that is one value (`flash`, 1) shows in the help as CLI11 shows defaults.
+    const std::string def = o.default_text;
+    if (o.type == StepOptionType::kChoice && def.size() > 2 && def.front() == '`' && def.back() == '`' &&
+        def.find('`', 1) == def.size() - 1)
+      opt->default_str(def.substr(1, def.size() - 2));
     if (o.type == StepOptionType::kInteger)
       opt->type_name("INT")->transform(whole(static_cast<std::uint64_t>(o.min), static_cast<std::uint64_t>(o.max)));
     if (o.type == StepOptionType::kReal) opt->type_name("FLOAT")->transform(real(o.min, o.max));

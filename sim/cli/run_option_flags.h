@@ -64,9 +64,7 @@ struct StepOptionFlags {
   std::string text(const std::string& flag) const;
 };
 
-// Registers the flags `flags` of the step options (every one when empty) on `app`; `notes` adds
-// words to an option's help, by flag.
-void add_step_option_flags(CLI::App* app, StepOptionFlags& out, const std::vector<std::string>& flags,
-                           const std::map<std::string, std::string>& notes = {});
+// Registers the flags `flags` of the step options (every one when empty) on `app`.
+void add_step_option_flags(CLI::App* app, StepOptionFlags& out, const std::vector<std::string>& flags);
 
 }  // namespace moesim::cli

@@ -15,6 +15,12 @@ constexpr std::uint64_t kMaxDevice = 1023;    // a GPU ordinal
 
 }  // namespace
 
+const std::vector<std::string>& run_command_option_keys() {
+  static const std::vector<std::string> keys{"tokens_per_gpu", "num_chunks", "num_moe_layers", "strategy",
+                                             "order",          "slots",      "seed"};
+  return keys;
+}
+
 CLI::App* add_run(CLI::App& app, RunArgs& a) {
   CLI::App* run_cmd = app.add_subcommand(
       "run", "measure one step of the MoE layer on GPUs next to the simulator's prediction (docs/runtime.md)");
@@ -22,16 +28,10 @@ CLI::App* add_run(CLI::App& app, RunArgs& a) {
   run_cmd->add_option("--hardware", a.hardware_path, "cluster, node or GPU YAML (for the prediction)")->required();
   run_cmd->add_option("--calibration", a.calibration_path,
                       "calibration YAML of this GPU, for the prediction (`moesim calibrate`)");
-  run_cmd->add_option("--tokens", a.tokens, "tokens per GPU (B)")->transform(whole(1, kMaxTokensPerGpu))->required();
-  run_cmd->add_option("--chunks,-n", a.chunks, "pipeline chunks (n)")
-      ->transform(whole(1, kMaxChunks))->capture_default_str();
-  run_cmd->add_option("--layers", a.layers, "MoE layers back to back, each with its own parameters")
-      ->transform(whole(1, kMaxMoeLayers))
-      ->capture_default_str();
-  run_cmd->add_option("--strategy", a.strategy, "memory strategy: none|s1|s2|s3|s4")->capture_default_str();
-  run_cmd->add_option("--order", a.order, "ordering policy: sequential|mpipemoe|fastermoe|tutel")->capture_default_str();
-  run_cmd->add_option("--slots", a.slots, "buffer slots per reused tensor with s1-s4: 1 or 2")
-      ->transform(whole(1, 2))->capture_default_str();
+  RunOptionFlagStyle style;
+  style.notes["num_moe_layers"] = "; run: each with its own parameters";
+  style.notes["seed"] = "; run: also the seed of the inputs and parameters";
+  add_run_option_flags(run_cmd, a.options, run_command_option_keys(), style);
   run_cmd->add_option("--dtype", a.dtype, "storage and GEMM dtype: fp32|tf32|bf16|fp16 (default: the model's)");
   run_cmd->add_option("--iters", a.iters, "timed steps")->transform(whole(1, kMaxSteps))->capture_default_str();
   run_cmd->add_option("--warmup", a.warmup, "untimed steps first")
@@ -43,8 +43,6 @@ CLI::App* add_run(CLI::App& app, RunArgs& a) {
       ->transform(whole(1, kMaxGroupSize))
       ->capture_default_str();
   run_cmd->add_flag("--loopback", a.loopback, "run every rank on GPU 0 (all-to-all as device copies)");
-  run_cmd->add_option("--seed", a.seed, "seed of the inputs and parameters")
-      ->transform(whole(0, kMaxSeed))->capture_default_str();
   return run_cmd;
 }
 

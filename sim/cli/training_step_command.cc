@@ -1,14 +1,12 @@
 #include "sim/cli/training_step_command.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
 #include "sim/cli/cluster_flags.h"
-#include "sim/cli/list_args.h"
 #include "sim/cli/output_file.h"
 #include "sim/core/error.h"
 #include "sim/report/report.h"
@@ -17,7 +15,6 @@
 #include "sim/spec/presets.h"
 #include "sim/spec/run_spec.h"
 #include "sim/spec/step_options.h"
-#include "sim/spec/yaml_reader.h"
 #include "sim/step/step_html.h"
 #include "sim/step/step_simulation.h"
 
@@ -29,18 +26,21 @@ StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
   // is the step's own (0-3), read below.
   RunSpec run;
   a.options.apply(run, {"zero_stage"});
+  // The rules between options first, as the flags spell them: a module list without selective
+  // recomputation is the mistake to name, whatever its modules.
+  const std::string recompute = s.options.given_flag("--recompute") ? s.options.text("--recompute") : "none";
+  if (s.options.given_flag("--recompute-modules") && recompute != "selective")
+    throw InputError("--recompute-modules '" + s.options.text("--recompute-modules") +
+                     "' needs --recompute selective (got " + recompute + ")");
+  if (s.options.given_flag("--fp8-recipe") && s.options.text("--precision") != "fp8")
+    throw InputError("--fp8-recipe '" + s.options.text("--fp8-recipe") +
+                     "' needs --precision fp8 (bf16 GEMMs have no scaling recipe)");
   StepSpec spec;
   s.options.apply(spec);
   spec.layout.gpus = gpus;
   spec.layout.tp = run.tp_size;
   spec.layout.ep = a.options.given_key("ep_size") ? run.ep_size : 1;
   if (spec.layout.ep < 1) throw InputError("--ep must be at least 1 with --global-batch, got " + std::to_string(spec.layout.ep));
-  if (s.options.given_flag("--recompute-modules") && spec.recompute != Recompute::kSelective)
-    throw InputError("--recompute-modules '" + s.options.text("--recompute-modules") +
-                     "' needs --recompute selective (got " + std::string(to_string(spec.recompute)) + ")");
-  if (s.options.given_flag("--fp8-recipe") && spec.gemm_precision != DType::kFp8)
-    throw InputError("--fp8-recipe '" + s.options.text("--fp8-recipe") +
-                     "' needs --precision fp8 (bf16 GEMMs have no scaling recipe)");
   spec.zero_stage = a.options.given_key("zero_stage") ? std::stoi(a.options.values.at("zero_stage")) : 0;
   spec.moe_chunks = run.num_chunks;
   spec.moe_strategy = run.strategy;

@@ -103,7 +103,7 @@ int run_validate_steps(const ValidateStepsArgs& a) {
     reports.push_back(std::move(r));
   }
   if (flags.host_launch_ns && a.csv_path != "-")
-    std::cout << "Host launches: " << static_cast<double>(*flags.host_launch_ns) / 1e3 << " us each (--host-launch-us; docs/training-step.md#host-launches)\n\n";
+    std::cout << "Host launches: " << a.step.text("--host-launch-us") << " us each (--host-launch-us; docs/training-step.md#host-launches)\n\n";
   return print_reports(reports, a.csv_path, validate::print_step_report, validate::print_step_summary,
                        validate::write_step_csv);
 }

@@ -283,7 +283,7 @@ std::string StepOption::values_text() const {
     case StepOptionType::kReal:
       return "[" + number(min) + ", " + number(max) + "]";
     case StepOptionType::kBool:
-      return std::string("sets ") + (flag_sets ? "true" : "false");
+      return "none (a flag)";
     case StepOptionType::kChoice: {
       std::string s;
       for (const std::string& c : choices()) s += (s.empty() ? "`" : ", `") + c + "`";

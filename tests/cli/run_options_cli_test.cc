@@ -50,6 +50,24 @@ TEST_F(Cli, ABooleanFlagGivenFalseSetsTheOpposite) {
   EXPECT_EQ(nlohmann::json::parse(read_file(j))["config"]["run"]["drop_duplicate_tokens"], false);
 }
 
+TEST_F(Cli, AWholeStepFlagGivenFalseKeepsItsMeaning) {
+  const std::string step = "simulate --model tests/sim/search/data/tiny-gpt.yaml --hardware dgx-a100-80gb-hdr "
+                           "--gpus 8 --global-batch 8 --tp 2 --json -";
+  const auto layout = [&](const std::string& flags) {
+    Result r = run(step + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["layout"] : nlohmann::json();
+  };
+  EXPECT_EQ(layout(" --no-overlap-grad-reduce=false")["overlap_grad_reduce"], true);
+  EXPECT_EQ(layout(" --no-overlap-grad-reduce")["overlap_grad_reduce"], false);
+  EXPECT_EQ(layout(" --sequence-parallel=false")["sequence_parallel"], false);
+  EXPECT_EQ(layout(" --sequence-parallel")["sequence_parallel"], true);
+  // Without --global-batch a whole-step flag is refused, not ignored.
+  Result layer = run("simulate" + kFiles + " --tokens 4096 --overlap-moe-expert-parallel-comm");
+  EXPECT_EQ(layer.exit_code, 2);
+  EXPECT_NE(layer.err.find("--overlap-moe-expert-parallel-comm"), std::string::npos) << layer.err;
+}
+
 TEST_F(Cli, ABadValueGetsTheSameWordsFromEveryCommandAndFromFiles) {
   for (const std::string& cmd : {"simulate" + kFiles + " --tokens 4096", "plan" + kFiles + " --tokens 4096",
                                  "sweep" + kFiles + " --tokens 4096 --chunks 1"}) {

@@ -113,7 +113,7 @@ TEST(RunOptionsTest, ConfigReferenceShowsTheTable) {
   std::stringstream doc;
   doc << in.rdbuf();
   EXPECT_THAT(doc.str(), HasSubstr(run_options_markdown()))
-      << "regenerate docs/config-reference.md's run-file table with `moesim options --markdown`";
+      << "regenerate docs/config-reference.md's run-file table with `moesim options run --markdown`";
 }
 
 }  // namespace
