@@ -136,8 +136,8 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
       ->transform(real(0, 1e30, true));
   add_step_option_flags(plan, s.options, {"--seq", "--attention", "--host-launch-us", "--dispatcher"});
   plan->add_option("--schedules", s.schedules,
-                   "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe "
-                   "(default 1f1b, interleaved with vpp > 1; zb-h1 and dualpipe are simulated in full)");
+                   "with --global-batch: pipeline schedules to try, a list of 1f1b, interleaved, gpipe, zb-h1, dualpipe, "
+                   "dualpipev (default 1f1b, interleaved with vpp > 1; zb-h1, dualpipe and dualpipev are simulated in full)");
   // Not the step option: the plan tries layouts with and without it.
   plan->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm,
                  "with --global-batch: also try each MoE layout Megatron-Core's combined 1F1B runs on (--pp 1 or "

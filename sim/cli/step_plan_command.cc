@@ -295,7 +295,7 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, const Table
           << part_layers_text(parts) << " (--part-layers)\n";
   }
   out << "(simulated in full; estimate: the ranking's tokens/s per GPU from a sample of a few microbatches"
-      << (schedule ? " (zb-h1 and dualpipe: the whole step)" : "") << "; sequence parallel with tp > 1"
+      << (schedule ? " (zb-h1, dualpipe, dualpipev: the whole step)" : "") << "; sequence parallel with tp > 1"
       << (schedule ? "" : "; schedule 1f1b, interleaved with vpp > 1")
       << (moe ? "; etp: the experts' tensor-parallel size, folded where it is not tp; chunks: the MoE layers' "
                 "sub-stage pipelining"

@@ -305,12 +305,18 @@ void check_ep(const ModelSpec& m, int ep, const ActivationLayout& l) {
   check_tensor_expert_parallel(m, l.tp, ep, l.etp);
 }
 
+// The parts the schedule cuts the model into (DualPipeV: two per stage).
+int parts_of(const PipelineLayout& p) {
+  return p.schedule == PipelineSchedule::kDualPipeV ? 2 * p.stages : p.stages * p.virtual_stages;
+}
+
 void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
   require(p.stages >= 1 && p.virtual_stages >= 1 && p.microbatches >= 1,
           "pipeline stages, virtual stages and microbatches must be at least 1");
   require(stage >= 0 && stage < p.stages, "stage " + std::to_string(stage) + " is outside 0.." +
                                               std::to_string(p.stages - 1));
-  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kZeroBubbleH1) {
+  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kDualPipeV ||
+      p.schedule == PipelineSchedule::kZeroBubbleH1) {
     const std::string problem = schedule_problem(p.schedule, {p.stages, p.virtual_stages, p.microbatches});
     require(problem.empty(), problem);
   }
@@ -321,15 +327,15 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
   // Megatron-LM's interleaved schedule runs microbatches in groups of p.
   require(!interleaved || p.microbatches % p.stages == 0,
           "the interleaved schedule needs microbatches divisible by the stages");
-  const int parts = p.stages * p.virtual_stages;
+  const int parts = parts_of(p);
   if (p.part_layers.empty()) {
     require(m.num_layers % parts == 0, "the " + std::to_string(parts) +
-                                           " model parts (stages x virtual stages) must divide the " +
+                                           " model parts (stages x virtual stages; DualPipeV 2 x stages) must divide the " +
                                            std::to_string(m.num_layers) + " layers");
     return;
   }
   require(static_cast<int>(p.part_layers.size()) == parts,
-          "the part layers list " + std::to_string(p.part_layers.size()) + " parts; stages x virtual stages = " +
+          "the part layers list " + std::to_string(p.part_layers.size()) + " parts; the schedule cuts " +
               std::to_string(parts));
   long long sum = 0;
   for (int n : p.part_layers) {
@@ -342,7 +348,7 @@ void check_pipeline(const ModelSpec& m, const PipelineLayout& p, int stage) {
 
 // The first layer of each model part and, last, the layer count.
 std::vector<int> part_starts(const ModelSpec& m, const PipelineLayout& p) {
-  const int parts = p.stages * p.virtual_stages;
+  const int parts = parts_of(p);
   std::vector<int> out{0};
   for (int q = 0; q < parts; ++q)
     out.push_back(out.back() + (p.part_layers.empty() ? m.num_layers / parts : p.part_layers[static_cast<std::size_t>(q)]));
@@ -371,7 +377,8 @@ std::vector<int> program_peak_chunks(const PipelineLayout& p, int stage) {
 // The passes in flight at the stage's peak, in the order they started; each entry is the chunk it
 // runs through.
 std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
-  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kZeroBubbleH1)
+  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kDualPipeV ||
+      p.schedule == PipelineSchedule::kZeroBubbleH1)
     return program_peak_chunks(p, stage);
   const std::int64_t m = p.microbatches;
   std::int64_t passes = 0;
@@ -387,7 +394,8 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
                                       m * p.virtual_stages);
       break;
     case PipelineSchedule::kZeroBubbleH1:
-    case PipelineSchedule::kDualPipe: break;  // program_peak_chunks
+    case PipelineSchedule::kDualPipe:
+    case PipelineSchedule::kDualPipeV: break;  // program_peak_chunks
   }
   if (p.combined_1f1b) {
     const std::int64_t all = m * (p.schedule == PipelineSchedule::kInterleaved ? p.virtual_stages : 1);
@@ -445,16 +453,16 @@ std::int64_t mtp_activations(const ModelSpec& m, const ActivationLayout& l) {
 StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l, int ep, const PipelineLayout& p,
                                    int stage) {
   check_pipeline(m, p, stage);
-  const int parts = p.stages * p.virtual_stages;
+  const int parts = parts_of(p);
   const std::vector<int> starts = part_starts(m, p);
   StageActivations out;
-  const bool dualpipe = p.schedule == PipelineSchedule::kDualPipe;
-  const int stage_chunks = dualpipe ? 2 : p.virtual_stages;
+  const PipelineShape shape{p.stages, p.virtual_stages, p.microbatches};
+  const int stage_chunks = chunks_per_stage(p.schedule, shape);
   std::vector<std::int64_t> chunk_bytes(static_cast<std::size_t>(stage_chunks));
   for (int c = 0; c < stage_chunks; ++c) {
-    // Interleaved: chunk c of stage s holds model part c p + s; DualPipe's chunk 1 part p - 1 - s
-    // (sim/schedule/pipeline_schedule.h).
-    const int part = dualpipe ? (c == 0 ? stage : p.stages - 1 - stage) : c * p.stages + stage;
+    // Interleaved: chunk c of stage s holds model part c p + s; DualPipe's chunk 1 part p - 1 - s,
+    // DualPipeV's 2p - 1 - s (sim/schedule/pipeline_schedule.h).
+    const int part = model_part(p.schedule, shape, stage, c);
     std::int64_t& bytes = chunk_bytes[static_cast<std::size_t>(c)];
     for (int layer = starts[static_cast<std::size_t>(part)]; layer < starts[static_cast<std::size_t>(part) + 1];
          ++layer) {

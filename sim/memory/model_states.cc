@@ -43,8 +43,9 @@ void add_bytes(StageModelStates& s, double params, double replicas, const ModelS
 
 // The last stage's extras: final norm, output head, MTP modules (each a layer of the last one's kind).
 void add_last_stage(StageModelStates& s, const ModelSpec& m, const ParameterCount& c, const TrainingLayout& l) {
-  // Tied embeddings: with several stages the last holds its own copy of the table for the head.
-  const std::int64_t head = c.output_head > 0 ? c.output_head : (l.pp > 1 ? c.embedding : 0);
+  // Tied embeddings: a head on another stage than the embedding holds its own copy of the table.
+  const bool own_copy = l.pp > 1 && !l.head_on_first_stage;
+  const std::int64_t head = c.output_head > 0 ? c.output_head : (own_copy ? c.embedding : 0);
   s.dense_params += static_cast<double>(model_norm_parameters(m)) + static_cast<double>(head) / l.tp;
   for (int i = 0; i < m.architecture.mtp_depth; ++i) {
     add_layer(s, layer_parameters(m, m.num_layers - 1), l);
@@ -99,7 +100,8 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& m, const Tra
     if (st == 0 || (end_stage && l.ends_on_both_end_stages))
       // The vocabulary-parallel table over tp; learned positions whole on every rank (Megatron-LM).
       s.dense_params += static_cast<double>(c.embedding) / l.tp + static_cast<double>(c.positions);
-    if (st == l.pp - 1 || (end_stage && l.ends_on_both_end_stages)) add_last_stage(s, m, c, l);
+    const int head_stage = l.head_on_first_stage ? 0 : l.pp - 1;
+    if (st == head_stage || (end_stage && l.ends_on_both_end_stages)) add_last_stage(s, m, c, l);
     // The stage's ranks over the tensor-parallel ones: ep x dp with etp = tp.
     add_bytes(s, s.dense_params, static_cast<double>(l.ep) * l.dp * l.expert_tp() / l.tp, m, l.zero_stage);
     add_bytes(s, s.expert_params, l.dp, m, l.zero_stage);

@@ -40,6 +40,9 @@ struct TrainingLayout {
   // DualPipe: the first and the last stage each hold both ends (the embedding of one direction's
   // first part and the head and MTP modules of the other's last part).
   bool ends_on_both_end_stages = false;
+  // DualPipeV: the V's last part, with the final norm, the head and the MTP modules, is on the first
+  // stage beside the embedding (a tied table is then one copy).
+  bool head_on_first_stage = false;
 };
 
 struct StageModelStates {
@@ -62,7 +65,7 @@ std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const
 // As above with the layers of each stage given: stage_layers[s] lists stage s's layers (an uneven
 // split, or the interleaved schedule's parts; layout.pp must be stage_layers.size()). The first
 // stage holds the embedding, the last the head and the MTP modules (with ends_on_both_end_stages
-// each of the two holds all of them). first_layer and layers are
+// each of the two holds all of them; with head_on_first_stage the first holds them all). first_layer and layers are
 // the stage's lowest layer and its count.
 std::vector<StageModelStates> model_states_per_gpu(const ModelSpec& model, const TrainingLayout& layout,
                                                    const std::vector<std::vector<int>>& stage_layers);

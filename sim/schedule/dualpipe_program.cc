@@ -11,10 +11,12 @@ namespace {
 // phase 1 the reverse one; on the second half the two swap, which makes stage p - 1 - s run the
 // mirror image of stage s. Microbatches are counted per direction, in order, as the reference's
 // current_f_chunk_id / current_b_chunk_id do; direction d's k-th microbatch is d m/2 + k.
+// DualPipeV's phases are its chunks, never swapped, and every microbatch passes both: phase d's
+// k-th microbatch is microbatch k.
 class DualPipeWriter {
  public:
-  DualPipeWriter(const PipelineShape& shape, int stage)
-      : half_microbatches_(shape.microbatches / 2), mirrored_(stage >= shape.stages / 2) {}
+  DualPipeWriter(int per_direction, bool mirrored, bool v_shape)
+      : per_direction_(per_direction), mirrored_(mirrored), v_shape_(v_shape) {}
 
   void forward(int phase) {
     const int chunk = direction(phase);
@@ -42,10 +44,11 @@ class DualPipeWriter {
 
  private:
   int direction(int phase) const { return phase ^ (mirrored_ ? 1 : 0); }
-  int next_microbatch(int (&counts)[2], int chunk) { return chunk * half_microbatches_ + counts[chunk]++; }
+  int next_microbatch(int (&counts)[2], int chunk) { return (v_shape_ ? 0 : chunk * per_direction_) + counts[chunk]++; }
 
-  int half_microbatches_;
+  int per_direction_;  // microbatches through each phase
   bool mirrored_;
+  bool v_shape_;
   int forwards_[2] = {0, 0};
   int backwards_[2] = {0, 0};
   std::deque<PipeAction> weights_;
@@ -70,17 +73,14 @@ void drain(DualPipeWriter& w, int half_stages, int half_rank) {
   for (int i = 0; i < half_rank + 1; ++i) w.weight();
 }
 
-}  // namespace
-
-std::vector<PipeAction> dualpipe_program(const PipelineShape& shape, int stage) {
-  const int half_stages = shape.stages / 2;
-  // Stages s and p - 1 - s share a position in the pipeline's two halves.
-  const int half_rank = std::min(stage, shape.stages - 1 - stage);
-  const bool middle = half_rank == half_stages - 1;
-  const int outer = half_stages - half_rank - 1;  // stages between this one and the pipeline's end
-  DualPipeWriter w(shape, stage);
+// The eight steps of DualPipe.step and DualPipeV.step, which differ only in their counts: a stage
+// at `rank` of `ranks` (DualPipe: its position in the pipeline's half, of half the stages), with
+// `per_direction` microbatches through each phase.
+std::vector<PipeAction> eight_steps(DualPipeWriter& w, int ranks, int rank, int per_direction) {
+  const bool last = rank == ranks - 1;
+  const int outer = ranks - rank - 1;  // ranks between this one and the end of its arm
   for (int i = 0; i < 2 * outer; ++i) w.forward(0);  // step 1: nF0
-  for (int i = 0; i < half_rank + 1; ++i) {          // step 2: nF0F1
+  for (int i = 0; i < rank + 1; ++i) {               // step 2: nF0F1
     w.forward(0);
     w.forward(1);
   }
@@ -89,10 +89,10 @@ std::vector<PipeAction> dualpipe_program(const PipelineShape& shape, int stage) 
     w.weight();
     w.forward(1);
   }
-  const int steady = shape.microbatches / 2 - shape.stages + half_rank + 1;
+  const int steady = per_direction - 2 * ranks + rank + 1;
   for (int i = 0; i < steady; ++i) {  // step 4, the main step: nF0B1F1B0
-    if (i == 0 && middle) {
-      // The reference does not overlap this pair on the middle stages, to shrink the bubble.
+    if (i == 0 && last) {
+      // The reference does not overlap this pair on the innermost stages, to shrink the bubble.
       w.forward(0);
       w.backward(1);
     } else {
@@ -104,8 +104,22 @@ std::vector<PipeAction> dualpipe_program(const PipelineShape& shape, int stage) 
     w.backward(1);
     w.forward_backward(1, 0);
   }
-  drain(w, half_stages, half_rank);
+  drain(w, ranks, rank);
   return w.take();
+}
+
+}  // namespace
+
+std::vector<PipeAction> dualpipe_program(const PipelineShape& shape, int stage) {
+  // Stages s and p - 1 - s share a position in the pipeline's two halves.
+  const int half_rank = std::min(stage, shape.stages - 1 - stage);
+  DualPipeWriter w(shape.microbatches / 2, stage >= shape.stages / 2, false);
+  return eight_steps(w, shape.stages / 2, half_rank, shape.microbatches / 2);
+}
+
+std::vector<PipeAction> dualpipev_program(const PipelineShape& shape, int stage) {
+  DualPipeWriter w(shape.microbatches, false, true);
+  return eight_steps(w, shape.stages, stage, shape.microbatches);
 }
 
 }  // namespace moesim

@@ -10,11 +10,12 @@
 namespace moesim {
 namespace {
 
-constexpr EnumNames<PipelineSchedule, 5> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
+constexpr EnumNames<PipelineSchedule, 6> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
                                                      {PipelineSchedule::kOneFOneB, "1f1b"},
                                                      {PipelineSchedule::kInterleaved, "interleaved"},
                                                      {PipelineSchedule::kZeroBubbleH1, "zb-h1"},
-                                                     {PipelineSchedule::kDualPipe, "dualpipe"}}};
+                                                     {PipelineSchedule::kDualPipe, "dualpipe"},
+                                                     {PipelineSchedule::kDualPipeV, "dualpipev"}}};
 constexpr EnumNames<PipeWork, 4> kWork{{{PipeWork::kForward, "F"},
                                         {PipeWork::kBackward, "B"},
                                         {PipeWork::kBackwardInput, "Bi"},
@@ -62,6 +63,18 @@ std::string dualpipe_problem(const PipelineShape& shape) {
   }
   if (shape.microbatches % 2 != 0 || shape.microbatches < 2 * shape.stages) {
     return "dualpipe needs an even number of microbatches, at least 2 x stages (DualPipe's rule): " +
+           std::to_string(shape.microbatches) + " microbatches, " + std::to_string(shape.stages) + " stages";
+  }
+  return "";
+}
+
+std::string dualpipev_problem(const PipelineShape& shape) {
+  if (shape.virtual_stages != 1) {
+    return "dualpipev runs its own two chunks per stage, the V's two arms: virtual_stages must be 1 (got " +
+           std::to_string(shape.virtual_stages) + ")";
+  }
+  if (shape.microbatches < 2 * shape.stages) {
+    return "dualpipev needs at least 2 x stages microbatches (DualPipeV's rule): " +
            std::to_string(shape.microbatches) + " microbatches, " + std::to_string(shape.stages) + " stages";
   }
   return "";
@@ -183,6 +196,7 @@ std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& sha
   }
   if (schedule == PipelineSchedule::kInterleaved) return interleaving_problem(shape);
   if (schedule == PipelineSchedule::kDualPipe) return dualpipe_problem(shape);
+  if (schedule == PipelineSchedule::kDualPipeV) return dualpipev_problem(shape);
   if (shape.virtual_stages != 1) {
     return "virtual_stages " + std::to_string(shape.virtual_stages) + " needs the interleaved schedule (" +
            std::string(to_string(schedule)) + " runs one model chunk per stage)";
@@ -201,6 +215,7 @@ std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, c
       case PipelineSchedule::kInterleaved: programs.push_back(interleaved_program(shape, s)); break;
       case PipelineSchedule::kZeroBubbleH1: programs.push_back(zero_bubble_h1_program(shape, s)); break;
       case PipelineSchedule::kDualPipe: programs.push_back(dualpipe_program(shape, s)); break;
+      case PipelineSchedule::kDualPipeV: programs.push_back(dualpipev_program(shape, s)); break;
     }
   }
   return programs;
@@ -232,22 +247,26 @@ std::vector<std::vector<PipeAction>> combined_1f1b_programs(PipelineSchedule sch
 
 int num_model_parts(PipelineSchedule schedule, const PipelineShape& shape) {
   check_runnable(schedule, shape);
+  if (schedule == PipelineSchedule::kDualPipeV) return 2 * shape.stages;
   return shape.stages * shape.virtual_stages;
 }
 
 int chunks_per_stage(PipelineSchedule schedule, const PipelineShape& shape) {
   check_runnable(schedule, shape);
-  return schedule == PipelineSchedule::kDualPipe ? 2 : shape.virtual_stages;
+  return schedule == PipelineSchedule::kDualPipe || schedule == PipelineSchedule::kDualPipeV ? 2
+                                                                                               : shape.virtual_stages;
 }
 
 // Interleaving deals the parts round-robin (Megatron-LM: stage s's chunk c holds part c p + s),
 // so that consecutive parts sit on consecutive stages; with one chunk per stage this is part s.
-// DualPipe's reverse chunk runs the same parts from the other end: stage s holds part p - 1 - s.
+// DualPipe's reverse chunk runs the same parts from the other end: stage s holds part p - 1 - s;
+// DualPipeV's second chunk the V's way back: part 2p - 1 - s.
 int model_part(PipelineSchedule schedule, const PipelineShape& shape, int stage, int chunk) {
   const int chunks = chunks_per_stage(schedule, shape);
   MOESIM_CHECK(stage >= 0 && stage < shape.stages, "stage " + std::to_string(stage) + " out of range");
   MOESIM_CHECK(chunk >= 0 && chunk < chunks, "chunk " + std::to_string(chunk) + " out of range");
   if (schedule == PipelineSchedule::kDualPipe) return chunk == 0 ? stage : shape.stages - 1 - stage;
+  if (schedule == PipelineSchedule::kDualPipeV) return chunk == 0 ? stage : 2 * shape.stages - 1 - stage;
   return chunk * shape.stages + stage;
 }
 
@@ -262,6 +281,9 @@ PartPlace place_of(PipelineSchedule schedule, const PipelineShape& shape, int mi
     if (microbatch < shape.microbatches / 2) return PartPlace{part, 0};
     return PartPlace{shape.stages - 1 - part, 1};
   }
+  // DualPipeV: down the V's first arm, then back up its second.
+  if (schedule == PipelineSchedule::kDualPipeV)
+    return part < shape.stages ? PartPlace{part, 0} : PartPlace{2 * shape.stages - 1 - part, 1};
   return PartPlace{part % shape.stages, part / shape.stages};
 }
 

@@ -16,6 +16,12 @@
 // 0, 1, ... (chunk 0), microbatches m/2 .. m - 1 the other way (chunk 1). Stage s's chunk 0 holds
 // model part s and its chunk 1 part p - 1 - s, so every part's parameters are held twice (by
 // stages s and p - 1 - s, whose gradients are summed).
+//
+// DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py; "cut-in-half" DualPipe) cuts the model
+// into 2p parts laid out as a V: stage s's chunk 0 holds part s and its chunk 1 part 2p - 1 - s.
+// Every microbatch enters at stage 0, goes down the chunk-0 parts to stage p - 1 and back up the
+// chunk-1 parts to stage 0, which holds the first and the last part; each stage runs DualPipe's
+// eight steps as a stage of half a DualPipe pipeline would, without the parameters' second copy.
 #pragma once
 
 #include <optional>
@@ -25,8 +31,8 @@
 
 namespace moesim {
 
-enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1, kDualPipe };
-std::string_view to_string(PipelineSchedule s);  // gpipe, 1f1b, interleaved, zb-h1, dualpipe
+enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1, kDualPipe, kDualPipeV };
+std::string_view to_string(PipelineSchedule s);  // gpipe, 1f1b, interleaved, zb-h1, dualpipe, dualpipev
 std::optional<PipelineSchedule> parse_pipeline_schedule(std::string_view s);
 std::vector<std::string> pipeline_schedule_names();
 
@@ -38,7 +44,7 @@ std::string_view to_string(PipeWork w);  // F, B, Bi, W
 
 struct PipelineShape {
   int stages = 1;
-  int virtual_stages = 1;  // model chunks per stage (interleaved; DualPipe's two are implied)
+  int virtual_stages = 1;  // model chunks per stage (interleaved; DualPipe's and DualPipeV's two are implied)
   int microbatches = 1;    // per step, per pipeline (global batch / (micro-batch x data parallel))
 };
 
@@ -46,7 +52,7 @@ struct PipeAction {
   PipeWork work = PipeWork::kForward;
   int microbatch = 0;
   int chunk = 0;
-  // DualPipe's F&B, or a combined 1F1B pair: this forward and the program's next action (a backward
+  // DualPipe's (and DualPipeV's) F&B, or a combined 1F1B pair: this forward and the program's next action (a backward
   // of another microbatch) are launched together, once both inputs have arrived, and overlap each
   // other (the whole-step builder interleaves them).
   bool overlaps_next = false;
@@ -56,7 +62,7 @@ struct PipeAction {
 // Why `schedule` cannot run `shape`, naming the rule, or "" when it can (e.g. virtual stages
 // without the interleaved schedule; interleaving needs microbatches divisible by stages, as
 // Megatron-LM requires; DualPipe even stages and an even number of microbatches, at least twice
-// the stages, as deepseek-ai/DualPipe asserts).
+// the stages, as deepseek-ai/DualPipe asserts; DualPipeV at least twice the stages' microbatches).
 std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& shape);
 
 // Every stage's program: programs[s] is the order stage s runs its actions in. Each (microbatch,
@@ -71,9 +77,10 @@ std::vector<std::vector<PipeAction>> stage_programs(PipelineSchedule schedule, c
 // For kOneFOneB with one stage and for kInterleaved; InternalError otherwise (the caller refuses).
 std::vector<std::vector<PipeAction>> combined_1f1b_programs(PipelineSchedule schedule, const PipelineShape& shape);
 
-// How many model parts the model is cut into (stages x virtual stages; DualPipe: stages), how many
-// chunks a stage runs (virtual stages; DualPipe: 2), and which part a chunk of a stage holds
-// (interleaved: stage s's chunk c holds part c * stages + s; DualPipe: s, then stages - 1 - s).
+// How many model parts the model is cut into (stages x virtual stages; DualPipe: stages;
+// DualPipeV: 2 x stages), how many chunks a stage runs (virtual stages; DualPipe, DualPipeV: 2),
+// and which part a chunk of a stage holds (interleaved: stage s's chunk c holds part c * stages + s;
+// DualPipe: s, then stages - 1 - s; DualPipeV: s, then 2 x stages - 1 - s).
 int num_model_parts(PipelineSchedule schedule, const PipelineShape& shape);
 int chunks_per_stage(PipelineSchedule schedule, const PipelineShape& shape);
 int model_part(PipelineSchedule schedule, const PipelineShape& shape, int stage, int chunk);

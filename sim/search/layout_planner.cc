@@ -46,7 +46,8 @@ std::vector<int> virtual_stages(int layers, int pp) {
 // left empty (an even split) where they do, or where no part of the balanced split may be empty,
 // which derive_step_shape then rejects under its divisibility rule.
 void set_part_layers(StepSpec& s, int layers) {
-  const int parts = s.layout.pp * s.layout.vpp;  // num_model_parts, for every schedule
+  // num_model_parts: pp x vpp, and the V's two arms of DualPipeV.
+  const int parts = s.schedule == PipelineSchedule::kDualPipeV ? 2 * s.layout.pp : s.layout.pp * s.layout.vpp;
   if (layers % parts == 0 || (layers + 2) / parts < 2) return;
   s.part_layers = balanced_part_layers(layers, parts);
 }
@@ -355,7 +356,8 @@ std::int64_t restore_transient_bytes(const ModelSpec& model, const StepSpec& spe
                                      const ActivationLayout& act) {
   if (spec.moe_strategy == MemoryStrategy::kNone || !model.has_moe_layers()) return 0;
   const MoeReusedTensors t = moe_reused_tensors(model, act);
-  const bool split = shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe;
+  const bool split = shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe ||
+                     shape.schedule == PipelineSchedule::kDualPipeV;
   const std::int64_t chunk = (t.t_di + t.t_m + spec.moe_chunks - 1) / spec.moe_chunks;
   return split ? std::max(chunk, t.t_di + t.t_m_activation) : chunk;
 }

@@ -39,8 +39,8 @@
 //        kDefaultMoeChunks for MoE models and 1 for dense ones;
 //   memory reuse  LayoutRequest::moe_strategies (--strategies), by default none (MoE models);
 //   schedule 1f1b, or interleaved with vpp > 1; LayoutRequest::schedules (--schedules) lists
-//        others to try with vpp 1 and pp > 1 (gpipe, zb-h1, dualpipe: the step estimate simulates
-//        zb-h1 and dualpipe in full) and whether interleaved is tried;
+//        others to try with vpp 1 and pp > 1 (gpipe, zb-h1, dualpipe, dualpipev: the step estimate
+//        simulates the last three in full) and whether interleaved is tried;
 //   combined 1F1B  with LayoutRequest::try_moe_ep_overlap, each MoE layout with pp 1 or vpp > 1,
 //        ep > 1 and no full recomputation a second time with the MoE all-to-alls overlapped (its
 //        closed-form peak counts one pass more).

@@ -368,9 +368,11 @@ StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& c
   const StepShape shape = derive_step_shape(model, cluster, spec);
   const double tokens = static_cast<double>(shape.global_batch) * static_cast<double>(shape.seq);
   StepEstimate est;
-  // measure() times whole backward passes: ZB-H1's split ones, DualPipe's split ones and its two
-  // directions (a part's passes on two stages) are simulated in full instead (exact, slower).
-  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe) {
+  // measure() times whole backward passes: ZB-H1's split ones, DualPipe's and DualPipeV's split ones
+  // and DualPipe's two directions (a part's passes on two stages) are simulated in full instead
+  // (exact, slower).
+  if (shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe ||
+      shape.schedule == PipelineSchedule::kDualPipeV) {
     est.step_ns = simulate_training_step(model, cluster, spec, network).report.step_ns;
     est.sampled_microbatches = shape.pipeline.microbatches;
     est.exact = true;

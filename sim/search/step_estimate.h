@@ -54,7 +54,7 @@ struct StepEstimate {
 };
 
 // Throws InputError for a spec the step simulation refuses. A schedule with split backward passes
-// (zb-h1, dualpipe), whose weight-gradient passes the sample does not tell apart (and DualPipe's
+// (zb-h1, dualpipe, dualpipev), whose weight-gradient passes the sample does not tell apart (and DualPipe's
 // model parts run on two stages each), is simulated in full: the estimate is exact.
 StepEstimate estimate_training_step(const ModelSpec& model, const ClusterSpec& cluster, const StepSpec& spec,
                                     NetworkChoice network = {});

@@ -101,8 +101,8 @@ void add_layout_options(std::vector<Entry>& e) {
                MOESIM_STEP_INT(s.layout.etp)});
   e.push_back({option("--schedule", StepOptionType::kChoice, "`1f1b`, `interleaved` with `--vpp` > 1",
                       "pipeline schedule; [DualPipe](#dualpipe) needs an even `--pp` and an even number of "
-                      "microbatches, at least 2 x pp",
-                      "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1|dualpipe"),
+                      "microbatches, at least 2 x pp; [DualPipeV](#dualpipev) at least 2 x pp microbatches",
+                      "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1|dualpipe|dualpipev"),
                MOESIM_STEP_CHOICE(s.schedule, parse_pipeline_schedule, pipeline_schedule_names)});
   e.push_back({option("--part-layers", StepOptionType::kList, "an even split",
                       "layers of each model part (pp x vpp counts in forward order) for an uneven split, e.g. "

@@ -266,7 +266,9 @@ void StepBuilder::finish() {
   // The embedding's and the output layer's copies of the shared matrix sum their gradients.
   // DualPipe's end stages hold both, summed locally (not timed) and then over the data-parallel
   // group that spans both end stages.
-  if (model_.architecture.tied_embeddings && stages > 1 && shape().schedule != PipelineSchedule::kDualPipe) {
+  // DualPipeV holds both on its first stage: one table, nothing to sum.
+  if (model_.architecture.tied_embeddings && stages > 1 && shape().schedule != PipelineSchedule::kDualPipe &&
+      shape().schedule != PipelineSchedule::kDualPipeV) {
     const std::int64_t bytes = kGradBytes * model_.architecture.vocab_size / shape().layout.tp * model_.d_model;
     const GroupId group = out_.graph.add_group({shape().stage_rank(0), shape().stage_rank(stages - 1)});
     Task t;

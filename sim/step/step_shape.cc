@@ -99,10 +99,12 @@ std::vector<int> balanced_part_layers(int layers, int parts) {
 
 namespace {
 
-std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts, const std::vector<int>& given) {
+// `label` names where the part count comes from: "--pp x --vpp", or DualPipeV's "2 x --pp".
+std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts, const std::vector<int>& given,
+                                          const std::string& label) {
   std::vector<StepShape::Part> out(static_cast<std::size_t>(parts));
   if (given.empty()) {
-    require(model.num_layers % parts == 0, "--pp x --vpp = " + str(parts) + " does not divide the " +
+    require(model.num_layers % parts == 0, label + " = " + str(parts) + " does not divide the " +
                                                str(model.num_layers) + " layers of " + model.name +
                                                " (give the layers of each part with --part-layers)");
     const int per_part = model.num_layers / parts;
@@ -110,7 +112,7 @@ std::vector<StepShape::Part> split_layers(const ModelSpec& model, int parts, con
     return out;
   }
   require(static_cast<int>(given.size()) == parts, "--part-layers lists " + str(static_cast<std::int64_t>(given.size())) +
-                                                       " parts; --pp x --vpp = " + str(parts));
+                                                       " parts; " + label + " = " + str(parts));
   std::int64_t first = 0;
   for (int p = 0; p < parts; ++p) {
     const int n = given[static_cast<std::size_t>(p)];
@@ -180,7 +182,8 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.pipeline = PipelineShape{spec.layout.pp, spec.layout.vpp, static_cast<int>(microbatches)};
   const std::string problem = schedule_problem(shape.schedule, shape.pipeline);
   require(problem.empty(), "--schedule " + std::string(to_string(shape.schedule)) + ": " + problem);
-  shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline), spec.part_layers);
+  shape.parts = split_layers(model, num_model_parts(shape.schedule, shape.pipeline), spec.part_layers,
+                             shape.schedule == PipelineSchedule::kDualPipeV ? "2 x --pp (dualpipev's V)" : "--pp x --vpp");
   shape.gemm_dtype = step_gemm_dtype(model, cluster, spec.gemm_precision);
   shape.storage_dtype = model.dtype;
   shape.fp8_recipe = spec.fp8_recipe;
@@ -196,14 +199,19 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
 }
 
 void check_split_backward(const StepShape& shape, const StepSpec& spec) {
-  // ZB-H1 splits every backward, DualPipe some: a split one's W would need what recomputation
+  // ZB-H1 splits every backward, DualPipe and DualPipeV some: a split one's W would need what recomputation
   // re-created for its B kept alive until then.
-  const bool splits_backward =
-      shape.schedule == PipelineSchedule::kZeroBubbleH1 || shape.schedule == PipelineSchedule::kDualPipe;
+  const bool splits_backward = shape.schedule == PipelineSchedule::kZeroBubbleH1 ||
+                               shape.schedule == PipelineSchedule::kDualPipe ||
+                               shape.schedule == PipelineSchedule::kDualPipeV;
   // Each stage's per-layer weight all-gathers would run over both mirror stages' shards: not modelled.
   require(shape.schedule != PipelineSchedule::kDualPipe || spec.zero_stage != 3,
           "--schedule dualpipe with --zero 3: ZeRO-3's per-layer weight gathers over the two copies of each model "
           "part are not modelled; use --zero 0, 1 or 2");
+  // The gathers inside the overlapped F&B pairs, as in the combined 1F1B's: not modelled.
+  require(shape.schedule != PipelineSchedule::kDualPipeV || spec.zero_stage != 3,
+          "--schedule dualpipev with --zero 3: ZeRO-3's per-layer weight gathers inside the overlapped forward and "
+          "backward pairs are not modelled; use --zero 0, 1 or 2");
   require(!splits_backward || spec.recompute == Recompute::kNone,
           "--schedule " + std::string(to_string(shape.schedule)) + " with --recompute " +
               std::string(to_string(spec.recompute)) +
@@ -302,6 +310,7 @@ TrainingLayout states_layout(const StepShape& shape, int zero_stage) {
   // DualPipe: every part's parameters have twice the replicas (ZeRO shards over all of them).
   t.dp *= static_cast<int>(shape.replica_stages(0).size());
   t.ends_on_both_end_stages = shape.schedule == PipelineSchedule::kDualPipe;
+  t.head_on_first_stage = shape.schedule == PipelineSchedule::kDualPipeV;
   return t;
 }
 

@@ -202,7 +202,7 @@ TEST(Activations, UnevenPartsCountTheirOwnLayers) {
               HasSubstr("the part layers sum to 97; the model has 96"));
   pipe.part_layers.pop_back();
   EXPECT_THAT(input_error_of([&] { stage_activations(m, l, 1, pipe, 0); }),
-              HasSubstr("the part layers list 15 parts; stages x virtual stages = 16"));
+              HasSubstr("the part layers list 15 parts; the schedule cuts 16"));
 }
 
 ActivationLayout flash(std::int64_t b, int tp, bool sp, Recompute r = Recompute::kNone) {

@@ -46,7 +46,7 @@ std::vector<std::string> texts(PipelineSchedule schedule, const PipelineShape& s
 }
 
 TEST(PipelineScheduleNames, RoundTripAndList) {
-  EXPECT_THAT(pipeline_schedule_names(), ::testing::ElementsAre("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"));
+  EXPECT_THAT(pipeline_schedule_names(), ::testing::ElementsAre("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev"));
   for (PipelineSchedule s : kAllSchedules) EXPECT_EQ(parse_pipeline_schedule(to_string(s)), s);
   EXPECT_EQ(parse_pipeline_schedule("1F1B"), std::nullopt);
   EXPECT_EQ(parse_pipeline_schedule("zb-h2"), std::nullopt);
@@ -164,7 +164,8 @@ std::vector<PipeWork> passes_of(PipelineSchedule schedule) {
 
 TEST(PipelineSchedulePrograms, HoldEachPassOfEachMicrobatchAndChunkOnce) {
   for (PipelineSchedule schedule : kAllSchedules) {
-    if (schedule == PipelineSchedule::kDualPipe) continue;  // its own test below
+    // Their own tests below.
+    if (schedule == PipelineSchedule::kDualPipe || schedule == PipelineSchedule::kDualPipeV) continue;
     for (const PipelineShape& shape : legal_shapes(schedule)) {
       SCOPED_TRACE(std::string(to_string(schedule)) + " p=" + std::to_string(shape.stages) +
                    " v=" + std::to_string(shape.virtual_stages) + " m=" + std::to_string(shape.microbatches));
@@ -227,7 +228,8 @@ TEST(PipelineScheduleParts, InterleavingDealsPartsRoundRobin) {
 
 TEST(PipelineScheduleParts, PlaceOfInvertsModelPartOnEveryShape) {
   for (PipelineSchedule schedule : kAllSchedules) {
-    if (schedule == PipelineSchedule::kDualPipe) continue;  // its own test below
+    // Their own tests below.
+    if (schedule == PipelineSchedule::kDualPipe || schedule == PipelineSchedule::kDualPipeV) continue;
     for (const PipelineShape& shape : legal_shapes(schedule)) {
       ASSERT_EQ(num_model_parts(schedule, shape), shape.stages * shape.virtual_stages);
       ASSERT_EQ(chunks_per_stage(schedule, shape), shape.virtual_stages);
@@ -263,6 +265,51 @@ TEST(PipelineScheduleParts, DualPipeHoldsEveryPartTwiceAndFeedsFromBothEnds) {
   EXPECT_THROW(model_part(PipelineSchedule::kDualPipe, {4, 1, 8}, 0, 2), InternalError);
 }
 
+// DualPipeV: every stage runs every microbatch through both its chunks (the V's two arms), once
+// forward and once backward each, whole or split; an overlapped forward is followed by a backward
+// of the other chunk. Its 2p parts: stage s holds parts s and 2p - 1 - s, and every microbatch
+// goes down the first arm and back up the second.
+TEST(PipelineSchedulePrograms, DualPipeVRunsEveryMicrobatchThroughBothChunks) {
+  for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipeV)) {
+    SCOPED_TRACE("p=" + std::to_string(shape.stages) + " m=" + std::to_string(shape.microbatches));
+    const int p = shape.stages;
+    ASSERT_EQ(num_model_parts(PipelineSchedule::kDualPipeV, shape), 2 * p);
+    ASSERT_EQ(chunks_per_stage(PipelineSchedule::kDualPipeV, shape), 2);
+    for (int s = 0; s < p; ++s) {
+      ASSERT_EQ(model_part(PipelineSchedule::kDualPipeV, shape, s, 0), s);
+      ASSERT_EQ(model_part(PipelineSchedule::kDualPipeV, shape, s, 1), 2 * p - 1 - s);
+    }
+    for (int mb = 0; mb < shape.microbatches; ++mb)
+      for (int part = 0; part < 2 * p; ++part) {
+        const PartPlace at = place_of(PipelineSchedule::kDualPipeV, shape, mb, part);
+        ASSERT_EQ(model_part(PipelineSchedule::kDualPipeV, shape, at.stage, at.chunk), part);
+      }
+    for (const auto& program : stage_programs(PipelineSchedule::kDualPipeV, shape)) {
+      std::map<std::tuple<PipeWork, int, int>, int> seen;
+      for (std::size_t i = 0; i < program.size(); ++i) {
+        const PipeAction& a = program[i];
+        ++seen[{a.work, a.microbatch, a.chunk}];
+        if (!a.overlaps_next) continue;
+        ASSERT_EQ(a.work, PipeWork::kForward);
+        ASSERT_LT(i + 1, program.size());
+        ASSERT_TRUE(program[i + 1].work == PipeWork::kBackward || program[i + 1].work == PipeWork::kBackwardInput);
+        ASSERT_NE(program[i + 1].chunk, a.chunk);
+      }
+      for (int mb = 0; mb < shape.microbatches; ++mb)
+        for (int c = 0; c < 2; ++c) {
+          ASSERT_EQ((seen[{PipeWork::kForward, mb, c}]), 1);
+          const int input = seen[{PipeWork::kBackwardInput, mb, c}];
+          ASSERT_EQ((seen[{PipeWork::kBackward, mb, c}]) + input, 1);
+          ASSERT_EQ((seen[{PipeWork::kBackwardWeight, mb, c}]), input);
+        }
+    }
+  }
+  EXPECT_EQ(schedule_problem(PipelineSchedule::kDualPipeV, {4, 1, 7}),
+            "dualpipev needs at least 2 x stages microbatches (DualPipeV's rule): 7 microbatches, 4 stages");
+  EXPECT_NE(schedule_problem(PipelineSchedule::kDualPipeV, {4, 2, 8}), "");
+  EXPECT_EQ(schedule_problem(PipelineSchedule::kDualPipeV, {3, 1, 6}), "");  // any number of stages
+}
+
 // Peaks of forwards done minus backwards done per stage (pairs (microbatch, chunk) for
 // interleaving): 1F1B min(p - s, m); GPipe m; interleaved Megatron-LM's warmup plus the one
 // forward before the first backward, min(w + 1, v m) with w = min(2 (p - s - 1) + (v - 1) p, v m)
@@ -290,6 +337,8 @@ TEST(PipelineSchedulePeaks, InFlightMicrobatchesPerStage) {
           }
           case PipelineSchedule::kZeroBubbleH1: EXPECT_EQ(peak, (InFlightPeak{std::min(p - s, m), std::min(p, m)})); break;
           case PipelineSchedule::kDualPipe: EXPECT_EQ(peak, (InFlightPeak{p + 1, p + 1})); break;
+          // The DualPipe README's PP + 1 with PP = 2p stages, its chunks, on each of the p ranks.
+          case PipelineSchedule::kDualPipeV: EXPECT_EQ(peak, (InFlightPeak{2 * p + 1, 2 * p + 1})); break;
         }
       }
     }

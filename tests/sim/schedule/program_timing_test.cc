@@ -45,7 +45,8 @@ TEST(ProgramTiming, EveryProgramOfTheGridRunsToTheEnd) {
       ProgramTiming t;
       ASSERT_NO_THROW(t = time_schedule(schedule, shape));
       // Each stage runs all its passes: (F + B) per (microbatch, chunk), Bi + W being B.
-      for (double busy : t.busy) ASSERT_EQ(busy, 3.0 * shape.microbatches * shape.virtual_stages);
+      const int chunks = schedule == PipelineSchedule::kDualPipeV ? 2 : shape.virtual_stages;
+      for (double busy : t.busy) ASSERT_EQ(busy, 3.0 * shape.microbatches * chunks);
     }
   }
 }
@@ -147,6 +148,29 @@ TEST(ProgramTiming, DualPipeIdlesAtMostThePublishedBubble) {
   }
   const ProgramTiming t = time_schedule(PipelineSchedule::kDualPipe, {4, 1, 8}, {10, 20, 13, 7});
   for (double busy : t.busy) EXPECT_EQ(t.makespan - busy, 26);
+}
+
+// DualPipeV, DualPipe cut in half (deepseek-ai/DualPipe's README): the bubble of DualPipe with twice
+// the stages, (PP/2 - 1)(F&B + B - 3W) with PP = 2p, F and B per chunk: (p - 1)(F&B + B - 3W);
+// exactly that with every pair overlapped, at most that in the reference's order.
+TEST(ProgramTiming, DualPipeVIdlesDualPipesBubbleOfTwiceTheStages) {
+  for (const PassTimes& t : kDualPipeTimes) {
+    for (const PipelineShape& shape : legal_shapes(PipelineSchedule::kDualPipeV)) {
+      SCOPED_TRACE(name(PipelineSchedule::kDualPipeV, shape) + " F=" + std::to_string(t.forward) +
+                   " Bi=" + std::to_string(t.backward_input) + " W=" + std::to_string(t.backward_weight));
+      const double bubble = dualpipe_formula({2 * shape.stages, 1, 2 * shape.microbatches}, t);
+      const ProgramTiming reference = time_schedule(PipelineSchedule::kDualPipeV, shape, t);
+      for (double busy : reference.busy) EXPECT_LE(reference.makespan - busy, bubble);
+      auto programs = stage_programs(PipelineSchedule::kDualPipeV, shape);
+      for (auto& program : programs)
+        for (std::size_t i = 0; i + 1 < program.size(); ++i)
+          if (program[i].work == PipeWork::kForward && program[i + 1].work != PipeWork::kForward &&
+              program[i + 1].chunk != program[i].chunk)
+            program[i].overlaps_next = true;
+      const ProgramTiming all = time_programs(PipelineSchedule::kDualPipeV, shape, programs, t);
+      for (double busy : all.busy) EXPECT_EQ(all.makespan - busy, bubble);
+    }
+  }
 }
 
 // The overlapped pair is launched together: without that (each pass starting as soon as its own

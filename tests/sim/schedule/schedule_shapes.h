@@ -10,7 +10,7 @@ namespace moesim::testing {
 
 inline constexpr PipelineSchedule kAllSchedules[] = {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB,
                                                      PipelineSchedule::kInterleaved, PipelineSchedule::kZeroBubbleH1,
-                                                     PipelineSchedule::kDualPipe};
+                                                     PipelineSchedule::kDualPipe, PipelineSchedule::kDualPipeV};
 
 inline std::vector<PipelineShape> legal_shapes(PipelineSchedule schedule) {
   std::vector<PipelineShape> out;

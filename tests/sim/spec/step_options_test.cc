@@ -76,7 +76,7 @@ TEST(StepOptionsTest, ABadValueNamesTheFlagAndTheRule) {
   StepSpec s;
   EXPECT_EQ(input_error_of([&] { step_option("--pp").set_from_flag(s, "0"); }), "--pp: must be in [1, 16777216], found 0");
   EXPECT_EQ(input_error_of([&] { step_option("--schedule").set_from_flag(s, "zb"); }),
-            "--schedule: unknown value 'zb'; valid values: gpipe, 1f1b, interleaved, zb-h1, dualpipe");
+            "--schedule: unknown value 'zb'; valid values: gpipe, 1f1b, interleaved, zb-h1, dualpipe, dualpipev");
   EXPECT_EQ(input_error_of([&] { step_option("--host-launch-us").set_from_flag(s, "2000"); }),
             "--host-launch-us: must be in [0, 1000], found 2000");
   EXPECT_THAT(input_error_of([&] { step_option("--part-layers").set_from_flag(s, "4,x"); }),

@@ -95,7 +95,8 @@ TEST(TrainingStepLayout, DerivesDataParallelSizeAndMicrobatches) {
 
 TEST(TrainingStep, RespectsDependenciesAndBoundsTheStepByItsTasks) {
   for (const PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB,
-                                          PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe}) {
+                                          PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe,
+                                          PipelineSchedule::kDualPipeV}) {
     StepSpec s = small_step();
     s.schedule = schedule;
     const SimulatedStep sim = simulate_training_step(preset("gpt-1.7b"), cluster(16), s);
