@@ -89,7 +89,7 @@ LayerActivations layer_activations(const ModelSpec& model, const ActivationLayou
 // (Korthikanti section 4.3: sbh/t with SP).
 std::int64_t embedding_activations(const ModelSpec& model, const ActivationLayout& layout);
 
-// What the last stage keeps for the final norm (its input), the output layer (its input) and the
+// What the head's stage (the last; DualPipeV's first) keeps for the final norm (its input), the output layer (its input) and the
 // cross-entropy (fp32 logits, the vocabulary split over t): Korthikanti section 4.3's
 // 4sbh/t (1 + v/h) for fp16 with SP. Multi-token prediction modules are in mtp_activations.
 std::int64_t output_activations(const ModelSpec& model, const ActivationLayout& layout);

@@ -41,7 +41,7 @@ void add_bytes(StageModelStates& s, double params, double replicas, const ModelS
   s.optimizer_bytes += params * optimizer / (zero >= 1 ? replicas : 1);
 }
 
-// The last stage's extras: final norm, output head, MTP modules (each a layer of the last one's kind).
+// The head's stage's extras (the last stage; DualPipeV's first): final norm, output head, MTP modules (each a layer of the last one's kind).
 void add_last_stage(StageModelStates& s, const ModelSpec& m, const ParameterCount& c, const TrainingLayout& l) {
   // Tied embeddings: a head on another stage than the embedding holds its own copy of the table.
   const bool own_copy = l.pp > 1 && !l.head_on_first_stage;

@@ -105,10 +105,10 @@ void add_layout_options(std::vector<Entry>& e) {
                       "pipeline schedule (whole step): gpipe|1f1b|interleaved|zb-h1|dualpipe|dualpipev"),
                MOESIM_STEP_CHOICE(s.schedule, parse_pipeline_schedule, pipeline_schedule_names)});
   e.push_back({option("--part-layers", StepOptionType::kList, "an even split",
-                      "layers of each model part (pp x vpp counts in forward order) for an uneven split, e.g. "
-                      "DeepSeek-V3's 61 layers",
-                      "layers of each model part (whole step; --pp x --vpp comma-separated counts in forward order) "
-                      "for an uneven split, e.g. 7,8,8,8,8,8,8,6"),
+                      "layers of each model part (pp x vpp counts in forward order; dualpipev 2 x pp) for an uneven "
+                      "split, e.g. DeepSeek-V3's 61 layers",
+                      "layers of each model part (whole step; --pp x --vpp comma-separated counts in forward order, "
+                      "dualpipev 2 x --pp) for an uneven split, e.g. 7,8,8,8,8,8,8,6"),
                Access{[](StepSpec& s, const std::string& t) { s.part_layers = parse_part_layers(t); }, nullptr}});
 }
 

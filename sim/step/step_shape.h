@@ -98,7 +98,7 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
 // --strategy s1-s4 (StepSpec::moe_strategy): a model with MoE layers and no full recomputation.
 // Throws InputError naming --strategy.
 void check_moe_strategy(const ModelSpec& model, const StepSpec& spec);
-// ZB-H1 and DualPipe (split backward passes): no recomputation; DualPipe not with ZeRO 3. Throws
+// ZB-H1, DualPipe and DualPipeV (split backward passes): no recomputation; the DualPipes not with ZeRO 3. Throws
 // InputError naming --schedule.
 void check_split_backward(const StepShape& shape, const StepSpec& spec);
 // Selective recomputation's modules must drop something of the model: moe_act needs MoE layers,
