@@ -188,11 +188,14 @@ std::string schedule_problem(PipelineSchedule schedule, const PipelineShape& sha
   if (shape.stages < 1) return count_rule("stages", shape.stages);
   if (shape.virtual_stages < 1) return count_rule("virtual_stages", shape.virtual_stages);
   if (shape.microbatches < 1) return count_rule("microbatches", shape.microbatches);
-  const std::int64_t work = std::int64_t{shape.stages} * shape.virtual_stages * shape.microbatches;
+  // DualPipeV runs every microbatch through both its chunks: twice the (stage, chunk, microbatch) work.
+  const int chunks = schedule == PipelineSchedule::kDualPipeV ? 2 : shape.virtual_stages;
+  const std::int64_t work = std::int64_t{shape.stages} * chunks * shape.microbatches;
   if (work > kMaxPipelineWork) {
-    return "stages x virtual_stages x microbatches must be at most " + std::to_string(kMaxPipelineWork) + " (got " +
-           std::to_string(shape.stages) + " x " + std::to_string(shape.virtual_stages) + " x " +
-           std::to_string(shape.microbatches) + ")";
+    return std::string("stages x ") + (schedule == PipelineSchedule::kDualPipeV ? "2 chunks" : "virtual_stages") +
+           " x microbatches must be at most " + std::to_string(kMaxPipelineWork) + " (got " +
+           std::to_string(shape.stages) + " x " + std::to_string(chunks) + " x " + std::to_string(shape.microbatches) +
+           ")";
   }
   if (schedule == PipelineSchedule::kInterleaved) return interleaving_problem(shape);
   if (schedule == PipelineSchedule::kDualPipe) return dualpipe_problem(shape);

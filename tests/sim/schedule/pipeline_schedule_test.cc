@@ -87,6 +87,14 @@ const ProblemCase kProblems[] = {
     {PipelineSchedule::kDualPipe, {4, 1, 9},
      "dualpipe needs an even number of microbatches, at least 2 x stages (DualPipe's rule): 9 microbatches, 4 stages"},
     {PipelineSchedule::kDualPipe, {4, 1, 8}, ""},
+    {PipelineSchedule::kDualPipeV, {4, 2, 16},
+     "dualpipev runs its own two chunks per stage, the V's two arms: virtual_stages must be 1 (got 2)"},
+    {PipelineSchedule::kDualPipeV, {4, 1, 7},
+     "dualpipev needs at least 2 x stages microbatches (DualPipeV's rule): 7 microbatches, 4 stages"},
+    // Every microbatch through both chunks: twice 1F1B's work at the same shape.
+    {PipelineSchedule::kDualPipeV, {512, 1, 8192},
+     "stages x 2 chunks x microbatches must be at most 4194304 (got 512 x 2 x 8192)"},
+    {PipelineSchedule::kDualPipeV, {3, 1, 6}, ""},
     // Fewer microbatches than stages is legal without interleaving (the pipeline never fills).
     {PipelineSchedule::kOneFOneB, {8, 1, 3}, ""},
     {PipelineSchedule::kInterleaved, {2, 4, 2}, ""},
