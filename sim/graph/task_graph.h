@@ -35,7 +35,9 @@ std::optional<DepKind> parse_dep_kind(std::string_view s);
 
 class TaskGraph {
  public:
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Task, DepKind>;
+  // The edge list a vector (not the default list, a node allocation per edge): edges are never removed.
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Task, DepKind,
+                                      boost::no_property, boost::vecS>;
 
   // world_size: ranks in the whole job; simulated_ranks: ranks whose tasks this graph holds
   // (sorted, unique, each in [0, world_size)).
