@@ -8,7 +8,7 @@ execute_process(COMMAND "${MPIEXEC}" ${MPIEXEC_FLAGS} -np 2 "${MOESIM}" run --mo
 if(rc EQUAL 0)
   message(FATAL_ERROR "a bad --strategy under mpiexec exited 0")
 endif()
-string(REGEX MATCHALL "error: --strategy 's7' is not a memory strategy" said "${err}${out}")
+string(REGEX MATCHALL "error: --strategy: unknown value 's7'" said "${err}${out}")
 list(LENGTH said times)
 if(NOT times EQUAL 1)
   message(FATAL_ERROR "the error was printed ${times} times, expected once:\n${err}${out}")
