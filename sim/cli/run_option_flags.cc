@@ -9,6 +9,13 @@
 #include "sim/spec/step_options.h"
 
 namespace moesim::cli {
+namespace {
+
+// A boolean option's value from its flag: `--grad-sync=false` is given too (CLI11 takes a flag's
+// value), and sets the opposite of what the flag sets.
+const char* switch_text(bool given_value, bool flag_sets) { return given_value == flag_sets ? "true" : "false"; }
+
+}  // namespace
 
 bool RunOptionFlags::given_key(const std::string& key) const {
   for (const std::string& k : keys)
@@ -21,8 +28,7 @@ void RunOptionFlags::apply(RunSpec& run, const std::vector<std::string>& skip) c
     if (!given_key(key) || std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
     const RunOption& o = run_option(key);
     if (o.type == RunOptionType::kBool) {
-      // `--grad-sync=false` is given too (CLI11 takes a flag's value): it sets the opposite.
-      o.set_from_flag(run, switches.at(key) == o.flag_sets ? "true" : "false");
+      o.set_from_flag(run, switch_text(switches.at(key), o.flag_sets));
     } else {
       o.set_from_flag(run, values.at(key));
     }
@@ -30,13 +36,6 @@ void RunOptionFlags::apply(RunSpec& run, const std::vector<std::string>& skip) c
 }
 
 bool RunOptionFlags::switched_on(const std::string& key) const { return given_key(key) && switches.at(key); }
-
-std::vector<std::string> RunOptionFlags::given_flags() const {
-  std::vector<std::string> out;
-  for (const std::string& key : keys)
-    if (given_key(key)) out.push_back(run_option(key).flag);
-  return out;
-}
 
 void add_run_option_flags(CLI::App* app, RunOptionFlags& flags, const std::vector<std::string>& keys,
                           const RunOptionFlagStyle& style) {
@@ -72,7 +71,7 @@ void StepOptionFlags::apply(StepSpec& spec) const {
     if (!given_flag(flag)) continue;
     const StepOption& o = step_option(flag);
     if (o.type == StepOptionType::kBool) {
-      o.set_from_flag(spec, switches.at(flag) == o.flag_sets ? "true" : "false");
+      o.set_from_flag(spec, switch_text(switches.at(flag), o.flag_sets));
     } else {
       o.set_from_flag(spec, values.at(flag));
     }

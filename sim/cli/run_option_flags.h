@@ -21,7 +21,7 @@ namespace moesim::cli {
 struct RunOptionFlags {
   std::vector<std::string> keys;              // the registered options' keys
   std::map<std::string, std::string> values;  // key -> the value's text, for options that take one
-  std::map<std::string, bool> switches;       // key -> whether a boolean option's flag was given
+  std::map<std::string, bool> switches;       // key -> a boolean option's flag's value as given
   std::function<bool(const char*)> given;     // whether a flag was on the command line
 
   // Whether the option with this key was given on the command line.
@@ -31,8 +31,6 @@ struct RunOptionFlags {
   void apply(RunSpec& run, const std::vector<std::string>& skip = {}) const;
   // Whether a boolean option's flag was given and not as `--flag=false`.
   bool switched_on(const std::string& key) const;
-  // The registered options that were given, as their flags ("--slots"), for commands that refuse them.
-  std::vector<std::string> given_flags() const;
 };
 
 // How a command registers the run options' flags.

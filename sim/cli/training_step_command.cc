@@ -21,11 +21,15 @@
 namespace moesim::cli {
 namespace {
 
-StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, int gpus) {
-  // The run options the whole step shares with the MoE-layer simulation, from their flags; --zero
-  // is the step's own (0-3), read below.
+// The run options the whole step shares with the MoE-layer simulation, from their flags; --zero
+// is the step's own (0-3), which to_step_spec reads.
+RunSpec shared_run_options(const StepArgs& a) {
   RunSpec run;
   a.options.apply(run, {"zero_stage"});
+  return run;
+}
+
+StepSpec to_step_spec(const StepArgs& a, const TrainingStepArgs& s, const RunSpec& run, int gpus) {
   // The rules between options first, as the flags spell them: a module list without selective
   // recomputation is the mistake to name, whatever its modules.
   const std::string recompute = s.options.given_flag("--recompute") ? s.options.text("--recompute") : "none";
@@ -62,13 +66,6 @@ void write_html(const SimulateOutputs& outputs, const SimulatedStep& sim, const 
     std::snprintf(line, sizeof line, "timing: html report %zu bytes in %.1f ms\n", html.size(), ms);
     std::cerr << line;
   }
-}
-
-// The cost models the --network and --compute flags name (the whole step's all-to-alls are pairwise).
-NetworkChoice network_choice(const StepArgs& a) {
-  RunSpec run;
-  a.options.apply(run, {"zero_stage"});
-  return NetworkChoice{run.network, AllToAllAlgorithm::kPairwise, run.compute};
 }
 
 void refuse_layer_flags(const StepArgs& a) {
@@ -109,12 +106,14 @@ int run_training_step(StepArgs& a, const TrainingStepArgs& s, const SimulateOutp
   const ModelSpec model = load_model_spec(resolve_model_arg(a.model_path, "--model"));
   const ClusterSpec cluster =
       scaled_cluster(load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"), ""), a.gpus, a.nodes);
-  const StepSpec spec = to_step_spec(a, s, cluster.num_gpus());
+  const RunSpec run = shared_run_options(a);
+  const StepSpec spec = to_step_spec(a, s, run, cluster.num_gpus());
   // Deliberately never freed: the process ends after the report, and freeing a whole step's
   // hundreds of thousands of tasks one by one took a quarter of the run (as compilers skip freeing
   // their ASTs at exit).
   const SimulatedStep& sim = *new SimulatedStep(
-      simulate_training_step(model, cluster, spec, network_choice(a)));
+      // The whole step's all-to-alls are pairwise.
+      simulate_training_step(model, cluster, spec, NetworkChoice{run.network, AllToAllAlgorithm::kPairwise, run.compute}));
   const bool stdout_taken = outputs.json_path == "-" || outputs.trace_path == "-" || outputs.timeline_path == "-" ||
                             outputs.html_path == "-";
   (stdout_taken ? std::cerr : std::cout) << step_summary(sim.report, model, cluster, spec);

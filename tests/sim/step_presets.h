@@ -3,10 +3,13 @@
 // InputError a step spec is refused with.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/memory/activations.h"
 #include "sim/spec/loader.h"
 #include "sim/step/step_graph.h"
 #include "sim/step/step_simulation.h"
@@ -111,6 +114,26 @@ inline int collectives_beside_the_other_pass(const SimulatedStep& sim) {
 // Whether, on the compute stream of the stage rank of each interleaved pair, one of the pair's
 // backward kernels comes before one of its forward kernels (the graph's own stream order, not the
 // builder's bookkeeping).
+// Every stage of small_gpt_step's simulated step (1 x 1,024-token microbatches, tp 2) under
+// `schedule`: `in_flight` chunks in the closed form, `layers` layers, and a simulated peak within its
+// model states plus the closed form's activations, by less than a fifth of them (an overlapped
+// pair's backward frees while its forward allocates, so the peak can stay below the bound).
+inline void expect_peak_within_closed_form(const ModelSpec& model, const SimulatedStep& sim,
+                                           PipelineSchedule schedule, int in_flight, int layers) {
+  ActivationLayout layout;
+  layout.micro_batch = 1;
+  layout.seq = 1024;
+  layout.tp = 2;
+  for (int stage = 0; stage < 4; ++stage) {
+    const StageActivations act = stage_activations(model, layout, 1, PipelineLayout{schedule, 4, 1, 8, {}}, stage);
+    EXPECT_EQ(act.in_flight, in_flight);
+    const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
+    EXPECT_EQ(st.layers, layers);
+    EXPECT_LE(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << "stage " << stage;
+    EXPECT_GT(st.peak_memory_bytes, st.model_state_bytes + act.bytes() * 4 / 5) << "stage " << stage;
+  }
+}
+
 inline bool backward_kernels_precede_forward_kernels(const SimulatedStep& sim) {
   const TaskGraph& g = sim.graph.graph;
   for (const StepGraph::Interleaved& range : sim.graph.interleaved) {

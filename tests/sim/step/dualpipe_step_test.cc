@@ -9,7 +9,6 @@
 #include <regex>
 #include <string>
 
-#include "sim/memory/activations.h"
 #include "sim/step/step_simulation.h"
 #include "tests/sim/step_presets.h"
 
@@ -107,22 +106,7 @@ TEST(DualPipeStep, ReducesEachLayersTwoCopiesOnce) {
 // p + 1 chunks its program holds at its peak (DeepSeek-V3 report Table 2), to the byte.
 TEST(DualPipeStep, PeakMemoryIsModelStatesPlusPPlusOneChunks) {
   const SimulatedStep sim = simulate_training_step(gpt(), cluster(16), dualpipe_step());
-  ActivationLayout layout;
-  layout.micro_batch = 1;
-  layout.seq = 1024;
-  layout.tp = 2;
-  for (int stage = 0; stage < 4; ++stage) {
-    const StageActivations act =
-        stage_activations(gpt(), layout, 1, PipelineLayout{PipelineSchedule::kDualPipe, 4, 1, 8, {}}, stage);
-    EXPECT_EQ(act.in_flight, 5);
-    const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
-    EXPECT_EQ(st.layers, 12);
-    // The closed form's P + 1 chunks bound the simulated peak; an overlapped pair's backward frees
-    // its layers' activations while its forward allocates its own (interleaved), so the peak can
-    // stay below it, by less than one chunk.
-    EXPECT_LE(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << "stage " << stage;
-    EXPECT_GT(st.peak_memory_bytes, st.model_state_bytes + act.bytes() * 4 / 5) << "stage " << stage;
-  }
+  testing::expect_peak_within_closed_form(gpt(), sim, PipelineSchedule::kDualPipe, 5, 12);
 }
 
 // An overlapped pair's forward and backward run interleaved (StepBuilder::emit_overlapped): on the

@@ -8,7 +8,6 @@
 #include <regex>
 #include <string>
 
-#include "sim/memory/activations.h"
 #include "sim/step/step_simulation.h"
 #include "tests/sim/step_presets.h"
 
@@ -97,19 +96,7 @@ TEST(DualPipeVStep, HoldsBothEndsOnStageZeroAndEveryParameterOnce) {
 // the 2p + 1 chunks its program holds at its peak (DualPipe's PP + 1 with PP = 2p stages).
 TEST(DualPipeVStep, PeakMemoryIsModelStatesPlusTwoPPlusOneChunks) {
   const SimulatedStep sim = simulate_training_step(gpt(), cluster(16), v_step());
-  ActivationLayout layout;
-  layout.micro_batch = 1;
-  layout.seq = 1024;
-  layout.tp = 2;
-  for (int stage = 0; stage < 4; ++stage) {
-    const StageActivations act =
-        stage_activations(gpt(), layout, 1, PipelineLayout{PipelineSchedule::kDualPipeV, 4, 1, 8, {}}, stage);
-    EXPECT_EQ(act.in_flight, 9);
-    const StageReport& st = sim.report.stages[static_cast<std::size_t>(stage)];
-    EXPECT_EQ(st.layers, 6);
-    EXPECT_LE(st.peak_memory_bytes, st.model_state_bytes + act.bytes()) << "stage " << stage;
-    EXPECT_GT(st.peak_memory_bytes, st.model_state_bytes + act.bytes() * 4 / 5) << "stage " << stage;
-  }
+  testing::expect_peak_within_closed_form(gpt(), sim, PipelineSchedule::kDualPipeV, 9, 6);
 }
 
 TEST(DualPipeVStep, IdlesLessThanOneFOneB) {
