@@ -15,8 +15,9 @@
 #              (with the datasheet node, and with this GPU's calibration when there is one)
 #   holdout    `moesim run` of configurations no model change was built from, simulated and
 #              compared as in measure (the simulator judged out of sample; not by default)
-#   bench      the layer against its GEMMs alone, plain PyTorch on the same GPU, and PyTorch's host
-#              time per launched kernel (validate/host_launch_probe.py)
+#   bench      the layer against its GEMMs alone, plain PyTorch on the same GPU, PyTorch's host
+#              time per launched kernel (validate/host_launch_probe.py), and GEMMs beside a
+#              communication kernel (moesim_sm_share_probe; --shapes with gemm_kernel_probe.py)
 #   sanitize   compute-sanitizer memcheck and initcheck over the small GPU tests (not by default)
 #
 # The device tool kills a command at its time limit (600 s, or less when the session's device
@@ -239,6 +240,10 @@ phase_bench() {
   # (runtime/bench/sm_share_probe.h): what overlapping an all-to-all with computation costs.
   step bench-sm-share 120 "$dist/bin/moesim_sm_share_probe"
   step bench-sm-share-factors 120 "$dist/bin/moesim_sm_share_probe" --factors
+  # The computation cell by GEMM shape, and the kernel cuBLAS runs for each shape.
+  step bench-sm-share-shapes 120 "$dist/bin/moesim_sm_share_probe" --shapes --reps 9
+  step bench-sm-share-waves 120 "$dist/bin/moesim_sm_share_probe" --waves --reps 9
+  step bench-gemm-kernels 90 env PYTHONUNBUFFERED=1 python3 validate/gemm_kernel_probe.py
 }
 
 phase_sanitize() {

@@ -113,7 +113,7 @@ constexpr int kThreads = 512;  // NCCL's CTA size on Hopper
 constexpr unsigned long long kBlockerNs = 2'000'000;
 constexpr long long kCopyBufferBytes = 6ll << 30;  // 66 CTAs (about 950 GB/s) for 3 x 1.4 ms
 constexpr long long kCopySizingBytes = 256ll << 20;
-constexpr long long kOperandElems = 8192ll * 8192;  // the largest operand of kSequences and kFactorCases
+constexpr long long kOperandElems = 32768ll * 2048;  // the largest operand of every sequence (8192^2 too)
 constexpr long long kL2FlushBytes = 512ll << 20;    // several times any GPU's L2
 
 struct Timing {  // microseconds after the first start event (the GEMMs' or the comm kernel's)
@@ -407,7 +407,73 @@ void probe_factors(Probe& probe, int reps, const GemmSequence& seq, int gemms, i
   out << line;
 }
 
+// The --shapes sweep: which GEMM shapes lose how much beside a communication kernel. Shapes that
+// vary the output tiles (M x N) at a fixed K, the work per tile (K) at fixed tiles, and squares;
+// 16-bit GEMMs of tens of tiles to tens of thousands.
+constexpr GemmSequence kShapeSweep[] = {
+    {"256x2048x2048", 0, 256, 2048, 2048},     {"512x2048x2048", 0, 512, 2048, 2048},
+    {"1024x2048x2048", 0, 1024, 2048, 2048},   {"2048x2048x2048", 0, 2048, 2048, 2048},
+    {"4096x2048x2048", 0, 4096, 2048, 2048},   {"8192x2048x2048", 0, 8192, 2048, 2048},
+    {"16384x2048x2048", 0, 16384, 2048, 2048}, {"4096x2048x512", 0, 4096, 2048, 512},
+    {"4096x2048x8192", 0, 4096, 2048, 8192},   {"4096x2048x16384", 0, 4096, 2048, 16384},
+    {"4096x256x4096", 0, 4096, 256, 4096},     {"4096x1024x4096", 0, 4096, 1024, 4096},
+    {"4096x4096x4096", 0, 4096, 4096, 4096},   {"4096x8192x4096", 0, 4096, 8192, 4096},
+    {"1024x1024x1024", 0, 1024, 1024, 1024},   {"8192x8192x8192", 0, 8192, 8192, 8192},
+    {"2048x768x2048", 0, 2048, 768, 2048},     {"4096x7168x2048", 0, 4096, 7168, 2048}};
+// The --waves series: one shape family's output (M x 2048, K 2048) doubled from an eighth of a
+// tile per SM to about sixteen tiles, each beside holds of 1 to 64 CTAs.
+constexpr GemmSequence kWaveSweep[] = {{"256x2048x2048", 0, 256, 2048, 2048},
+                                       {"512x2048x2048", 0, 512, 2048, 2048},
+                                       {"1024x2048x2048", 0, 1024, 2048, 2048},
+                                       {"2048x2048x2048", 0, 2048, 2048, 2048},
+                                       {"4096x2048x2048", 0, 4096, 2048, 2048},
+                                       {"8192x2048x2048", 0, 8192, 2048, 2048},
+                                       {"16384x2048x2048", 0, 16384, 2048, 2048},
+                                       {"32768x2048x2048", 0, 32768, 2048, 2048}};
+constexpr int kShapeCtas[] = {1, 8, 32};
+constexpr int kWaveCtas[] = {1, 2, 4, 8, 16, 32, 64};
+constexpr double kShapeWindowUs = 400;  // the timed window: as many GEMMs of a shape as take this long
+
+// One row per shape: the GEMMs' time alone, and the computation cell beside the hold kernel (SMs
+// taken without memory traffic, which calls 16-17 found costs the GEMMs as much as the copy) of
+// each CTA count in kShapeCtas, launched first, the GEMMs 30 us after it.
+template <std::size_t N>
+void probe_shape(Probe& probe, int reps, GemmSequence seq, const int (&cta_counts)[N], std::ostream& out) {
+  const double one = median_of(probe, reps, seq, 1, nullptr, 0.0).gemms_end;
+  const int gemms = std::clamp(static_cast<int>(kShapeWindowUs / std::max(one, 1.0)) + 1, 1, 256);
+  const double alone = median_of(probe, reps, seq, gemms, nullptr, 0.0).gemms_end;
+  const double tflops = 2.0 * seq.m * seq.n * seq.k * gemms / (alone * 1e6);
+  char line[320];
+  int used = std::snprintf(line, sizeof line, "%-18s %6d %10.1f %8.1f", seq.name, gemms, alone / gemms, tflops);
+  for (int ctas : cta_counts) {
+    Probe::Comm hold;
+    hold.copy = false;
+    hold.ctas = ctas;
+    hold.hold_ns = static_cast<unsigned long long>(3 * alone * 1e3);
+    const Timing t = median_of(probe, reps, seq, gemms, &hold, 30.0, /*comm_first=*/true);
+    const bool covered = t.end >= t.gemms_end;
+    used += std::snprintf(line + used, sizeof line - used, " %7.3f%s", alone / std::max(t.gemms_end - t.gemms_start, 1e-3),
+                          covered ? "" : "*");
+  }
+  std::snprintf(line + used, sizeof line - used, "\n");
+  out << line;
+}
+
 }  // namespace
+
+void run_sm_share_shapes(const SmShareOptions& options, bool waves, std::ostream& out) {
+  Probe probe(options.ordinal);
+  probe.use_fresh_operands();
+  out << "# " << probe.describe() << "\n# medians of " << options.repetitions
+      << " runs; bf16 GEMMs (fp32 accumulate), each its own operands, L2 flushed before each run; speed beside a"
+         " hold kernel of each CTA count over speed alone (* : the hold ended before the GEMMs)\n"
+      << (waves ? "# shape (MxNxK)     gemms  us_per_gemm  TFLOP/s  hold1  hold2  hold4  hold8 hold16 hold32 hold64\n"
+                : "# shape (MxNxK)     gemms  us_per_gemm  TFLOP/s  hold1  hold8  hold32\n");
+  if (waves)
+    for (const GemmSequence& seq : kWaveSweep) probe_shape(probe, options.repetitions, seq, kWaveCtas, out);
+  else
+    for (const GemmSequence& seq : kShapeSweep) probe_shape(probe, options.repetitions, seq, kShapeCtas, out);
+}
 
 void run_sm_share_factors(const SmShareOptions& options, std::ostream& out) {
   Probe probe(options.ordinal);
