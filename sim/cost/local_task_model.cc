@@ -1,6 +1,7 @@
 #include "sim/cost/local_task_model.h"
 
 #include <algorithm>
+#include <variant>
 
 #include "sim/cost/host_copy_model.h"
 #include "sim/cost/interference.h"
@@ -14,7 +15,16 @@ LocalTaskModel::LocalTaskModel(const TaskGraph& graph, const ClusterSpec& cluste
 bool LocalTaskModel::handles(const Task& task) const { return !task.is_collective() && !is_host_copy(task); }
 
 double LocalTaskModel::factor(const Task& task, const Concurrency& concurrency) const {
-  const double interference = interference_factor(cluster_.node.interference, task.stream, task.rank, concurrency);
+  const InterferenceTable& table = cluster_.node.interference;
+  const auto* gemm = std::get_if<GemmWork>(&task.work);
+  // A GEMM's output elements per SM pick its cell from the node's GEMM-size table (a GPU file
+  // always gives sm_count >= 1).
+  const double interference =
+      gemm != nullptr && !table.gemm_with_communication.empty()
+          ? gemm_interference_factor(table, task.stream, task.rank, concurrency,
+                                     static_cast<double>(gemm->batch) * static_cast<double>(gemm->m) *
+                                         static_cast<double>(gemm->n) / cluster_.node.gpu.sm_count)
+          : interference_factor(table, task.stream, task.rank, concurrency);
   const bool comm = is_comm_stream(task.stream);
   if (!cluster_.node.loopback || comm) return interference;  // collectives count members, not tasks
   // Virtual ranks on one GPU: the k kernels running on its compute streams share its SMs, each

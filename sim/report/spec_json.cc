@@ -57,6 +57,11 @@ ordered_json interference_json(const InterferenceTable& t) {
                    {"with_memcpy", t.factors[r][2]},
                    {"with_all", t.factors[r][3]}};
   }
+  if (!t.gemm_with_communication.empty()) {
+    ordered_json rows = ordered_json::array();
+    for (const GemmInterferencePoint& p : t.gemm_with_communication) rows.push_back({p.outputs_per_sm, p.factor});
+    j["gemm_with_communication"] = rows;
+  }
   return j;
 }
 

@@ -33,12 +33,38 @@ std::map<std::string, LinkSpec> read_link_types(const YamlValue& types, std::vec
   return out;
 }
 
-std::vector<InterferenceCell> read_interference_cells(const YamlValue& v) {
+namespace {
+
+// Rows [outputs_per_sm, factor]: output elements per SM in (0, 1e12], strictly increasing; the
+// factor in (0, 1].
+std::vector<GemmInterferencePoint> read_gemm_interference(const YamlValue& v) {
+  if (!v.is_sequence() || v.node().size() == 0)
+    v.fail("expected a non-empty list of [outputs_per_sm, factor] rows");
+  std::vector<GemmInterferencePoint> points;
+  for (const YamlValue& row : v.as_sequence()) {
+    if (!row.is_sequence() || row.node().size() != 2) row.fail("expected a row [outputs_per_sm, factor]");
+    const std::vector<YamlValue> cells = row.as_sequence();
+    GemmInterferencePoint p{cells[0].as_double(0, 1e12, true), cells[1].as_double(0, 1, true)};
+    if (!points.empty() && p.outputs_per_sm <= points.back().outputs_per_sm)
+      cells[0].fail("outputs_per_sm must increase from row to row");
+    points.push_back(p);
+  }
+  return points;
+}
+
+}  // namespace
+
+std::vector<InterferenceCell> read_interference_cells(const YamlValue& v,
+                                                      std::vector<GemmInterferencePoint>* gemm_table) {
   static const std::vector<std::string> kOps = {"communication", "computation", "memcpy"};
   static const std::vector<std::string> kCols = {"with_communication", "with_computation",
                                                  "with_memcpy", "with_all"};
   std::vector<InterferenceCell> cells;
-  const YamlMap m = v.as_map(kOps);
+  std::vector<std::string> keys = kOps;
+  if (gemm_table != nullptr) keys.push_back("gemm_with_communication");
+  const YamlMap m = v.as_map(keys);
+  if (gemm_table != nullptr)
+    if (auto g = m.get("gemm_with_communication")) *gemm_table = read_gemm_interference(*g);
   for (std::size_t op = 0; op < kOps.size(); ++op) {
     auto row = m.get(kOps[op]);
     if (!row) continue;

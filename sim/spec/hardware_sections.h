@@ -37,8 +37,11 @@ std::map<std::string, LinkSpec> read_link_types(const YamlValue& types, std::vec
 
 // The factors an `interference:` map gives (rows communication / computation / memcpy, columns
 // with_communication / with_computation / with_memcpy / with_all); a node applies them over the
-// default table, a calibration over the node's.
-std::vector<InterferenceCell> read_interference_cells(const YamlValue& v);
+// default table, a calibration over the node's. With `gemm_table` (node files) the map may also
+// give `gemm_with_communication`, a list of [outputs_per_sm, factor] rows (outputs increasing,
+// factors in (0, 1]), read into it; a calibration file may not (`moesim calibrate` does not measure it).
+std::vector<InterferenceCell> read_interference_cells(const YamlValue& v,
+                                                      std::vector<GemmInterferencePoint>* gemm_table = nullptr);
 
 // A GPU's GEMM kernel keys (gemm_tile, gemm_efficiency, gemm_tile_overhead) into `gpu`, whose
 // peak_flops are already read: a dtype without a peak is refused.

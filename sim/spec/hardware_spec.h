@@ -143,13 +143,24 @@ struct InterferenceCell {
   double factor = 1.0;
 };
 
+// One point of a node's GEMM-size table: a GEMM kernel writing `outputs_per_sm` output elements
+// per SM (batch x m x n / sm_count) keeps `factor` of its speed beside communication.
+struct GemmInterferencePoint {
+  double outputs_per_sm = 0;
+  double factor = 1.0;
+};
+
 // factors[op][col]: col 0..2 = concurrent with that class alone, col 3 = concurrent with all others.
+// gemm_with_communication (optional, sorted by outputs_per_sm): the computation.with_communication
+// cell of a GEMM by its size (sim/cost/interference.h); empty: every kernel takes the cell.
 struct InterferenceTable {
   std::array<std::array<double, 4>, kNumInterferenceClasses> factors{{
       {1.0, 0.72, 0.78, 0.71},   // communication  (MPipeMoE Fig. 3, A100)
       {0.96, 1.0, 1.0, 0.94},    // computation
       {0.8, 0.98, 1.0, 0.71},    // memory copy (PCIe)
   }};
+
+  std::vector<GemmInterferencePoint> gemm_with_communication;
 
   void set(const InterferenceCell& c) { factors[static_cast<std::size_t>(c.op)][static_cast<std::size_t>(c.column)] = c.factor; }
 };

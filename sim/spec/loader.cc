@@ -322,8 +322,9 @@ NodeSpec read_node(const YamlMap& m, LoadStack& stack) {
     node.host_memory.efficiency = 1.0;
     if (auto e = host.get("efficiency")) node.host_memory.efficiency = e->as_double(0, 1, true);
   }
-  if (auto i = m.get("interference"))
-    for (const InterferenceCell& c : read_interference_cells(*i)) node.interference.set(c);
+  if (auto i = m.get("interference"))  // a GPU always has an sm_count, which the GEMM-size table needs
+    for (const InterferenceCell& c : read_interference_cells(*i, &node.interference.gemm_with_communication))
+      node.interference.set(c);
   if (auto t = m.get("topology")) node.topology = read_topology(*t, node.gpus_per_node);
   if (auto n = m.get("nccl")) node.nccl = read_nccl_tuning(*n);
   if (auto c = m.get("calibration")) {

@@ -329,6 +329,11 @@ TEST_F(Cli, LoopbackSimulatesVirtualRanksOnOneGpu) {
   EXPECT_NE(r.err.find("one GPU holds"), std::string::npos) << r.err;
   const auto loop = nlohmann::json::parse(r.out);
   EXPECT_TRUE(loop["config"]["hardware"]["node"]["loopback"].get<bool>());
+  // The node's GEMM-size interference table is echoed row by row: [outputs_per_sm, factor].
+  const auto& gemm_rows = loop["config"]["hardware"]["node"]["interference"]["gemm_with_communication"];
+  ASSERT_EQ(gemm_rows.size(), 8u);
+  EXPECT_EQ(gemm_rows[4][0], 63550);
+  EXPECT_EQ(gemm_rows[4][1], 0.525);
   EXPECT_EQ(loop["memory"]["virtual_ranks"], 8);
   const Result preset = run(layer + " --hardware hardware/nodes/h100-loopback-8.yaml");
   ASSERT_EQ(preset.exit_code, 0) << preset.err;

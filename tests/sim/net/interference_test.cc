@@ -92,5 +92,51 @@ TEST(Interference, SpanningTaskTakesTheMinimumOverItsRanks) {
   EXPECT_EQ(interference_factor(t, SC::kCommDispatch, some, busy), cell(t, IC::kCommunication, 2));
 }
 
+// Factor of a GEMM writing `outputs_per_sm` on the compute stream of rank 0 while `others` are busy.
+double gemm_factor_with(const InterferenceTable& t, double outputs_per_sm, std::initializer_list<StreamClass> others) {
+  Concurrency busy(1);
+  busy.add(0, SC::kCompute, 1);
+  for (StreamClass s : others) busy.add(0, s, 1);
+  return gemm_interference_factor(t, SC::kCompute, 0, busy, outputs_per_sm);
+}
+
+InterferenceTable table_with_gemm_sizes() {
+  InterferenceTable t = distinct_table();
+  t.gemm_with_communication = {{1000, 0.5}, {4000, 0.7}, {16000, 0.9}};
+  return t;
+}
+
+TEST(Interference, GemmSizeTableInterpolatesInLogSizeAndIsFlatBeyondItsEnds) {
+  const auto& points = table_with_gemm_sizes().gemm_with_communication;
+  EXPECT_DOUBLE_EQ(gemm_with_communication(points, 1000), 0.5);
+  EXPECT_DOUBLE_EQ(gemm_with_communication(points, 4000), 0.7);
+  EXPECT_DOUBLE_EQ(gemm_with_communication(points, 2000), 0.6);  // halfway between 1000 and 4000 in log
+  EXPECT_DOUBLE_EQ(gemm_with_communication(points, 8000), 0.8);
+  EXPECT_DOUBLE_EQ(gemm_with_communication(points, 10), 0.5);
+  EXPECT_DOUBLE_EQ(gemm_with_communication(points, 1e9), 0.9);
+}
+
+TEST(Interference, GemmBesideCommunicationReadsTheSizeTable) {
+  const InterferenceTable t = table_with_gemm_sizes();
+  EXPECT_DOUBLE_EQ(gemm_factor_with(t, 2000, {SC::kCommDispatch}), 0.6);
+  EXPECT_DOUBLE_EQ(gemm_factor_with(t, 16000, {SC::kCommCombine}), 0.9);
+  // With every other class busy: the size's value scaled by with_all / with_communication.
+  EXPECT_DOUBLE_EQ(gemm_factor_with(t, 2000, {SC::kCommDispatch, SC::kCopyD2H}),
+                   0.6 * cell(t, IC::kComputation, 3) / cell(t, IC::kComputation, 0));
+}
+
+TEST(Interference, GemmSizeTableLeavesOtherColumnsAndRowsAlone) {
+  const InterferenceTable t = table_with_gemm_sizes();
+  EXPECT_EQ(gemm_factor_with(t, 2000, {}), 1.0);
+  EXPECT_EQ(gemm_factor_with(t, 2000, {SC::kCopyH2D}), cell(t, IC::kComputation, 2));
+  // A communication task is not a GEMM: its row's cell, whatever size it is given.
+  Concurrency busy(1);
+  busy.add(0, SC::kCommDispatch, 1);
+  busy.add(0, SC::kCompute, 1);
+  EXPECT_EQ(gemm_interference_factor(t, SC::kCommDispatch, 0, busy, 2000), cell(t, IC::kCommunication, 1));
+  // Without a table a GEMM takes the cell.
+  EXPECT_EQ(gemm_factor_with(distinct_table(), 2000, {SC::kCommDispatch}), cell(t, IC::kComputation, 0));
+}
+
 }  // namespace
 }  // namespace moesim

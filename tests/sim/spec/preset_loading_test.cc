@@ -2,10 +2,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "sim/cost/interference.h"
+
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "sim/cost/interference.h"
 #include "sim/net/topology.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/loader.h"
@@ -145,6 +148,21 @@ TEST(PresetTest, HopperNodesCarryTheirMeasuredInterferenceCells) {
     EXPECT_EQ(f[0][2], a100.factors[0][2]) << k.file;      // communication with memcpy
     EXPECT_EQ(f[2], a100.factors[2]) << k.file;            // the memcpy row
   }
+}
+
+// The Hopper nodes carry the GEMM-size table of validate/results/h200-2026-11-28 (calls 2-3):
+// half speed for GEMMs of one or two tiles per SM, most of it kept by large ones. The A100 nodes
+// have none (not measured there): their GEMMs take the cell.
+TEST(PresetTest, HopperNodesCarryTheGemmSizeTable) {
+  for (const char* file : {"hgx-h200.yaml", "hgx-h100.yaml", "h100-loopback-8.yaml"}) {
+    const auto& t = load_hardware_spec(kSourceDir + "/hardware/nodes/" + file).node.interference;
+    ASSERT_EQ(t.gemm_with_communication.size(), 8u) << file;
+    EXPECT_DOUBLE_EQ(gemm_with_communication(t.gemm_with_communication, 63550), 0.525) << file;
+    EXPECT_DOUBLE_EQ(gemm_with_communication(t.gemm_with_communication, 508400), 0.790) << file;
+  }
+  for (const char* file : {"dgx-a100.yaml", "dgx-a100-80gb.yaml"})
+    EXPECT_TRUE(load_hardware_spec(kSourceDir + "/hardware/nodes/" + file).node.interference.gemm_with_communication.empty())
+        << file;
 }
 
 // The Selene-like and DGX H100 clusters grow or shrink with --gpus to the GPU counts of
