@@ -26,13 +26,18 @@ SHAPES = [(256, 2048, 2048), (512, 2048, 2048), (1024, 2048, 2048), (2048, 2048,
           (4096, 2048, 8192), (4096, 2048, 16384), (4096, 256, 4096), (4096, 1024, 4096),
           (4096, 4096, 4096), (4096, 8192, 4096), (1024, 1024, 1024), (8192, 8192, 8192),
           (2048, 768, 2048), (4096, 7168, 2048), (32768, 2048, 2048)]
+# (batch, m, n, k) as cublasGemmStridedBatchedEx sees them: kBatchedSweep's batched launches.
+BATCHED = [(4, 2048, 768, 2048), (8, 2048, 768, 2048), (16, 1024, 768, 2048), (2, 1024, 2048, 7168),
+           (4, 1024, 2048, 7168), (8, 1024, 2048, 7168), (4, 4096, 2048, 2048)]
 
 
-def kernels_of(m, n, k):
+def kernels_of(m, n, k, batch=0):
     from torch.profiler import ProfilerActivity, profile
-    # Column-major C(m x n) = A(m x k) B(k x n) is row-major C^T(n x m) = B^T(n x k) A^T(k x m).
-    bt = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    at = torch.randn(k, m, device="cuda", dtype=torch.bfloat16)
+    # Column-major C(m x n) = A(m x k) B(k x n) is row-major C^T(n x m) = B^T(n x k) A^T(k x m);
+    # with a batch, torch.matmul of 3-d tensors is one strided-batched GEMM.
+    lead = (batch,) if batch else ()
+    bt = torch.randn(*lead, n, k, device="cuda", dtype=torch.bfloat16)
+    at = torch.randn(*lead, k, m, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):
         torch.matmul(bt, at)
     torch.cuda.synchronize()
@@ -54,10 +59,10 @@ def main():
     p = torch.cuda.get_device_properties(0)
     print(f"# {p.name}, {p.multi_processor_count} SMs, torch {torch.__version__}")
     print("# m x n x k | us | grid | block | regs/thread | shared memory B | blocks/SM | kernel")
-    for m, n, k in SHAPES:
-        for e in kernels_of(m, n, k):
+    for batch, m, n, k in [(0, *s) for s in SHAPES] + BATCHED:
+        for e in kernels_of(m, n, k, batch):
             a = e.get("args", {})
-            print(f"{m}x{n}x{k} | {e.get('dur', 0):.1f} | {a.get('grid')} | {a.get('block')} | "
+            print(f"{f'{batch} x ' if batch else ''}{m}x{n}x{k} | {e.get('dur', 0):.1f} | {a.get('grid')} | {a.get('block')} | "
                   f"{a.get('registers per thread')} | {a.get('shared memory')} | {a.get('blocks per SM')} | "
                   f"{e.get('name', '')[:110]}")
     return 0

@@ -243,6 +243,7 @@ phase_bench() {
   # The computation cell by GEMM shape, and the kernel cuBLAS runs for each shape.
   step bench-sm-share-shapes 120 "$dist/bin/moesim_sm_share_probe" --shapes --reps 9
   step bench-sm-share-waves 120 "$dist/bin/moesim_sm_share_probe" --waves --reps 9
+  step bench-sm-share-batched 120 "$dist/bin/moesim_sm_share_probe" --batched --reps 9
   step bench-gemm-kernels 90 env PYTHONUNBUFFERED=1 python3 validate/gemm_kernel_probe.py
 }
 

@@ -2,10 +2,12 @@
 // and at high stream priority (runtime/bench/sm_share_probe.h says what is measured and why).
 // Needs a GPU; `gpu_session.sh run bench` runs it.
 //
-//   moesim_sm_share_probe [--reps N] [--factors | --shapes | --waves]   (N in 1..100, default 7)
+//   moesim_sm_share_probe [--reps N] [--factors | --shapes | --waves | --batched]   (N in 1..100,
+//                                                                             default 7)
 //
 // --factors: the interference table's communication cells instead (run_sm_share_factors);
-// --shapes: the computation cell by GEMM shape, --waves: by tiles per CTA (run_sm_share_shapes).
+// --shapes: the computation cell by GEMM shape, --waves: by tiles per CTA, --batched: of
+// strided-batched launches (run_sm_share_shapes).
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -16,7 +18,7 @@
 
 int main(int argc, char** argv) {
   moesim::runtime::SmShareOptions options;
-  bool factors = false, shapes = false, waves = false;
+  bool factors = false, shapes = false, waves = false, batched = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--factors") == 0) {
       factors = true;
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
       shapes = true;
     } else if (std::strcmp(argv[i], "--waves") == 0) {
       waves = true;
+    } else if (std::strcmp(argv[i], "--batched") == 0) {
+      batched = true;
     } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       char* end = nullptr;
       const long reps = std::strtol(argv[++i], &end, 10);
@@ -33,17 +37,19 @@ int main(int argc, char** argv) {
       }
       options.repetitions = static_cast<int>(reps);
     } else {
-      std::cerr << "moesim_sm_share_probe: unknown argument '" << argv[i] << "' (usage: moesim_sm_share_probe [--reps N] [--factors | --shapes | --waves])\n";
+      std::cerr << "moesim_sm_share_probe: unknown argument '" << argv[i] << "' (usage: moesim_sm_share_probe [--reps N] [--factors | --shapes | --waves | --batched])\n";
       return 2;
     }
   }
   try {
-    if (factors + shapes + waves > 1) {
-      std::cerr << "moesim_sm_share_probe: --factors, --shapes and --waves are separate runs; give one\n";
+    if (factors + shapes + waves + batched > 1) {
+      std::cerr << "moesim_sm_share_probe: --factors, --shapes, --waves and --batched are separate runs; give one\n";
       return 2;
     }
-    if (shapes || waves)
-      moesim::runtime::run_sm_share_shapes(options, waves, std::cout);
+    using moesim::runtime::ShapeSweep;
+    if (shapes || waves || batched)
+      moesim::runtime::run_sm_share_shapes(
+          options, waves ? ShapeSweep::kWaves : (batched ? ShapeSweep::kBatched : ShapeSweep::kShapes), std::cout);
     else if (factors)
       moesim::runtime::run_sm_share_factors(options, std::cout);
     else

@@ -90,6 +90,7 @@ struct GemmSequence {
   const char* name;
   int count, m, n, k;
   bool fp32 = false;  // fp32 without tensor cores (cuBLAS's SIMT kernels) instead of bf16
+  int batch = 1;      // > 1: one strided-batched launch of `batch` GEMMs (as the runtime's experts)
 };
 constexpr GemmSequence kSequences[] = {{"2 x 8192^3", 2, 8192, 8192, 8192},
                                        {"32 x 4096x2048x2048", 32, 4096, 2048, 2048},
@@ -113,7 +114,7 @@ constexpr int kThreads = 512;  // NCCL's CTA size on Hopper
 constexpr unsigned long long kBlockerNs = 2'000'000;
 constexpr long long kCopyBufferBytes = 6ll << 30;  // 66 CTAs (about 950 GB/s) for 3 x 1.4 ms
 constexpr long long kCopySizingBytes = 256ll << 20;
-constexpr long long kOperandElems = 32768ll * 2048;  // the largest operand of every sequence (8192^2 too)
+constexpr long long kOperandElems = 128ll << 20;  // elements of each operand buffer: any sequence's largest operand
 constexpr long long kL2FlushBytes = 512ll << 20;    // several times any GPU's L2
 
 struct Timing {  // microseconds after the first start event (the GEMMs' or the comm kernel's)
@@ -220,16 +221,26 @@ void Probe::launch_gemms(const GemmSequence& seq, int gemms) {
   const float alpha = 1.0f, beta = 0.0f;
   const cudaDataType_t type = seq.fp32 ? CUDA_R_32F : CUDA_R_16BF;
   const cublasComputeType_t compute = seq.fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
-  // Slices of the 8192^2-element operand buffers (bf16 elements; fp32 takes two each).
+  // Slices of the operand buffers (bf16 elements; fp32 takes two each); a batched launch takes
+  // `batch` consecutive slices, one per GEMM.
   const long long width = seq.fp32 ? 2 : 1, capacity = kOperandElems / width;
   const long long sizes[3] = {1ll * seq.m * seq.k, 1ll * seq.k * seq.n, 1ll * seq.m * seq.n};
   PROBE_CUDA(cudaEventRecord(gemms_start_, compute_));
   for (int i = 0; i < gemms; ++i) {
     __nv_bfloat16* ops[3] = {a_, b_, c_};
-    for (int o = 0; o < 3 && fresh_operands_; ++o) ops[o] += (i % (capacity / sizes[o])) * sizes[o] * width;
-    probe_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, seq.m, seq.n, seq.k, &alpha, ops[0], type, seq.m, ops[1],
-                              type, seq.k, &beta, ops[2], type, seq.m, compute, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx");
+    for (int o = 0; o < 3 && fresh_operands_; ++o) {
+      const long long slice = sizes[o] * seq.batch;
+      ops[o] += (i % (capacity / slice)) * slice * width;
+    }
+    if (seq.batch > 1)
+      probe_cublas(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, seq.m, seq.n, seq.k, &alpha, ops[0], type,
+                                              seq.m, sizes[0], ops[1], type, seq.k, sizes[1], &beta, ops[2], type, seq.m,
+                                              sizes[2], seq.batch, compute, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx");
+    else
+      probe_cublas(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, seq.m, seq.n, seq.k, &alpha, ops[0], type, seq.m,
+                                ops[1], type, seq.k, &beta, ops[2], type, seq.m, compute, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
   }
   PROBE_CUDA(cudaEventRecord(gemms_end_, compute_));
 }
@@ -430,7 +441,20 @@ constexpr GemmSequence kWaveSweep[] = {{"256x2048x2048", 0, 256, 2048, 2048},
                                        {"8192x2048x2048", 0, 8192, 2048, 2048},
                                        {"16384x2048x2048", 0, 16384, 2048, 2048},
                                        {"32768x2048x2048", 0, 32768, 2048, 2048}};
+// The --batched series: expert-sized GEMMs as one strided-batched launch of several experts (the
+// runtime's grouped GEMMs), beside the same GEMM launched alone: whether a batched kernel's
+// slowdown follows its whole output or one GEMM's.
+constexpr GemmSequence kBatchedSweep[] = {{"2048x768x2048", 0, 2048, 768, 2048},
+                                          {"4 x 2048x768x2048", 0, 2048, 768, 2048, false, 4},
+                                          {"8 x 2048x768x2048", 0, 2048, 768, 2048, false, 8},
+                                          {"16 x 1024x768x2048", 0, 1024, 768, 2048, false, 16},
+                                          {"1024x2048x7168", 0, 1024, 2048, 7168},
+                                          {"2 x 1024x2048x7168", 0, 1024, 2048, 7168, false, 2},
+                                          {"4 x 1024x2048x7168", 0, 1024, 2048, 7168, false, 4},
+                                          {"8 x 1024x2048x7168", 0, 1024, 2048, 7168, false, 8},
+                                          {"4 x 4096x2048x2048", 0, 4096, 2048, 2048, false, 4}};
 constexpr int kShapeCtas[] = {1, 8, 32};
+constexpr int kBatchedCtas[] = {8, 16, 32};
 constexpr int kWaveCtas[] = {1, 2, 4, 8, 16, 32, 64};
 constexpr double kShapeWindowUs = 400;  // the timed window: as many GEMMs of a shape as take this long
 
@@ -442,9 +466,9 @@ void probe_shape(Probe& probe, int reps, GemmSequence seq, const int (&cta_count
   const double one = median_of(probe, reps, seq, 1, nullptr, 0.0).gemms_end;
   const int gemms = std::clamp(static_cast<int>(kShapeWindowUs / std::max(one, 1.0)) + 1, 1, 256);
   const double alone = median_of(probe, reps, seq, gemms, nullptr, 0.0).gemms_end;
-  const double tflops = 2.0 * seq.m * seq.n * seq.k * gemms / (alone * 1e6);
+  const double tflops = 2.0 * seq.m * seq.n * seq.k * seq.batch * gemms / (alone * 1e6);
   char line[320];
-  int used = std::snprintf(line, sizeof line, "%-18s %6d %10.1f %8.1f", seq.name, gemms, alone / gemms, tflops);
+  int used = std::snprintf(line, sizeof line, "%-22s %6d %10.1f %8.1f", seq.name, gemms, alone / gemms, tflops);
   for (int ctas : cta_counts) {
     Probe::Comm hold;
     hold.copy = false;
@@ -461,18 +485,26 @@ void probe_shape(Probe& probe, int reps, GemmSequence seq, const int (&cta_count
 
 }  // namespace
 
-void run_sm_share_shapes(const SmShareOptions& options, bool waves, std::ostream& out) {
+void run_sm_share_shapes(const SmShareOptions& options, ShapeSweep sweep, std::ostream& out) {
   Probe probe(options.ordinal);
   probe.use_fresh_operands();
   out << "# " << probe.describe() << "\n# medians of " << options.repetitions
       << " runs; bf16 GEMMs (fp32 accumulate), each its own operands, L2 flushed before each run; speed beside a"
-         " hold kernel of each CTA count over speed alone (* : the hold ended before the GEMMs)\n"
-      << (waves ? "# shape (MxNxK)     gemms  us_per_gemm  TFLOP/s  hold1  hold2  hold4  hold8 hold16 hold32 hold64\n"
-                : "# shape (MxNxK)     gemms  us_per_gemm  TFLOP/s  hold1  hold8  hold32\n");
-  if (waves)
-    for (const GemmSequence& seq : kWaveSweep) probe_shape(probe, options.repetitions, seq, kWaveCtas, out);
-  else
-    for (const GemmSequence& seq : kShapeSweep) probe_shape(probe, options.repetitions, seq, kShapeCtas, out);
+         " hold kernel of each CTA count over speed alone (* : the hold ended before the GEMMs)\n";
+  switch (sweep) {
+    case ShapeSweep::kShapes:
+      out << "# shape (MxNxK)     gemms  us_per_gemm  TFLOP/s  hold1  hold8  hold32\n";
+      for (const GemmSequence& seq : kShapeSweep) probe_shape(probe, options.repetitions, seq, kShapeCtas, out);
+      break;
+    case ShapeSweep::kWaves:
+      out << "# shape (MxNxK)     gemms  us_per_gemm  TFLOP/s  hold1  hold2  hold4  hold8 hold16 hold32 hold64\n";
+      for (const GemmSequence& seq : kWaveSweep) probe_shape(probe, options.repetitions, seq, kWaveCtas, out);
+      break;
+    case ShapeSweep::kBatched:
+      out << "# launch (batch x MxNxK)  launches  us_per_launch  TFLOP/s  hold8 hold16 hold32\n";
+      for (const GemmSequence& seq : kBatchedSweep) probe_shape(probe, options.repetitions, seq, kBatchedCtas, out);
+      break;
+  }
 }
 
 void run_sm_share_factors(const SmShareOptions& options, std::ostream& out) {

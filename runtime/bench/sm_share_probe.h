@@ -50,8 +50,10 @@ void run_sm_share_factors(const SmShareOptions& options, std::ostream& out);
 // The computation cell by GEMM shape: bf16 GEMMs from tens of output tiles to tens of thousands,
 // and from 512 to 16,384 deep, each beside a hold kernel of 1, 8 and 32 CTAs (why expert-sized
 // GEMMs keep about half their speed beside a communication kernel and an 8192^3 one 0.72-0.88).
-// One row per shape. With `waves`, one shape's tiles doubled from one per CTA to about sixteen
-// beside holds of 1 to 64 CTAs instead (M from 256 to 32,768). Throws as run_sm_share_probe.
-void run_sm_share_shapes(const SmShareOptions& options, bool waves, std::ostream& out);
+// One row per shape. kWaves: one shape's tiles doubled from one per CTA to about sixteen beside
+// holds of 1 to 64 CTAs instead (M from 256 to 32,768); kBatched: expert-sized GEMMs as one
+// strided-batched launch of 2-16 of them beside the same GEMM alone. Throws as run_sm_share_probe.
+enum class ShapeSweep { kShapes, kWaves, kBatched };
+void run_sm_share_shapes(const SmShareOptions& options, ShapeSweep sweep, std::ostream& out);
 
 }  // namespace moesim::runtime
