@@ -112,7 +112,8 @@ inline double gemm_interference_factor(const InterferenceTable& table, StreamCla
     return cell;
   const double by_size = gemm_with_communication(table.gemm_with_communication, outputs_per_sm);
   if (column == kComm) return by_size;
-  return by_size * cell / row[static_cast<std::size_t>(kComm)];
+  // A node whose with_all cell is above its with_communication one must not speed a GEMM up.
+  return std::min(1.0, by_size * cell / row[static_cast<std::size_t>(kComm)]);
 }
 
 // The factor of a task spanning `ranks` (a collective): its slowest member's.

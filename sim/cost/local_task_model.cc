@@ -17,10 +17,14 @@ bool LocalTaskModel::handles(const Task& task) const { return !task.is_collectiv
 double LocalTaskModel::factor(const Task& task, const Concurrency& concurrency) const {
   const InterferenceTable& table = cluster_.node.interference;
   const auto* gemm = std::get_if<GemmWork>(&task.work);
-  // A GEMM's output elements per SM pick its cell from the node's GEMM-size table (a GPU file
-  // always gives sm_count >= 1).
+  // A tensor-core GEMM's output elements per SM pick its cell from the node's GEMM-size table (a
+  // GPU file always gives sm_count >= 1). Measured on bf16 kernels; tf32, fp16 and fp8 take it as
+  // cuBLAS runs them as the same persistent kernels of one CTA per SM (not measured). fp32 without
+  // tensor cores runs other kernels and keeps the cell. On a loopback node the size is one virtual
+  // rank's GEMM over the whole GPU's SMs (a simplification: they share them).
+  const bool sized = gemm != nullptr && gemm->dtype != DType::kFp32;
   const double interference =
-      gemm != nullptr && !table.gemm_with_communication.empty()
+      sized && !table.gemm_with_communication.empty()
           ? gemm_interference_factor(table, task.stream, task.rank, concurrency,
                                      static_cast<double>(gemm->batch) * static_cast<double>(gemm->m) *
                                          static_cast<double>(gemm->n) / cluster_.node.gpu.sm_count)

@@ -60,5 +60,39 @@ TEST(LocalTaskModel, RateFollowsConcurrency) {
   EXPECT_EQ(done, std::vector<TaskIndex>{i});
 }
 
+// Beside communication a tensor-core GEMM reads the node's GEMM-size table at batch x m x n /
+// sm_count output elements per SM, a fp32 GEMM (no tensor cores) and a host task keep the cell.
+// 4 x 108 x 100 outputs over 108 SMs: 400 per SM, between rows 100 (0.5) and 1600 (0.9): 0.7.
+TEST(LocalTaskModel, TensorCoreGemmsBesideCommunicationGoBySize) {
+  ClusterSpec c = one_gpu();
+  c.node.gpu.peak_flops[DType::kBf16] = 1e12;
+  c.node.interference.gemm_with_communication = {{100, 0.5}, {1600, 0.9}};
+  const double cell = c.node.interference.factors[1][0];  // computation with communication: 0.96
+  TaskGraph g(1, {0});
+  const auto add = [&](const char* id, Work work) {
+    Task t;
+    t.id = id;
+    t.stream = StreamClass::kCompute;
+    t.work = work;
+    return g.add_task(t);
+  };
+  const TaskIndex bf16 = add("bf16", GemmWork{4, 108, 100, 64, DType::kBf16, 2});
+  const TaskIndex fp32 = add("fp32", GemmWork{4, 108, 100, 64, DType::kFp32, 4});
+  const TaskIndex host = add("host", HostWork{1000});
+  LocalTaskModel m(g, c);
+  Concurrency busy(1);
+  busy.add(0, StreamClass::kCompute, 1);
+  busy.add(0, StreamClass::kCommDispatch, 1);
+  const auto finish_at = [&](TaskIndex i) {
+    LocalTaskModel alone(g, c);
+    alone.start(i, 0, busy);
+    return alone.next_completion();
+  };
+  const auto isolated = [&](TaskIndex i) { return static_cast<double>(m.cost().isolated_duration(g.task(i))); };
+  EXPECT_NEAR(static_cast<double>(finish_at(bf16)), isolated(bf16) / 0.7, 1.0);
+  EXPECT_NEAR(static_cast<double>(finish_at(fp32)), isolated(fp32) / cell, 1.0);
+  EXPECT_NEAR(static_cast<double>(finish_at(host)), 1000 / cell, 1.0);
+}
+
 }  // namespace
 }  // namespace moesim

@@ -134,6 +134,11 @@ TEST(Interference, GemmSizeTableLeavesOtherColumnsAndRowsAlone) {
   busy.add(0, SC::kCommDispatch, 1);
   busy.add(0, SC::kCompute, 1);
   EXPECT_EQ(gemm_interference_factor(t, SC::kCommDispatch, 0, busy, 2000), cell(t, IC::kCommunication, 1));
+  // A with_all cell above with_communication does not speed the GEMM up.
+  InterferenceTable odd = table_with_gemm_sizes();
+  odd.factors[1][3] = 1.0;
+  odd.factors[1][0] = 0.5;
+  EXPECT_EQ(gemm_factor_with(odd, 16000, {SC::kCommDispatch, SC::kCopyD2H}), 1.0);
   // Without a table a GEMM takes the cell.
   EXPECT_EQ(gemm_factor_with(distinct_table(), 2000, {SC::kCommDispatch}), cell(t, IC::kComputation, 0));
 }

@@ -2,8 +2,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim/cost/interference.h"
-
 #include <filesystem>
 #include <string>
 #include <vector>
