@@ -282,16 +282,18 @@ void add_graph(CLI::App& app, GraphArgs& g) {
   g.check_cmd->add_option("file", g.check_path, "graph JSON written by `moesim graph export`")->required();
 }
 
-// `moesim validate published`, `steps`, `layers` and `calibration`.
+// `moesim validate published`, `steps`, `layers`, `calibration` and `interference`.
 struct ValidateCommands {
   ValidatePublishedArgs published_args;
   ValidateStepsArgs steps_args;
   ValidateLayersArgs layers_args;
   ValidateCalibrationArgs calibration_args;
+  ValidateInterferenceArgs interference_args;
   CLI::App* published = nullptr;
   CLI::App* steps = nullptr;
   CLI::App* layers = nullptr;
   CLI::App* calibration = nullptr;
+  CLI::App* interference = nullptr;
 };
 
 void add_validate(CLI::App& app, ValidateCommands& v) {
@@ -322,6 +324,16 @@ void add_validate(CLI::App& app, ValidateCommands& v) {
                             "node, cluster or GPU YAML or bundled preset name, without a calibration of its own")
       ->required();
   v.calibration->add_option("--csv", v.calibration_args.csv_path, "write one row per point ('-' for stdout)");
+  v.interference = validate_cmd->add_subcommand(
+      "interference", "GEMMs measured beside a communication kernel (moesim_sm_share_probe) against a node's "
+                      "GEMM-size interference table and its single cell (docs/validation.md)");
+  v.interference->add_option("--hardware", v.interference_args.hardware_path,
+                             "node or cluster YAML or bundled preset name with interference.gemm_with_communication")
+      ->required();
+  v.interference->add_option("--probe", v.interference_args.probe_paths,
+                             "output of moesim_sm_share_probe --shapes, --waves or --batched (repeatable)")
+      ->required();
+  v.interference->add_option("--csv", v.interference_args.csv_path, "write one row per shape ('-' for stdout)");
 }
 
 CLI::App* add_presets(CLI::App& app, PresetsArgs& a) {
@@ -469,6 +481,7 @@ int main_impl(int argc, char** argv) {
   if (validate.steps->parsed()) return run_validate_steps(validate.steps_args);
   if (validate.layers->parsed()) return run_validate_layers(validate.layers_args);
   if (validate.calibration->parsed()) return run_validate_calibration(validate.calibration_args);
+  if (validate.interference->parsed()) return run_validate_interference(validate.interference_args);
   if (presets->parsed()) return run_presets(presets_args, std::cout);
   if (model_cmd->parsed()) return run_model(model_args, std::cout);
   if (cost_models_cmd->parsed()) return run_cost_models(cost_models_args, std::cout);

@@ -12,6 +12,7 @@
 #include "sim/spec/presets.h"
 #include "sim/spec/loader.h"
 #include "validate/calibration_replay.h"
+#include "validate/interference_replay.h"
 #include "validate/layer_replay.h"
 #include "validate/published_replay.h"
 #include "validate/step_replay.h"
@@ -42,6 +43,18 @@ int print_reports(const std::vector<Report>& reports, const std::string& csv_pat
   if (!csv_path.empty()) {
     std::ostringstream csv;
     write_csv(reports, csv);
+    write_output("--csv", csv_path, csv.str());
+  }
+  return 0;
+}
+
+// One report on stdout unless --csv is "-", and --csv's rows.
+template <typename Report, typename Print, typename WriteCsv>
+int print_report(const Report& report, const std::string& csv_path, Print print, WriteCsv write_csv) {
+  if (csv_path != "-") print(report, std::cout);
+  if (!csv_path.empty()) {
+    std::ostringstream csv;
+    write_csv(report, csv);
     write_output("--csv", csv_path, csv.str());
   }
   return 0;
@@ -136,15 +149,22 @@ int run_validate_published(const ValidatePublishedArgs& a) {
 int run_validate_calibration(const ValidateCalibrationArgs& a) {
   check_outputs({{"--csv", a.csv_path}});
   const CalibrationSpec calibration = load_calibration(a.calibration_path);
-  const ClusterSpec datasheet = load_hardware_spec(a.hardware_path);
-  const validate::CalibrationReplay replay = validate::replay_calibration_gemms(calibration, datasheet);
-  if (a.csv_path != "-") validate::print_calibration_replay(replay, std::cout);
-  if (!a.csv_path.empty()) {
-    std::ostringstream csv;
-    validate::write_calibration_replay_csv(replay, csv);
-    write_output("--csv", a.csv_path, csv.str());
+  const ClusterSpec datasheet = load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"));
+  return print_report(validate::replay_calibration_gemms(calibration, datasheet), a.csv_path,
+                      validate::print_calibration_replay, validate::write_calibration_replay_csv);
+}
+
+int run_validate_interference(const ValidateInterferenceArgs& a) {
+  check_outputs({{"--csv", a.csv_path}});
+  const ClusterSpec node = load_hardware_spec(resolve_hardware_arg(a.hardware_path, "--hardware"));
+  // Every file is read before anything is printed: bad data leaves no half report.
+  std::vector<validate::ProbeShape> shapes;
+  for (const std::string& path : a.probe_paths) {
+    std::vector<validate::ProbeShape> more = validate::read_probe_shapes(path);
+    shapes.insert(shapes.end(), more.begin(), more.end());
   }
-  return 0;
+  return print_report(validate::replay_interference(shapes, node), a.csv_path, validate::print_interference_replay,
+                      validate::write_interference_replay_csv);
 }
 
 }  // namespace moesim::cli

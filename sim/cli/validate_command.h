@@ -8,6 +8,7 @@
 #include "sim/cli/run_option_flags.h"
 
 #include <string>
+#include <vector>
 
 namespace moesim::cli {
 
@@ -52,5 +53,15 @@ struct ValidateCalibrationArgs {
 };
 
 int run_validate_calibration(const ValidateCalibrationArgs& args);
+
+// `moesim validate interference`: GEMMs measured beside a communication kernel
+// (moesim_sm_share_probe's output files) against a node's interference model.
+struct ValidateInterferenceArgs {
+  std::string hardware_path;             // a node (or cluster) with a GEMM-size table
+  std::vector<std::string> probe_paths;  // moesim_sm_share_probe --shapes / --waves / --batched output
+  std::string csv_path;                  // one row per shape ("-" for stdout)
+};
+
+int run_validate_interference(const ValidateInterferenceArgs& args);
 
 }  // namespace moesim::cli
