@@ -458,6 +458,14 @@ StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l
   StageActivations out;
   const PipelineShape shape{p.stages, p.virtual_stages, p.microbatches};
   const int stage_chunks = chunks_per_stage(p.schedule, shape);
+  // A split backward holds what recomputation re-creates from the B pass to the W pass.
+  const bool held_to_w = p.schedule == PipelineSchedule::kZeroBubbleH1 || p.schedule == PipelineSchedule::kDualPipe ||
+                         p.schedule == PipelineSchedule::kDualPipeV;
+  const auto add_layer = [&](std::int64_t& bytes, const LayerActivations& a) {
+    bytes += a.kept_bytes;
+    if (held_to_w) bytes += a.recompute_bytes;
+    else out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
+  };
   std::vector<std::int64_t> chunk_bytes(static_cast<std::size_t>(stage_chunks));
   for (int c = 0; c < stage_chunks; ++c) {
     // Interleaved: chunk c of stage s holds model part c p + s; DualPipe's chunk 1 part p - 1 - s,
@@ -465,18 +473,14 @@ StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l
     const int part = model_part(p.schedule, shape, stage, c);
     std::int64_t& bytes = chunk_bytes[static_cast<std::size_t>(c)];
     for (int layer = starts[static_cast<std::size_t>(part)]; layer < starts[static_cast<std::size_t>(part) + 1];
-         ++layer) {
-      const LayerActivations a = layer_activations(m, l, ep, layer);
-      bytes += a.kept_bytes;
-      out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
-    }
+         ++layer)
+      add_layer(bytes, layer_activations(m, l, ep, layer));
     if (part == 0) bytes += embedding_activations(m, l);
     if (part == parts - 1) {
       bytes += output_activations(m, l);
       for (int i = 0; i < m.architecture.mtp_depth; ++i) {
-        const LayerActivations a = layer_activations(m, l, ep, m.num_layers - 1);
-        bytes += a.kept_bytes + mtp_activations(m, l);
-        out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
+        add_layer(bytes, layer_activations(m, l, ep, m.num_layers - 1));
+        bytes += mtp_activations(m, l);
       }
     }
   }

@@ -165,8 +165,11 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
     if (spec_.recompute == Recompute::kFull) layer_.forward(chain, l, some(recomputed_[i]), "recompute.");
     if (spec_.recompute == Recompute::kSelective)
       layer_.recompute_modules(chain, l, spec_.recompute_modules, some(recomputed_[i]));
-    if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
   }
+  // What recomputation re-created before the input-gradient pass is read by the weight-gradient
+  // pass too: a split backward (ZB-H1, DualPipe) keeps it until its W pass ends, and frees it
+  // there with the kept tensors, as zero-bubble schedules that recompute must.
+  if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathers.ids());
   if (bpart != BackwardPart::kWeight) gathered(chain, gathers, first);
   if (!spec_.overlap_grad_reduce) note_rest_grads(chain.stage, first);

@@ -193,17 +193,12 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   check_dispatcher(model, shape, spec);
   check_moe_strategy(model, spec);
   check_recompute_modules(model, spec);
-  check_split_backward(shape, spec);
+  check_dualpipe_zero(shape, spec);
   check_moe_ep_overlap(model, shape, spec);
   return shape;
 }
 
-void check_split_backward(const StepShape& shape, const StepSpec& spec) {
-  // ZB-H1 splits every backward, DualPipe and DualPipeV some: a split one's W would need what recomputation
-  // re-created for its B kept alive until then.
-  const bool splits_backward = shape.schedule == PipelineSchedule::kZeroBubbleH1 ||
-                               shape.schedule == PipelineSchedule::kDualPipe ||
-                               shape.schedule == PipelineSchedule::kDualPipeV;
+void check_dualpipe_zero(const StepShape& shape, const StepSpec& spec) {
   // Each stage's per-layer weight all-gathers would run over both mirror stages' shards: not modelled.
   require(shape.schedule != PipelineSchedule::kDualPipe || spec.zero_stage != 3,
           "--schedule dualpipe with --zero 3: ZeRO-3's per-layer weight gathers over the two copies of each model "
@@ -212,11 +207,6 @@ void check_split_backward(const StepShape& shape, const StepSpec& spec) {
   require(shape.schedule != PipelineSchedule::kDualPipeV || spec.zero_stage != 3,
           "--schedule dualpipev with --zero 3: ZeRO-3's per-layer weight gathers inside the overlapped forward and "
           "backward pairs are not modelled; use --zero 0, 1 or 2");
-  require(!splits_backward || spec.recompute == Recompute::kNone,
-          "--schedule " + std::string(to_string(shape.schedule)) + " with --recompute " +
-              std::string(to_string(spec.recompute)) +
-              ": the weight-gradient pass needs the activations recomputation re-creates for the input gradient "
-              "pass; use --recompute none");
 }
 
 std::vector<std::vector<PipeAction>> step_programs(const StepShape& shape, const StepSpec& spec) {

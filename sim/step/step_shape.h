@@ -98,9 +98,9 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
 // --strategy s1-s4 (StepSpec::moe_strategy): a model with MoE layers and no full recomputation.
 // Throws InputError naming --strategy.
 void check_moe_strategy(const ModelSpec& model, const StepSpec& spec);
-// ZB-H1, DualPipe and DualPipeV (split backward passes): no recomputation; the DualPipes not with ZeRO 3. Throws
-// InputError naming --schedule.
-void check_split_backward(const StepShape& shape, const StepSpec& spec);
+// DualPipe and DualPipeV not with ZeRO 3 (their weight gathers are not modelled). Throws InputError naming
+// --schedule.
+void check_dualpipe_zero(const StepShape& shape, const StepSpec& spec);
 // Selective recomputation's modules must drop something of the model: moe_act needs MoE layers,
 // layernorm a norm that is a module of its own (recomputable_norms). InputError naming
 // --recompute-modules.

@@ -132,13 +132,14 @@ TEST(LayoutPlanner, ClosedFormPeakCoversZeroTwoAndThreesWholeTensors) {
 }
 
 // --schedules: each listed schedule with vpp 1 and pp > 1, interleaved only if listed, pp 1 once
-// (no pipeline); the step's rules reject split backward passes with recomputation, by name.
+// (no pipeline); split backward passes are tried with recomputation too.
 TEST(LayoutPlanner, TriesTheRequestedPipelineSchedules) {
   LayoutRequest r = tiny(8, 16);
   r.schedules = {PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kOneFOneB, PipelineSchedule::kDualPipe,
                  PipelineSchedule::kGpipe};
   const LayoutEnumeration e = enumerate_layouts(r);
   std::set<PipelineSchedule> seen;
+  bool split_with_recompute = false;
   for (const LayoutCandidate& c : e.fitting) {
     EXPECT_EQ(c.spec.layout.vpp, 1) << key(c.spec);  // interleaved not listed
     if (c.spec.layout.pp == 1) {
@@ -147,15 +148,12 @@ TEST(LayoutPlanner, TriesTheRequestedPipelineSchedules) {
     }
     ASSERT_TRUE(c.spec.schedule.has_value()) << key(c.spec);
     seen.insert(*c.spec.schedule);
-    if (*c.spec.schedule == PipelineSchedule::kZeroBubbleH1 || *c.spec.schedule == PipelineSchedule::kDualPipe) {
-      EXPECT_EQ(c.spec.recompute, Recompute::kNone) << key(c.spec);
-    }
+    if (*c.spec.schedule == PipelineSchedule::kZeroBubbleH1 || *c.spec.schedule == PipelineSchedule::kDualPipe)
+      split_with_recompute = split_with_recompute || c.spec.recompute != Recompute::kNone;
   }
   EXPECT_EQ(seen, (std::set<PipelineSchedule>{PipelineSchedule::kOneFOneB, PipelineSchedule::kGpipe,
                                               PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe}));
-  EXPECT_GT(count_of(e, "--schedule zb-h1 with --recompute full: the weight-gradient pass needs the activations "
-                        "recomputation re-creates for the input gradient pass; use --recompute none"),
-            0);
+  EXPECT_TRUE(split_with_recompute);
   const LayoutPlan plan = plan_layouts(r);
   ASSERT_FALSE(plan.simulated.empty());
   for (const PlannedLayout& p : plan.simulated) {

@@ -42,8 +42,8 @@ TEST(DualPipeStep, RefusesEachRuleNamingTheFlag) {
   s.layout.vpp = 2;
   EXPECT_THAT(error_of(s), ::testing::HasSubstr("virtual_stages must be 1 (got 2)"));
   s = dualpipe_step();
-  s.recompute = Recompute::kFull;
-  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--schedule dualpipe with --recompute full"));
+  s.recompute = Recompute::kFull;  // allowed: what it re-creates lives until the W pass
+  EXPECT_EQ(error_of(s), "");
   s = dualpipe_step();
   s.zero_stage = 3;
   EXPECT_THAT(error_of(s), ::testing::HasSubstr("--schedule dualpipe with --zero 3"));

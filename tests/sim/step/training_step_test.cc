@@ -62,10 +62,6 @@ TEST(TrainingStepLayout, RefusesEachRuleNamingTheFlag) {
   s.layout.ep = 2;
   EXPECT_THAT(error_of(s), ::testing::HasSubstr("--ep 2 needs a model with MoE layers"));
   s = small_step();
-  s.schedule = PipelineSchedule::kZeroBubbleH1;
-  s.recompute = Recompute::kFull;
-  EXPECT_THAT(error_of(s), ::testing::HasSubstr("--schedule zb-h1 with --recompute full"));
-  s = small_step();
   s.schedule = PipelineSchedule::kInterleaved;
   EXPECT_THAT(error_of(s), ::testing::HasSubstr("--schedule interleaved: "));
   s = small_step();
