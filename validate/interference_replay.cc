@@ -4,11 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <ostream>
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "sim/cost/interference.h"
 
 namespace moesim::validate {
@@ -16,6 +16,7 @@ namespace {
 
 // The held SMs the GEMM-size table stands for (the medians of the 8-, 16- and 32-CTA columns).
 constexpr int kMinCtas = 8, kMaxCtas = 32;
+constexpr std::uintmax_t kMaxProbeBytes = 4u << 20;  // a probe prints a few kB
 
 [[noreturn]] void fail(const std::string& path, int line, const std::string& rule) {
   throw InputError(path + ":" + std::to_string(line) + ": " + rule);
@@ -56,12 +57,15 @@ void read_mnk(const std::string& path, int line, const std::string& text, ProbeS
   s.k = dimension(path, line, text.substr(x2 + 1));
 }
 
-// The hold columns a header line names (`hold8`), or none.
-std::vector<int> hold_columns(const std::vector<std::string>& words) {
+// The hold columns a header line names (`hold8`: 1 to 1024 CTAs), or none.
+std::vector<int> hold_columns(const std::string& path, int line, const std::vector<std::string>& words) {
   std::vector<int> ctas;
-  for (const std::string& w : words)
-    if (w.rfind("hold", 0) == 0 && w.size() > 4 && w.find_first_not_of("0123456789", 4) == std::string::npos)
-      ctas.push_back(std::atoi(w.c_str() + 4));
+  for (const std::string& w : words) {
+    if (w.rfind("hold", 0) != 0 || w.size() <= 4 || w.find_first_not_of("0123456789", 4) != std::string::npos) continue;
+    if (w.size() > 8 || std::stoi(w.substr(4)) < 1 || std::stoi(w.substr(4)) > 1024)
+      fail(path, line, "a hold column names 1 to 1024 CTAs, got '" + w + "'");
+    ctas.push_back(std::stoi(w.substr(4)));
+  }
   return ctas;
 }
 
@@ -100,17 +104,20 @@ double median(std::vector<double> v) {
 }  // namespace
 
 std::vector<ProbeShape> read_probe_shapes(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the probe output (moesim_sm_share_probe --shapes, --waves or --batched)");
+  std::istringstream in(read_input_file(path, kMaxProbeBytes, "probe output (moesim_sm_share_probe)"));
   std::vector<ProbeShape> shapes;
   std::vector<int> ctas;
   int line = 0;
   for (std::string text; std::getline(in, text);) {
     ++line;
     const std::vector<std::string> w = words_of(text);
-    if (w.empty() || w[0].rfind("rc=", 0) == 0) continue;
+    if (w.empty()) continue;
+    if (w[0].rfind("rc=", 0) == 0) {  // the exit code the session scripts append
+      if (w[0] != "rc=0") fail(path, line, "the probe exited with " + w[0] + ": its output is not a measurement");
+      continue;
+    }
     if (w[0][0] == '#') {
-      if (std::vector<int> c = hold_columns(w); !c.empty()) ctas = c;
+      if (std::vector<int> c = hold_columns(path, line, w); !c.empty()) ctas = c;
       continue;
     }
     if (ctas.empty()) fail(path, line, "a data line before the header naming the hold columns (# ... hold8 hold32)");
@@ -188,16 +195,22 @@ void print_interference_replay(const InterferenceReplay& r, std::ostream& out) {
   print_summary(r, out);
 }
 
+// A CSV text cell: quoted, its quotes doubled, when it holds a comma, a quote or a line break.
+std::string csv_text(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 void write_interference_replay_csv(const InterferenceReplay& r, std::ostream& out) {
   out << "node,file,line,shape,batch,m,n,k,outputs_per_sm,measured,measured_min,measured_max,table,cell\n";
   for (const InterferencePoint& p : r.points) {
-    char text[400];
-    std::snprintf(text, sizeof text, "%s,%s,%d,%s,%lld,%lld,%lld,%lld,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f\n", r.node.c_str(),
-                  p.shape.file.c_str(), p.shape.line, p.shape.name.c_str(), static_cast<long long>(p.shape.batch),
-                  static_cast<long long>(p.shape.m), static_cast<long long>(p.shape.n),
-                  static_cast<long long>(p.shape.k), p.outputs_per_sm, p.measured, p.measured_min, p.measured_max,
-                  p.table, p.cell);
-    out << text;
+    char numbers[200];
+    std::snprintf(numbers, sizeof numbers, "%.1f,%.4f,%.4f,%.4f,%.4f,%.4f", p.outputs_per_sm, p.measured,
+                  p.measured_min, p.measured_max, p.table, p.cell);
+    out << csv_text(r.node) << ',' << csv_text(p.shape.file) << ',' << p.shape.line << ',' << csv_text(p.shape.name)
+        << ',' << p.shape.batch << ',' << p.shape.m << ',' << p.shape.n << ',' << p.shape.k << ',' << numbers << '\n';
   }
 }
 

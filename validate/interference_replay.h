@@ -27,11 +27,12 @@ struct ProbeShape {
   std::vector<double> factors;  // one per column
 };
 
-// Reads a probe output file: `#` lines (one names the hold columns: `hold1 hold8 hold32`), data
-// lines `<shape> <gemms> <us> <TFLOP/s> <factor>...` (a factor may end in `*`: that hold ended
-// first; it is kept), `rc=N` lines. Throws InputError naming the file, line and rule for a file
-// that cannot be read, a data line before the header, a malformed shape or number, a factor
-// outside (0, 2], or a count of factors other than the header's.
+// Reads a probe output file (a regular file of at most 4 MiB): `#` lines (one names the hold
+// columns: `hold1 hold8 hold32`), data lines `<shape> <gemms> <us> <TFLOP/s> <factor>...` (a
+// factor may end in `*`: that hold ended first; it is kept), `rc=0` lines. Throws InputError naming
+// the file, line and rule for a file that cannot be read, a data line before the header, a
+// malformed shape or number, a factor outside (0, 2], a count of factors other than the header's,
+// a hold column outside 1 to 1024 CTAs, or an `rc=N` other than 0 (the probe failed).
 std::vector<ProbeShape> read_probe_shapes(const std::string& path);
 
 struct InterferencePoint {

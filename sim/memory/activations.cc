@@ -1,7 +1,7 @@
 #include "sim/memory/activations.h"
 
 #include <algorithm>
-#include <set>
+#include <map>
 #include <utility>
 #include <string>
 #include <vector>
@@ -359,27 +359,50 @@ std::vector<int> part_starts(const ModelSpec& m, const PipelineLayout& p) {
 // its peak, from F to B, or to W when the backward is split: DualPipe's two directions interleave
 // irregularly, and ZB-H1's deferred W passes keep up to min(p, m) microbatches on every stage
 // (the step keeps a layer's activations whole until its W; Qi et al. count only what W reads).
-std::vector<int> program_peak_chunks(const PipelineLayout& p, int stage) {
+// Per chunk of a stage: what a microbatch keeps in it from its forward to its last backward pass,
+// and what recomputation re-creates in it (a split backward holds that from the B pass to the W).
+struct ChunkBytes {
+  std::vector<std::int64_t> kept, recomputed;
+};
+
+struct ProgramPeak {
+  std::int64_t bytes = 0;
+  std::int64_t in_flight = 0;
+};
+
+bool program_schedule(PipelineSchedule s) {
+  return s == PipelineSchedule::kDualPipe || s == PipelineSchedule::kDualPipeV || s == PipelineSchedule::kZeroBubbleH1;
+}
+
+// The stage's program walked pass by pass: each (microbatch, chunk) holds its kept bytes from its
+// forward to its last backward pass (W where split), and from its input-gradient pass to its W
+// pass also what recomputation re-created; the largest sum, and the passes in flight then.
+ProgramPeak program_peak(const PipelineLayout& p, int stage, const ChunkBytes& bytes) {
   const PipelineShape shape{p.stages, p.virtual_stages, p.microbatches};
   const auto program = stage_programs(p.schedule, shape)[static_cast<std::size_t>(stage)];
-  std::set<std::pair<int, int>> live;
-  std::vector<int> peak;
+  std::map<std::pair<int, int>, bool> live;  // (microbatch, chunk) -> past its input-gradient pass
+  ProgramPeak peak;
   for (const PipeAction& a : program) {
-    if (a.work == PipeWork::kForward) live.insert({a.microbatch, a.chunk});
-    if (a.work == PipeWork::kBackward || a.work == PipeWork::kBackwardWeight) live.erase({a.microbatch, a.chunk});
-    if (live.size() <= peak.size()) continue;
-    peak.clear();
-    for (const auto& held : live) peak.push_back(held.second);
+    const std::pair<int, int> key{a.microbatch, a.chunk};
+    if (a.work == PipeWork::kForward) live[key] = false;
+    if (a.work == PipeWork::kBackwardInput) live[key] = true;
+    if (a.work == PipeWork::kBackward || a.work == PipeWork::kBackwardWeight) live.erase(key);
+    std::int64_t held = 0;
+    for (const auto& [mc, recomputed] : live) {
+      const auto c = static_cast<std::size_t>(mc.second);
+      held += bytes.kept[c] + (recomputed ? bytes.recomputed[c] : 0);
+    }
+    if (held <= peak.bytes) continue;
+    peak.bytes = held;
+    peak.in_flight = static_cast<std::int64_t>(live.size());
   }
   return peak;
 }
 
 // The passes in flight at the stage's peak, in the order they started; each entry is the chunk it
 // runs through.
+// Not for the program schedules (program_peak).
 std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
-  if (p.schedule == PipelineSchedule::kDualPipe || p.schedule == PipelineSchedule::kDualPipeV ||
-      p.schedule == PipelineSchedule::kZeroBubbleH1)
-    return program_peak_chunks(p, stage);
   const std::int64_t m = p.microbatches;
   std::int64_t passes = 0;
   switch (p.schedule) {
@@ -395,7 +418,7 @@ std::vector<int> in_flight_chunks(const PipelineLayout& p, int stage) {
       break;
     case PipelineSchedule::kZeroBubbleH1:
     case PipelineSchedule::kDualPipe:
-    case PipelineSchedule::kDualPipeV: break;  // program_peak_chunks
+    case PipelineSchedule::kDualPipeV: break;  // program_peak
   }
   if (p.combined_1f1b) {
     const std::int64_t all = m * (p.schedule == PipelineSchedule::kInterleaved ? p.virtual_stages : 1);
@@ -458,34 +481,41 @@ StageActivations stage_activations(const ModelSpec& m, const ActivationLayout& l
   StageActivations out;
   const PipelineShape shape{p.stages, p.virtual_stages, p.microbatches};
   const int stage_chunks = chunks_per_stage(p.schedule, shape);
-  // A split backward holds what recomputation re-creates from the B pass to the W pass.
-  const bool held_to_w = p.schedule == PipelineSchedule::kZeroBubbleH1 || p.schedule == PipelineSchedule::kDualPipe ||
-                         p.schedule == PipelineSchedule::kDualPipeV;
-  const auto add_layer = [&](std::int64_t& bytes, const LayerActivations& a) {
-    bytes += a.kept_bytes;
-    if (held_to_w) bytes += a.recompute_bytes;
-    else out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
+  // A split backward holds what recomputation re-creates from its B pass to its W pass: the
+  // program schedules count it per chunk; one layer's is the transient of a whole backward.
+  const bool program = program_schedule(p.schedule);
+  ChunkBytes chunk{std::vector<std::int64_t>(static_cast<std::size_t>(stage_chunks)),
+                   std::vector<std::int64_t>(static_cast<std::size_t>(stage_chunks))};
+  const auto add_layer = [&](std::size_t c, const LayerActivations& a) {
+    chunk.kept[c] += a.kept_bytes;
+    chunk.recomputed[c] += a.recompute_bytes;
+    out.recompute_bytes = std::max(out.recompute_bytes, a.recompute_bytes);
   };
-  std::vector<std::int64_t> chunk_bytes(static_cast<std::size_t>(stage_chunks));
   for (int c = 0; c < stage_chunks; ++c) {
     // Interleaved: chunk c of stage s holds model part c p + s; DualPipe's chunk 1 part p - 1 - s,
     // DualPipeV's 2p - 1 - s (sim/schedule/pipeline_schedule.h).
     const int part = model_part(p.schedule, shape, stage, c);
-    std::int64_t& bytes = chunk_bytes[static_cast<std::size_t>(c)];
+    const auto ci = static_cast<std::size_t>(c);
     for (int layer = starts[static_cast<std::size_t>(part)]; layer < starts[static_cast<std::size_t>(part) + 1];
          ++layer)
-      add_layer(bytes, layer_activations(m, l, ep, layer));
-    if (part == 0) bytes += embedding_activations(m, l);
+      add_layer(ci, layer_activations(m, l, ep, layer));
+    if (part == 0) chunk.kept[ci] += embedding_activations(m, l);
     if (part == parts - 1) {
-      bytes += output_activations(m, l);
+      chunk.kept[ci] += output_activations(m, l);
       for (int i = 0; i < m.architecture.mtp_depth; ++i) {
-        add_layer(bytes, layer_activations(m, l, ep, m.num_layers - 1));
-        bytes += mtp_activations(m, l);
+        add_layer(ci, layer_activations(m, l, ep, m.num_layers - 1));
+        chunk.kept[ci] += mtp_activations(m, l);
       }
     }
   }
+  if (program) {
+    const ProgramPeak peak = program_peak(p, stage, chunk);
+    out.kept_bytes = peak.bytes;
+    out.in_flight = peak.in_flight;
+    return out;
+  }
   const std::vector<int> chunks = in_flight_chunks(p, stage);
-  for (int c : chunks) out.kept_bytes += chunk_bytes[static_cast<std::size_t>(c)];
+  for (int c : chunks) out.kept_bytes += chunk.kept[static_cast<std::size_t>(c)];
   out.in_flight = static_cast<std::int64_t>(chunks.size());
   return out;
 }

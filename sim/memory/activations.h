@@ -143,10 +143,11 @@ struct StageActivations {
 //     every pass): the extra warmup forward keeps the schedule's count before the first pair, whose
 //     forward allocates while the backward launched with it frees (interleaved with it, so the
 //     simulated peak stays below this bound, by up to a pass less a few layers);
-//   - recomputation with a split backward (ZB-H1, DualPipe, DualPipeV): what recomputation
-//     re-creates before a B pass lives until that microbatch's W pass, so every in-flight chunk
-//     counts its layers' recompute bytes too (an upper bound: not every in-flight microbatch is
-//     between its B and its W at once), and recompute_bytes is 0.
+//   - ZB-H1, DualPipe and DualPipeV: the stage's program walked pass by pass, each microbatch's
+//     chunk holding its kept bytes from its forward to its last backward pass and, with a split
+//     backward and recomputation, what its B pass re-created until its W pass; the largest sum
+//     (kept_bytes) and the passes in flight then, plus one layer's recompute bytes (the transient
+//     of the pass being recomputed).
 // Stage 0 of 1F1B thus holds L layers' worth for any p (Korthikanti sections 4.2.3 and 4.3). The layers
 // are split over the p x v model parts as part_layers gives them, or evenly (the parts must then
 // divide them), as the step's shape splits them; MTP modules count as layers of the last layer's kind on the last part.

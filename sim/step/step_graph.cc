@@ -167,7 +167,7 @@ void StepBuilder::backward_layer(Chain& chain, int l, BackwardPart bpart, bool l
       layer_.recompute_modules(chain, l, spec_.recompute_modules, some(recomputed_[i]));
   }
   // What recomputation re-created before the input-gradient pass is read by the weight-gradient
-  // pass too: a split backward (ZB-H1, DualPipe) keeps it until its W pass ends, and frees it
+  // pass too: a split backward (ZB-H1, DualPipe, DualPipeV) keeps it until its W pass ends, and frees it
   // there with the kept tensors, as zero-bubble schedules that recompute must.
   if (recomputed_[i] != kNoBuffer) frees.push_back(recomputed_[i]);
   layer_.backward(chain, l, bpart, bpart == BackwardPart::kInput ? std::vector<BufferId>{} : frees, gathers.ids());

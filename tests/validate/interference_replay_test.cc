@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,24 @@ TEST(InterferenceReplay, MalformedFilesNameFileLineAndRule) {
   EXPECT_NE(msg.find("a GEMM dimension must be a whole number in [1, 1000000], got '0'"), std::string::npos) << msg;
   msg = error(kHeader);
   EXPECT_NE(msg.find("no GEMM shape in the file"), std::string::npos) << msg;
+  msg = error(kHeader + "4096x2048x2048 9 47.0 731.0 0.9 0.5 0.5 0.5\nrc=124\n");
+  EXPECT_NE(msg.find("bad.txt:4: the probe exited with rc=124"), std::string::npos) << msg;
+  msg = error("# shape gemms us TFLOP/s hold1 hold99999999999\n");
+  EXPECT_NE(msg.find("bad.txt:1: a hold column names 1 to 1024 CTAs, got 'hold99999999999'"), std::string::npos) << msg;
   msg = input_error_of([&] { read_probe_shapes(t.path("missing.txt")); });
   EXPECT_NE(msg.find("missing.txt: cannot open"), std::string::npos) << msg;
+}
+
+// The CSV quotes a text cell that holds a comma (a file name), so every row keeps its columns.
+TEST(InterferenceReplay, CsvQuotesTextCells) {
+  TempFiles t;
+  const std::string path = t.write("a,b.txt", kHeader + "4096x2048x2048 9 47 731 0.9 0.5 0.5 0.5\n");
+  const InterferenceReplay r =
+      replay_interference(read_probe_shapes(path), load_hardware_spec(kRoot + "/hardware/nodes/hgx-h200.yaml"));
+  std::ostringstream csv;
+  write_interference_replay_csv(r, csv);
+  const std::string text = csv.str();
+  EXPECT_NE(text.find(",\"" + path + "\",3,4096x2048x2048,1,4096,2048,2048,63550.1,0.5000,"), std::string::npos) << text;
 }
 
 TEST(InterferenceReplay, NodeWithoutATableAndShapesWithoutTheRangeAreRefused) {
