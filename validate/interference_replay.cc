@@ -10,6 +10,7 @@
 #include "sim/core/error.h"
 #include "sim/core/input_file.h"
 #include "sim/cost/interference.h"
+#include "validate/published.h"
 
 namespace moesim::validate {
 namespace {
@@ -95,11 +96,6 @@ ProbeShape read_data_line(const std::string& path, int line, const std::vector<s
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 

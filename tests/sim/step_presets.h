@@ -44,6 +44,14 @@ inline StepSpec small_gpt_step() {
   return s;
 }
 
+// small_gpt_step under `schedule`, with `recompute`.
+inline StepSpec small_gpt_step_under(PipelineSchedule schedule, Recompute recompute = Recompute::kNone) {
+  StepSpec s = small_gpt_step();
+  s.schedule = schedule;
+  s.recompute = recompute;
+  return s;
+}
+
 // Qwen3-30B-A3B (48 MoE layers, 128 experts, top 8) on 16 GPUs: tp 2, pp 2, ep 4 inside dp 4,
 // 2 microbatches per pipeline of one 512-token sequence, sequence parallel.
 inline StepSpec small_moe_step() {

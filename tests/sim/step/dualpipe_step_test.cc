@@ -24,9 +24,7 @@ ModelSpec gpt() { return testing::model_preset("gpt-1.7b"); }
 
 // testing::small_gpt_step (GPT-1.7B, tp 2, pp 4, dp 2: 8 microbatches per pipeline, 2 x pp).
 StepSpec dualpipe_step(PipelineSchedule schedule = PipelineSchedule::kDualPipe) {
-  StepSpec s = testing::small_gpt_step();
-  s.schedule = schedule;
-  return s;
+  return testing::small_gpt_step_under(schedule);
 }
 
 TEST(DualPipeStep, RefusesEachRuleNamingTheFlag) {

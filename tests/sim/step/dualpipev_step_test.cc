@@ -21,9 +21,7 @@ ModelSpec gpt() { return testing::model_preset("gpt-1.7b"); }
 // testing::small_gpt_step (GPT-1.7B, 24 layers, tp 2, pp 4, dp 2: 8 microbatches per pipeline,
 // 2 x pp): 8 parts of 3 layers.
 StepSpec v_step(PipelineSchedule schedule = PipelineSchedule::kDualPipeV) {
-  StepSpec s = testing::small_gpt_step();
-  s.schedule = schedule;
-  return s;
+  return testing::small_gpt_step_under(schedule);
 }
 
 TEST(DualPipeVStep, RefusesEachRuleNamingTheFlag) {

@@ -24,11 +24,9 @@ constexpr auto& cluster = testing::a100_cluster;
 
 ModelSpec gpt() { return testing::model_preset("gpt-1.7b"); }
 
+// Selective recomputation re-runs core_attn, the default module.
 SimulatedStep simulate(PipelineSchedule schedule, Recompute recompute) {
-  StepSpec s = testing::small_gpt_step();
-  s.schedule = schedule;
-  s.recompute = recompute;  // selective: core_attn, the default module
-  return simulate_training_step(gpt(), cluster(16), s);
+  return simulate_training_step(gpt(), cluster(16), testing::small_gpt_step_under(schedule, recompute));
 }
 
 void expect_recomputed_until_the_weight_pass(const SimulatedStep& sim);
@@ -42,9 +40,7 @@ TEST(SplitBackwardRecompute, PaysTheRecomputedWorkAndStaysWithinTheClosedForm) {
       SCOPED_TRACE(to_string(recompute));
       const SimulatedStep sim = simulate(schedule, recompute);
       EXPECT_GT(sim.report.step_ns, none.report.step_ns);
-      StepSpec s = testing::small_gpt_step();
-      s.schedule = schedule;
-      s.recompute = recompute;
+      const StepSpec s = testing::small_gpt_step_under(schedule, recompute);
       const StepShape shape = derive_step_shape(gpt(), cluster(16), s);
       EXPECT_LE(sim.report.peak_memory_bytes, search::closed_form_peak_bytes(gpt(), s, shape));
       expect_recomputed_until_the_weight_pass(sim);
@@ -116,9 +112,6 @@ TEST(SplitBackwardRecompute, TheClosedFormSeesTheSavingOnTheFirstStage) {
   for (const PipelineSchedule schedule :
        {PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kDualPipe, PipelineSchedule::kDualPipeV}) {
     const auto closed_stage0 = [&](Recompute recompute) {
-      StepSpec s = testing::small_gpt_step();
-      s.schedule = schedule;
-      s.recompute = recompute;
       ActivationLayout layout;
       layout.micro_batch = 1;
       layout.seq = 1024;
