@@ -9,7 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/input_file.h"
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 #include "validate/published.h"
 
 namespace moesim::validate {

@@ -1,6 +1,6 @@
 // GEMMs measured beside a communication kernel (`moesim_sm_share_probe --shapes`, `--waves` or
 // `--batched` on a GPU: each GEMM's speed beside a kernel holding some SMs, over its speed alone)
-// replayed on a node's interference model (sim/cost/interference.h): the node's GEMM-size table
+// replayed on a node's interference model (sim/engine/interference.h): the node's GEMM-size table
 // (interference.gemm_with_communication) at each shape's output elements per SM, and the single
 // computation.with_communication cell, next to the measurement. It says, without a GPU, how well
 // the table and the cell describe shapes the table was or was not built from. `moesim validate

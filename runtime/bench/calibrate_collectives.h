@@ -12,7 +12,7 @@
 
 #include "runtime/comm/transport.h"
 #include "runtime/exec/layer_executor.h"
-#include "sim/driver/network_calibration.h"
+#include "sim/spec/all_to_all_point.h"
 
 namespace moesim::runtime {
 

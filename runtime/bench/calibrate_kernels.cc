@@ -7,7 +7,7 @@
 
 #include "runtime/bench/op_timer.h"
 #include "sim/core/error.h"
-#include "sim/cost/memory_kernels.h"
+#include "sim/build/memory_kernel_traffic.h"
 
 namespace moesim::runtime {
 namespace {

@@ -4,7 +4,7 @@
 // token counts per storage type. Each kernel's times are fitted to
 //   t = launch + bytes / bandwidth
 // where bytes are what the simulator's task graph counts for that kernel at that size
-// (sim/cost/memory_kernels.h), so that the fitted figures price the graph's tasks directly. The
+// (sim/build/memory_kernel_traffic.h), so that the fitted figures price the graph's tasks directly. The
 // fit minimises the relative residuals (every size counts alike); an intercept below 0 is refitted
 // through 0 (no fixed cost shows).
 #pragma once

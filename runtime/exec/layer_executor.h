@@ -42,7 +42,7 @@
 
 #include "runtime/comm/transport.h"
 #include "runtime/exec/device.h"
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/build/moe_graph.h"
 #include "sim/graph/task_graph.h"
 #include "sim/spec/model_spec.h"

@@ -5,22 +5,14 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-#include <iomanip>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "runtime/comm/loopback.h"
 #include "runtime/exec/layer_executor.h"
 #include "runtime/exec/rank_values_io.h"
 #include "runtime/exec/reference_check.h"
 #include "sim/core/error.h"
-#include "sim/driver/simulation.h"
-#include "sim/memory/model_memory.h"
-#include "sim/report/metrics.h"
-#include "sim/report/report.h"
-#include "sim/report/spec_json.h"
 
 #include <unistd.h>
 
@@ -79,23 +71,11 @@ std::string group_input_error(ProcessGroup& group, std::uint64_t fingerprint, co
   return differ.empty() ? processes_sharing_a_device(identities) : differ;
 }
 
-// Drops the files the specs came from: the same content under another path is the same
-// configuration.
-void erase_file_names(nlohmann::ordered_json& j) {
-  if (j.is_object()) {
-    j.erase("file");
-    for (auto& [key, value] : j.items()) erase_file_names(value);
-  } else if (j.is_array()) {
-    for (auto& value : j) erase_file_names(value);
-  }
-}
-
 // FNV-1a over the resolved configuration every process must share (the sizes NCCL exchanges
 // follow from it), the run's options and the build.
-std::uint64_t configuration_fingerprint(const MeasureRequest& req, const RunSpec& run, const LayerDims& dims) {
-  nlohmann::ordered_json config = config_json(req.model, req.cluster, run, dims);
-  erase_file_names(config);
-  const std::string text = config.dump() + "|iters " + std::to_string(req.iters) + "|warmup " +
+std::uint64_t configuration_fingerprint(const MeasureRequest& req, const std::string& configuration,
+                                        const RunSpec& run) {
+  const std::string text = configuration + "|iters " + std::to_string(req.iters) + "|warmup " +
                            std::to_string(req.warmup) + "|check " + std::to_string(req.check) + "|seed " +
                            std::to_string(run.seed) + "|build " + req.tool_version;
   std::uint64_t h = 1469598103934665603ULL;
@@ -128,12 +108,6 @@ Devices open_devices(const MeasureRequest& req, DeviceProvider& provider, int or
   return d;
 }
 
-TaskGraph full_graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) {
-  BuildOptions options;
-  options.representative_rank = false;
-  return build_moe_graph(model, cluster, run, build_options_for(cluster, options));
-}
-
 // One trace of the step from every process's: each holds its own rank's records (the others'
 // stay -1), timed from its own origin event (the processes start each step together after a
 // barrier). The element-wise maximum at rank 0 collects every rank's records, and a collective's
@@ -152,8 +126,8 @@ Trace merge_at_root(ProcessGroup* group, Trace trace) {
 // The --check configuration: the model's routing, activation and dtypes at d_model 64, d_ffn 128,
 // with enough tokens for a capacity of 4 slots per chunk. In a process group every rank's
 // tensors go to rank 0, which checks them; the other processes return an empty report.
-CheckReport run_check(const MeasureRequest& req, const ClusterSpec& cluster, DeviceProvider& provider, RunSpec run,
-                      int ordinal) {
+CheckReport run_check(const MeasureRequest& req, const RunGraphSource& graphs, const ClusterSpec& cluster,
+                      DeviceProvider& provider, RunSpec run, int ordinal) {
   ModelSpec small = req.model;
   small.d_model = 64;
   small.d_ffn = 128;
@@ -169,7 +143,7 @@ CheckReport run_check(const MeasureRequest& req, const ClusterSpec& cluster, Dev
                                           " gives a capacity that n = " + std::to_string(run.num_chunks) + " divides");
     ++run.tokens_per_gpu;
   }
-  const TaskGraph graph = full_graph(small, cluster, run);
+  const TaskGraph graph = graphs.graph(small, cluster, run);
   const LayerDims dims = derive_layer_dims(small, cluster, run);
   Devices devices = open_devices(req, provider, ordinal);
   LayerExecutor exec(graph, small, dims, devices.ranks, *devices.transport, ExecutorOptions{run.seed, false});
@@ -191,8 +165,6 @@ CheckReport run_check(const MeasureRequest& req, const ClusterSpec& cluster, Dev
   return report;
 }
 
-double us(TimeNs ns) { return static_cast<double>(ns) / 1e3; }
-
 // Everything checked before a device is touched (the same on every process of a group).
 struct Prepared {
   RunSpec run;
@@ -203,12 +175,12 @@ struct Prepared {
   int device = 0;  // the ordinal described in the report
 };
 
-Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
+Prepared prepare(const MeasureRequest& req, DeviceProvider& provider, const RunGraphSource& graphs) {
   const std::string reason = provider.unavailable_reason();
   if (!reason.empty()) throw InputError("`moesim run` needs a GPU, and none is usable: " + reason);
   if (req.ranks < 1) throw InputError("--ranks must be at least 1, got " + std::to_string(req.ranks));
   if (req.iters < 1 || req.warmup < 0) throw InputError("--iters must be at least 1 and --warmup at least 0");
-  check_simulated_layers(req.model, req.run.num_moe_layers);  // the report's whole-model memory needs it
+  graphs.check_reportable(req.model, req.run);
   Prepared p;
   p.cluster = run_hardware(req.cluster, req.ranks, req.loopback);
   p.run = req.run;
@@ -232,7 +204,8 @@ Prepared prepare(const MeasureRequest& req, DeviceProvider& provider) {
   return p;
 }
 
-MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p);
+MeasuredRun measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const RunGraphSource& graphs,
+                             const Prepared& p);
 
 }  // namespace
 
@@ -267,21 +240,21 @@ std::string processes_sharing_a_device(const std::vector<std::string>& identitie
   return error;
 }
 
-MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
+MeasuredRun measure(const MeasureRequest& req, DeviceProvider& provider, const RunGraphSource& graphs) {
   ProcessGroup* group = multi_process(req);
-  if (group == nullptr) return measure_prepared(req, provider, prepare(req, provider));
+  if (group == nullptr) return measure_prepared(req, provider, graphs, prepare(req, provider, graphs));
 
   // Every process checks the same input; the failure is reported once (agree_on_input).
   Prepared p;
   std::string error;
   try {
-    p = prepare(req, provider);
+    p = prepare(req, provider, graphs);
   } catch (const InputError& e) {
     error = e.what();
   }
   // A process that stays quiet exits 0: the reporting process exits 2 and so does the job, and a
   // quiet process exiting non-zero first would let the launcher kill the reporter before it prints.
-  MeasureResult quiet;
+  MeasuredRun quiet;
   quiet.reports = false;
   quiet.exit_code = 0;
   if (!agree_on_input(group, error)) return quiet;
@@ -296,11 +269,14 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
     error = std::string("cannot identify this process's device: ") + e.what();
     identity = "unidentified device of process " + std::to_string(group->rank());
   }
-  const std::string shared = group_input_error(*group, configuration_fingerprint(req, p.run, p.dims), identity);
+  std::string configuration;
+  if (error.empty()) configuration = graphs.configuration(req.model, req.cluster, p.run, p.dims);
+  const std::string shared =
+      group_input_error(*group, configuration_fingerprint(req, configuration, p.run), identity);
   if (error.empty()) error = shared;
   if (!agree_on_input(group, error)) return quiet;
   try {
-    return measure_prepared(req, provider, p);
+    return measure_prepared(req, provider, graphs, p);
   } catch (const std::exception& e) {
     std::cerr << "error: process " << group->rank() << " of " << group->size() << ": " << e.what()
               << "\n(ending every process of the job)\n";
@@ -312,181 +288,74 @@ MeasureResult measure(const MeasureRequest& req, DeviceProvider& provider) {
 
 namespace {
 
-// The run's first lines: the configuration, and the device the report describes.
-std::string run_heading(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p, bool multi) {
-  const RunSpec& run = p.run;
-  const LayerDims& dims = p.dims;
-  std::ostringstream text;
-  const std::string mode = multi ? " (one process each)" : req.loopback ? " (loopback)" : "";
-  text << "# moesim run: " << req.model.name << ", " << run.ep_size << " rank(s)" << mode << ", B=" << dims.tokens
-       << ", n=" << dims.num_chunks << ", " << run.num_moe_layers << " MoE layer(s), strategy " << to_string(run.strategy)
-       << ", " << to_string(req.model.dtype)
-       << " storage, " << to_string(req.model.gemm_dtype) << " GEMMs\n";
-  text << "# device: " << provider.describe(p.device) << "\n";
-  return text.str();
-}
-
-void write_check_text(std::ostream& text, const CheckReport& check) {
-  text << "check against the CPU reference (d_model 64, d_ffn 128): " << (check.ok() ? "passed" : "FAILED")
-       << ", worst error / tolerance " << check.worst_ratio() << ", top-k margin " << check.topk_margin;
-  if (check.ambiguous_tokens > 0)
-    text << ", " << check.ambiguous_tokens << " near-tied token(s) routed as the devices chose";
-  text << "\n";
-  for (const CheckEntry& e : check.entries) {
-    if (!e.ok()) text << "  mismatch: " << e.tensor << " " << e.relative << " > " << e.tolerance << "\n";
-  }
-}
-
-nlohmann::ordered_json check_json(const CheckReport& check) {
-  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-  for (const CheckEntry& e : check.entries) {
-    entries.push_back({{"tensor", e.tensor}, {"relative", e.relative}, {"tolerance", e.tolerance}, {"ok", e.ok()}});
-  }
-  return {{"passed", check.ok()},
-          {"topk_margin", check.topk_margin},
-          {"ambiguous_tokens", check.ambiguous_tokens},
-          {"entries", entries}};
-}
-
-// Runs --check on every process; rank 0 holds the verdict and shares it. Returns the JSON.
-nlohmann::ordered_json run_and_report_check(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p,
-                                            ProcessGroup* group, MeasureResult& result, std::ostream& text) {
-  const CheckReport check = run_check(req, p.cluster, provider, p.run, p.device);
+// Runs --check on every process; rank 0 holds the verdict and shares it.
+CheckReport run_and_share_check(const MeasureRequest& req, const RunGraphSource& graphs, DeviceProvider& provider,
+                                const Prepared& p, ProcessGroup* group, MeasuredRun& result) {
+  CheckReport check = run_check(req, graphs, p.cluster, provider, p.run, p.device);
   int passed = check.ok() ? 1 : 0;
   if (group != nullptr) group->broadcast(&passed, sizeof passed, 0);  // rank 0 holds the verdict
   result.check_passed = passed == 1;
-  write_check_text(text, check);
-  return check_json(check);
+  return check;
 }
 
-// (makespan, trace) of each of req.iters timed steps after req.warmup untimed ones.
-std::vector<std::pair<TimeNs, Trace>> timed_steps(const MeasureRequest& req, ProcessGroup* group, LayerExecutor& exec) {
+// Each of req.iters timed steps after req.warmup untimed ones, fastest first.
+std::vector<MeasuredStep> timed_steps(const MeasureRequest& req, ProcessGroup* group, LayerExecutor& exec) {
   auto step = [&] {
     if (group != nullptr) group->barrier();  // the processes' origin events as close as the barrier allows
     return merge_at_root(group, exec.run_step());
   };
   for (int i = 0; i < req.warmup; ++i) step();
-  std::vector<std::pair<TimeNs, Trace>> steps;
+  std::vector<MeasuredStep> steps;
   for (int i = 0; i < req.iters; ++i) {
     Trace t = step();
-    steps.emplace_back(t.makespan_ns(), std::move(t));
+    steps.push_back(MeasuredStep{t.makespan_ns(), std::move(t)});
   }
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const MeasuredStep& a, const MeasuredStep& b) { return a.makespan_ns < b.makespan_ns; });
   return steps;
 }
 
-// The median measured step next to the simulation of the same graph and hardware.
-struct Comparison {
-  EngineRun predicted;
-  StepMetrics measured_metrics, predicted_metrics;
-  int mem_rank = 0;
-  RankMemoryUse mem;
-  std::int64_t predicted_peak = 0;
-  std::int64_t loopback_device_bytes = 0;
-  std::int64_t predicted_device = 0;
-};
-
-Comparison compare_with_simulation(const TaskGraph& graph, const Prepared& p, const LayerExecutor& exec,
-                                   const Trace& median) {
-  Comparison c;
-  c.predicted = simulate_graph(graph, p.cluster, NetworkChoice{p.run.network, p.run.all_to_all});
-  c.measured_metrics = compute_step_metrics(graph, median);
-  c.predicted_metrics = compute_step_metrics(graph, c.predicted.trace);
-  // The memory of rank 0 (this process's first local rank): with uniform routing every rank
-  // holds the same buffers.
-  c.mem_rank = exec.local_ranks().front();
-  c.mem = exec.memory(c.mem_rank);
-  const RankMemory* sim_mem = peak_memory_rank(c.predicted.memory);
-  c.predicted_peak = sim_mem != nullptr ? sim_mem->peak_device_bytes : 0;
-  // Virtual ranks each have their own arena and workspace on the one GPU; cuBLAS's is the device's.
-  c.loopback_device_bytes = c.mem.library_bytes;
-  for (int r : exec.local_ranks()) c.loopback_device_bytes += exec.memory(r).arena_bytes + exec.memory(r).workspace_bytes;
-  c.predicted_device = device_peak_bytes(p.cluster, c.predicted.memory);
-  return c;
+// The run's figures of this process's first local rank: with uniform routing every rank holds
+// the same buffers. Virtual ranks each have their own arena and workspace on the one GPU;
+// cuBLAS's is the device's.
+void record_memory(const LayerExecutor& exec, MeasuredRun& result) {
+  result.memory_rank = exec.local_ranks().front();
+  result.memory = exec.memory(result.memory_rank);
+  result.loopback_device_bytes = result.memory.library_bytes;
+  for (int r : exec.local_ranks())
+    result.loopback_device_bytes += exec.memory(r).arena_bytes + exec.memory(r).workspace_bytes;
 }
 
-double mib(std::int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
-
-void write_comparison(std::ostream& text, const MeasureRequest& req, const Prepared& p,
-                      const std::vector<std::pair<TimeNs, Trace>>& steps, const Comparison& c) {
-  text << std::fixed << std::setprecision(1);
-  text << "step time (us): min " << us(steps.front().first) << "  median " << us(steps[steps.size() / 2].first)
-       << "  max " << us(steps.back().first) << "  (" << req.iters << " steps after " << req.warmup
-       << " warm-up)   simulated " << us(c.predicted_metrics.step_ns) << "\n";
-  text << "forward / backward (us, median step): " << us(c.measured_metrics.forward_ns) << " / "
-       << us(c.measured_metrics.backward_ns) << "   simulated " << us(c.predicted_metrics.forward_ns) << " / "
-       << us(c.predicted_metrics.backward_ns) << "\n";
-  text << "device memory of rank " << c.mem_rank << " (MiB): arena " << mib(c.mem.arena_bytes)
-       << " + executor workspace " << mib(c.mem.workspace_bytes) << " + cuBLAS workspace " << mib(c.mem.library_bytes)
-       << " = " << mib(c.mem.device_bytes()) << "   simulated peak " << mib(c.predicted_peak) << "\n";
-  if (p.cluster.node.loopback)
-    text << "device memory of the " << p.run.ep_size << " virtual ranks (MiB): " << mib(c.loopback_device_bytes)
-         << "   simulated " << mib(c.predicted_device) << " (sum of the ranks' peaks)\n";
-}
-
-// The report's "measured" section.
-nlohmann::ordered_json measured_json(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p,
-                                     ProcessGroup* group, const std::string& transport,
-                                     const std::vector<std::pair<TimeNs, Trace>>& steps, const Comparison& c) {
-  std::vector<double> times;
-  for (const auto& s : steps) times.push_back(us(s.first));
-  nlohmann::ordered_json m = {
-      {"device", provider.describe(p.device)},
-      {"ranks", p.run.ep_size},
-      {"processes", group != nullptr ? group->size() : 1},
-      {"transport", transport},
-      {"iters", req.iters},
-      {"warmup", req.warmup},
-      {"step_time_us", {{"min", times.front()}, {"median", times[times.size() / 2]}, {"max", times.back()}}},
-      {"simulated_step_time_us", us(c.predicted_metrics.step_ns)},
-      {"memory",
-       {{"rank", c.mem_rank},
-        {"arena_bytes", c.mem.arena_bytes},
-        {"host_arena_bytes", c.mem.host_arena_bytes},
-        {"executor_workspace_bytes", c.mem.workspace_bytes},
-        {"library_workspace_bytes", c.mem.library_bytes},
-        {"device_bytes", c.mem.device_bytes()},
-        {"simulated_peak_bytes", c.predicted_peak}}}};
-  if (p.cluster.node.loopback) {
-    m["memory"]["loopback_device_bytes"] = c.loopback_device_bytes;
-    m["memory"]["simulated_device_peak_bytes"] = c.predicted_device;
-  }
-  return m;
-}
-
-MeasureResult measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const Prepared& p) {
+MeasuredRun measure_prepared(const MeasureRequest& req, DeviceProvider& provider, const RunGraphSource& graphs,
+                             const Prepared& p) {
   ProcessGroup* group = multi_process(req);
-  const bool root = group == nullptr || group->rank() == 0;
-  const TaskGraph graph = full_graph(req.model, p.cluster, p.run);
-
-  MeasureResult result;
-  result.reports = root;
-  std::ostringstream text;
-  text << run_heading(req, provider, p, group != nullptr);
-  nlohmann::ordered_json check;
-  if (req.check) check = run_and_report_check(req, provider, p, group, result, text);
+  MeasuredRun result;
+  result.reports = group == nullptr || group->rank() == 0;
+  if (req.check) result.check = run_and_share_check(req, graphs, provider, p, group, result);
   result.exit_code = result.check_passed ? 0 : 3;
-
-  Devices devices = open_devices(req, provider, p.device);
-  // Timed: the arena exactly as the graph's lifetimes need it (nothing is downloaded).
-  LayerExecutor exec(graph, req.model, p.dims, devices.ranks, *devices.transport,
-                     ExecutorOptions{p.run.seed, false, false});
-  exec.initialize();
-  std::vector<std::pair<TimeNs, Trace>> steps = timed_steps(req, group, exec);
-  if (!root) return result;
-  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const Trace& median = steps[steps.size() / 2].second;
-  const Comparison c = compare_with_simulation(graph, p, exec, median);
-  write_comparison(text, req, p, steps, c);
-  result.summary = text.str();
-
-  const std::string transport = devices.transport->name();
-  const ReportInputs in{req.model, p.cluster, p.run, p.dims, graph, median, c.measured_metrics, c.predicted.memory,
-                        req.tool_version, "measured (" + transport + " transport)"};
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(report_json(in));
-  j["measured"] = measured_json(req, provider, p, group, transport, steps, c);
-  if (req.check) j["measured"]["check"] = check;
-  result.json = j.dump(2) + "\n";
-  result.trace = perfetto_trace_json(graph, median);
+  result.graph.emplace(graphs.graph(req.model, p.cluster, p.run));
+  {
+    Devices devices = open_devices(req, provider, p.device);
+    // Timed: the arena exactly as the graph's lifetimes need it (nothing is downloaded).
+    LayerExecutor exec(*result.graph, req.model, p.dims, devices.ranks, *devices.transport,
+                       ExecutorOptions{p.run.seed, false, false});
+    exec.initialize();
+    result.steps = timed_steps(req, group, exec);
+    result.transport = devices.transport->name();
+    record_memory(exec, result);
+  }
+  if (!result.reports) {  // the merged traces and the check's tensors are rank 0's
+    MeasuredRun quiet;
+    quiet.check_passed = result.check_passed;
+    quiet.reports = false;
+    quiet.exit_code = result.exit_code;
+    return quiet;
+  }
+  result.run = p.run;
+  result.cluster = p.cluster;
+  result.dims = p.dims;
+  result.device = provider.describe(p.device);
+  result.processes = group != nullptr ? group->size() : 1;
   return result;
 }
 

@@ -1,8 +1,9 @@
 // `moesim run` without the command line: build the MoE layer's graph, run it on the devices a
 // DeviceProvider gives (CUDA GPUs in the moesim binary; HostDevice in tests), time it like a
 // benchmark tool (warm-up steps dropped, min / median / max of the timed steps), optionally check
-// the numerics against the CPU reference at a small size, and report the measured step next to
-// the simulator's prediction for the same graph.
+// the numerics against the CPU reference at a small size. What it returns is the measurement
+// alone; validate/measured_run.h reports it next to the simulator's prediction for the same
+// graph, so that the runtime links no engine, cost model or report (docs/architecture.md).
 //
 // Rank modes: one rank on one device; --loopback: N virtual ranks on one device; N ranks on N
 // devices of this process through the provider's NCCL transport (ncclCommInitAll); one rank per
@@ -13,12 +14,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/transport.h"
 #include "runtime/exec/device.h"
+#include "runtime/exec/layer_executor.h"
+#include "runtime/exec/reference_check.h"
+#include "sim/build/layer_dims.h"
+#include "sim/core/units.h"
+#include "sim/graph/task_graph.h"
+#include "sim/graph/trace.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/model_spec.h"
 #include "sim/spec/run_spec.h"
@@ -40,17 +48,50 @@ struct MeasureRequest {
   ProcessGroup* processes = nullptr;
 };
 
-struct MeasureResult {
-  std::string summary;  // the human-readable report
-  std::string json;     // the simulator's --json schema with the measured trace, plus "measured"
-  std::string trace;    // Chrome / Perfetto trace of the median step
+// What a run takes from the simulator above the runtime, which the runtime does not link:
+// validate/measured_run.h implements it with the simulator's own build options and
+// configuration view, so that the measured graph is the one the prediction prices.
+class RunGraphSource {
+ public:
+  virtual ~RunGraphSource() = default;
+  // InputError when the run could not be reported (checked before any device work).
+  virtual void check_reportable(const ModelSpec& model, const RunSpec& run) const = 0;
+  // The run's task graph, every rank's tasks in it, as the simulation of `cluster` builds it.
+  virtual TaskGraph graph(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run) const = 0;
+  // The resolved configuration as text: every process of a launch must resolve the same.
+  virtual std::string configuration(const ModelSpec& model, const ClusterSpec& cluster, const RunSpec& run,
+                                    const LayerDims& dims) const = 0;
+};
+
+struct MeasuredStep {
+  TimeNs makespan_ns = 0;
+  Trace trace;  // every rank's tasks, timed from the step's origin
+};
+
+struct MeasuredRun {
   bool check_passed = true;  // false when --check found a mismatch (on every process)
-  // Whether this process writes the summary and files (rank 0 of a process group; every
-  // single-process run). Elsewhere summary, json and trace are empty.
+  // Whether this process reports the run (rank 0 of a process group; every single-process run).
+  // Elsewhere the fields below `exit_code` are left empty.
   bool reports = true;
   // 0; 3 when --check found a mismatch; 2 on a process whose input was fine while another
   // process rejected its own (that process, or rank 0, said why).
   int exit_code = 0;
+
+  RunSpec run;          // the request's, ep_size the ranks that ran
+  ClusterSpec cluster;  // the hardware the run describes: with --loopback its GPU shared by the ranks
+  LayerDims dims;
+  std::optional<TaskGraph> graph;  // what ran
+  std::vector<MeasuredStep> steps;  // the timed steps, fastest first
+  std::string device;     // the device the report describes
+  std::string transport;  // the transport's name
+  int processes = 1;
+  std::optional<CheckReport> check;  // with --check
+  int memory_rank = 0;               // the rank whose memory is given (this process's first)
+  RankMemoryUse memory;
+  // --loopback: the virtual ranks' arenas and workspaces plus the library's workspace once.
+  std::int64_t loopback_device_bytes = 0;
+
+  const MeasuredStep& median() const { return steps[steps.size() / 2]; }
 };
 
 // Throws InputError when no device is usable (the reason), for a configuration the executor
@@ -58,7 +99,7 @@ struct MeasureResult {
 // checks run on every process before any device work; a failure after that (a device error, out
 // of memory) is printed with the process's rank and ends every process (ProcessGroup::abort), so
 // none is left waiting in a collective.
-MeasureResult measure(const MeasureRequest& request, DeviceProvider& provider);
+MeasuredRun measure(const MeasureRequest& request, DeviceProvider& provider, const RunGraphSource& graphs);
 
 // From every process's device identity, in rank order ("host: GPU <pci bus id>"): the error naming
 // the processes given the same device, or "" when each has its own. measure() checks it in a

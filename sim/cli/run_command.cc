@@ -14,6 +14,7 @@
 #if MOESIM_HAVE_CUDA
 #include "runtime/exec/cuda_device.h"
 #include "runtime/exec/measure.h"
+#include "validate/measured_run.h"
 #endif
 
 namespace moesim::cli {
@@ -81,13 +82,14 @@ int run_measure(const RunArgs& a, const std::string& version) {
   runtime::MeasureRequest req{in->model, in->cluster, in->run, a.ranks, a.loopback, a.iters, a.warmup, a.check, version};
   req.processes = group.get();
   const auto provider = runtime::make_cuda_provider();
-  const runtime::MeasureResult result = runtime::measure(req, *provider);
-  if (result.reports) {
-    std::cout << result.summary;
-    if (!a.json_path.empty()) write_output("--json", a.json_path, result.json);
-    if (!a.trace_path.empty()) write_output("--trace", a.trace_path, result.trace);
+  const runtime::MeasuredRun measured = runtime::measure(req, *provider, validate::SimulatorRunGraphs{});
+  if (measured.reports) {
+    const validate::MeasuredReport report = validate::report_measured_run(req, measured);
+    std::cout << report.summary;
+    if (!a.json_path.empty()) write_output("--json", a.json_path, report.json);
+    if (!a.trace_path.empty()) write_output("--trace", a.trace_path, report.trace);
   }
-  return result.exit_code;
+  return measured.exit_code;
 #else
   (void)version;
   return 2;  // not reached: without the GPU runtime agree_on_input has thrown or said no

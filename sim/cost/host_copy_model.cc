@@ -5,7 +5,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 
 namespace moesim {
 

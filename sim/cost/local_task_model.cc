@@ -4,7 +4,7 @@
 #include <variant>
 
 #include "sim/cost/host_copy_model.h"
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 #include "sim/cost/memory_kernels.h"
 
 namespace moesim {

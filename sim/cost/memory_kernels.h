@@ -6,9 +6,9 @@
 // gap plus bytes over the HBM bandwidth (compute_cost.h). On an H200 those kernels ran 1.3-10x the
 // HBM model's time (docs/validation.md): a top-k per token or a scatter of rows is not a stream.
 //
-// The figures are fitted against the bytes the task graph counts for each kernel, written out here
-// (memory_kernel_traffic) so that the calibration measures in the same units as the graph prices;
-// a test holds these formulas to the graph builder's tasks.
+// The figures are fitted against the bytes the task graph counts for each kernel
+// (sim/build/memory_kernel_traffic.h), so that the calibration measures in the same units as the
+// graph prices.
 #pragma once
 
 #include <cstdint>
@@ -25,22 +25,6 @@ namespace moesim {
 // a recomputed forward task (stage recompute, id ...recompute.<op>...) is <op>'s forward kernel.
 // None for other tasks.
 std::optional<MemoryKernel> memory_kernel_of(const Task& task);
-
-// One layer's sizes as a kernel sees them: `rows` token rows go to (and come back from) the
-// experts (tokens x top_k when none is dropped); the activation reads fc1_out (hidden, or 2 x hidden
-// for swiglu) and writes hidden per row.
-struct KernelShape {
-  std::int64_t tokens = 0;
-  std::int64_t experts = 0;
-  std::int64_t top_k = 1;
-  std::int64_t d_model = 0;
-  std::int64_t hidden = 0;
-  std::int64_t fc1_out = 0;
-  std::int64_t rows = 0;
-};
-
-// The traffic the task graph counts for kernel `k` at `shape` (elements of element_bytes each).
-ElementwiseWork memory_kernel_traffic(MemoryKernel k, const KernelShape& shape, int element_bytes);
 
 // The element size of a graph's stored tensors: the one every GEMM task shares; 0 when the graph
 // has no GEMM or several sizes (its memory-bound kernels then keep the HBM model).

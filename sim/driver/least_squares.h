@@ -15,12 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace moesim {
+#include "sim/spec/all_to_all_point.h"
 
-struct AllToAllPoint {
-  std::int64_t bytes_per_peer = 0;
-  double time_ns = 0;
-};
+namespace moesim {
 
 struct AllToAllLine {
   double latency_ns = 0;

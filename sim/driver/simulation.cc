@@ -5,6 +5,7 @@
 
 #include "sim/driver/model_registry.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/trace_recorder.h"
 
 namespace moesim {
 

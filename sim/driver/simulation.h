@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sim/engine/host_issue.h"
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/build/moe_graph.h"
 #include "sim/graph/task_graph.h"
 #include "sim/memory/memory_tracker.h"

@@ -8,7 +8,7 @@
 #include "sim/core/checked_math.h"
 #include "sim/core/duration.h"
 #include "sim/core/error.h"
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 #include "sim/net/device_copy_cost.h"
 #include "sim/net/nccl_model.h"
 

@@ -24,7 +24,7 @@
 //     tree for all-reduce) and protocol (LL, LL128, Simple) it chooses for S:
 //     latency + traffic / (bandwidth x protocol efficiency), nccl_model.h.
 // While it runs, a collective's bytes progress at the minimum interference factor over its
-// simulated ranks (MPipeMoE Fig. 3, see sim/cost/interference.h); NCCL's latency elapses first, at
+// simulated ranks (MPipeMoE Fig. 3, see sim/engine/interference.h); NCCL's latency elapses first, at
 // full speed, as in the flow model: it holds no link.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include "sim/core/checked_math.h"
 #include "sim/core/duration.h"
 #include "sim/core/error.h"
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 
 namespace moesim {
 namespace {

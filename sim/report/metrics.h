@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "sim/core/units.h"
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/graph/task_graph.h"
 
 namespace moesim {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/build/layer_dims.h"
 #include "sim/graph/task_graph.h"
 #include "sim/memory/memory_tracker.h"

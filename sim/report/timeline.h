@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/graph/task_graph.h"
 #include "sim/memory/memory_tracker.h"
 

@@ -152,7 +152,7 @@ struct GemmInterferencePoint {
 
 // factors[op][col]: col 0..2 = concurrent with that class alone, col 3 = concurrent with all others.
 // gemm_with_communication (optional, sorted by outputs_per_sm): the computation.with_communication
-// cell of a GEMM by its size (sim/cost/interference.h); empty: every kernel takes the cell.
+// cell of a GEMM by its size (sim/engine/interference.h); empty: every kernel takes the cell.
 struct InterferenceTable {
   std::array<std::array<double, 4>, kNumInterferenceClasses> factors{{
       {1.0, 0.72, 0.78, 0.71},   // communication  (MPipeMoE Fig. 3, A100)

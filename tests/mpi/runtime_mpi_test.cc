@@ -24,6 +24,7 @@
 #include "runtime/exec/reference_check.h"
 #include "sim/core/error.h"
 #include "sim/build/moe_graph.h"
+#include "validate/measured_run.h"
 
 namespace moesim::runtime {
 namespace {
@@ -103,14 +104,16 @@ MeasureRequest tiny_request() {
 
 TEST(RuntimeMpi, MeasureMergesEveryRanksTraceAndChecksAtRankZero) {
   const auto provider = make_host_provider(1);
-  const MeasureResult r = measure(tiny_request(), *provider);
-  EXPECT_EQ(r.exit_code, 0);
-  EXPECT_TRUE(r.check_passed);
-  EXPECT_EQ(r.reports, g_world->rank() == 0);
+  const MeasureRequest req = tiny_request();
+  const MeasuredRun run = measure(req, *provider, validate::SimulatorRunGraphs{});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_TRUE(run.check_passed);
+  EXPECT_EQ(run.reports, g_world->rank() == 0);
   if (g_world->rank() != 0) {
-    EXPECT_TRUE(r.summary.empty() && r.json.empty());
+    EXPECT_TRUE(run.steps.empty() && !run.check);
     return;
   }
+  const validate::MeasuredReport r = validate::report_measured_run(req, run);
   EXPECT_NE(r.summary.find(std::to_string(g_world->size()) + " rank(s) (one process each)"), std::string::npos)
       << r.summary;
   const auto j = nlohmann::json::parse(r.json);
@@ -133,22 +136,22 @@ TEST(RuntimeMpi, InputErrorsAreReportedOnceByRankZero) {
   req.loopback = true;
   if (g_world->rank() == 0) {
     try {
-      measure(req, *provider);
+      measure(req, *provider, validate::SimulatorRunGraphs{});
       ADD_FAILURE() << "expected an InputError";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("--loopback runs every rank in one process"), std::string::npos) << e.what();
     }
   } else {
-    const MeasureResult r = measure(req, *provider);
+    const MeasuredRun r = measure(req, *provider, validate::SimulatorRunGraphs{});
     EXPECT_EQ(r.exit_code, 0);  // quiet: the reporter exits 2
     EXPECT_FALSE(r.reports);
   }
   req.loopback = false;
   req.ranks = g_world->size() + 1;
   if (g_world->rank() == 0)
-    EXPECT_THROW(measure(req, *provider), InputError);
+    EXPECT_THROW(measure(req, *provider, validate::SimulatorRunGraphs{}), InputError);
   else
-    EXPECT_EQ(measure(req, *provider).exit_code, 0);
+    EXPECT_EQ(measure(req, *provider, validate::SimulatorRunGraphs{}).exit_code, 0);
 }
 
 // measure() on every process: `reporter` throws the InputError that contains `expected`, every
@@ -157,13 +160,13 @@ void expect_reported_once(const MeasureRequest& req, DeviceProvider& provider, i
                           const std::string& expected) {
   if (g_world->rank() == reporter) {
     try {
-      measure(req, provider);
+      measure(req, provider, validate::SimulatorRunGraphs{});
       ADD_FAILURE() << "expected an InputError";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   } else {
-    const MeasureResult r = measure(req, provider);
+    const MeasuredRun r = measure(req, provider, validate::SimulatorRunGraphs{});
     EXPECT_EQ(r.exit_code, 0);  // quiet: the reporter exits 2
     EXPECT_FALSE(r.reports);
   }

@@ -3,6 +3,7 @@
 // are that line and the network fit recovers it; on the host emulation with the loopback
 // transport the collectives run for real (race-checked) and every size gets a time.
 #include "runtime/bench/calibrate_collectives.h"
+#include "sim/driver/least_squares.h"
 
 #include <gtest/gtest.h>
 

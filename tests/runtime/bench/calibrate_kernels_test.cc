@@ -12,6 +12,7 @@
 #include "modelled_device.h"
 #include "sim/core/error.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/build/memory_kernel_traffic.h"
 #include "sim/cost/memory_kernels.h"
 #include "sim/spec/loader.h"
 

@@ -1,5 +1,6 @@
-// measure() (`moesim run` without the command line) on the host emulation: the report in the
-// simulator's schema with the measured block, the reference check, and the input it rejects.
+// measure() (`moesim run` without the command line) on the host emulation, reported by
+// validate/measured_run.h: the report in the simulator's schema with the measured block, the
+// reference check, and the input it rejects.
 // The one-process-per-rank mode is tested under mpiexec in tests/mpi/.
 #include "runtime/exec/measure.h"
 
@@ -15,6 +16,7 @@
 #include "sim/report/metrics.h"
 #include "sim/report/report.h"
 #include "validate/compare.h"
+#include "validate/measured_run.h"
 
 namespace moesim::runtime {
 namespace {
@@ -35,9 +37,19 @@ MeasureRequest tiny_request(int ranks, bool loopback) {
   return req;
 }
 
+// What `moesim run` prints and writes for the request.
+validate::MeasuredReport measure_and_report(const MeasureRequest& req, DeviceProvider& provider,
+                                            MeasuredRun* measured = nullptr) {
+  MeasuredRun run = measure(req, provider, validate::SimulatorRunGraphs{});
+  EXPECT_TRUE(run.reports);
+  validate::MeasuredReport report = validate::report_measured_run(req, run);
+  if (measured != nullptr) *measured = std::move(run);
+  return report;
+}
+
 std::string error_of(const MeasureRequest& req, DeviceProvider& provider) {
   try {
-    measure(req, provider);
+    measure(req, provider, validate::SimulatorRunGraphs{});
   } catch (const InputError& e) {
     return e.what();
   }
@@ -46,10 +58,14 @@ std::string error_of(const MeasureRequest& req, DeviceProvider& provider) {
 
 TEST(MeasureOnHost, LoopbackRanksReportTheSimulatorSchemaWithAMeasuredBlock) {
   const auto provider = make_host_provider(1);
-  const MeasureResult r = measure(tiny_request(2, true), *provider);
-  EXPECT_TRUE(r.reports);
-  EXPECT_TRUE(r.check_passed);
-  EXPECT_EQ(r.exit_code, 0);
+  MeasuredRun run;
+  const validate::MeasuredReport r = measure_and_report(tiny_request(2, true), *provider, &run);
+  EXPECT_TRUE(run.check_passed);
+  EXPECT_EQ(run.exit_code, 0);
+  // The timed steps fastest first, each with every task's record.
+  ASSERT_EQ(run.steps.size(), 3u);
+  EXPECT_LE(run.steps.front().makespan_ns, run.steps.back().makespan_ns);
+  EXPECT_EQ(run.median().trace.records.size(), static_cast<std::size_t>(run.graph->num_tasks()));
   EXPECT_NE(r.summary.find("2 rank(s) (loopback)"), std::string::npos) << r.summary;
   EXPECT_NE(r.summary.find("check against the CPU reference (d_model 64, d_ffn 128): passed"), std::string::npos)
       << r.summary;
@@ -80,8 +96,9 @@ TEST(MeasureOnHost, SeveralLayersAreMeasuredAndCheckedLayerByLayer) {
   req.model.num_layers = 2;
   req.model.activation = Activation::kSwiglu;
   const auto provider = make_host_provider(1);
-  const MeasureResult r = measure(req, *provider);
-  EXPECT_TRUE(r.check_passed) << r.summary;
+  MeasuredRun run;
+  const validate::MeasuredReport r = measure_and_report(req, *provider, &run);
+  EXPECT_TRUE(run.check_passed) << r.summary;
   EXPECT_NE(r.summary.find("2 MoE layer(s)"), std::string::npos) << r.summary;
   const auto j = nlohmann::json::parse(r.json);
   EXPECT_EQ(j["config"]["run"]["num_moe_layers"], 2);
@@ -96,7 +113,7 @@ TEST(MeasureOnHost, SeveralLayersAreMeasuredAndCheckedLayerByLayer) {
 TEST(MeasureOnHost, TheMeasuredReportComparesWithTheSimulationOfTheSameLayer) {
   const MeasureRequest req = tiny_request(2, true);
   const auto provider = make_host_provider(1);
-  const MeasureResult measured = measure(req, *provider);
+  const validate::MeasuredReport measured = measure_and_report(req, *provider);
   // What `moesim simulate --loopback --ep 2 --json` writes for the same layer: the two ranks on
   // one GPU of the hardware, every rank simulated.
   RunSpec run = req.run;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "sim/engine/engine.h"
-#include "sim/engine/trace.h"
+#include "sim/engine/trace_recorder.h"
 #include "sim/spec/loader.h"
 #include "../spec/spec_test_util.h"
 #include "../task_builders.h"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/cost/compute_cost.h"
+#include "sim/build/memory_kernel_traffic.h"
 #include "sim/build/moe_graph.h"
 #include "tests/sim/build/test_specs.h"
 

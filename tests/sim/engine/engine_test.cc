@@ -9,7 +9,7 @@
 #include "sim/core/error.h"
 #include "sim/cost/local_task_model.h"
 #include "sim/engine/rated_activities.h"
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/net/alpha_beta.h"
 #include "../task_builders.h"
 #include "fixed_model.h"

@@ -12,7 +12,7 @@
 #include "sim/engine/activity_model.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/rated_activities.h"
-#include "sim/engine/trace.h"
+#include "sim/engine/trace_recorder.h"
 #include "sim/graph/task_graph.h"
 
 namespace moesim::testing {

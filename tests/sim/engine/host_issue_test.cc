@@ -10,7 +10,7 @@
 
 #include "sim/core/error.h"
 #include "sim/engine/engine.h"
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "../task_builders.h"
 #include "fixed_model.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sim/engine/engine.h"
-#include "sim/engine/trace.h"
+#include "sim/engine/trace_recorder.h"
 #include "../task_builders.h"
 #include "fixed_model.h"
 

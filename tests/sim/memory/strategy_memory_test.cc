@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "sim/driver/simulation.h"
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 #include "sim/build/moe_graph.h"
 #include "sim/memory/memory_tracker.h"
 #include "sim/spec/loader.h"

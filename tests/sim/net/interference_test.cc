@@ -1,4 +1,4 @@
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// A node's `interference: gemm_with_communication` table (sim/cost/interference.h): read from node
+// A node's `interference: gemm_with_communication` table (sim/engine/interference.h): read from node
 // files in the order given, refused with the file, line and rule when its rows are malformed, out
 // of range or out of order, and in calibration files.
 #include <gtest/gtest.h>

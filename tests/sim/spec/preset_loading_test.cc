@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cost/interference.h"
+#include "sim/engine/interference.h"
 #include "sim/net/topology.h"
 #include "sim/spec/hardware_spec.h"
 #include "sim/spec/loader.h"

@@ -1,5 +1,4 @@
-// Trace: when each task ran. The simulator and the runtime produce the same schema (task index
-// into the graph, ready/start/end in ns), so the validator can compare them task by task.
+// TraceRecorder: the engine observer that fills a Trace (sim/graph/trace.h) as tasks run.
 #pragma once
 
 #include <vector>
@@ -7,21 +6,10 @@
 #include "sim/core/units.h"
 #include "sim/engine/observer.h"
 #include "sim/graph/task.h"
+#include "sim/graph/trace.h"
 
 namespace moesim {
 
-struct TaskRecord {
-  TimeNs ready_ns = -1;  // all dependencies satisfied
-  TimeNs start_ns = -1;
-  TimeNs end_ns = -1;
-};
-
-struct Trace {
-  std::vector<TaskRecord> records;  // indexed by TaskIndex
-  TimeNs makespan_ns() const;
-};
-
-// Observer that fills a Trace.
 class TraceRecorder final : public EngineObserver {
  public:
   explicit TraceRecorder(std::size_t num_tasks) { trace_.records.resize(num_tasks); }

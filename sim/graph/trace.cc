@@ -1,4 +1,4 @@
-#include "sim/engine/trace.h"
+#include "sim/graph/trace.h"
 
 #include <algorithm>
 

@@ -15,7 +15,8 @@
 // beside communication reads the node's GEMM-size table instead of the cell where it has one
 // (gemm_interference_factor).
 //
-// Header-only so that both sim/cost (local tasks) and sim/net (collectives) apply the same rule.
+// Header-only, beside the engine's Concurrency that it reads, so that both sim/cost (local tasks)
+// and sim/net (collectives), which both link the engine, apply the same rule.
 #pragma once
 
 #include <algorithm>
