@@ -269,8 +269,10 @@ MeasuredRun measure(const MeasureRequest& req, DeviceProvider& provider, const R
     error = std::string("cannot identify this process's device: ") + e.what();
     identity = "unidentified device of process " + std::to_string(group->rank());
   }
-  std::string configuration;
-  if (error.empty()) configuration = graphs.configuration(req.model, req.cluster, p.run, p.dims);
+  // Every process's input passed (the first agreement), so p is valid here: its configuration is
+  // hashed even where the device identity failed, whose error rank 0 must not mistake for a
+  // configuration that differs.
+  const std::string configuration = graphs.configuration(req.model, req.cluster, p.run, p.dims);
   const std::string shared =
       group_input_error(*group, configuration_fingerprint(req, configuration, p.run), identity);
   if (error.empty()) error = shared;

@@ -1,5 +1,5 @@
-// `moesim run` without the command line: build the MoE layer's graph, run it on the devices a
-// DeviceProvider gives (CUDA GPUs in the moesim binary; HostDevice in tests), time it like a
+// `moesim run` without the command line: run the MoE layer's graph (built by the layer above,
+// RunGraphSource) on the devices a DeviceProvider gives (CUDA GPUs in the moesim binary; HostDevice in tests), time it like a
 // benchmark tool (warm-up steps dropped, min / median / max of the timed steps), optionally check
 // the numerics against the CPU reference at a small size. What it returns is the measurement
 // alone; validate/measured_run.h reports it next to the simulator's prediction for the same

@@ -3,7 +3,7 @@
 // HostCopyModel (host_copy_model.h).
 //
 // A task's isolated duration comes from ComputeCostModel; while it runs it progresses at the
-// interference factor of its stream on its rank (MPipeMoE Fig. 3, see interference.h; a GEMM
+// interference factor of its stream on its rank (MPipeMoE Fig. 3, see sim/engine/interference.h; a GEMM
 // beside communication by its size where the node has a GEMM-size table), recomputed
 // whenever the engine reports that the rank's busy stream classes changed. On a loopback node
 // (virtual ranks sharing one GPU) the interference is that of the whole device, and the kernels

@@ -1,0 +1,2 @@
+#pragma once
+#include "sim/graph/task.h"

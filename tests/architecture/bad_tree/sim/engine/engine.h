@@ -1,0 +1,3 @@
+#pragma once
+#include "sim/graph/task.h"
+#include "sim/core/error.h"

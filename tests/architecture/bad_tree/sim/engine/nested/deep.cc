@@ -1,0 +1,2 @@
+#include <sim/graph/task.h>
+#include "../engine.h"

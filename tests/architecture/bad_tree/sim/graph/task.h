@@ -1,0 +1,3 @@
+#pragma once
+#include "sim/core/error.h"
+#include <sim/engine/engine.h>

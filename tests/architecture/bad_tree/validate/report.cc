@@ -1,0 +1,2 @@
+#include "runtime/exec/measure.h"
+#include "sim/engine/engine.h"
