@@ -147,7 +147,7 @@ class SampleSpans {
       const bool per_microbatch_reduction = t.stage == "grad" && t.chunk >= 0 && t.stream == StreamClass::kCommGrad;
       int last_stage = -1;  // a task's ranks are sorted: each of its stages once
       for (int rank : g.ranks_of(i)) {
-        const int stage = rank / shape_.layout.stage_size();
+        const int stage = shape_.stage_of(rank);
         if (stage == last_stage) continue;
         last_stage = stage;
         const auto st = static_cast<std::size_t>(stage);
@@ -159,7 +159,7 @@ class SampleSpans {
     // Stage-wide tasks (gradient reductions, the optimizer) belong to the tail, not to a pass;
     // the optimizer's forward-pass task (the gradient buffer's zeroing) to the head.
     if (t.chunk < 0 && t.stage == "optimizer" && t.pass == Pass::kForward && t.rank >= 0) {
-      TimeNs& head = head_end_[static_cast<std::size_t>(t.rank / shape_.layout.stage_size())];
+      TimeNs& head = head_end_[static_cast<std::size_t>(shape_.stage_of(t.rank))];
       head = std::max(head, rec.end_ns);
     }
     if (t.chunk < 0 || t.stage == "grad" || t.stage == "optimizer") return;

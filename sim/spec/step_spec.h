@@ -163,6 +163,10 @@ struct StepSpec {
   // combined 1F1B schedule, each steady-state forward overlapped with the backward of an earlier
   // microbatch (sim/schedule/pipeline_schedule.h combined_1f1b_programs).
   bool overlap_moe_ep_comm = false;
+  // Megatron-LM's --use-tp-pp-dp-mapping: ranks in the order tp-cp-pp-dp (the experts' tp-ep-pp-dp),
+  // a pipeline's stages next to each other and the data-parallel replicas outermost, instead of
+  // Megatron-Core's default tp-cp-ep-dp-pp (sim/step/step_shape.h).
+  bool tp_pp_dp_mapping = false;
 
   PipelineSchedule effective_schedule() const {
     return schedule ? *schedule : (layout.vpp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::kOneFOneB);

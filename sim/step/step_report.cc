@@ -43,6 +43,7 @@ Json layout_json(const StepReport& r, const StepSpec& spec) {
   j["moe_strategy"] = std::string(to_string(spec.moe_strategy));
   if (spec.host_launch_ns) j["host_launch_s"] = seconds(*spec.host_launch_ns);
   if (spec.dispatcher != TokenDispatcher::kAllToAll) j["dispatcher"] = std::string(to_string(spec.dispatcher));
+  if (spec.tp_pp_dp_mapping) j["rank_order"] = "tp-cp-pp-dp";
   return j;
 }
 
@@ -142,6 +143,7 @@ std::string step_summary(const StepReport& r, const ModelSpec& model, const Clus
               ? "; MoE memory reuse " + std::string(to_string(spec.moe_strategy)) : std::string());
   if (spec.host_launch_ns) out << "; " << host_launch_phrase(*spec.host_launch_ns);
   if (spec.dispatcher != TokenDispatcher::kAllToAll) out << "; MoE dispatcher " << to_string(spec.dispatcher);
+  if (spec.tp_pp_dp_mapping) out << "; ranks tp-cp-pp-dp";
   out << "\n";
   if (r.routing) out << routing_line(*r.routing, spec);
   out << "\n";

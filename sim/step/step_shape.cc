@@ -167,6 +167,8 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   shape.layout = spec.layout;
   shape.gpus_per_node = cluster.node.gpus_per_node;
   check_degrees(spec.layout, cluster);
+  check_rank_order(model, spec);
+  shape.pp_before_dp = spec.tp_pp_dp_mapping;
   shape.dp = spec.layout.dp();
   check_model_split(model, spec.layout, spec.sequence_parallel);
   require(spec.zero_stage >= 0 && spec.zero_stage <= 3, "--zero " + str(spec.zero_stage) + " must be 0, 1, 2 or 3");
@@ -196,6 +198,18 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
   check_dualpipe_zero(shape, spec);
   check_moe_ep_overlap(model, shape, spec);
   return shape;
+}
+
+void check_rank_order(const ModelSpec& model, const StepSpec& spec) {
+  if (!spec.tp_pp_dp_mapping || !model.has_moe_layers()) return;
+  // Megatron-Core requires the dense and the expert rank generators to give the same pipeline
+  // groups; in the order tp-cp-pp-dp and the experts' tp-ep-pp-dp the stages lie tp x cp and
+  // etp x ep ranks apart.
+  const StepLayout& l = spec.layout;
+  require(l.expert_tp() * l.ep == l.tp * l.cp,
+          "--use-tp-pp-dp-mapping with MoE layers needs --etp x --ep = --tp x --cp (the experts' pipeline "
+          "stages must be the dense layers'), got " + str(l.expert_tp()) + " x " + str(l.ep) + " = " +
+              str(l.expert_tp() * l.ep) + " against " + str(l.tp) + " x " + str(l.cp) + " = " + str(l.tp * l.cp));
 }
 
 void check_dualpipe_zero(const StepShape& shape, const StepSpec& spec) {
@@ -328,7 +342,8 @@ std::vector<int> StepShape::context_group(int stage) const {
 
 std::vector<int> StepShape::stage_group(int stage) const {
   std::vector<int> out;
-  for (int r = 0; r < layout.stage_size(); ++r) out.push_back(stage_rank(stage) + r);
+  for (int d = 0; d < dp; ++d)
+    for (int r = 0; r < layout.tp * layout.cp; ++r) out.push_back(stage_rank(stage) + d * replica_stride() + r);
   return out;
 }
 
@@ -342,12 +357,16 @@ std::vector<int> StepShape::data_group(int stage) const {
   // Megatron's data-parallel group of the dense blocks with context parallelism spans cp x dp.
   std::vector<int> out;
   for (int st : replica_stages(stage))
-    for (int d = 0; d < layout.cp * dp; ++d) out.push_back(stage_rank(st) + d * layout.tp);
+    for (int d = 0; d < dp; ++d)
+      for (int c = 0; c < layout.cp; ++c) out.push_back(stage_rank(st) + d * replica_stride() + c * layout.tp);
+  std::sort(out.begin(), out.end());  // with pp before dp, DualPipe's mirror stages interleave
   return out;
 }
 
 // The experts' groups in Megatron-Core's expert rank generator (order tp-ep-dp-pp, context
-// parallelism folded into the others): expert rank = ((pp x edp + d) x ep + e) x etp + t.
+// parallelism folded into the others): expert rank = ((pp x edp + d) x ep + e) x etp + t; with
+// pp before dp (order tp-ep-pp-dp) ((d x pp + pp_index) x ep + e) x etp + t, whose stages are the
+// dense order's because etp x ep = tp x cp there (check_rank_order).
 std::vector<int> StepShape::expert_tensor_group(int stage) const {
   std::vector<int> out;
   for (int t = 0; t < layout.expert_tp(); ++t) out.push_back(stage_rank(stage) + t);
@@ -390,7 +409,7 @@ void check_dispatcher(const ModelSpec& model, const StepShape& shape, const Step
     for (int d = 0; d < l.edp(); ++d)
       for (int t = 0; t < l.expert_tp(); ++t) {
         std::vector<int> group;
-        const int first = shape.stage_rank(s) + d * l.expert_tp() * l.ep + t;
+        const int first = shape.stage_rank(s) + d * shape.expert_replica_stride() + t;
         for (int e = 0; e < l.ep; ++e) group.push_back(first + e * l.expert_tp());
         const auto by_node = members_by_node(group, shape.gpus_per_node);
         const auto& [node0, members0] = *by_node.begin();
@@ -407,9 +426,9 @@ void check_dispatcher(const ModelSpec& model, const StepShape& shape, const Step
 
 std::vector<int> StepShape::expert_data_group(int stage) const {
   std::vector<int> out;
-  const int stride = layout.ep * layout.expert_tp();
   for (int st : replica_stages(stage))
-    for (int r = 0; r < layout.edp(); ++r) out.push_back(stage_rank(st) + r * stride);
+    for (int r = 0; r < layout.edp(); ++r) out.push_back(stage_rank(st) + r * expert_replica_stride());
+  std::sort(out.begin(), out.end());  // with pp before dp, DualPipe's mirror stages interleave
   return out;
 }
 

@@ -3,7 +3,9 @@
 // naming the flag and the rule.
 //
 // Ranks, Megatron-Core's order tp-cp-ep-dp-pp (tensor fastest): rank = ((pp_index x dp + dp_index)
-// x cp + cp_index) x tp + tp_index. The simulation keeps one representative rank per pipeline
+// x cp + cp_index) x tp + tp_index; with --use-tp-pp-dp-mapping (pp_before_dp) tp-cp-pp-dp: rank =
+// ((dp_index x pp + pp_index) x cp + cp_index) x tp + tp_index, the experts' order tp-ep-pp-dp
+// likewise. The simulation keeps one representative rank per pipeline
 // stage, its rank with every other index 0 (stage_rank): within a stage the tensor, context and
 // data-parallel ranks do the same work at the same time, so one of them stands for all; the
 // collectives still run over the whole groups (tensor_group, data_group, ...), whose sizes and
@@ -41,6 +43,7 @@ struct StepShape {
   Fp8Recipe fp8_recipe = Fp8Recipe::kCurrent;  // with fp8 GEMMs: how the quantisations are scaled
   int element_bytes = 2;
   int gpus_per_node = 1;  // the cluster's: which ranks share a node (rank / gpus_per_node)
+  bool pp_before_dp = false;  // --use-tp-pp-dp-mapping: the rank order tp-cp-pp-dp
 
   // Tokens of one microbatch on one rank: micro_batch x seq / cp (each context-parallel rank
   // holds 1/cp of the sequence).
@@ -48,7 +51,9 @@ struct StepShape {
   int stages() const { return layout.pp; }
   int num_parts() const { return static_cast<int>(parts.size()); }
 
-  int stage_rank(int stage) const { return stage * layout.stage_size(); }
+  // The representative rank of a stage (every other index 0), and the stage a rank belongs to.
+  int stage_rank(int stage) const { return stage * pipeline_stride(); }
+  int stage_of(int rank) const { return pp_before_dp ? rank / pipeline_stride() % stages() : rank / pipeline_stride(); }
   // Sorted members of the groups of a stage's representative rank.
   std::vector<int> tensor_group(int stage) const;
   std::vector<int> context_group(int stage) const;
@@ -66,6 +71,16 @@ struct StepShape {
   std::vector<int> expert_data_group(int stage) const;
   // The stages whose ranks hold stage `stage`'s parameters: itself, and for DualPipe its mirror.
   std::vector<int> replica_stages(int stage) const;
+  // The distance between a stage's expert-data-parallel replicas: etp x ep, or with pp before dp
+  // etp x ep x pp (= tp x cp x pp there).
+  int expert_replica_stride() const { return layout.expert_tp() * layout.ep * (pp_before_dp ? layout.pp : 1); }
+
+ private:
+  // The distance between neighbouring stages' ranks: a whole stage (tp x cp x dp) in the default
+  // order, tp x cp with pp before dp.
+  int pipeline_stride() const { return pp_before_dp ? layout.tp * layout.cp : layout.stage_size(); }
+  // The distance between a stage's data-parallel replicas: tp x cp, or tp x cp x pp with pp before dp.
+  int replica_stride() const { return pp_before_dp ? layout.tp * layout.cp * layout.pp : layout.tp * layout.cp; }
 };
 
 // What the memory accounting needs of a shape: the activations' layout, the model states'
@@ -106,6 +121,9 @@ void check_dualpipe_zero(const StepShape& shape, const StepSpec& spec);
 // --recompute-modules.
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
+// --use-tp-pp-dp-mapping with MoE layers: --etp x --ep = --tp x --cp (Megatron-Core's dense and
+// expert pipeline groups must be the same). Throws InputError naming the flag.
+void check_rank_order(const ModelSpec& model, const StepSpec& spec);
 
 // --dispatcher deepep: a model with MoE layers, a uniform routing, no capacity_factor other than 1,
 // and expert groups that put the same number of ranks on every node they span. Throws InputError naming --dispatcher and the rule.

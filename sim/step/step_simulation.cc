@@ -19,7 +19,6 @@ std::vector<StageIntervals> stage_intervals(const StepGraph& sg, const EngineRun
   std::vector<StageIntervals> out(static_cast<std::size_t>(sg.shape.stages()));
   const TaskGraph& g = sg.graph;
   const auto& records = run.trace.records;
-  const int stage_size = sg.shape.layout.stage_size();
   for (TaskIndex i = 0; i < g.num_tasks(); ++i) {
     const Task& t = g.task(i);
     if (t.stream == StreamClass::kCommPipeline) continue;
@@ -29,7 +28,7 @@ std::vector<StageIntervals> stage_intervals(const StepGraph& sg, const EngineRun
     if (host_issued)
       for (TaskIndex p : g.predecessors(i)) after_predecessors = std::max(after_predecessors, records[p].end_ns);
     for (int rank : g.ranks_of(i)) {
-      StageIntervals& st = out[static_cast<std::size_t>(rank / stage_size)];
+      StageIntervals& st = out[static_cast<std::size_t>(sg.shape.stage_of(rank))];
       st.busy.emplace_back(rec.start_ns, rec.end_ns);
       if (t.stream == StreamClass::kCompute) st.compute.emplace_back(rec.start_ns, rec.end_ns);
       if (host_issued && rec.ready_ns > after_predecessors) st.host_wait.emplace_back(after_predecessors, rec.ready_ns);

@@ -26,7 +26,7 @@ TEST(StepOptionsTest, FlagsAreUniqueAndDocumented) {
     EXPECT_FALSE(std::string(o.help).empty()) << o.flag;
     EXPECT_FALSE(std::string(o.default_text).empty()) << o.flag;
   }
-  EXPECT_EQ(flags.size(), 19u);
+  EXPECT_EQ(flags.size(), 20u);
 }
 
 TEST(StepOptionsTest, EveryOptionSetsItsField) {

@@ -1,0 +1,127 @@
+// --use-tp-pp-dp-mapping (StepSpec::tp_pp_dp_mapping): Megatron-LM's rank order tp-cp-pp-dp, the
+// experts' tp-ep-pp-dp. The groups of a stage's representative rank in both orders, the rule that
+// keeps the experts' stages the dense layers', and what moving the pipeline onto a node changes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/step/step_shape.h"
+#include "sim/step/step_simulation.h"
+#include "tests/sim/step_presets.h"
+
+namespace moesim {
+namespace {
+
+StepShape shape_of(const std::string& model, const StepSpec& spec) {
+  return derive_step_shape(testing::model_preset(model), testing::a100_cluster(spec.layout.gpus), spec);
+}
+
+// GPT-1.7B on 16 GPUs: tp 2, pp 2, dp 4.
+StepSpec dense_step(bool mapping) {
+  StepSpec s = testing::small_gpt_step();
+  s.layout.pp = 2;
+  s.tp_pp_dp_mapping = mapping;
+  return s;
+}
+
+TEST(RankOrder, DefaultOrderPutsAStagesReplicasNextToEachOther) {
+  const StepShape shape = shape_of("gpt-1.7b", dense_step(false));
+  // rank = ((pp x dp + d) x cp + c) x tp + t: stage 1 starts after stage 0's 8 ranks.
+  EXPECT_EQ(shape.stage_rank(1), 8);
+  EXPECT_EQ(shape.tensor_group(1), (std::vector<int>{8, 9}));
+  EXPECT_EQ(shape.data_group(1), (std::vector<int>{8, 10, 12, 14}));
+  EXPECT_EQ(shape.stage_group(0), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(shape.stage_of(7), 0);
+  EXPECT_EQ(shape.stage_of(8), 1);
+}
+
+TEST(RankOrder, TpPpDpMappingPutsAPipelinesStagesNextToEachOther) {
+  const StepShape shape = shape_of("gpt-1.7b", dense_step(true));
+  // rank = ((d x pp + pp_index) x cp + c) x tp + t: stage 1 is tp ranks after stage 0, and a
+  // stage's replicas are tp x pp apart.
+  EXPECT_EQ(shape.stage_rank(1), 2);
+  EXPECT_EQ(shape.tensor_group(1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(shape.data_group(1), (std::vector<int>{2, 6, 10, 14}));
+  EXPECT_EQ(shape.stage_group(0), (std::vector<int>{0, 1, 4, 5, 8, 9, 12, 13}));
+  for (int r : shape.stage_group(1)) EXPECT_EQ(shape.stage_of(r), 1) << r;
+  for (int r : shape.stage_group(0)) EXPECT_EQ(shape.stage_of(r), 0) << r;
+}
+
+TEST(RankOrder, ExpertGroupsFollowTheExpertOrderTpEpPpDp) {
+  // Qwen3-30B-A3B, tp 2, pp 2, dp 4, the experts folded to etp 1 x ep 2 (= tp x cp) x edp 4.
+  StepSpec s = testing::small_moe_step();
+  s.layout.etp = 1;
+  s.layout.ep = 2;
+  s.tp_pp_dp_mapping = true;
+  const StepShape shape = shape_of("qwen3-30b-a3b", s);
+  EXPECT_EQ(shape.stage_rank(1), 2);
+  EXPECT_EQ(shape.expert_tensor_group(1), (std::vector<int>{2}));
+  EXPECT_EQ(shape.expert_group(1), (std::vector<int>{2, 3}));
+  // expert rank = ((d x pp + pp_index) x ep + e) x etp + t: the replicas are etp x ep x pp = 4 apart.
+  EXPECT_EQ(shape.expert_data_group(1), (std::vector<int>{2, 6, 10, 14}));
+  s.tp_pp_dp_mapping = false;  // tp-ep-dp-pp: replicas etp x ep = 2 apart within stage 1's ranks 8-15
+  EXPECT_EQ(shape_of("qwen3-30b-a3b", s).expert_data_group(1), (std::vector<int>{8, 10, 12, 14}));
+}
+
+TEST(RankOrder, MoeLayersNeedTheExpertsStagesToBeTheDenseOnes) {
+  StepSpec s = testing::small_moe_step();  // tp 2, ep 4: etp x ep = 8, tp x cp = 2
+  s.tp_pp_dp_mapping = true;
+  EXPECT_THAT(testing::step_error_of(s, "qwen3-30b-a3b"),
+              ::testing::HasSubstr("--use-tp-pp-dp-mapping with MoE layers needs --etp x --ep = --tp x --cp"));
+  s.tp_pp_dp_mapping = false;
+  EXPECT_EQ(testing::step_error_of(s, "qwen3-30b-a3b"), "");
+}
+
+TEST(RankOrder, WithoutPipeliningTheOrderChangesNothing) {
+  StepSpec s = testing::small_gpt_step();
+  s.layout.pp = 1;
+  s.layout.gpus = 8;
+  s.global_batch = 8;
+  const auto model = testing::model_preset("gpt-1.7b");
+  const SimulatedStep a = simulate_training_step(model, testing::a100_cluster(8), s);
+  s.tp_pp_dp_mapping = true;
+  const SimulatedStep b = simulate_training_step(model, testing::a100_cluster(8), s);
+  EXPECT_EQ(a.report.step_ns, b.report.step_ns);
+  EXPECT_EQ(a.report.peak_memory_bytes, b.report.peak_memory_bytes);
+}
+
+TimeNs duration(const SimulatedStep& sim, const std::string& id) {
+  const auto task = sim.graph.graph.find(id, -1);
+  EXPECT_TRUE(task.has_value()) << id;
+  if (!task) return 0;
+  const TaskRecord& r = sim.run.trace.records[*task];
+  return r.end_ns - r.start_ns;
+}
+
+// GPT-1.7B on two 8-GPU nodes, tp 1, pp 2, dp 8: in the default order each stage fills a node, its
+// gradient all-reduces on NVLink, the pipeline's transfers and the tied embedding's all-reduce
+// across the fabric; in tp-pp-dp order each node holds whole pipelines, the other way round.
+TEST(RankOrder, MovingTheReplicasAcrossNodesTradesNvlinkBetweenTheGroups) {
+  StepSpec s;
+  s.layout.gpus = 16;
+  s.layout.tp = 1;
+  s.layout.pp = 2;
+  s.global_batch = 32;
+  s.seq = 1024;
+  const auto model = testing::model_preset("gpt-1.7b");
+  const SimulatedStep by_stage = simulate_training_step(model, testing::a100_cluster(16), s);
+  s.tp_pp_dp_mapping = true;
+  const SimulatedStep by_pipeline = simulate_training_step(model, testing::a100_cluster(16), s);
+  const auto nodes = [](const std::vector<int>& g) { return g.back() / 8 - g.front() / 8 + 1; };
+  EXPECT_EQ(nodes(by_stage.graph.shape.data_group(0)), 1);
+  EXPECT_EQ(nodes(by_pipeline.graph.shape.data_group(0)), 2);
+  // A layer's gradient all-reduce over 8 ranks: one node's NVLink, or 4 + 4 across the fabric.
+  EXPECT_GT(duration(by_pipeline, "mb3.L1.bwd.grad.reduce"), duration(by_stage, "mb3.L1.bwd.grad.reduce"));
+  // The tied embedding's all-reduce between the first and the last stage, and the pipeline's
+  // transfers: across the fabric, or on one node's NVLink.
+  EXPECT_LT(duration(by_pipeline, "embedding.grad.allreduce"), duration(by_stage, "embedding.grad.allreduce"));
+  EXPECT_LT(duration(by_pipeline, "mb0.p2p.fwd.part1.s0-s1"), duration(by_stage, "mb0.p2p.fwd.part1.s0-s1"));
+  // The same work and memory either way.
+  EXPECT_EQ(by_pipeline.report.peak_memory_bytes, by_stage.report.peak_memory_bytes);
+  EXPECT_EQ(by_pipeline.graph.graph.num_tasks(), by_stage.graph.graph.num_tasks());
+}
+
+}  // namespace
+}  // namespace moesim
