@@ -197,11 +197,11 @@ void add_overlap_options(std::vector<Entry>& e) {
                MOESIM_STEP_BOOL(s.overlap_moe_ep_comm)});
   e.push_back({option("--use-tp-pp-dp-mapping", StepOptionType::kBool, "off",
                       "Megatron-LM's rank order tp-cp-pp-dp (the experts' tp-ep-pp-dp): a pipeline's stages on "
-                      "neighbouring ranks, the data-parallel replicas outermost; with MoE layers `--etp` x `--ep` = "
-                      "`--tp` x `--cp` ([ranks](#what-is-simulated))",
+                      "neighbouring ranks, the data-parallel replicas outermost; with MoE layers and `--pp` > 1 "
+                      "`--etp` x `--ep` = `--tp` x `--cp` ([ranks](#what-is-simulated))",
                       "Megatron-LM's --use-tp-pp-dp-mapping (whole step): ranks in the order tp-cp-pp-dp (the "
                       "experts' tp-ep-pp-dp) instead of tp-cp-ep-dp-pp, so the pipeline's neighbours, not the "
-                      "data-parallel replicas, share a node; MoE layers need --etp x --ep = --tp x --cp"),
+                      "data-parallel replicas, share a node; MoE layers with --pp > 1 need --etp x --ep = --tp x --cp"),
                MOESIM_STEP_BOOL(s.tp_pp_dp_mapping)});
 }
 

@@ -201,14 +201,14 @@ StepShape derive_step_shape(const ModelSpec& model, const ClusterSpec& cluster, 
 }
 
 void check_rank_order(const ModelSpec& model, const StepSpec& spec) {
-  if (!spec.tp_pp_dp_mapping || !model.has_moe_layers()) return;
+  const StepLayout& l = spec.layout;
+  if (!spec.tp_pp_dp_mapping || !model.has_moe_layers() || l.pp == 1) return;
   // Megatron-Core requires the dense and the expert rank generators to give the same pipeline
   // groups; in the order tp-cp-pp-dp and the experts' tp-ep-pp-dp the stages lie tp x cp and
-  // etp x ep ranks apart.
-  const StepLayout& l = spec.layout;
+  // etp x ep ranks apart (without pipelining every group is one rank, and the order changes nothing).
   require(l.expert_tp() * l.ep == l.tp * l.cp,
-          "--use-tp-pp-dp-mapping with MoE layers needs --etp x --ep = --tp x --cp (the experts' pipeline "
-          "stages must be the dense layers'), got " + str(l.expert_tp()) + " x " + str(l.ep) + " = " +
+          "--use-tp-pp-dp-mapping with MoE layers and --pp > 1 needs --etp x --ep = --tp x --cp (the experts' "
+          "pipeline stages must be the dense layers'), got " + str(l.expert_tp()) + " x " + str(l.ep) + " = " +
               str(l.expert_tp() * l.ep) + " against " + str(l.tp) + " x " + str(l.cp) + " = " + str(l.tp * l.cp));
 }
 

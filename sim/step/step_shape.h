@@ -72,7 +72,8 @@ struct StepShape {
   // The stages whose ranks hold stage `stage`'s parameters: itself, and for DualPipe its mirror.
   std::vector<int> replica_stages(int stage) const;
   // The distance between a stage's expert-data-parallel replicas: etp x ep, or with pp before dp
-  // etp x ep x pp (= tp x cp x pp there).
+  // etp x ep x pp (= tp x cp x pp where check_rank_order holds: MoE models with pp > 1; a dense
+  // model's expert groups hold no work and are not meaningful there).
   int expert_replica_stride() const { return layout.expert_tp() * layout.ep * (pp_before_dp ? layout.pp : 1); }
 
  private:
@@ -121,8 +122,8 @@ void check_dualpipe_zero(const StepShape& shape, const StepSpec& spec);
 // --recompute-modules.
 void check_recompute_modules(const ModelSpec& model, const StepSpec& spec);
 void check_step_routing(const ModelSpec& model, const RoutingSpec& routing);
-// --use-tp-pp-dp-mapping with MoE layers: --etp x --ep = --tp x --cp (Megatron-Core's dense and
-// expert pipeline groups must be the same). Throws InputError naming the flag.
+// --use-tp-pp-dp-mapping with MoE layers and --pp > 1: --etp x --ep = --tp x --cp (Megatron-Core's
+// dense and expert pipeline groups must be the same). Throws InputError naming the flag.
 void check_rank_order(const ModelSpec& model, const StepSpec& spec);
 
 // --dispatcher deepep: a model with MoE layers, a uniform routing, no capacity_factor other than 1,

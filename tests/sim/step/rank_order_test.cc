@@ -65,12 +65,65 @@ TEST(RankOrder, ExpertGroupsFollowTheExpertOrderTpEpPpDp) {
   EXPECT_EQ(shape_of("qwen3-30b-a3b", s).expert_data_group(1), (std::vector<int>{8, 10, 12, 14}));
 }
 
+TEST(RankOrder, ContextParallelRanksSitBetweenTensorAndPipeline) {
+  // GPT-1.7B on 16 GPUs: tp 2, cp 2, pp 2, dp 2; rank = ((d x pp + p) x cp + c) x tp + t.
+  StepSpec s = dense_step(true);
+  s.layout.cp = 2;
+  s.global_batch = 8;
+  const StepShape shape = shape_of("gpt-1.7b", s);
+  EXPECT_EQ(shape.stage_rank(1), 4);
+  EXPECT_EQ(shape.tensor_group(1), (std::vector<int>{4, 5}));
+  EXPECT_EQ(shape.context_group(1), (std::vector<int>{4, 6}));
+  EXPECT_EQ(shape.data_group(1), (std::vector<int>{4, 6, 12, 14}));
+  EXPECT_EQ(shape.stage_group(1), (std::vector<int>{4, 5, 6, 7, 12, 13, 14, 15}));
+  EXPECT_EQ(shape.stage_of(12), 1);
+  EXPECT_EQ(shape.stage_of(11), 0);
+}
+
+TEST(RankOrder, DualPipeMirrorGroupsAreSorted) {
+  // GPT-1.7B on 8 GPUs: tp 1, pp 4, dp 2; stage 1 and its mirror 2 hold the same parts.
+  StepSpec s = testing::small_gpt_step_under(PipelineSchedule::kDualPipe);
+  s.layout.tp = 1;
+  s.layout.gpus = 8;
+  s.global_batch = 16;
+  s.tp_pp_dp_mapping = true;
+  const StepShape shape = shape_of("gpt-1.7b", s);
+  EXPECT_EQ(shape.data_group(1), (std::vector<int>{1, 2, 5, 6}));
+  const auto model = testing::model_preset("gpt-1.7b");
+  EXPECT_GT(simulate_training_step(model, testing::a100_cluster(8), s).report.step_ns, 0);
+}
+
+TEST(RankOrder, MoeStepRunsInTheOrder) {
+  // Qwen3-30B-A3B folded to etp 1 x ep 2 = tp x cp: its all-to-alls, expert reductions and
+  // ZeRO-1 gathers over the tp-ep-pp-dp groups.
+  StepSpec s = testing::small_moe_step();
+  s.layout.etp = 1;
+  s.layout.ep = 2;
+  s.zero_stage = 1;
+  const auto model = testing::model_preset("qwen3-30b-a3b");
+  const SimulatedStep by_default = simulate_training_step(model, testing::a100_cluster(16), s);
+  s.tp_pp_dp_mapping = true;
+  const SimulatedStep mapped = simulate_training_step(model, testing::a100_cluster(16), s);
+  EXPECT_GT(mapped.report.step_ns, 0);
+  EXPECT_EQ(mapped.graph.graph.num_tasks(), by_default.graph.graph.num_tasks());
+  EXPECT_EQ(mapped.report.peak_memory_bytes, by_default.report.peak_memory_bytes);
+  const auto reduce = mapped.graph.graph.find("mb1.L0.bwd.expert.grad.reduce", -1);
+  ASSERT_TRUE(reduce.has_value());
+  const auto& w = std::get<CollectiveWork>(mapped.graph.graph.task(*reduce).work);
+  EXPECT_EQ(mapped.graph.graph.group(w.group), (std::vector<int>{0, 4, 8, 12}));  // etp x ep x pp apart
+}
+
 TEST(RankOrder, MoeLayersNeedTheExpertsStagesToBeTheDenseOnes) {
   StepSpec s = testing::small_moe_step();  // tp 2, ep 4: etp x ep = 8, tp x cp = 2
   s.tp_pp_dp_mapping = true;
   EXPECT_THAT(testing::step_error_of(s, "qwen3-30b-a3b"),
-              ::testing::HasSubstr("--use-tp-pp-dp-mapping with MoE layers needs --etp x --ep = --tp x --cp"));
+              ::testing::HasSubstr("--use-tp-pp-dp-mapping with MoE layers and --pp > 1 needs --etp x --ep = --tp x --cp"));
   s.tp_pp_dp_mapping = false;
+  EXPECT_EQ(testing::step_error_of(s, "qwen3-30b-a3b"), "");
+  // Without pipelining every pipeline group is one rank: any expert layout runs in either order.
+  s.tp_pp_dp_mapping = true;
+  s.layout.pp = 1;
+  s.layout.gpus = 8;
   EXPECT_EQ(testing::step_error_of(s, "qwen3-30b-a3b"), "");
 }
 
