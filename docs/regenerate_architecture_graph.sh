@@ -4,12 +4,16 @@
 # markers, one row per moesim library, plugin and program (tests, benchmarks and fuzz targets left
 # out): the moesim targets it links directly, and the third-party ones.
 #
-#   docs/regenerate_architecture_graph.sh BUILD     # then review git diff docs/architecture.md
+#   docs/regenerate_architecture_graph.sh BUILD           # then review git diff docs/architecture.md
+#   docs/regenerate_architecture_graph.sh BUILD --check   # exit 1 with the difference when stale
 #
 # The graph depends on the configuration (the GPU runtime exists only with CUDA, the MPI plugin
 # only with MPI): generate it from a build with both, as CI configures it.
 set -eu
-[ $# -eq 1 ] && [ -f "$1/CMakeCache.txt" ] || { echo "usage: $0 BUILD (a configured build folder)" >&2; exit 2; }
+export LC_ALL=C  # the rows' order and the cells' order byte for byte on every machine
+check=0
+[ $# -eq 2 ] && [ "$2" = --check ] && check=1 && set -- "$1"
+[ $# -eq 1 ] && [ -f "$1/CMakeCache.txt" ] || { echo "usage: $0 BUILD [--check] (BUILD: a configured build folder)" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 doc="$root/docs/architecture.md"
@@ -42,4 +46,12 @@ awk -v begin="$begin" -v end="$end" -v table="$tmp/table" '
   $0 == begin { print; while ((getline line < table) > 0) print line; skip = 1; next }
   $0 == end { skip = 0 }
   !skip { print }' "$doc" >"$tmp/doc"
+if [ $check -eq 1 ]; then
+  if ! diff -u "$doc" "$tmp/doc"; then
+    echo "docs/architecture.md's link table is not what CMake links: run $0 BUILD and review the diff" >&2
+    exit 1
+  fi
+  echo "docs/architecture.md's link table is what CMake links"
+  exit 0
+fi
 mv "$tmp/doc" "$doc"

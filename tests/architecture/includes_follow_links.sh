@@ -5,8 +5,9 @@
 # docs/regenerate_architecture_graph.sh), so a header of an unlinked module, which would compile
 # if it were header-only, is caught here instead of in review. tests/ and bench/ are left out:
 # they link what they test. Limits: the table is what docs/regenerate_architecture_graph.sh last
-# wrote (run it after changing a link); runtime/'s host and CUDA libraries are one folder, so a
-# host file including a CUDA-side header is left to the linker.
+# wrote (Architecture.LinkTableIsWhatCMakeLinks holds it to CMake in a build with the GPU runtime
+# and MPI); runtime/'s host and CUDA libraries are one folder, so a host file including a CUDA-side
+# header is left to the linker.
 #
 #   tests/architecture/includes_follow_links.sh SOURCE_DIR
 set -euo pipefail
