@@ -142,6 +142,9 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a, StepPlanArgs& s) {
   plan->add_flag("--overlap-moe-expert-parallel-comm", s.overlap_moe_ep_comm,
                  "with --global-batch: also try each MoE layout Megatron-Core's combined 1F1B runs on (--pp 1 or "
                  "--vpp > 1, --ep > 1, no full recomputation, ZeRO below 3) with it (docs/planning.md)");
+  plan->add_flag("--use-tp-pp-dp-mapping", s.tp_pp_dp_mapping,
+                 "with --global-batch: also try each layout with --pp > 1 in Megatron-LM's rank order tp-cp-pp-dp "
+                 "(with MoE layers where --etp x --ep = --tp x --cp; docs/planning.md)");
   for (auto [flag, text, what] : {std::tuple{"--pp", &s.pp, "pipeline stages"}, {"--vpp", &s.vpp, "virtual stages"},
                                    {"--cp", &s.cp, "context-parallel degrees"},
                                    {"--etp", &s.etp, "experts' tensor-parallel sizes"},

@@ -137,6 +137,7 @@ search::LayoutRequest layout_request(const PlanArgs& a, const StepPlanArgs& s) {
   r.host_launch_ns = one.host_launch_ns;
   r.dispatcher = one.dispatcher;
   r.try_moe_ep_overlap = s.overlap_moe_ep_comm;
+  r.try_tp_pp_dp_mapping = s.tp_pp_dp_mapping;
   if (r.try_moe_ep_overlap && !r.model.has_moe_layers())
     throw InputError("--overlap-moe-expert-parallel-comm overlaps the MoE layers' all-to-alls; " + r.model.name +
                      " has none");
@@ -165,6 +166,7 @@ std::string layout_words(const PlannedLayout& p, bool moe) {
   if (s.moe_strategy != MemoryStrategy::kNone) out << ", memory reuse " << to_string(s.moe_strategy);
   if (s.schedule) out << ", schedule " << to_string(*s.schedule);
   if (s.overlap_moe_ep_comm) out << ", combined 1F1B (--overlap-moe-expert-parallel-comm)";
+  if (s.tp_pp_dp_mapping) out << ", ranks tp-cp-pp-dp (--use-tp-pp-dp-mapping)";
   out << ", recompute " << to_string(s.recompute);
   if (s.recompute == Recompute::kSelective) out << " (" << to_string(s.recompute_modules) << ")";
   out << ", ZeRO " << s.zero_stage;
@@ -198,6 +200,7 @@ std::string tried_text(const search::LayoutRequest& r) {
   list("schedules", schedules);
   list("memory reuse", strategies);
   if (r.try_moe_ep_overlap) out += ", each with and without the combined 1F1B where it runs";
+  if (r.try_tp_pp_dp_mapping) out += ", each with pp > 1 in the rank orders tp-cp-ep-dp-pp and tp-cp-pp-dp";
   return out;
 }
 
@@ -222,18 +225,19 @@ void print_header(std::ostream& out, const search::LayoutRequest& r, const Layou
 // The table's optional columns: `moe` the etp and chunks (layout_words), `reuse` the MoE
 // memory-reuse strategy (when the request tries strategies), `schedule` the pipeline schedule
 // (when it names schedules), `overlap` whether the MoE all-to-alls run in the combined 1F1B (when
-// it tries that).
+// it tries that), `ranks` the rank order (when it tries tp-cp-pp-dp).
 struct TableColumns {
-  bool moe = false, reuse = false, schedule = false, overlap = false;
+  bool moe = false, reuse = false, schedule = false, overlap = false, ranks = false;
 };
 
 TableColumns table_columns(const search::LayoutRequest& r) {
-  return {r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty(), r.try_moe_ep_overlap};
+  return {r.model.has_moe_layers(), !r.moe_strategies.empty(), !r.schedules.empty(), r.try_moe_ep_overlap,
+          r.try_tp_pp_dp_mapping};
 }
 
 std::string table_row(std::size_t rank, const PlannedLayout& p, const TableColumns& c,
                       const std::vector<RecomputeModules>& sets) {
-  const auto [moe, reuse, schedule, overlap] = c;
+  const auto [moe, reuse, schedule, overlap, ranks] = c;
   const StepSpec& s = p.candidate.spec;
   const StepReport& r = *p.simulated;
   char buf[256];
@@ -260,6 +264,7 @@ std::string table_row(std::size_t rank, const PlannedLayout& p, const TableColum
     row += buf;
   }
   if (overlap) row += s.overlap_moe_ep_comm ? "  yes    " : "  no     ";
+  if (ranks) row += s.tp_pp_dp_mapping ? "  tp-pp-dp" : "  default ";
   std::snprintf(buf, sizeof buf, "  %-9s  %4d  %9.4f  %12.1f  %8.1f  %11.1f  %4.1f%%  %6.3f  %8.2f  %s\n",
                 recompute_word(s, sets).c_str(), s.zero_stage, static_cast<double>(r.step_ns) * 1e-9,
                 r.tokens_per_s_per_gpu, p.estimate.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu,
@@ -278,14 +283,14 @@ std::string selective_note(const std::vector<RecomputeModules>& sets) {
 // `sets`: the selective recomputations' module sets the request gives (none: the default).
 void print_table(std::ostream& out, const LayoutPlan& plan, int top, const TableColumns& c,
                  const std::vector<RecomputeModules>& sets) {
-  const auto [moe, reuse, schedule, overlap] = c;
+  const auto [moe, reuse, schedule, overlap, ranks] = c;
   if (plan.simulated.empty()) {
     out << "\nno layout is legal and fits\n";
     return;
   }
   out << "\nrank  tp  cp  pp  vpp   ep" << (moe ? "  etp" : "") << "   dp   mb" << (moe ? "  chunks" : "")
       << (reuse ? "  reuse" : "") << (schedule ? "  schedule   " : "") << (overlap ? "  a2a ovl" : "")
-      << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
+      << (ranks ? "  ranks   " : "") << "  recompute  zero   step (s)  tokens/s/GPU  estimate  TFLOP/s/GPU    MFU  bubble  peak GiB  fits\n";
   const std::size_t shown = std::min(plan.simulated.size(), static_cast<std::size_t>(std::max(top, 0)));
   for (std::size_t k = 0; k < shown; ++k) out << table_row(k + 1, plan.simulated[k], c, sets);
   for (std::size_t k = 0; k < shown; ++k) {
@@ -304,6 +309,7 @@ void print_table(std::ostream& out, const LayoutPlan& plan, int top, const Table
       << (overlap ? "; a2a ovl: the MoE all-to-alls overlapped in Megatron-Core's combined 1F1B "
                     "(--overlap-moe-expert-parallel-comm)"
                   : "")
+      << (ranks ? "; ranks: default tp-cp-ep-dp-pp, or tp-pp-dp: tp-cp-pp-dp (--use-tp-pp-dp-mapping)" : "")
       << selective_note(sets) << ")\n";
 }
 
@@ -323,6 +329,7 @@ Json layout_json(const PlannedLayout& p) {
   j["moe_strategy"] = std::string(to_string(s.moe_strategy));
   j["schedule"] = std::string(to_string(s.effective_schedule()));
   j["overlap_moe_expert_parallel_comm"] = s.overlap_moe_ep_comm;
+  j["rank_order"] = s.tp_pp_dp_mapping ? "tp-cp-pp-dp" : "tp-cp-ep-dp-pp";
   j["recompute"] = std::string(to_string(s.recompute));
   if (s.recompute == Recompute::kSelective) j["recompute_modules"] = to_string(s.recompute_modules);
   j["sequence_parallel"] = s.sequence_parallel;
@@ -378,6 +385,7 @@ Json request_json(const search::LayoutRequest& r, const std::string& version) {
   j["schedules"] = schedules;            // empty: 1f1b, interleaved with vpp > 1
   j["moe_strategies"] = strategies;      // empty: none
   j["try_overlap_moe_expert_parallel_comm"] = r.try_moe_ep_overlap;
+  j["try_tp_pp_dp_mapping"] = r.try_tp_pp_dp_mapping;
   return j;
 }
 
@@ -440,7 +448,8 @@ const std::vector<std::string>& step_plan_only_flags() {
   static const std::vector<std::string> flags{"--seq",        "--top",  "--target-tokens-per-day", "--attention",
                                               "--host-launch-us", "--dispatcher", "--zero-stages", "--schedules", "--pp",
                                               "--vpp",        "--cp",   "--etp",  "--micro-batch", "--recompute",
-                                              "--recompute-modules", "--overlap-moe-expert-parallel-comm"};
+                                              "--recompute-modules", "--overlap-moe-expert-parallel-comm",
+                                              "--use-tp-pp-dp-mapping"};
   return flags;
 }
 

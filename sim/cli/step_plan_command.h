@@ -30,6 +30,7 @@ struct StepPlanArgs {
   std::string recompute;          // --recompute: the recomputations to try, a list; "" = the planner's
   std::string recompute_modules;  // --recompute-modules: what selective re-runs; "" = core_attn
   bool overlap_moe_ep_comm = false;  // --overlap-moe-expert-parallel-comm: try the combined 1F1B too
+  bool tp_pp_dp_mapping = false;     // --use-tp-pp-dp-mapping: try the rank order tp-cp-pp-dp too
 };
 
 // The flags only the whole-step plan reads, and the MoE-layer plan's that it refuses.

@@ -249,6 +249,19 @@ bool step_accepts(const LayoutRequest& r, const StepSpec& s) {
   }
 }
 
+// Each candidate from `from` on, with pp > 1, again in the rank order tp-cp-pp-dp where the
+// request asks and the step accepts it (StepSpec::tp_pp_dp_mapping).
+void add_rank_order_twins(const LayoutRequest& r, std::size_t from, std::vector<StepSpec>& out) {
+  if (!r.try_tp_pp_dp_mapping) return;
+  const std::size_t to = out.size();
+  for (std::size_t k = from; k < to; ++k) {
+    if (out[k].layout.pp == 1) continue;
+    StepSpec twin = out[k];
+    twin.tp_pp_dp_mapping = true;
+    if (step_accepts(r, twin)) out.push_back(std::move(twin));
+  }
+}
+
 std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
   const int gpus = r.cluster.num_gpus();
   const int layers = r.model.num_layers;
@@ -273,6 +286,7 @@ std::vector<StepSpec> candidate_specs(const LayoutRequest& r) {
               combined.overlap_moe_ep_comm = true;
               out.push_back(std::move(combined));
             }
+            add_rank_order_twins(r, from, out);
           }
       }
       if (tp * cp == gpus) break;
@@ -333,7 +347,7 @@ std::int64_t zero_transient_bytes(const ModelSpec& model, const StepShape& shape
 }  // namespace
 
 void check_fixed_axes(const LayoutRequest& r) {
-  if (fixed_count(r.only) == 0 && !r.try_moe_ep_overlap) return;
+  if (fixed_count(r.only) == 0 && !r.try_moe_ep_overlap && !r.try_tp_pp_dp_mapping) return;
   const std::vector<StepSpec> specs = candidate_specs(r);
   if (fixed_count(r.only) > 0) check_axes_of(r, specs);
   if (r.try_moe_ep_overlap &&
@@ -341,6 +355,10 @@ void check_fixed_axes(const LayoutRequest& r) {
     throw InputError("--overlap-moe-expert-parallel-comm: no candidate layout of this request runs Megatron-Core's "
                      "combined 1F1B (it needs --pp 1 or --vpp > 1, --ep > 1, no full recomputation, ZeRO below 3, at "
                      "most one multi-token prediction module, and a layout the step accepts)");
+  if (r.try_tp_pp_dp_mapping &&
+      std::none_of(specs.begin(), specs.end(), [](const StepSpec& s) { return s.tp_pp_dp_mapping; }))
+    throw InputError("--use-tp-pp-dp-mapping: no candidate layout of this request runs in the rank order tp-cp-pp-dp "
+                     "(it needs --pp > 1 and, with MoE layers, --etp x --ep = --tp x --cp)");
 }
 
 std::vector<int> zero_stages(const LayoutRequest& r) {

@@ -43,7 +43,9 @@
 //        simulates the last three in full) and whether interleaved is tried;
 //   combined 1F1B  with LayoutRequest::try_moe_ep_overlap, each MoE layout with pp 1 or vpp > 1,
 //        ep > 1 and no full recomputation a second time with the MoE all-to-alls overlapped (its
-//        closed-form peak counts one pass more).
+//        closed-form peak counts one pass more);
+//   rank order  with LayoutRequest::try_tp_pp_dp_mapping, each layout with pp > 1 (and its combined
+//        1F1B twin) a second time in the order tp-cp-pp-dp, where the step accepts it.
 // The step's own rules (derive_step_shape: --etp's, --chunks', ...) reject what they refuse.
 // LayoutRequest::only fixes axes (tp, cp, pp, vpp, ep, etp, micro-batch) to the values it lists.
 #pragma once
@@ -100,6 +102,9 @@ struct LayoutRequest {
   // Megatron-Core's combined 1F1B (StepSpec::overlap_moe_ep_comm; `plan
   // --overlap-moe-expert-parallel-comm`).
   bool try_moe_ep_overlap = false;
+  // Whether each layout with pp > 1 is also tried in Megatron-LM's rank order tp-cp-pp-dp
+  // (StepSpec::tp_pp_dp_mapping; `plan --use-tp-pp-dp-mapping`), where the step accepts it.
+  bool try_tp_pp_dp_mapping = false;
   // The MoE layers' routing for every layout (StepSpec::routing): uniform, or zipf (a matrix fixes
   // the expert-parallel size, which the planner varies: refused by plan_layouts).
   RoutingSpec routing;

@@ -125,6 +125,31 @@ TEST_F(Cli, StepPlanTriesTheZeroStagesItIsGiven) {
   EXPECT_EQ(nlohmann::json::parse(defaults.out)["zero_stages"], nlohmann::json::parse("[0, 1]"));
 }
 
+// --use-tp-pp-dp-mapping with --global-batch: each pipelined layout in both rank orders, a `ranks`
+// column and JSON keys; the best layout's step time is what `simulate` gives for it in its order.
+TEST_F(Cli, StepPlanTriesBothRankOrders) {
+  const std::string model = "--model gpt-1.7b --hardware dgx-a100-80gb-hdr --gpus 16 --global-batch 32 --seq 1024 ";
+  const Result r = run("plan " + model + "--tp 1 --cp 1 --pp 2 --vpp 1 --micro-batch 1 --recompute none "
+                       "--zero-stages 0 --top 2 --use-tp-pp-dp-mapping --json " + (dir_ / "plan.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("each with pp > 1 in the rank orders tp-cp-ep-dp-pp and tp-cp-pp-dp\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  mb  ranks     recompute"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(dir_ / "plan.json"));
+  EXPECT_EQ(j["try_tp_pp_dp_mapping"], true);
+  const auto& layouts = j["plan"]["layouts"];
+  ASSERT_EQ(layouts.size(), 2u) << j.dump();
+  std::set<std::string> orders;
+  for (const auto& l : layouts) orders.insert(l["rank_order"].get<std::string>());
+  EXPECT_EQ(orders, (std::set<std::string>{"tp-cp-ep-dp-pp", "tp-cp-pp-dp"}));
+  const auto& best = layouts[0];
+  const Result sim = run("simulate " + model + "--tp 1 --pp 2 --json -" +
+                         (best["rank_order"] == "tp-cp-pp-dp" ? " --use-tp-pp-dp-mapping" : ""));
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), best["step_time_s"].get<double>());
+  EXPECT_EQ(run("plan " + model + "--pp 1 --use-tp-pp-dp-mapping").exit_code, 2);
+}
+
 // --overlap-moe-expert-parallel-comm with --global-batch: every layout the combined 1F1B runs on
 // tried with and without it, an `a2a ovl` column and JSON keys; `simulate` with the flag gives an
 // overlapped layout's step time. A dense model is refused, exit 2.
