@@ -38,11 +38,11 @@ folder_of() {
 
 # Every target `$1` links, transitively, itself included.
 closure() {
-  local todo=("$1") seen=" $1 " t d
-  while [ ${#todo[@]} -gt 0 ]; do
-    t=${todo[0]}; todo=("${todo[@]:1}")
+  local queue=("$1") seen=" $1 " t d
+  while [ ${#queue[@]} -gt 0 ]; do
+    t=${queue[0]}; queue=("${queue[@]:1}")
     for d in $(awk -v t="$t" '$1 == t { for (i = 2; i <= NF; ++i) print $i }' <<<"$edges"); do
-      case $seen in *" $d "*) ;; *) seen+="$d "; todo+=("$d") ;; esac
+      case $seen in *" $d "*) ;; *) seen+="$d "; queue+=("$d") ;; esac
     done
   done
   echo $seen

@@ -78,6 +78,15 @@ inline StepSpec small_moe_step_tp1() {
   return s;
 }
 
+// small_moe_step with the experts folded to etp 1 x ep 2 (= tp x cp) x edp 4: the layout whose
+// expert groups line up with the dense layers' in both rank orders.
+inline StepSpec folded_moe_step() {
+  StepSpec s = small_moe_step();
+  s.layout.etp = 1;
+  s.layout.ep = 2;
+  return s;
+}
+
 // What build_step_graph refuses `spec` with on the A100 cluster, or "" when it builds.
 inline std::string step_error_of(const StepSpec& spec, const std::string& model = "gpt-1.7b") {
   try {

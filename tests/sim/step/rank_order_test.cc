@@ -51,9 +51,7 @@ TEST(RankOrder, TpPpDpMappingPutsAPipelinesStagesNextToEachOther) {
 
 TEST(RankOrder, ExpertGroupsFollowTheExpertOrderTpEpPpDp) {
   // Qwen3-30B-A3B, tp 2, pp 2, dp 4, the experts folded to etp 1 x ep 2 (= tp x cp) x edp 4.
-  StepSpec s = testing::small_moe_step();
-  s.layout.etp = 1;
-  s.layout.ep = 2;
+  StepSpec s = testing::folded_moe_step();
   s.tp_pp_dp_mapping = true;
   const StepShape shape = shape_of("qwen3-30b-a3b", s);
   EXPECT_EQ(shape.stage_rank(1), 2);
@@ -96,9 +94,7 @@ TEST(RankOrder, DualPipeMirrorGroupsAreSorted) {
 TEST(RankOrder, MoeStepRunsInTheOrder) {
   // Qwen3-30B-A3B folded to etp 1 x ep 2 = tp x cp: its all-to-alls, expert reductions and
   // ZeRO-1 gathers over the tp-ep-pp-dp groups.
-  StepSpec s = testing::small_moe_step();
-  s.layout.etp = 1;
-  s.layout.ep = 2;
+  StepSpec s = testing::folded_moe_step();
   s.zero_stage = 1;
   const auto model = testing::model_preset("qwen3-30b-a3b");
   const SimulatedStep by_default = simulate_training_step(model, testing::a100_cluster(16), s);
