@@ -41,7 +41,6 @@ struct LayerRouting {
   std::int32_t* row_token = nullptr;
   std::int32_t* row_choice = nullptr;
   std::int32_t* tokens_per_expert = nullptr;
-  std::vector<int> fwd_pos, bwd_pos;  // processing position of each chunk
 };
 
 // One local rank: its plans, streams, events, memory and the pointers into it.
@@ -84,12 +83,10 @@ struct LayerExecutor::State {
     return (p.host ? host_arena : arena) + p.offset;
   }
   bool has(int layer, const std::string& name) const { return buffer_ids.count(full_name(layer, name)) > 0; }
-  // Buffers named "<name>.slot<i>", in slot order.
-  std::vector<char*> pool(int layer, const std::string& name) const {
-    std::vector<char*> out;
-    for (int i = 0; has(layer, name + ".slot" + std::to_string(i)); ++i)
-      out.push_back(buffer(layer, name + ".slot" + std::to_string(i)));
-    return out;
+  // The first byte of an operand binding (task.h) of one of the rank's buffers.
+  char* at(const Operand& o) const {
+    const BufferPlacement& p = memory.placement(o.buffer);
+    return (p.host ? host_arena : arena) + p.offset + o.offset;
   }
   int stream_of(StreamClass c) const { return stream_ids.at(static_cast<std::size_t>(streams.stream_of_class[static_cast<int>(c)])); }
 };
@@ -107,22 +104,12 @@ struct RankLayer {
 
   char* buffer(const std::string& name) const { return st.buffer(layer, name); }
   bool has(const std::string& name) const { return st.has(layer, name); }
-  std::vector<char*> pool(const std::string& name) const { return st.pool(layer, name); }
   bool top() const { return layer + 1 == num_layers; }
   // The layer's output y: the next layer's input T_I, or the top layer's y.
   char* output() const { return top() ? st.y : st.buffer(layer + 1, "T_I"); }
   // The layer's incoming gradient dY: the next layer's dT_I, or the top layer's dY.
   char* upstream_grad() const { return top() ? st.dy : st.buffer(layer + 1, "dT_I"); }
 };
-
-// Chunk c of a per-chunk tensor `name` (rows_all rows of `width`): a slice of the full-size
-// buffer without a strategy, else the slot of sequence position q.
-inline char* chunk_ptr(const RankLayer& s, const std::string& name, int chunk, std::int64_t q, std::int64_t chunk_bytes) {
-  if (s.has(name)) return s.buffer(name) + chunk * chunk_bytes;
-  const std::vector<char*> pool = s.pool(name);
-  MOESIM_CHECK(!pool.empty(), "the graph has neither " + name + " nor its slots");
-  return pool[static_cast<std::size_t>(q % static_cast<std::int64_t>(pool.size()))];
-}
 
 // Parameter layout inside the graph's `params` (and `grads`) buffer: Wg (M x E), then W1
 // (E_l x M x F), then W2 (E_l x H x M), then the shared experts' W1s (M x Fs) and W2s (Hs x M),

@@ -103,25 +103,6 @@ std::unique_ptr<LayerExecutor::State> plan_rank(const TaskGraph& graph, const Ex
   return s;
 }
 
-// Processing positions per layer: the order of fwd.fc1 and bwd.fc2.dgrad on the compute stream.
-void plan_chunk_positions(LayerExecutor::State& s, const TaskGraph& graph, int num_layers, int num_chunks) {
-  s.layers.resize(static_cast<std::size_t>(num_layers));
-  for (LayerRouting& lr : s.layers) {
-    lr.fwd_pos.assign(num_chunks, -1);
-    lr.bwd_pos.assign(num_chunks, -1);
-  }
-  std::vector<int> fwd(num_layers, 0), bwd(num_layers, 0);
-  for (TaskIndex ti : graph.stream_tasks(s.rank, StreamClass::kCompute)) {
-    const Task& t = graph.task(ti);
-    const std::string op = op_of(t);
-    LayerRouting& lr = s.layers[static_cast<std::size_t>(t.layer)];
-    if (t.pass == Pass::kForward && op == "fc1") lr.fwd_pos[t.chunk] = fwd[t.layer]++;
-    if (t.pass == Pass::kBackward && op == "fc2.dgrad") lr.bwd_pos[t.chunk] = bwd[t.layer]++;
-  }
-  for (int l = 0; l < num_layers; ++l)
-    MOESIM_CHECK(fwd[l] == num_chunks && bwd[l] == num_chunks, "one FC1 and one FC2 dgrad per chunk");
-}
-
 // Memory: the arenas and the workspace, each allocated once.
 void allocate_rank_memory(LayerExecutor::State& s, const LayerExecutor::Shared& sh) {
   const LayerDims& dims = sh.d;
@@ -181,7 +162,7 @@ LayerExecutor::LayerExecutor(const TaskGraph& graph, const ModelSpec& model, con
   order_ = topological_order(graph);
   for (const ExecutorRank& r : ranks) {
     std::unique_ptr<State> s = plan_rank(graph, r, options.keep_layer_io);
-    plan_chunk_positions(*s, graph, num_layers_, dims.num_chunks);
+    s->layers.resize(static_cast<std::size_t>(num_layers_));
     allocate_rank_memory(*s, *shared_);
     states_.push_back(std::move(s));
   }

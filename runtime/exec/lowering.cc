@@ -14,40 +14,33 @@ void Lowering::local(const RankLayer& s, const Task& t, const std::string& op, i
   if (it == table.end()) unsupported(t);
   const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_, shared_f_);
   const ParamPtrs g = bwd ? param_ptrs(s.buffer("grads"), d_, eb_, shared_f_) : ParamPtrs{};
-  const bool first = bwd && s.r.bwd_pos[t.chunk < 0 ? 0 : static_cast<std::size_t>(t.chunk)] == 0;
-  (this->*(it->second))(Op{s, t, t.chunk, stream, p, g, first});
+  (this->*(it->second))(Op{s, t, t.chunk, stream, p, g});
 }
 
-char* Lowering::t_di(const RankLayer& s, int c, bool backward) const {
-  const std::int64_t q = backward ? d_.num_chunks + s.r.bwd_pos[c] : s.r.fwd_pos[c];
-  return chunk_ptr(s, "T_DI", c, q, rows_all_ * d_.d_model * eb_);
+namespace {
+
+char* bound(const RankLayer& s, const Task& t, const std::vector<Operand>& list, std::size_t i, const char* verb) {
+  std::size_t own = 0;
+  for (const Operand& o : list) {
+    if (!s.st.memory.holds(o.buffer)) continue;  // another member's
+    if (own++ == i) return s.st.at(o);
+  }
+  throw InternalError("task '" + t.id + "' " + verb + " " + std::to_string(own) + " operand(s) on rank " +
+                      std::to_string(s.st.rank) + "; the GPU executor needs #" + std::to_string(i));
 }
 
-char* Lowering::t_m(const RankLayer& s, int c, bool backward) const {
-  const std::int64_t q = backward ? d_.num_chunks + s.r.bwd_pos[c] : s.r.fwd_pos[c];
-  return chunk_ptr(s, "T_M", c, q, rows_all_ * d_.fc1_out * eb_);
-}
+}  // namespace
 
-char* Lowering::d_a(const RankLayer& s, int c) const {
-  const std::string own = "bwd.dA.c" + std::to_string(c);
-  if (s.has(own)) return s.buffer(own);
-  // In place only where dA and the activation's input gradient have the same width.
-  MOESIM_CHECK(act_ != ActivationKind::kSwiglu, "a swiglu graph has its bwd.dA buffers");
-  return grad(s, "dM", c, d_.fc1_out);
+char* Lowering::read(const RankLayer& s, const Task& t, std::size_t i) { return bound(s, t, t.reads, i, "reads"); }
+
+char* Lowering::written(const RankLayer& s, const Task& t, std::size_t i) {
+  return bound(s, t, t.writes, i, "writes");
 }
 
 char* Lowering::shared_d_a(const RankLayer& s) const {
   if (s.has("shared.dA")) return s.buffer("shared.dA");
   MOESIM_CHECK(act_ != ActivationKind::kSwiglu, "a swiglu graph with shared experts has their shared.dA buffer");
   return s.buffer("shared.dM");
-}
-
-char* Lowering::t_do(const RankLayer& s, int c) const {
-  return chunk_ptr(s, "T_DO", c, s.r.fwd_pos[c], rows_all_ * d_.d_model * eb_);
-}
-
-char* Lowering::grad(const RankLayer& s, const std::string& name, int c, std::int64_t width) const {
-  return chunk_ptr(s, name, c, s.r.bwd_pos[c], rows_all_ * width * eb_);
 }
 
 GemmArgs Lowering::expert_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const void* a,
@@ -84,12 +77,11 @@ GemmArgs Lowering::dense_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, 
   return g;
 }
 
-void Lowering::run_fc1(const RankLayer& s, int c, bool backward, int stream) const {
-  const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_, shared_f_);
+void Lowering::run_fc1(const Op& o) const {
   const std::int64_t M = d_.d_model, F = d_.fc1_out;
-  s.dev->gemm(expert_gemm(false, false, rows_, F, M, t_di(s, c, backward), M, rows_ * M, p.w1, F, M * F,
-                          t_m(s, c, backward), F, rows_ * F, false),
-              stream);
+  o.s.dev->gemm(expert_gemm(false, false, rows_, F, M, read(o.s, o.t, 0), M, rows_ * M, o.p.w1, F, M * F,
+                            written(o.s, o.t, 0), F, rows_ * F, false),
+                o.stream);
 }
 
 void Lowering::encode_rows(const RankLayer& s, std::int64_t begin, std::int64_t end, int stream) const {
@@ -111,20 +103,20 @@ AllToAllMember Lowering::all_to_all_member(const RankLayer& s, const Task& t, co
   m.recv_layout = to_experts ? expert_ : source_;
   if (!bwd && op == "dispatch") {
     m.send = source_chunk(s.st.send, c);
-    m.recv = t_di(s, c, false);
+    m.recv = written(s, t, 0);
   } else if (!bwd && op == "combine") {
-    m.send = t_do(s, c);
+    m.send = read(s, t, 0);
     m.recv = source_chunk(s.buffer("T_O"), c);
   } else if (bwd && op == "combine") {
     m.send = source_chunk(s.buffer("dT_O"), c);
-    m.recv = grad(s, "dDO", c, d_.d_model);
+    m.recv = written(s, t, 0);
   } else if (bwd && op == "redispatch") {
     // Re-encode the chunk from T_I (the routing is kept), then send it again.
     encode_rows(s, c * rows_all_, (c + 1) * rows_all_, stream);
     m.send = source_chunk(s.st.send, c);
-    m.recv = t_di(s, c, true);
+    m.recv = written(s, t, 0);
   } else if (bwd && op == "dispatch") {
-    m.send = grad(s, "dDI", c, d_.d_model);
+    m.send = read(s, t, 0);
     m.recv = source_chunk(s.st.send, c);  // the source-side gradient dD, over the spent dispatch tensor
   } else {
     unsupported(t);

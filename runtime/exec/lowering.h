@@ -2,9 +2,17 @@
 //
 // A task's op comes from its id (L<layer>.<pass>.<op>[.c<chunk>], layer_executor.h); each op of
 // each pass has one handler, found in a table: lowering_forward.cc and lowering_backward.cc hold
-// the local ops of the two passes, lowering.cc the tensors they address (chunk slices and slots,
-// parameters) and the all-to-alls. An op without a handler is refused with InputError naming the
-// task. Internal to runtime/exec.
+// the local ops of the two passes, lowering.cc the tensors they address and the all-to-alls. An
+// op without a handler is refused with InputError naming the task.
+//
+// A chunk's expert tensors (T_DI, T_M, T_DO) and gradients (dDO, dM or dA, dDI) are the task's
+// operand bindings (task.h), by position in the order the MoE block binds them
+// (sim/build/moe_layer_forward.cc, moe_layer_backward.cc): fc1 reads T_DI and writes T_M; the
+// activation reads T_M; fc2 writes T_DO; fc2.dgrad reads dDO and writes dA (dM); the activation's
+// backward reads dA (dM), then T_M, and writes dM; fc2.wgrad reads T_M, then dDO; fc1.wgrad T_DI,
+// then dM; fc1.dgrad reads dM and writes dDI; copies and all-to-alls bind the one tensor they
+// move. The parameters, the routing state and the workspaces are found by name. Internal to
+// runtime/exec.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +44,9 @@ class Lowering {
     int stream;
     ParamPtrs p;
     ParamPtrs g;   // backward only
-    bool first;    // backward: the first chunk in backward order (writes the weight gradients)
+    // A weight gradient's GEMM adds to what the chunks before it wrote (all but the first chunk
+    // in backward order): the task's GemmWork says so.
+    bool accumulates() const { return std::get<GemmWork>(t.work).accumulate; }
   };
   using Handler = void (Lowering::*)(const Op&) const;
   using HandlerTable = std::map<std::string, Handler, std::less<>>;
@@ -77,16 +87,13 @@ class Lowering {
   void shared_fc1_wgrad(const Op& o) const;
   void shared_fc1_dgrad(const Op& o) const;
 
-  // Expert-side chunk buffers; backward accesses use the chunk's backward sequence position.
-  char* t_di(const RankLayer& s, int c, bool backward) const;
-  char* t_m(const RankLayer& s, int c, bool backward) const;  // FC1's output, F wide
-  // FC2's input gradient dA (H wide): swiglu's own per-chunk buffer, else dM, which the
-  // activation's backward then overwrites in place with its F = H wide input gradient.
-  char* d_a(const RankLayer& s, int c) const;
+  // The first byte of the task's i-th read (written: write) operand on the rank: of a collective,
+  // which binds every simulated member's buffer, the i-th of the rank's own. InternalError when
+  // the graph binds fewer.
+  static char* read(const RankLayer& s, const Task& t, std::size_t i);
+  static char* written(const RankLayer& s, const Task& t, std::size_t i);
   // The shared experts' dA (B x Hs): swiglu's own buffer, else shared.dM (computed over in place).
   char* shared_d_a(const RankLayer& s) const;
-  char* t_do(const RankLayer& s, int c) const;
-  char* grad(const RankLayer& s, const std::string& name, int c, std::int64_t width) const;
   // Chunk c of a source-side tensor in the chunk-major layout.
   char* source_chunk(char* base, int c) const { return base + c * rows_all_ * d_.d_model * eb_; }
   // op(A) m x k times op(B) k x n, per local expert.
@@ -97,7 +104,7 @@ class Lowering {
   GemmArgs dense_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const void* a,
                       std::int64_t lda, const void* b, std::int64_t ldb, void* c, std::int64_t ldc,
                       bool accumulate) const;
-  void run_fc1(const RankLayer& s, int c, bool backward, int stream) const;
+  void run_fc1(const Op& o) const;  // fc1 and its recomputation: T_M = T_DI W1
   void encode_rows(const RankLayer& s, std::int64_t begin, std::int64_t end, int stream) const;
   AllToAllMember all_to_all_member(const RankLayer& s, const Task& t, const std::string& op, int stream) const;
   [[noreturn]] static void unsupported(const Task& t);

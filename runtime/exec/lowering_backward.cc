@@ -40,50 +40,52 @@ void Lowering::decode_backward(const Op& o) const {
 
 void Lowering::prefetch_t_m(const Op& o) const {
   const std::int64_t bytes = rows_all_ * d_.fc1_out * eb_;
-  o.s.dev->copy(t_m(o.s, o.c, true), o.s.buffer("host.T_M") + o.c * bytes, bytes, o.stream);
+  o.s.dev->copy(written(o.s, o.t, 0), o.s.buffer("host.T_M") + o.c * bytes, bytes, o.stream);
 }
 
 void Lowering::prefetch_t_di(const Op& o) const {
   const std::int64_t bytes = rows_all_ * d_.d_model * eb_;
-  o.s.dev->copy(t_di(o.s, o.c, true), o.s.buffer("host.T_DI") + o.c * bytes, bytes, o.stream);
+  o.s.dev->copy(written(o.s, o.t, 0), o.s.buffer("host.T_DI") + o.c * bytes, bytes, o.stream);
 }
 
-void Lowering::recompute_fc1(const Op& o) const { run_fc1(o.s, o.c, true, o.stream); }
+void Lowering::recompute_fc1(const Op& o) const { run_fc1(o); }
 
 // T_M holds FC1's output h, which recompute.fc1 has restored: nothing left to compute.
 void Lowering::recompute_act(const Op&) const {}
 
 void Lowering::fc2_dgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, H = d_.d_ffn;
-  o.s.dev->gemm(expert_gemm(false, true, rows_, H, M, grad(o.s, "dDO", o.c, M), M, rows_ * M, o.p.w2, M, H * M,
-                            d_a(o.s, o.c), H, rows_ * H, false),
+  // dA: swiglu's own per-chunk buffer, else dM, which the activation's backward then overwrites
+  // in place with its F = H wide input gradient.
+  o.s.dev->gemm(expert_gemm(false, true, rows_, H, M, read(o.s, o.t, 0), M, rows_ * M, o.p.w2, M, H * M,
+                            written(o.s, o.t, 0), H, rows_ * H, false),
                 o.stream);
 }
 
 void Lowering::act_backward(const Op& o) const {
-  o.s.dev->activation_backward(ActivationBackwardArgs{act_, rows_all_, d_.d_ffn, t_m(o.s, o.c, true), d_a(o.s, o.c),
-                                                      grad(o.s, "dM", o.c, d_.fc1_out), o.s.st.act_ws, type_},
+  o.s.dev->activation_backward(ActivationBackwardArgs{act_, rows_all_, d_.d_ffn, read(o.s, o.t, 1), read(o.s, o.t, 0),
+                                                      written(o.s, o.t, 0), o.s.st.act_ws, type_},
                                o.stream);
 }
 
 void Lowering::fc2_wgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, H = d_.d_ffn;
-  o.s.dev->gemm(expert_gemm(true, false, H, M, rows_, o.s.st.act_ws, H, rows_ * H, grad(o.s, "dDO", o.c, M), M,
-                            rows_ * M, o.g.w2, M, H * M, !o.first),
+  o.s.dev->gemm(expert_gemm(true, false, H, M, rows_, o.s.st.act_ws, H, rows_ * H, read(o.s, o.t, 1), M,
+                            rows_ * M, o.g.w2, M, H * M, o.accumulates()),
                 o.stream);
 }
 
 void Lowering::fc1_wgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, F = d_.fc1_out;
-  o.s.dev->gemm(expert_gemm(true, false, M, F, rows_, t_di(o.s, o.c, true), M, rows_ * M, grad(o.s, "dM", o.c, F),
-                            F, rows_ * F, o.g.w1, F, M * F, !o.first),
+  o.s.dev->gemm(expert_gemm(true, false, M, F, rows_, read(o.s, o.t, 0), M, rows_ * M, read(o.s, o.t, 1),
+                            F, rows_ * F, o.g.w1, F, M * F, o.accumulates()),
                 o.stream);
 }
 
 void Lowering::fc1_dgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, F = d_.fc1_out;
-  o.s.dev->gemm(expert_gemm(false, true, rows_, M, F, grad(o.s, "dM", o.c, F), F, rows_ * F, o.p.w1, F, M * F,
-                            grad(o.s, "dDI", o.c, M), M, rows_ * M, false),
+  o.s.dev->gemm(expert_gemm(false, true, rows_, M, F, read(o.s, o.t, 0), F, rows_ * F, o.p.w1, F, M * F,
+                            written(o.s, o.t, 0), M, rows_ * M, false),
                 o.stream);
 }
 

@@ -41,28 +41,28 @@ void Lowering::route(const Op& o) const {
 
 void Lowering::encode(const Op& o) const { encode_rows(o.s, 0, dispatch_rows_, o.stream); }
 
-void Lowering::fc1_forward(const Op& o) const { run_fc1(o.s, o.c, false, o.stream); }
+void Lowering::fc1_forward(const Op& o) const { run_fc1(o); }
 
 void Lowering::act_forward(const Op& o) const {
-  o.s.dev->activation(ActivationArgs{act_, rows_all_, d_.d_ffn, t_m(o.s, o.c, false), o.s.st.act_ws, type_},
+  o.s.dev->activation(ActivationArgs{act_, rows_all_, d_.d_ffn, read(o.s, o.t, 0), o.s.st.act_ws, type_},
                       o.stream);
 }
 
 void Lowering::fc2(const Op& o) const {
   const std::int64_t M = d_.d_model, H = d_.d_ffn;
   o.s.dev->gemm(expert_gemm(false, false, rows_, M, H, o.s.st.act_ws, H, rows_ * H, o.p.w2, M, H * M,
-                            t_do(o.s, o.c), M, rows_ * M, false),
+                            written(o.s, o.t, 0), M, rows_ * M, false),
                 o.stream);
 }
 
 void Lowering::offload_t_di(const Op& o) const {
   const std::int64_t bytes = rows_all_ * d_.d_model * eb_;
-  o.s.dev->copy(o.s.buffer("host.T_DI") + o.c * bytes, t_di(o.s, o.c, false), bytes, o.stream);
+  o.s.dev->copy(o.s.buffer("host.T_DI") + o.c * bytes, read(o.s, o.t, 0), bytes, o.stream);
 }
 
 void Lowering::offload_t_m(const Op& o) const {
   const std::int64_t bytes = rows_all_ * d_.fc1_out * eb_;
-  o.s.dev->copy(o.s.buffer("host.T_M") + o.c * bytes, t_m(o.s, o.c, false), bytes, o.stream);
+  o.s.dev->copy(o.s.buffer("host.T_M") + o.c * bytes, read(o.s, o.t, 0), bytes, o.stream);
 }
 
 void Lowering::decode(const Op& o) const {

@@ -11,12 +11,17 @@
 
 namespace moesim::runtime {
 
-const BufferPlacement& MemoryPlan::placement(BufferId id) const {
+const BufferPlacement* MemoryPlan::find(BufferId id) const {
   const auto it = std::lower_bound(placements.begin(), placements.end(), id,
                                    [](const BufferPlacement& p, BufferId v) { return p.buffer < v; });
-  if (it == placements.end() || it->buffer != id)
+  return it == placements.end() || it->buffer != id ? nullptr : &*it;
+}
+
+const BufferPlacement& MemoryPlan::placement(BufferId id) const {
+  const BufferPlacement* p = find(id);
+  if (p == nullptr)
     throw InputError("memory plan: buffer " + std::to_string(id) + " is not rank " + std::to_string(rank) + "'s");
-  return *it;
+  return *p;
 }
 
 namespace {

@@ -62,6 +62,10 @@ struct MemoryPlan {
 
   // Throws InputError for a buffer that is not the rank's.
   const BufferPlacement& placement(BufferId id) const;
+  bool holds(BufferId id) const { return find(id) != nullptr; }  // whether the buffer is the rank's
+
+ private:
+  const BufferPlacement* find(BufferId id) const;
 };
 
 // Throws InputError when `rank` is not simulated or alignment is not positive, InternalError when

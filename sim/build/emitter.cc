@@ -215,6 +215,23 @@ Node Emitter::all_to_all(int layer, Pass pass, const std::string& rest, const st
                     uses);
 }
 
+void Emitter::bind(const Node& task, TaskGraph::Access access, const Buf& buf, const RangeOf& range_of) {
+  if (task.empty() || buf.empty()) return;
+  for (std::size_t s = 0; s < task.size(); ++s) {
+    const auto [offset, bytes] = range_of(loads_[s]);
+    if (bytes > 0) g_.bind_operand(task[s], access, Operand{buf[s], offset, bytes, d_.storage_dtype});
+  }
+}
+
+Emitter::RangeOf Emitter::chunk_rows(int chunk, std::int64_t cols, bool in_slot) const {
+  return [this, chunk, cols, in_slot](const RankLoad& load) {
+    std::int64_t before = 0;
+    if (!in_slot)
+      for (int c = 0; c < chunk; ++c) before = checked_add(before, load.received_in(c));
+    return std::pair{bytes(before, cols), bytes(load.received_in(chunk), cols)};
+  };
+}
+
 void Emitter::edge(const Node& from, const Node& to, DepKind kind) {
   if (from.empty() || to.empty()) return;
   for (std::size_t i = 0; i < from.size(); ++i) g_.add_dependency(from[i], to[i], kind);

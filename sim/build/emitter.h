@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/build/handles.h"
@@ -107,6 +108,16 @@ class Emitter {
   // (the dispatch, the re-dispatch, the gradient of the combine), else back to the tokens' ranks.
   Node all_to_all(int layer, Pass pass, const std::string& rest, const std::string& stage, int chunk,
                   StreamClass stream, bool to_experts, const Uses& uses = {});
+
+  // Operand bindings (task.h): on every simulated rank, `task` reads or writes range_of(that
+  // rank's load) = {offset, bytes} of `buf`, in the layer's storage type; nothing where either is
+  // absent or the range is empty (a chunk a rank receives no rows in). A collective binds each
+  // simulated member's buffer.
+  using RangeOf = std::function<std::pair<std::int64_t, std::int64_t>(const RankLoad&)>;
+  void bind(const Node& task, TaskGraph::Access access, const Buf& buf, const RangeOf& range_of);
+  // The range of chunk c's rows, `cols` wide, in a buffer: the whole start of a slot (`in_slot`)
+  // or, in a full-size expert tensor, after the rows of the chunks before it.
+  RangeOf chunk_rows(int chunk, std::int64_t cols, bool in_slot) const;
 
   // A dependency from every rank's `from` to its `to`; none when either end is absent.
   void edge(const Node& from, const Node& to, DepKind kind = DepKind::kData);

@@ -253,6 +253,7 @@ LayerDims derive_layer_dims(const ModelSpec& model, const ClusterSpec& cluster, 
   d.capacity = capacity;
   d.chunk_alignment = align;
   d.element_bytes = model.element_bytes();
+  d.storage_dtype = model.dtype;
   d.gemm_dtype = model.gemm_dtype;
   check_sizes_fit(d, model, run);
   return d;

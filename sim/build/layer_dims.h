@@ -43,6 +43,7 @@ struct LayerDims {
   std::int64_t capacity = 0;      // C = floor(k*f*B/E) slots per expert per source rank
   int chunk_alignment = 1;        // a: chunk sizes are multiples of it but for the last chunk
   int element_bytes = 4;
+  DType storage_dtype = DType::kFp32;  // of the activations and parameters (element_bytes each)
   DType gemm_dtype = DType::kFp32;
 
   // The per-chunk sizes below default to the largest chunk (what a slot buffer must hold).

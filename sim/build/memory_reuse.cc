@@ -86,11 +86,13 @@ void MemoryReuse::offload(int l, int c, std::size_t g, const ForwardChunk& tasks
     di_release = copy_after(l, c, "T_DI", e_.dims().d_model, CopyDirection::kDeviceToHost, Buf{},
                             tasks.dispatch_done, tasks.fc1);
     t.offload_di[chunk] = di_release;
+    bind(l, Tensor::kTDI, c, g, di_release, TaskGraph::Access::kRead);
   }
   if (offloads_m()) {
     m_release = copy_after(l, c, "T_M", e_.dims().fc1_out_shard(), CopyDirection::kDeviceToHost, Buf{}, tasks.act,
                            tasks.fc2);
     t.offload_m[chunk] = m_release;
+    bind(l, Tensor::kTM, c, g, m_release, TaskGraph::Access::kRead);
   }
   t.di.released_by(g, di_release);
   t.m.released_by(g, m_release);
@@ -148,6 +150,11 @@ void MemoryReuse::redispatch(int l, int c, std::size_t g, StreamClass stream, co
   e_.edge(decode, r.redispatch);
   r.di = tp.gather_after(r.redispatch, l, p, "redispatch.allgather", c, stream);
   r.di_writer = r.redispatch;
+  bind(l, Tensor::kTDI, c, q, r.redispatch, TaskGraph::Access::kWrite);
+  if (r.di != r.redispatch) {  // the all-gather completes the tensor in place
+    bind(l, Tensor::kTDI, c, q, r.di, TaskGraph::Access::kRead);
+    bind(l, Tensor::kTDI, c, q, r.di, TaskGraph::Access::kWrite);
+  }
 }
 
 void MemoryReuse::restore(int l, int c, std::size_t g, const Node& decode, Restore& r) {
@@ -160,11 +167,13 @@ void MemoryReuse::restore(int l, int c, std::size_t g, const Node& decode, Resto
   if (offloads_m()) {
     r.m = copy_after(l, c, "T_M", F, CopyDirection::kHostToDevice, t.m.allocated_by(q), decode, t.offload_m[chunk]);
     r.m_writer = r.m;
+    bind(l, Tensor::kTM, c, q, r.m, TaskGraph::Access::kWrite);
   }
   if (offloads_di()) {
     r.di = copy_after(l, c, "T_DI", M, CopyDirection::kHostToDevice, t.di.allocated_by(q), decode,
                       t.offload_di[chunk]);
     r.di_writer = r.di;
+    bind(l, Tensor::kTDI, c, q, r.di, TaskGraph::Access::kWrite);
   }
   if (recomputes()) {
     const Node fc1 = e_.compute_each(l, p, "recompute.fc1", "recompute", c, expert_fc1_work(e_, c),
@@ -173,6 +182,10 @@ void MemoryReuse::restore(int l, int c, std::size_t g, const Node& decode, Resto
     r.m_writer = fc1;
     r.m = e_.compute_each(l, p, "recompute.act", "recompute", c, expert_activation_work(e_, c), {}, Op::kActivation);
     e_.edge(fc1, r.m);
+    bind(l, Tensor::kTDI, c, q, fc1, TaskGraph::Access::kRead);
+    bind(l, Tensor::kTM, c, q, fc1, TaskGraph::Access::kWrite);
+    bind(l, Tensor::kTM, c, q, r.m, TaskGraph::Access::kRead);  // the activation, in place
+    bind(l, Tensor::kTM, c, q, r.m, TaskGraph::Access::kWrite);
   }
 }
 
@@ -206,6 +219,23 @@ void MemoryReuse::backward_reuse_edges(int l, const std::vector<int>& chunks, co
     e_.edge(grads.d_di_slots.release_before(g), tasks.fc1_dgrad[c], DepKind::kReuse);
     e_.edge(grads.d_m_slot.release_before(g), tasks.fc2_dgrad[c], DepKind::kReuse);
   }
+}
+
+void MemoryReuse::bind(int l, Tensor tensor, int c, std::size_t q, const Node& task, TaskGraph::Access access) {
+  const LayerTensors& t = at(l);
+  const std::int64_t cols = tensor == Tensor::kTM ? e_.dims().fc1_out_shard() : e_.dims().d_model;
+  const Buf& full = tensor == Tensor::kTDI ? t.t_di : tensor == Tensor::kTM ? t.t_m : t.t_do;
+  const SlotPool& pool = tensor == Tensor::kTDI ? t.di : tensor == Tensor::kTM ? t.m : t.dout;
+  e_.bind(task, access, reuses() ? pool.slot_of(q) : full, e_.chunk_rows(c, cols, reuses()));
+}
+
+void MemoryReuse::bind(const Gradients& grads, Gradient tensor, int c, std::size_t g, const Node& task,
+                       TaskGraph::Access access) {
+  const std::int64_t cols = tensor == Gradient::kDM ? e_.dims().fc1_out_shard() : e_.dims().d_model;
+  const Buf& full = tensor == Gradient::kDDO ? grads.d_do : tensor == Gradient::kDM ? grads.d_m : grads.d_di;
+  const SlotPool& pool =
+      tensor == Gradient::kDDO ? grads.d_do_slots : tensor == Gradient::kDM ? grads.d_m_slot : grads.d_di_slots;
+  e_.bind(task, access, reuses() ? pool.slot_of(g) : full, e_.chunk_rows(c, cols, reuses()));
 }
 
 }  // namespace moesim

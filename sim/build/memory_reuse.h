@@ -103,6 +103,15 @@ class MemoryReuse {
   void backward_reuse_edges(int layer, const std::vector<int>& chunks, const std::vector<Restore>& restores,
                             Gradients& grads, const BackwardChunks& tasks);
 
+  // ---- Operand bindings (task.h): `task` reads or writes the bytes chunk c of a tensor occupies,
+  // at sequence position q for the expert tensors (its slot q % slots, or its rows of the
+  // full-size tensor under strategy none) and at backward position g for the chunk gradients.
+  enum class Tensor { kTDI, kTM, kTDO };
+  enum class Gradient { kDDO, kDM, kDDI };
+  void bind(int layer, Tensor tensor, int chunk, std::size_t q, const Node& task, TaskGraph::Access access);
+  void bind(const Gradients& grads, Gradient tensor, int chunk, std::size_t g, const Node& task,
+            TaskGraph::Access access);
+
  private:
   bool offloads_di() const { return offloads_t_di(strategy_); }
   bool offloads_m() const { return offloads_t_m(strategy_); }

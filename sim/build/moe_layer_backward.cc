@@ -174,7 +174,51 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
     e_.edge(act, t.fc1_dgrad[i]);
     e_.edge(t.fc1_dgrad[i], present_or(b.dgrad_reduce[i], t.grad_dispatch[i]));
     policies_.memory.restore_edges(b.restores[i], act, t.fc2_wgrad[i], t.fc1_wgrad[i]);
+    bind_backward_chunk(b, c, g, act);
   }
+}
+
+// Operand bindings of chunk c's expert backward at position g (the restored T_DI and T_M at
+// sequence position n + g): the gradient's all-to-all writes dDO, FC2's data gradient reads it
+// and writes dM (swiglu: its own dA), the activation's backward reads that, then T_M, and writes
+// dM in place, the weight gradients read T_M then dDO, T_DI then dM, FC1's data gradient reads dM
+// and writes dDI, which a tensor-parallel all-reduce sums in place and the dispatch back sends.
+// The order of the calls is each task's operand order, which the runtime reads by position
+// (runtime/exec/lowering.h).
+void MoeLayerBlock::bind_backward_chunk(const BackwardPass& b, int c, std::size_t g, const Node& act) {
+  using T = MemoryReuse::Tensor;
+  using G = MemoryReuse::Gradient;
+  constexpr auto kRead = TaskGraph::Access::kRead, kWrite = TaskGraph::Access::kWrite;
+  MemoryReuse& m = policies_.memory;
+  const MemoryReuse::BackwardChunks& t = b.tasks;
+  const auto i = static_cast<std::size_t>(c);
+  const int l = b.l;
+  const std::size_t q = static_cast<std::size_t>(e_.dims().num_chunks) + g;
+  m.bind(b.grads, G::kDDO, c, g, t.grad_combine[i], kWrite);
+  if (b.grad_combine_done[i] != t.grad_combine[i]) {
+    m.bind(b.grads, G::kDDO, c, g, b.grad_combine_done[i], kRead);
+    m.bind(b.grads, G::kDDO, c, g, b.grad_combine_done[i], kWrite);
+  }
+  m.bind(b.grads, G::kDDO, c, g, t.fc2_dgrad[i], kRead);
+  const Emitter::RangeOf d_a = e_.chunk_rows(c, e_.dims().d_ffn_shard(), true);
+  if (b.d_a[i].empty()) {
+    m.bind(b.grads, G::kDM, c, g, t.fc2_dgrad[i], kWrite);
+    m.bind(b.grads, G::kDM, c, g, act, kRead);
+  } else {
+    e_.bind(t.fc2_dgrad[i], kWrite, b.d_a[i], d_a);
+    e_.bind(act, kRead, b.d_a[i], d_a);
+  }
+  m.bind(l, T::kTM, c, q, act, kRead);
+  m.bind(b.grads, G::kDM, c, g, act, kWrite);
+  m.bind(l, T::kTM, c, q, t.fc2_wgrad[i], kRead);
+  m.bind(b.grads, G::kDDO, c, g, t.fc2_wgrad[i], kRead);
+  m.bind(l, T::kTDI, c, q, t.fc1_wgrad[i], kRead);
+  m.bind(b.grads, G::kDM, c, g, t.fc1_wgrad[i], kRead);
+  m.bind(b.grads, G::kDM, c, g, t.fc1_dgrad[i], kRead);
+  m.bind(b.grads, G::kDDI, c, g, t.fc1_dgrad[i], kWrite);
+  m.bind(b.grads, G::kDDI, c, g, b.dgrad_reduce[i], kRead);
+  m.bind(b.grads, G::kDDI, c, g, b.dgrad_reduce[i], kWrite);
+  m.bind(b.grads, G::kDDI, c, g, t.grad_dispatch[i], kRead);
 }
 
 // Encode's backward, the router's gradient and the layer's last task, gate.wgrad, which releases

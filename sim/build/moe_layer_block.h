@@ -87,6 +87,7 @@ class MoeLayerBlock final : public Block {
   void emit_router(ForwardPass& f, const Node& input, const Buf& in);
   void emit_forward_all_to_alls(ForwardPass& f);
   void emit_experts(ForwardPass& f);
+  void bind_forward_chunk(const ForwardPass& f, int chunk, std::size_t g, const Node& act);
   Node emit_decode(ForwardPass& f, const Buf& in, const Buf& out);
 
   // Backward stages (moe_layer_backward.cc).
@@ -94,6 +95,7 @@ class MoeLayerBlock final : public Block {
   void emit_backward_decode(BackwardPass& b, const Gradient& upstream, const Node& rerun_decode);
   void emit_backward_all_to_alls(BackwardPass& b);
   void emit_expert_backward(BackwardPass& b);
+  void bind_backward_chunk(const BackwardPass& b, int chunk, std::size_t g, const Node& act);
   Gradient emit_router_backward(BackwardPass& b);
 
   Emitter& e_;

@@ -171,8 +171,36 @@ void MoeLayerBlock::emit_experts(ForwardPass& f) {
     e_.edge(fc1, act);
     e_.edge(act, f.fc2[i]);
     e_.edge(f.fc2[i], present_or(f.fc2_reduce[i], f.combine[i]));  // to the TP all-reduce, if any
+    bind_forward_chunk(f, c, g, act);
     policies_.memory.offload(l, c, g, MemoryReuse::ForwardChunk{f.dispatch_done[i], fc1, act, f.fc2[i]});
   }
+}
+
+// Operand bindings of chunk c's expert tensors at position g: the all-to-all writes T_DI (and a
+// tensor-parallel all-gather completes it in place), FC1 reads it and writes T_M, the activation
+// rewrites T_M in place (its output counted in T_M's bytes), FC2 reads it and writes T_DO, which
+// a tensor-parallel all-reduce sums in place and the combine sends. The order of the calls is
+// each task's operand order, which the runtime reads by position (runtime/exec/lowering.h).
+void MoeLayerBlock::bind_forward_chunk(const ForwardPass& f, int c, std::size_t g, const Node& act) {
+  using T = MemoryReuse::Tensor;
+  constexpr auto kRead = TaskGraph::Access::kRead, kWrite = TaskGraph::Access::kWrite;
+  MemoryReuse& m = policies_.memory;
+  const auto i = static_cast<std::size_t>(c);
+  const int l = f.l;
+  m.bind(l, T::kTDI, c, g, f.dispatch[i], kWrite);
+  if (f.dispatch_done[i] != f.dispatch[i]) {
+    m.bind(l, T::kTDI, c, g, f.dispatch_done[i], kRead);
+    m.bind(l, T::kTDI, c, g, f.dispatch_done[i], kWrite);
+  }
+  m.bind(l, T::kTDI, c, g, f.fc1[i], kRead);
+  m.bind(l, T::kTM, c, g, f.fc1[i], kWrite);
+  m.bind(l, T::kTM, c, g, act, kRead);
+  m.bind(l, T::kTM, c, g, act, kWrite);
+  m.bind(l, T::kTM, c, g, f.fc2[i], kRead);
+  m.bind(l, T::kTDO, c, g, f.fc2[i], kWrite);
+  m.bind(l, T::kTDO, c, g, f.fc2_reduce[i], kRead);
+  m.bind(l, T::kTDO, c, g, f.fc2_reduce[i], kWrite);
+  m.bind(l, T::kTDO, c, g, f.combine[i], kRead);
 }
 
 // Decode reads the combined rows and the scores, plus the shared experts' output it adds, and

@@ -27,6 +27,8 @@ class SlotPool {
   const std::vector<Buf>& buffers() const { return slots_; }
   // The slot the writer at position q allocates: its slot when it is that slot's first writer.
   Buf allocated_by(std::size_t q) const { return q < slots_.size() ? slots_[q] : Buf{}; }
+  // The slot the chunk at position q occupies: q % size.
+  const Buf& slot_of(std::size_t q) const { return slots_[q % slots_.size()]; }
   // Records the task that releases position q's data (its last reader).
   void released_by(std::size_t q, const Node& task);
   // The release the writer at position q must wait for (an empty Node when the slot is fresh).

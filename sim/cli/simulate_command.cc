@@ -16,6 +16,7 @@
 #include "sim/driver/simulation.h"
 #include "sim/graph/graph_algorithms.h"
 #include "sim/graph/graph_json.h"
+#include "sim/graph/operand_check.h"
 #include "sim/memory/model_memory.h"
 #include "sim/report/report.h"
 #include "sim/report/timeline.h"
@@ -157,12 +158,31 @@ int run_graph_export(StepArgs& a, const std::string& out_path) {
   return 0;
 }
 
+// Acyclic, and every operand access ordered against its buffer's life and the conflicting
+// accesses (operand_check.h), for graphs small enough for that check.
 int run_graph_check(const std::string& path) {
   const TaskGraph graph = load_graph_json(path);
   check_acyclic(graph);
+  std::size_t operands = 0;
+  for (TaskIndex i = 0; i < graph.num_tasks(); ++i) operands += graph.task(i).reads.size() + graph.task(i).writes.size();
+  std::string operand_note = operands == 0 ? "no operand bindings" : std::to_string(operands) + " operand accesses ordered";
+  if (operands > 0 && graph.num_tasks() > kMaxOperandCheckTasks) {
+    operand_note = std::to_string(operands) + " operand accesses not checked (above " +
+                   std::to_string(kMaxOperandCheckTasks) + " tasks)";
+  } else if (operands > 0) {
+    const std::vector<std::string> violations = operand_violations(graph, 5);
+    if (!violations.empty()) {
+      std::string rule =
+          "operand accesses no path of the graph orders (two tasks touching the same bytes, one of them "
+          "writing, need a path between them; an access needs one from its buffer's allocation and to its "
+          "release): ";
+      for (std::size_t i = 0; i < violations.size(); ++i) rule += (i > 0 ? "; " : "") + violations[i];
+      throw InputError(SourceLocation{path, 0, 0}, rule);
+    }
+  }
   std::cout << path << ": " << graph.num_tasks() << " tasks, " << graph.edges().size()
             << " edges, " << graph.simulated_ranks().size() << " simulated rank(s) of "
-            << graph.world_size() << ", acyclic\n";
+            << graph.world_size() << ", acyclic, " << operand_note << "\n";
   return 0;
 }
 

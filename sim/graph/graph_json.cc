@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -148,6 +149,35 @@ class Reader {
     return out;
   }
 
+  // [buffer, offset, bytes, dtype] per operand (schema 3); the graph checks the range.
+  std::vector<Operand> operands(std::string_view key) const {
+    std::vector<Operand> out;
+    if (!has(key)) return out;
+    const Json& v = field(key);
+    const std::string what = "field '" + std::string(key) + "'";
+    if (!v.is_array()) fail(what + " must be an array of [buffer, offset, bytes, dtype]");
+    for (const Json& e : v) {
+      const auto id = [&](std::size_t i, std::int64_t most) {
+        if (!e[i].is_number_integer() || e[i].get<std::int64_t>() < 0 || e[i].get<std::int64_t>() > most)
+          fail(what + " holds " + e.dump() + ": its element " + std::to_string(i) + " must be an integer in [0, " +
+               std::to_string(most) + "]");
+        return e[i].get<std::int64_t>();
+      };
+      if (!e.is_array() || e.size() != 4 || !e[3].is_string())
+        fail(what + " holds " + e.dump() + ", not [buffer, offset, bytes, dtype]");
+      const std::optional<DType> dtype = parse_dtype(e[3].get<std::string>());
+      if (!dtype) {
+        std::string valid;
+        for (const std::string& d : dtype_names()) valid += (valid.empty() ? "" : ", ") + d;
+        fail(what + " holds " + e.dump() + ": unknown dtype (valid: " + valid + ")");
+      }
+      constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+      out.push_back(Operand{static_cast<BufferId>(id(0, std::numeric_limits<BufferId>::max())), id(1, kMax),
+                            id(2, kMax), *dtype});
+    }
+    return out;
+  }
+
   void allow_only(const std::vector<std::string_view>& allowed) const {
     for (auto it = obj_.begin(); it != obj_.end(); ++it) {
       if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
@@ -276,6 +306,13 @@ Task read_task(const Json& j, std::size_t index, const std::string& source, cons
   t.allocates = r.buffer_ids("allocates");
   t.frees = r.buffer_ids("frees");
   allowed.insert(allowed.end(), {"allocates", "frees"});
+  if (version >= 3) {
+    t.reads = r.operands("reads");
+    t.writes = r.operands("writes");
+    allowed.insert(allowed.end(), {"reads", "writes"});
+  } else if (r.has("reads") || r.has("writes")) {
+    r.fail("operand bindings ('reads', 'writes') need schema_version 3");
+  }
   if (kind == TaskKind::kCollective) {
     t.rank = static_cast<int>(r.integer("rank", -1, -1));
   } else {
@@ -464,6 +501,13 @@ std::string export_graph_json(const TaskGraph& graph) {
     }
     if (!t.allocates.empty()) j["allocates"] = t.allocates;
     if (!t.frees.empty()) j["frees"] = t.frees;
+    for (const auto& [key, operands] : {std::pair{"reads", &t.reads}, std::pair{"writes", &t.writes}}) {
+      if (operands->empty()) continue;
+      OrderedJson list = OrderedJson::array();
+      for (const Operand& o : *operands)
+        list.push_back(OrderedJson::array({o.buffer, o.offset, o.bytes, std::string(to_string(o.dtype))}));
+      j[key] = std::move(list);
+    }
     tasks.push_back(std::move(j));
   }
   root["tasks"] = std::move(tasks);

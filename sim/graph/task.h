@@ -147,6 +147,19 @@ Op op_for(const Work& work, Op kernel = Op::kElementwise);
 // Whether `op` is the op of `work`: its cost kind, and for work that determines its op, that op.
 bool op_agrees(Op op, const Work& work);
 
+// An operand binding: the bytes of one buffer a task reads or writes, in the element type they hold.
+// A collective lists each simulated member's own buffers (the buffer names its rank). Bound so
+// far: the MoE block's per-chunk expert tensors and their gradients (sim/build/memory_reuse.h);
+// other buffers, and the runtime's workspaces the graph does not hold, are not bound yet.
+struct Operand {
+  BufferId buffer = 0;
+  std::int64_t offset = 0;  // bytes from the buffer's start
+  std::int64_t bytes = 0;
+  DType dtype = DType::kBf16;
+
+  bool operator==(const Operand&) const = default;
+};
+
 struct Task {
   std::string id;          // stable, e.g. "L0.bwd.fc1.wgrad.c2"; unique per rank
   int rank = 0;            // the rank that runs it; for a collective, the group's issuing rank is
@@ -162,6 +175,11 @@ struct Task {
   int chunk = -1;          // -1 for tasks of the whole layer
   std::vector<BufferId> allocates;  // allocated when the task starts
   std::vector<BufferId> frees;      // released when the task ends
+  // What it reads and writes (in place: in both), in the order the block that binds them documents
+  // (the runtime reads them by position; the MoE block's expert GEMMs bind their activations and
+  // gradients, not yet their weights).
+  std::vector<Operand> reads;
+  std::vector<Operand> writes;
 
   TaskKind kind() const;
   bool is_collective() const { return std::holds_alternative<CollectiveWork>(work); }

@@ -110,19 +110,46 @@ void TaskGraph::check_buffer_use(const Task& task, BufferId id, const char* verb
   if (counts[id] != 0)
     throw InputError("buffer '" + b.name + "' on rank " + std::to_string(b.rank) + " is " + verb +
                      " by more than one task (again by '" + task.id + "')");
-  bool on_rank = task.rank == b.rank;
-  if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
-    const std::vector<int>& members = groups_.at(c->group);
-    on_rank = std::binary_search(members.begin(), members.end(), b.rank);
-  }
-  if (!on_rank)
+  if (!runs_on(task, b.rank))
     throw InputError("task '" + task.id + "' " + verb + " buffer '" + b.name + "' of rank " + std::to_string(b.rank) +
                      ", where it does not run");
+}
+
+bool TaskGraph::runs_on(const Task& task, int rank) const {
+  if (const auto* c = std::get_if<CollectiveWork>(&task.work)) {
+    const std::vector<int>& members = groups_.at(c->group);
+    return std::binary_search(members.begin(), members.end(), rank);
+  }
+  return task.rank == rank;
+}
+
+// An operand lies inside a buffer of a rank the task runs on; resident buffers may be bound (a
+// GEMM reads the parameters).
+void TaskGraph::check_operand(const Task& task, const Operand& o, const char* verb) const {
+  if (o.buffer >= buffers_.size())
+    throw InputError("task '" + task.id + "' " + verb + " unknown buffer " + std::to_string(o.buffer));
+  const Buffer& b = buffers_[o.buffer];
+  if (o.offset < 0 || o.bytes <= 0 || o.offset > b.bytes || o.bytes > b.bytes - o.offset)
+    throw InputError("task '" + task.id + "' " + verb + " bytes [" + std::to_string(o.offset) + ", +" +
+                     std::to_string(o.bytes) + ") of buffer '" + b.name + "', which holds " + std::to_string(b.bytes) +
+                     " bytes (an operand is a non-empty range inside its buffer)");
+  if (!runs_on(task, b.rank))
+    throw InputError("task '" + task.id + "' " + verb + " buffer '" + b.name + "' of rank " + std::to_string(b.rank) +
+                     ", where it does not run");
+}
+
+void TaskGraph::bind_operand(TaskIndex task, Access access, const Operand& operand) {
+  if (task >= num_tasks()) throw InternalError("bind_operand: no task " + std::to_string(task));
+  const bool read = access == Access::kRead;
+  check_operand(graph_[task], operand, read ? "reads" : "writes");
+  (read ? graph_[task].reads : graph_[task].writes).push_back(operand);
 }
 
 void TaskGraph::check_buffer_uses(const Task& task) const {
   for (BufferId id : task.allocates) check_buffer_use(task, id, "allocates", buffer_alloc_count_);
   for (BufferId id : task.frees) check_buffer_use(task, id, "frees", buffer_free_count_);
+  for (const Operand& o : task.reads) check_operand(task, o, "reads");
+  for (const Operand& o : task.writes) check_operand(task, o, "writes");
 }
 
 void TaskGraph::allocate_at(TaskIndex task, BufferId buffer) {

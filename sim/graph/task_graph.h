@@ -54,8 +54,8 @@ class TaskGraph {
 
   // Appends a task, adding stream edges from the previous task on its stream(s); a task without
   // an op gets op_for(its work). Throws InputError on an op that disagrees with the work
-  // (op_agrees), a duplicate (rank, id), an unknown group, a rank outside the simulated set, or
-  // a collective whose group contains no simulated rank.
+  // (op_agrees), a duplicate (rank, id), an unknown group, a rank outside the simulated set, a
+  // collective whose group contains no simulated rank, or an operand bind_operand would refuse.
   TaskIndex add_task(Task task);
 
   // Adds a dependency edge `from -> to`. Duplicate edges are merged; a data or reuse edge added
@@ -86,6 +86,13 @@ class TaskGraph {
   void allocate_at(TaskIndex task, BufferId buffer);
   // Adds `buffer` to what an existing task frees at its end (the same checks).
   void free_at(TaskIndex task, BufferId buffer);
+
+  // Binds an operand to an existing task (Task::reads or writes), for a block that knows which
+  // bytes a task touches once the task exists. Throws InputError for an unknown buffer, a range
+  // outside it or a buffer of a rank the task does not run on (add_task checks a task's own
+  // operands the same way).
+  enum class Access { kRead, kWrite };
+  void bind_operand(TaskIndex task, Access access, const Operand& operand);
 
   // Registers a buffer; tasks refer to it by id in Task::allocates / Task::frees. Throws
   // InputError for a negative size, a rank the graph does not simulate, or a duplicate
@@ -118,6 +125,8 @@ class TaskGraph {
   // group, a thousand ranks for a data-parallel group at scale.
   std::vector<bool> simulated_flag_;
   void check_buffer_uses(const Task& task) const;
+  void check_operand(const Task& task, const Operand& operand, const char* verb) const;
+  bool runs_on(const Task& task, int rank) const;  // the task's rank, or a member of its group
   void check_buffer_use(const Task& task, BufferId id, const char* verb, const std::vector<int>& counts) const;
 
   std::vector<std::vector<int>> groups_;

@@ -91,17 +91,6 @@ TEST_F(Cli, TimingFlagReportsPhases) {
   EXPECT_NE(r.err.find("timing: total"), std::string::npos);
 }
 
-TEST_F(Cli, GraphExportThenCheck) {
-  const fs::path g = dir_ / "g.json";
-  ASSERT_EQ(run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
-                "--tokens 4096 --chunks 2 -o " + g.string())
-                .exit_code,
-            0);
-  Result c = run("graph check " + g.string());
-  EXPECT_EQ(c.exit_code, 0) << c.err;
-  EXPECT_NE(c.out.find("acyclic"), std::string::npos);
-}
-
 TEST_F(Cli, GraphWithACycleIsRejectedWithThePath) {
   const fs::path g = dir_ / "g.json";
   ASSERT_EQ(run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
@@ -116,6 +105,30 @@ TEST_F(Cli, GraphWithACycleIsRejectedWithThePath) {
   EXPECT_EQ(c.exit_code, 2);
   EXPECT_NE(c.err.find("cycle"), std::string::npos) << c.err;
   EXPECT_NE(c.err.find(" -> "), std::string::npos) << c.err;
+}
+
+// graph check proves the exported operand bindings ordered; without the reuse edges an s1 graph
+// overwrites T_DI slots its offload copies still read.
+TEST_F(Cli, GraphExportThenCheckAndWithoutTheReuseEdges) {
+  const fs::path g = dir_ / "g.json";
+  ASSERT_EQ(run("graph export --model models/moe-gpt-s-64e.yaml --hardware hardware/clusters/adira-8x-dgx-a100.yaml "
+                "--tokens 4096 --chunks 4 --strategy s1 -o " + g.string())
+                .exit_code,
+            0);
+  Result c = run("graph check " + g.string());
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("acyclic, "), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find(" operand accesses ordered\n"), std::string::npos) << c.out;
+  auto j = nlohmann::json::parse(read_file(g));
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& e : j["edges"])
+    if (e[2] != "reuse") kept.push_back(e);
+  ASSERT_LT(kept.size(), j["edges"].size());
+  j["edges"] = kept;
+  c = run("graph check " + write("racy.json", j.dump()).string());
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("racy.json: operand accesses no path of the graph orders"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("writes 'L0.T_DI.slot"), std::string::npos) << c.err;
 }
 
 // A device or a FIFO given as the graph used to be read without end, into unbounded memory.

@@ -18,20 +18,13 @@ namespace moesim {
 namespace {
 
 using ::testing::HasSubstr;
+using moesim::testing::cluster_with_pcie;
 using moesim::testing::kAllPolicies;
+using moesim::testing::kAllStrategies;
 using moesim::testing::small_cluster;
 using moesim::testing::small_model;
 using moesim::testing::small_run;
 
-constexpr MemoryStrategy kAllStrategies[] = {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS2,
-                                             MemoryStrategy::kS3, MemoryStrategy::kS4};
-
-ClusterSpec cluster_with_pcie() {
-  ClusterSpec c = small_cluster();
-  c.node.pcie_h2d.bandwidth = 25e9;
-  c.node.pcie_d2h.bandwidth = 25e9;
-  return c;
-}
 
 // MoE-GPT-S dimensions (M = 768, H = 4M), fp32, top-1, one local expert.
 ModelSpec gpt_s() {

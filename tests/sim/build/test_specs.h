@@ -42,4 +42,15 @@ inline RunSpec small_run(int chunks = 1, OrderPolicy order = OrderPolicy::kMPipe
 inline constexpr OrderPolicy kAllPolicies[] = {OrderPolicy::kSequential, OrderPolicy::kMPipeMoE,
                                                OrderPolicy::kFasterMoE, OrderPolicy::kTutel};
 
+inline constexpr MemoryStrategy kAllStrategies[] = {MemoryStrategy::kNone, MemoryStrategy::kS1, MemoryStrategy::kS2,
+                                                    MemoryStrategy::kS3, MemoryStrategy::kS4};
+
+// small_cluster with PCIe links, for the strategies that offload.
+inline ClusterSpec cluster_with_pcie() {
+  ClusterSpec c = small_cluster();
+  c.node.pcie_h2d.bandwidth = 25e9;
+  c.node.pcie_d2h.bandwidth = 25e9;
+  return c;
+}
+
 }  // namespace moesim::testing

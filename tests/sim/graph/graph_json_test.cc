@@ -66,7 +66,7 @@ TEST(GraphJson, ImportRestoresTasksAndEdges) {
 
 TEST(GraphJson, SchemaShape) {
   const auto j = nlohmann::json::parse(built_json(OrderPolicy::kMPipeMoE));
-  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["schema_version"], 3);
   EXPECT_EQ(j["world_size"], 4);
   EXPECT_EQ(j["simulated_ranks"], nlohmann::json::array({0}));
   EXPECT_EQ(j["groups"], nlohmann::json::parse("[[0,1,2,3]]"));
@@ -185,10 +185,10 @@ TEST(GraphJson, RejectsDeepNesting) {
 
 TEST(GraphJson, RejectsSchemaProblems) {
   auto j = base_doc();
-  j["schema_version"] = 3;
-  expect_import_error(j.dump(), "unsupported schema_version 3 (supported: 1 to 2)");
+  j["schema_version"] = 4;
+  expect_import_error(j.dump(), "unsupported schema_version 4 (supported: 1 to 3)");
   j["schema_version"] = 0;
-  expect_import_error(j.dump(), "unsupported schema_version 0 (supported: 1 to 2)");
+  expect_import_error(j.dump(), "unsupported schema_version 0 (supported: 1 to 3)");
   j = base_doc();
   j.erase("world_size");
   expect_import_error(j.dump(), "missing field 'world_size'");
@@ -271,6 +271,8 @@ TEST(GraphJson, MigratesSchemaOne) {
   for (auto& t : j["tasks"]) {
     const std::string op = t["op"];
     t.erase("op");
+    t.erase("reads");  // schema 3's operands
+    t.erase("writes");
     if (t["kind"] == "collective") t["op"] = op == "all_reduce" ? "all-reduce" : "all-to-all";
   }
   const TaskGraph g = import_graph_json(j.dump(), "old.json");
@@ -284,7 +286,8 @@ TEST(GraphJson, MigratesSchemaOne) {
   auto migrated = nlohmann::json::parse(export_graph_json(g));
   auto current = nlohmann::json::parse(export_graph_json(now));
   for (auto* doc : {&migrated, &current})
-    for (auto& t : (*doc)["tasks"]) t.erase("op");
+    for (auto& t : (*doc)["tasks"])
+      for (const char* key : {"op", "reads", "writes"}) t.erase(key);
   EXPECT_EQ(migrated, current);
   // An op on a schema 1 task that is not a collective is an unknown field.
   j["tasks"][0]["op"] = "gemm";
