@@ -10,6 +10,7 @@
 #include "runtime/exec/layer_executor.h"
 #include "runtime/exec/memory_plan.h"
 #include "runtime/exec/stream_plan.h"
+#include "sim/build/memory_sizes.h"
 #include "sim/core/error.h"
 
 namespace moesim::runtime {
@@ -111,9 +112,8 @@ struct RankLayer {
   char* upstream_grad() const { return top() ? st.dy : st.buffer(layer + 1, "dT_I"); }
 };
 
-// Parameter layout inside the graph's `params` (and `grads`) buffer: Wg (M x E), then W1
-// (E_l x M x F), then W2 (E_l x H x M), then the shared experts' W1s (M x Fs) and W2s (Hs x M),
-// packed, in the storage type: exactly the bytes layer_model_state_bytes counts.
+// The weights inside the graph's `params` (and `grads`) buffer, where the builder's param_layout
+// puts them (sim/build/memory_sizes.h): Wg, W1, W2, then the shared experts' W1s and W2s, packed.
 struct ParamPtrs {
   char* gate;
   char* w1;
@@ -122,14 +122,9 @@ struct ParamPtrs {
   char* shared_w2;
 };
 
-inline ParamPtrs param_ptrs(char* base, const LayerDims& d, std::int64_t eb, std::int64_t shared_f) {
-  ParamPtrs p;
-  p.gate = base;
-  p.w1 = p.gate + d.d_model * d.num_experts * eb;
-  p.w2 = p.w1 + d.local_experts * d.d_model * d.fc1_out * eb;
-  p.shared_w1 = p.w2 + d.local_experts * d.d_ffn * d.d_model * eb;
-  p.shared_w2 = p.shared_w1 + d.d_model * shared_f * eb;
-  return p;
+inline ParamPtrs param_ptrs(char* base, const LayerDims& d, std::int64_t shared_f) {
+  const ParamLayout at = param_layout(d, shared_f, 0);
+  return ParamPtrs{base + at.gate, base + at.w1, base + at.w2, base + at.shared_w1, base + at.shared_w2};
 }
 
 }  // namespace moesim::runtime

@@ -209,7 +209,7 @@ void LayerExecutor::initialize() {
                         d.d_model * sh.shared_f + sh.shared_h * d.d_model) *
                            sh.eb,
                    "the params buffer holds the gate, the local experts and the shared experts");
-      const ParamPtrs p = param_ptrs(s.buffer(l, "params"), d, sh.eb, sh.shared_f);
+      const ParamPtrs p = param_ptrs(s.buffer(l, "params"), d, sh.shared_f);
       // reference::random_params with the layer's seed (layer_seed: `seed` itself for layer 0):
       // the gate with it, expert e's W1 / W2 with it + 1000003 (e + 1) + 1 / + 2, scaled by
       // 1/sqrt(fan-in).
@@ -346,8 +346,8 @@ RankValues LayerExecutor::download(int rank, int layer) const {
     s.dev->download(out.data(), src, count * 4);
     return out;
   };
-  const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.eb, sh.shared_f);
-  const ParamPtrs g = param_ptrs(s.buffer("grads"), d, sh.eb, sh.shared_f);
+  const ParamPtrs p = param_ptrs(s.buffer("params"), d, sh.shared_f);
+  const ParamPtrs g = param_ptrs(s.buffer("grads"), d, sh.shared_f);
   const std::int64_t BM = d.tokens * d.d_model, ME = d.d_model * d.num_experts;
   const std::int64_t w1 = d.local_experts * d.d_model * d.fc1_out, w2 = d.local_experts * d.d_ffn * d.d_model;
   RankValues v;

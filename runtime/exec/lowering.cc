@@ -12,8 +12,8 @@ void Lowering::local(const RankLayer& s, const Task& t, const std::string& op, i
   const HandlerTable& table = bwd ? backward_ops() : forward_ops();
   const auto it = table.find(op);
   if (it == table.end()) unsupported(t);
-  const ParamPtrs p = param_ptrs(s.buffer("params"), d_, eb_, shared_f_);
-  const ParamPtrs g = bwd ? param_ptrs(s.buffer("grads"), d_, eb_, shared_f_) : ParamPtrs{};
+  const ParamPtrs p = param_ptrs(s.buffer("params"), d_, shared_f_);
+  const ParamPtrs g = bwd ? param_ptrs(s.buffer("grads"), d_, shared_f_) : ParamPtrs{};
   (this->*(it->second))(Op{s, t, t.chunk, stream, p, g});
 }
 
@@ -79,7 +79,7 @@ GemmArgs Lowering::dense_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, 
 
 void Lowering::run_fc1(const Op& o) const {
   const std::int64_t M = d_.d_model, F = d_.fc1_out;
-  o.s.dev->gemm(expert_gemm(false, false, rows_, F, M, read(o.s, o.t, 0), M, rows_ * M, o.p.w1, F, M * F,
+  o.s.dev->gemm(expert_gemm(false, false, rows_, F, M, read(o.s, o.t, 0), M, rows_ * M, read(o.s, o.t, 1), F, M * F,
                             written(o.s, o.t, 0), F, rows_ * F, false),
                 o.stream);
 }

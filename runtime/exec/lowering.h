@@ -7,12 +7,14 @@
 //
 // A chunk's expert tensors (T_DI, T_M, T_DO) and gradients (dDO, dM or dA, dDI) are the task's
 // operand bindings (task.h), by position in the order the MoE block binds them
-// (sim/build/moe_layer_forward.cc, moe_layer_backward.cc): fc1 reads T_DI and writes T_M; the
-// activation reads T_M; fc2 writes T_DO; fc2.dgrad reads dDO and writes dA (dM); the activation's
-// backward reads dA (dM), then T_M, and writes dM; fc2.wgrad reads T_M, then dDO; fc1.wgrad T_DI,
-// then dM; fc1.dgrad reads dM and writes dDI; copies and all-to-alls bind the one tensor they
-// move. The parameters, the routing state and the workspaces are found by name. Internal to
-// runtime/exec.
+// (sim/build/moe_layer_forward.cc, moe_layer_backward.cc), and so are the expert GEMMs' weights
+// and weight gradients: fc1 (and its recomputation) reads T_DI, then W1, and writes T_M; the
+// activation reads T_M; fc2 reads T_M (the runtime's activation output stands in), then W2, and
+// writes T_DO; fc2.dgrad reads dDO, then W2, and writes dA (dM); the activation's backward reads
+// dA (dM), then T_M, and writes dM; fc2.wgrad reads T_M, then dDO, and writes W2's gradient;
+// fc1.wgrad T_DI, then dM, and writes W1's gradient; fc1.dgrad reads dM, then W1, and writes dDI;
+// copies and all-to-alls bind the one tensor they move. The gate's and the shared experts'
+// weights, the routing state and the workspaces are found by name. Internal to runtime/exec.
 #pragma once
 
 #include <cstdint>

@@ -57,7 +57,7 @@ void Lowering::fc2_dgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, H = d_.d_ffn;
   // dA: swiglu's own per-chunk buffer, else dM, which the activation's backward then overwrites
   // in place with its F = H wide input gradient.
-  o.s.dev->gemm(expert_gemm(false, true, rows_, H, M, read(o.s, o.t, 0), M, rows_ * M, o.p.w2, M, H * M,
+  o.s.dev->gemm(expert_gemm(false, true, rows_, H, M, read(o.s, o.t, 0), M, rows_ * M, read(o.s, o.t, 1), M, H * M,
                             written(o.s, o.t, 0), H, rows_ * H, false),
                 o.stream);
 }
@@ -71,20 +71,20 @@ void Lowering::act_backward(const Op& o) const {
 void Lowering::fc2_wgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, H = d_.d_ffn;
   o.s.dev->gemm(expert_gemm(true, false, H, M, rows_, o.s.st.act_ws, H, rows_ * H, read(o.s, o.t, 1), M,
-                            rows_ * M, o.g.w2, M, H * M, o.accumulates()),
+                            rows_ * M, written(o.s, o.t, 0), M, H * M, o.accumulates()),
                 o.stream);
 }
 
 void Lowering::fc1_wgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, F = d_.fc1_out;
   o.s.dev->gemm(expert_gemm(true, false, M, F, rows_, read(o.s, o.t, 0), M, rows_ * M, read(o.s, o.t, 1),
-                            F, rows_ * F, o.g.w1, F, M * F, o.accumulates()),
+                            F, rows_ * F, written(o.s, o.t, 0), F, M * F, o.accumulates()),
                 o.stream);
 }
 
 void Lowering::fc1_dgrad(const Op& o) const {
   const std::int64_t M = d_.d_model, F = d_.fc1_out;
-  o.s.dev->gemm(expert_gemm(false, true, rows_, M, F, read(o.s, o.t, 0), F, rows_ * F, o.p.w1, F, M * F,
+  o.s.dev->gemm(expert_gemm(false, true, rows_, M, F, read(o.s, o.t, 0), F, rows_ * F, read(o.s, o.t, 1), F, M * F,
                             written(o.s, o.t, 0), M, rows_ * M, false),
                 o.stream);
 }

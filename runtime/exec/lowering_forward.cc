@@ -50,7 +50,7 @@ void Lowering::act_forward(const Op& o) const {
 
 void Lowering::fc2(const Op& o) const {
   const std::int64_t M = d_.d_model, H = d_.d_ffn;
-  o.s.dev->gemm(expert_gemm(false, false, rows_, M, H, o.s.st.act_ws, H, rows_ * H, o.p.w2, M, H * M,
+  o.s.dev->gemm(expert_gemm(false, false, rows_, M, H, o.s.st.act_ws, H, rows_ * H, read(o.s, o.t, 1), M, H * M,
                             written(o.s, o.t, 0), M, rows_ * M, false),
                 o.stream);
 }

@@ -180,6 +180,7 @@ void MemoryReuse::restore(int l, int c, std::size_t g, const Node& decode, Resto
                                      Uses{{t.m.allocated_by(q)}, {}});
     e_.edge(r.di, fc1);
     r.m_writer = fc1;
+    r.recompute_fc1 = fc1;
     r.m = e_.compute_each(l, p, "recompute.act", "recompute", c, expert_activation_work(e_, c), {}, Op::kActivation);
     e_.edge(fc1, r.m);
     bind(l, Tensor::kTDI, c, q, fc1, TaskGraph::Access::kRead);

@@ -85,7 +85,8 @@ class MemoryReuse {
   // How chunk c's T_M and T_DI come back, and which task first writes each of their slots.
   struct Restore {
     Node m, di, m_writer, di_writer;
-    Node redispatch;  // s2/s4: the re-dispatch all-to-all
+    Node redispatch;     // s2/s4: the re-dispatch all-to-all
+    Node recompute_fc1;  // s3/s4: FC1's recomputation (its weight is bound by the block)
   };
   // s2/s4, in the issue order of the backward's collectives right after chunk c's gradient
   // all-to-all (position g): its re-dispatch, and with duplicate token dropping its all-gather.

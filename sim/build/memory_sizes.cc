@@ -35,4 +35,15 @@ ModelStateBytes layer_model_state_bytes(const ModelSpec& model, const LayerDims&
   return out;
 }
 
+ParamLayout param_layout(const LayerDims& d, std::int64_t shared_fc1_out, std::int64_t shared_ffn) {
+  const std::int64_t M = d.d_model, eb = d.element_bytes;
+  ParamLayout p;
+  p.w1 = checked_mul({M, d.num_experts, eb});
+  p.w2 = checked_add(p.w1, checked_mul({d.local_experts, M, d.fc1_out_shard(), eb}));
+  p.shared_w1 = checked_add(p.w2, checked_mul({d.local_experts, d.d_ffn_shard(), M, eb}));
+  p.shared_w2 = checked_add(p.shared_w1, checked_mul({M, shared_fc1_out, eb}));
+  p.end = checked_add(p.shared_w2, checked_mul({shared_ffn, M, eb}));
+  return p;
+}
+
 }  // namespace moesim

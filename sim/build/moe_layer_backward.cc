@@ -179,10 +179,11 @@ void MoeLayerBlock::emit_expert_backward(BackwardPass& b) {
 }
 
 // Operand bindings of chunk c's expert backward at position g (the restored T_DI and T_M at
-// sequence position n + g): the gradient's all-to-all writes dDO, FC2's data gradient reads it
-// and writes dM (swiglu: its own dA), the activation's backward reads that, then T_M, and writes
-// dM in place, the weight gradients read T_M then dDO, T_DI then dM, FC1's data gradient reads dM
-// and writes dDI, which a tensor-parallel all-reduce sums in place and the dispatch back sends.
+// sequence position n + g): the gradient's all-to-all writes dDO, FC2's data gradient reads it and
+// W2 and writes dM (swiglu: its own dA), a recomputed FC1 reads W1 after T_DI, the activation's
+// backward reads dA, then T_M, and writes dM in place, the weight gradients read T_M then dDO, T_DI
+// then dM, write their gradient in grads (and, after the first chunk, read it: they add to it),
+// FC1's data gradient reads dM and W1 and writes dDI, which a tensor-parallel all-reduce sums in place and the dispatch back sends.
 // The order of the calls is each task's operand order, which the runtime reads by position
 // (runtime/exec/lowering.h).
 void MoeLayerBlock::bind_backward_chunk(const BackwardPass& b, int c, std::size_t g, const Node& act) {
@@ -200,6 +201,8 @@ void MoeLayerBlock::bind_backward_chunk(const BackwardPass& b, int c, std::size_
     m.bind(b.grads, G::kDDO, c, g, b.grad_combine_done[i], kWrite);
   }
   m.bind(b.grads, G::kDDO, c, g, t.fc2_dgrad[i], kRead);
+  bind_weight(l, Weight::kW2, false, t.fc2_dgrad[i], kRead);
+  bind_weight(l, Weight::kW1, false, b.restores[i].recompute_fc1, kRead);
   const Emitter::RangeOf d_a = e_.chunk_rows(c, e_.dims().d_ffn_shard(), true);
   if (b.d_a[i].empty()) {
     m.bind(b.grads, G::kDM, c, g, t.fc2_dgrad[i], kWrite);
@@ -212,9 +215,16 @@ void MoeLayerBlock::bind_backward_chunk(const BackwardPass& b, int c, std::size_
   m.bind(b.grads, G::kDM, c, g, act, kWrite);
   m.bind(l, T::kTM, c, q, t.fc2_wgrad[i], kRead);
   m.bind(b.grads, G::kDDO, c, g, t.fc2_wgrad[i], kRead);
+  bind_weight(l, Weight::kW2, true, t.fc2_wgrad[i], kWrite);
   m.bind(l, T::kTDI, c, q, t.fc1_wgrad[i], kRead);
   m.bind(b.grads, G::kDM, c, g, t.fc1_wgrad[i], kRead);
+  bind_weight(l, Weight::kW1, true, t.fc1_wgrad[i], kWrite);
+  if (g > 0) {  // the chunks after the first add to the weight gradients (accumulate): C is read too
+    bind_weight(l, Weight::kW2, true, t.fc2_wgrad[i], kRead);
+    bind_weight(l, Weight::kW1, true, t.fc1_wgrad[i], kRead);
+  }
   m.bind(b.grads, G::kDM, c, g, t.fc1_dgrad[i], kRead);
+  bind_weight(l, Weight::kW1, false, t.fc1_dgrad[i], kRead);
   m.bind(b.grads, G::kDDI, c, g, t.fc1_dgrad[i], kWrite);
   m.bind(b.grads, G::kDDI, c, g, b.dgrad_reduce[i], kRead);
   m.bind(b.grads, G::kDDI, c, g, b.dgrad_reduce[i], kWrite);

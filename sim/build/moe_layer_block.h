@@ -96,12 +96,17 @@ class MoeLayerBlock final : public Block {
   void emit_backward_all_to_alls(BackwardPass& b);
   void emit_expert_backward(BackwardPass& b);
   void bind_backward_chunk(const BackwardPass& b, int chunk, std::size_t g, const Node& act);
+  // Binds an expert weight (W1 or W2) of `layer` in its params or grads buffer to `task`.
+  enum class Weight { kW1, kW2 };
+  void bind_weight(int layer, Weight w, bool gradient, const Node& task, TaskGraph::Access access);
   Gradient emit_router_backward(BackwardPass& b);
 
   Emitter& e_;
   const RunSpec& run_;
   MoePolicies policies_;
   ModelStateBytes model_states_;      // of one layer on a rank (every layer has the same)
+  ParamLayout param_layout_;          // the weights' places in params and grads
+  std::vector<Buf> params_, grads_;   // per layer
   std::vector<Buf> t_i_;              // per layer: its input (the checkpoint of checkpointing)
   std::vector<std::vector<Buf>> saved_;  // per layer: activations freed by bwd.gate.wgrad
 };

@@ -3,6 +3,7 @@
 #include "sim/build/expert_work.h"
 #include "sim/build/moe_layer_block.h"
 #include "sim/core/checked_math.h"
+#include "sim/core/error.h"
 
 namespace moesim {
 
@@ -29,8 +30,16 @@ MoeLayerBlock::MoeLayerBlock(Emitter& emitter, const ModelSpec& model, const Run
       run_(run),
       policies_(policies),
       model_states_(layer_model_state_bytes(model, emitter.dims(), run.optimizer, run.zero_stage)),
+      param_layout_(param_layout(emitter.dims(), policies.shared_experts.fc1_out(), policies.shared_experts.hidden())),
+      params_(static_cast<std::size_t>(run.num_moe_layers)),
+      grads_(static_cast<std::size_t>(run.num_moe_layers)),
       t_i_(static_cast<std::size_t>(run.num_moe_layers)),
-      saved_(static_cast<std::size_t>(run.num_moe_layers)) {}
+      saved_(static_cast<std::size_t>(run.num_moe_layers)) {
+  // The weights' layout and the closed-form parameter count are two views of one buffer.
+  if (param_layout_.end != model_states_.param_bytes)
+    throw InternalError("the weights' layout ends at byte " + std::to_string(param_layout_.end) +
+                        " of a layer's params, which hold " + std::to_string(model_states_.param_bytes));
+}
 
 Node MoeLayerBlock::forward(int l, const Node& input, const Buf& in, const Buf& out) {
   ForwardPass f = begin_forward(l, in);
@@ -54,8 +63,8 @@ MoeLayerBlock::ForwardPass MoeLayerBlock::begin_forward(int l, const Buf& in) {
   Checkpointing& checkpointing = policies_.checkpointing;
   if (!e_.rerunning()) {
     const ModelStateBytes& ms = model_states_;
-    e_.buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
-    e_.buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
+    params_[static_cast<std::size_t>(l)] = e_.buffer(l, "params", -1, ms.param_bytes, MemoryCategory::kModelStates, true);
+    grads_[static_cast<std::size_t>(l)] = e_.buffer(l, "grads", -1, ms.grad_bytes, MemoryCategory::kModelStates, true);
     if (ms.optimizer_bytes > 0)  // plain SGD in fp32 keeps no optimizer state
       e_.buffer(l, "optimizer", -1, ms.optimizer_bytes, MemoryCategory::kModelStates, true);
     policies_.memory.add_host_copies(l);
@@ -177,8 +186,9 @@ void MoeLayerBlock::emit_experts(ForwardPass& f) {
 }
 
 // Operand bindings of chunk c's expert tensors at position g: the all-to-all writes T_DI (and a
-// tensor-parallel all-gather completes it in place), FC1 reads it and writes T_M, the activation
-// rewrites T_M in place (its output counted in T_M's bytes), FC2 reads it and writes T_DO, which
+// tensor-parallel all-gather completes it in place), FC1 reads it and W1 and writes T_M, the
+// activation rewrites T_M in place (its output counted in T_M's bytes), FC2 reads it and W2 and
+// writes T_DO, which
 // a tensor-parallel all-reduce sums in place and the combine sends. The order of the calls is
 // each task's operand order, which the runtime reads by position (runtime/exec/lowering.h).
 void MoeLayerBlock::bind_forward_chunk(const ForwardPass& f, int c, std::size_t g, const Node& act) {
@@ -193,10 +203,12 @@ void MoeLayerBlock::bind_forward_chunk(const ForwardPass& f, int c, std::size_t 
     m.bind(l, T::kTDI, c, g, f.dispatch_done[i], kWrite);
   }
   m.bind(l, T::kTDI, c, g, f.fc1[i], kRead);
+  bind_weight(l, Weight::kW1, false, f.fc1[i], kRead);
   m.bind(l, T::kTM, c, g, f.fc1[i], kWrite);
   m.bind(l, T::kTM, c, g, act, kRead);
   m.bind(l, T::kTM, c, g, act, kWrite);
   m.bind(l, T::kTM, c, g, f.fc2[i], kRead);
+  bind_weight(l, Weight::kW2, false, f.fc2[i], kRead);
   m.bind(l, T::kTDO, c, g, f.fc2[i], kWrite);
   m.bind(l, T::kTDO, c, g, f.fc2_reduce[i], kRead);
   m.bind(l, T::kTDO, c, g, f.fc2_reduce[i], kWrite);
@@ -222,6 +234,15 @@ Node MoeLayerBlock::emit_decode(ForwardPass& f, const Buf& in, const Buf& out) {
   e_.edge(f.route, decode);
   e_.edge(f.shared.out, decode);
   return decode;
+}
+
+void MoeLayerBlock::bind_weight(int l, Weight w, bool gradient, const Node& task, TaskGraph::Access access) {
+  const ParamLayout& at = param_layout_;
+  const std::int64_t begin = w == Weight::kW1 ? at.w1 : at.w2;
+  const std::int64_t end = w == Weight::kW1 ? at.w2 : at.shared_w1;
+  const auto layer = static_cast<std::size_t>(l);
+  e_.bind(task, access, gradient ? grads_[layer] : params_[layer],
+          [begin, end](const RankLoad&) { return std::pair{begin, end - begin}; });
 }
 
 }  // namespace moesim

@@ -30,6 +30,8 @@ class SharedExperts {
   SharedExperts(Emitter& emitter, const ModelSpec& model, const Ordering& ordering, TensorParallel& tp);
 
   bool present() const { return h_ > 0; }
+  std::int64_t hidden() const { return h_; }        // Hs on this rank (0: none)
+  std::int64_t fc1_out() const { return fc1_out_; }  // Fs on this rank
 
   struct Forward {
     Node out;     // the task after which their output is whole

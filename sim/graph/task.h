@@ -149,8 +149,9 @@ bool op_agrees(Op op, const Work& work);
 
 // An operand binding: the bytes of one buffer a task reads or writes, in the element type they hold.
 // A collective lists each simulated member's own buffers (the buffer names its rank). Bound so
-// far: the MoE block's per-chunk expert tensors and their gradients (sim/build/memory_reuse.h);
-// other buffers, and the runtime's workspaces the graph does not hold, are not bound yet.
+// far: the MoE block's per-chunk expert tensors and their gradients (sim/build/memory_reuse.h)
+// and its expert GEMMs' weights and weight gradients; other buffers, and the runtime's workspaces
+// the graph does not hold, are not bound yet.
 struct Operand {
   BufferId buffer = 0;
   std::int64_t offset = 0;  // bytes from the buffer's start
@@ -176,8 +177,8 @@ struct Task {
   std::vector<BufferId> allocates;  // allocated when the task starts
   std::vector<BufferId> frees;      // released when the task ends
   // What it reads and writes (in place: in both), in the order the block that binds them documents
-  // (the runtime reads them by position; the MoE block's expert GEMMs bind their activations and
-  // gradients, not yet their weights).
+  // (the runtime reads them by position: a GEMM reads A, then B, then C when it accumulates, and
+  // writes C).
   std::vector<Operand> reads;
   std::vector<Operand> writes;
 

@@ -50,8 +50,9 @@ TEST(OperandBinding, ChunksTakeTheirSlotOrTheirRowsOfTheFullTensor) {
   // E = 8, C = 24, n = 4: 8 x 6 = 48 rows a chunk, M = 64, F = 128, bf16.
   RunSpec run = small_run(4, OrderPolicy::kSequential);
   const TaskGraph none = build_moe_graph(small_model(), cluster_with_pcie(), run);
+  // W1 follows the gate's M x E = 1,024 bytes in params: E_l x M x F = 16,384 bytes.
   EXPECT_THAT(describe(none, task_named(none, "L0.fwd.fc1.c2").reads),
-              ::testing::ElementsAre("L0.T_DI [12288, +6144)"));
+              ::testing::ElementsAre("L0.T_DI [12288, +6144)", "L0.params [1024, +16384)"));
   EXPECT_THAT(describe(none, task_named(none, "L0.fwd.fc1.c2").writes),
               ::testing::ElementsAre("L0.T_M [24576, +12288)"));
   run.strategy = MemoryStrategy::kS1;
@@ -60,14 +61,18 @@ TEST(OperandBinding, ChunksTakeTheirSlotOrTheirRowsOfTheFullTensor) {
   // Position 3 writes T_DI's slot 3 % 2; the single T_M slot; backward position 1 (chunk 1: the
   // sequential order runs the backward's chunks in the forward's order) continues the sequence
   // at 4 + 1 = 5: slot 1, and takes the gradients' slot 1 % 2.
-  EXPECT_THAT(describe(s1, task_named(s1, "L0.fwd.fc1.c3").reads), ::testing::ElementsAre("L0.T_DI.slot1 [0, +6144)"));
+  EXPECT_THAT(describe(s1, task_named(s1, "L0.fwd.fc1.c3").reads),
+              ::testing::ElementsAre("L0.T_DI.slot1 [0, +6144)", "L0.params [1024, +16384)"));
   EXPECT_THAT(describe(s1, task_named(s1, "L0.fwd.fc1.c3").writes), ::testing::ElementsAre("L0.T_M.slot0 [0, +12288)"));
   EXPECT_THAT(describe(s1, task_named(s1, "L0.fwd.offload.T_DI.c3").reads),
               ::testing::ElementsAre("L0.T_DI.slot1 [0, +6144)"));
   EXPECT_THAT(describe(s1, task_named(s1, "L0.bwd.prefetch.T_DI.c1").writes),
               ::testing::ElementsAre("L0.T_DI.slot1 [0, +6144)"));
   EXPECT_THAT(describe(s1, task_named(s1, "L0.bwd.fc1.wgrad.c1").reads),
-              ::testing::ElementsAre("L0.T_DI.slot1 [0, +6144)", "L0.dM.slot0 [0, +12288)"));
+              ::testing::ElementsAre("L0.T_DI.slot1 [0, +6144)", "L0.dM.slot0 [0, +12288)", "L0.grads [1024, +16384)"));
+  // The first chunk in backward order writes the weight gradient; the later ones add to it.
+  EXPECT_THAT(describe(s1, task_named(s1, "L0.bwd.fc1.wgrad.c0").writes), ::testing::ElementsAre("L0.grads [1024, +16384)"));
+  EXPECT_EQ(task_named(s1, "L0.bwd.fc1.wgrad.c0").reads.size(), 2U);
   EXPECT_THAT(describe(s1, task_named(s1, "L0.bwd.fc1.dgrad.c1").writes),
               ::testing::ElementsAre("L0.dDI.slot1 [0, +6144)"));
   EXPECT_EQ(task_named(s1, "L0.fwd.fc1.c3").reads.front().dtype, DType::kBf16);
@@ -88,16 +93,22 @@ TEST(OperandBinding, EachExpertTaskBindsItsOperandsInTheRuntimesOrder) {
     const std::string d_a = own_da ? "L0.bwd.dA.c1 [0, +24576)" : "L0.dM.slot0 [0, +24576)";
     const std::string t_m = own_da ? "L0.T_M.slot0 [0, +49152)" : "L0.T_M.slot0 [0, +24576)";
     const std::string d_m = own_da ? "L0.dM.slot0 [0, +49152)" : "L0.dM.slot0 [0, +24576)";
+    // params: the gate (1,024 bytes), W1 (64 x F), W2 (128 x 64 = 16,384 bytes).
+    const std::string w1 = own_da ? "[1024, +32768)" : "[1024, +16384)";
+    const std::string w2 = own_da ? "[33792, +16384)" : "[17408, +16384)";
     // Chunk 1: forward position 1; backward position 1, sequence position 3.
     EXPECT_THAT(describe(g, task_named(g, "L0.fwd.act.c1").reads), ::testing::ElementsAre(t_m));
     EXPECT_THAT(describe(g, task_named(g, "L0.fwd.fc2.c1").writes), ::testing::ElementsAre("L0.T_DO.slot1 [0, +12288)"));
-    EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc2.dgrad.c1").reads), ::testing::ElementsAre("L0.dDO.slot1 [0, +12288)"));
+    EXPECT_THAT(describe(g, task_named(g, "L0.fwd.fc2.c1").reads), ::testing::ElementsAre(t_m, "L0.params " + w2));
+    EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc2.dgrad.c1").reads),
+                ::testing::ElementsAre("L0.dDO.slot1 [0, +12288)", "L0.params " + w2));
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc2.dgrad.c1").writes), ::testing::ElementsAre(d_a));
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.act.c1").reads), ::testing::ElementsAre(d_a, t_m));
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.act.c1").writes), ::testing::ElementsAre(d_m));
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc2.wgrad.c1").reads),
-                ::testing::ElementsAre(t_m, "L0.dDO.slot1 [0, +12288)"));
-    EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc1.dgrad.c1").reads), ::testing::ElementsAre(d_m));
+                ::testing::ElementsAre(t_m, "L0.dDO.slot1 [0, +12288)", "L0.grads " + w2));
+    EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc2.wgrad.c1").writes), ::testing::ElementsAre("L0.grads " + w2));
+    EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc1.dgrad.c1").reads), ::testing::ElementsAre(d_m, "L0.params " + w1));
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.prefetch.T_M.c1").writes), ::testing::ElementsAre(t_m));
   }
 }
@@ -162,7 +173,7 @@ TEST(OperandBinding, ImbalancedRoutingBindsEachRanksRows) {
   // Each rank's FC1 reads its own T_DI slot, sized by the rows it received in the chunk.
   for (int r : g.simulated_ranks()) {
     const Task& fc1 = g.task(*g.find("L0.fwd.fc1.c0", r));
-    ASSERT_EQ(fc1.reads.size(), 1U) << r;
+    ASSERT_EQ(fc1.reads.size(), 2U) << r;  // T_DI, W1
     EXPECT_EQ(g.buffer(fc1.reads[0].buffer).rank, r);
     EXPECT_LE(fc1.reads[0].bytes, g.buffer(fc1.reads[0].buffer).bytes);
   }
