@@ -12,7 +12,7 @@
 // activation reads T_M; fc2 reads T_M (the runtime's activation output stands in), then W2, and
 // writes T_DO; fc2.dgrad reads dDO, then W2, and writes dA (dM); the activation's backward reads
 // dA (dM), then T_M, and writes dM; fc2.wgrad reads T_M, then dDO, and writes W2's gradient;
-// fc1.wgrad T_DI, then dM, and writes W1's gradient; fc1.dgrad reads dM, then W1, and writes dDI;
+// fc1.wgrad T_DI, then dM, and writes W1's gradient (both, after the first chunk, also read it); fc1.dgrad reads dM, then W1, and writes dDI;
 // copies and all-to-alls bind the one tensor they move. The gate's and the shared experts'
 // weights, the routing state and the workspaces are found by name. Internal to runtime/exec.
 #pragma once

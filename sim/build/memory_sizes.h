@@ -40,8 +40,9 @@ ModelStateBytes layer_model_state_bytes(const ModelSpec& model, const LayerDims&
 // Where each weight lies in a layer's `params` buffer (and its gradient in `grads`), in bytes from
 // the start, packed in the storage type in this order: the gate (M x E), the local experts' W1
 // (E_l x M x F/t) and W2 (E_l x H/t x M), the shared experts' W1 (M x Fs) and W2 (Hs x M), Fs and
-// Hs their widths on the rank; `end` is the parameters' bytes (param_bytes above). The builder
-// binds the expert GEMMs' weights there and the runtime lays its parameters out so.
+// Hs their widths on the rank; `end` is where the shared experts' W2 ends: param_bytes above when
+// `shared_ffn` is their Hs (the block checks it). The builder binds the expert GEMMs' weights
+// there and the runtime lays its parameters out so.
 struct ParamLayout {
   std::int64_t gate = 0, w1 = 0, w2 = 0, shared_w1 = 0, shared_w2 = 0, end = 0;
 };

@@ -177,8 +177,9 @@ struct Task {
   std::vector<BufferId> allocates;  // allocated when the task starts
   std::vector<BufferId> frees;      // released when the task ends
   // What it reads and writes (in place: in both), in the order the block that binds them documents
-  // (the runtime reads them by position: a GEMM reads A, then B, then C when it accumulates, and
-  // writes C).
+  // (the runtime reads them by position: a bound GEMM, one of the MoE block's expert GEMMs, reads A,
+  // then B, then C when it accumulates, and writes C). A rank with no rows in a chunk (imbalanced
+  // routing) binds no activation of it, so its list is shorter; the runtime runs balanced routing.
   std::vector<Operand> reads;
   std::vector<Operand> writes;
 

@@ -111,6 +111,13 @@ TEST(OperandBinding, EachExpertTaskBindsItsOperandsInTheRuntimesOrder) {
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.fc1.dgrad.c1").reads), ::testing::ElementsAre(d_m, "L0.params " + w1));
     EXPECT_THAT(describe(g, task_named(g, "L0.bwd.prefetch.T_M.c1").writes), ::testing::ElementsAre(t_m));
   }
+  // s3 recomputes T_M: the recomputed FC1 reads the prefetched T_DI (sequence position 3), then W1.
+  run.strategy = MemoryStrategy::kS3;
+  const TaskGraph s3 = build_moe_graph(small_model(), cluster_with_pcie(), run);
+  EXPECT_THAT(describe(s3, task_named(s3, "L0.bwd.recompute.fc1.c1").reads),
+              ::testing::ElementsAre("L0.T_DI.slot1 [0, +12288)", "L0.params [1024, +16384)"));
+  EXPECT_THAT(describe(s3, task_named(s3, "L0.bwd.recompute.fc1.c1").writes),
+              ::testing::ElementsAre("L0.T_M.slot0 [0, +24576)"));
 }
 
 TEST(OperandBinding, TheAllToAllsBindEachMembersBuffers) {
